@@ -1,0 +1,1 @@
+"""The `prime` command line."""

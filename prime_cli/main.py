@@ -1,0 +1,56 @@
+"""Entry point of the `prime` command.
+
+Subcommands live in their own modules and are imported only when used, so that
+`prime env install` does not pay for importing FastAPI, torch or the docker SDK.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# command name -> "module:attribute"; each module owns one layer of the CLI.
+_COMMANDS: dict[str, str] = {
+    "login": "prime_cli.account_commands:login",
+    "whoami": "prime_cli.account_commands:whoami",
+    "config": "prime_cli.account_commands:config",
+    "env": "prime_cli.env_commands:env",
+    "eval": "prime_cli.eval_commands:eval_group",
+    "hub": "prime_cli.hub_commands:hub",
+    "sandbox": "prime_cli.sandbox_commands:sandbox",
+    "train": "prime_cli.train_commands:train",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports each subcommand's module on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(name for name in _COMMANDS if self.get_command(ctx, name) is not None)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = _COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            # A command whose module is not part of this build is simply absent.
+            if exc.name == module_name:
+                return None
+            raise
+        command = getattr(module, attr)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="prime-envhub", prog_name="prime")
+def cli() -> None:
+    """Build, share, evaluate and train on LLM environments."""
+
+
+if __name__ == "__main__":
+    cli()

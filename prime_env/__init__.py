@@ -1,0 +1,1 @@
+"""The environment SDK: tasks, harnesses, rubrics, environments, the rollout runner, model clients."""

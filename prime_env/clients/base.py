@@ -1,0 +1,85 @@
+"""The contract between the rollout runner and every model provider.
+
+Messages are OpenAI chat-completions dicts everywhere in prime_env (the lingua franca
+of verifiers, vLLM and most providers); a client for another wire format (Anthropic
+Messages, a local transformers model) converts at its own edge, so harnesses and
+rubrics never see provider differences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+Message = dict[str, Any]
+"""An OpenAI-style chat message: {"role", "content", optional "tool_calls"/"tool_call_id"/"name"}."""
+
+ToolSpec = dict[str, Any]
+"""An OpenAI-style tool: {"type": "function", "function": {"name", "description", "parameters"}}."""
+
+
+@dataclass(frozen=True)
+class SamplingArgs:
+    """Sampling settings shared by all providers; `extra` passes provider-specific keys through."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: list[str] | None = None
+    seed: int | None = None
+    logprobs: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ChatResponse:
+    """One assistant turn. Token ids and logprobs are filled in when the server returns them."""
+
+    message: Message
+    finish_reason: str | None
+    usage: Usage
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
+    completion_logprobs: list[float] | None = None
+
+
+class ModelError(Exception):
+    """A provider failure that survived the client's retries.
+
+    It is infrastructure, never the model's fault: the runner records it as the rollout's
+    `error` ({type, message}) and excludes the rollout from means and training batches.
+    """
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(f"{error_type}: {message}")
+        self.error_type = error_type
+        self.message = message
+
+
+@runtime_checkable
+class ModelClient(Protocol):
+    """A chat model behind some wire format. Implementations retry transient failures themselves."""
+
+    model: str
+    provider: str
+    base_url: str | None
+
+    async def chat(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        sampling: SamplingArgs | None = None,
+    ) -> ChatResponse:
+        """Return the next assistant message, or raise ModelError once retries are exhausted."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections and any local model resources."""
+        ...

@@ -1,0 +1,1 @@
+"""Pure registry logic: names, filenames, metadata, validation, simple-index rendering."""

@@ -1,0 +1,1 @@
+"""Sandboxes for running untrusted, model-written code: Docker and a local fallback."""

@@ -1,0 +1,1 @@
+"""Shared test configuration. Fixtures that belong to one layer live in that layer's conftest."""

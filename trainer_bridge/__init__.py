@@ -1,0 +1,1 @@
+"""`prime train`: an async RL loop over prime_env environments."""
