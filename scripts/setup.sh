@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Create .venv and install prime-envhub with every extra and the test tools.
-# torch is pinned to the CPU wheel (a plain `torch` would pull a multi-GB CUDA build).
+# torch is pinned to the CPU wheel that pip finds on this machine's disk (a plain `torch`
+# pulls a multi-GB CUDA build); uv then resolves the rest (pip's resolver backtracks for
+# many minutes on the boto/aiobotocore pins that s3fs and moto bring).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet "torch==2.13.0"
-.venv/bin/python -m pip install --quiet -e ".[all,dev]"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check "torch==2.13.0" "uv>=0.4"
+.venv/bin/uv pip install --quiet --python .venv/bin/python -e ".[all,dev]"
