@@ -1,0 +1,33 @@
+"""Alembic environment: runs the hub's migrations on the connection `hub_server.db` hands in."""
+
+from __future__ import annotations
+
+from alembic import context
+from sqlmodel import SQLModel
+
+import hub_server.models  # noqa: F401  (registers the tables for autogenerate)
+
+config = context.config
+target_metadata = SQLModel.metadata
+
+
+def run_migrations() -> None:
+    """Migrate on the caller's connection, or open one from the URL (`alembic` CLI use)."""
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        context.configure(
+            connection=connection, target_metadata=target_metadata, render_as_batch=True
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+        return
+    from sqlalchemy import create_engine
+
+    engine = create_engine(config.get_main_option("sqlalchemy.url") or "")
+    with engine.connect() as conn:
+        context.configure(connection=conn, target_metadata=target_metadata, render_as_batch=True)
+        with context.begin_transaction():
+            context.run_migrations()
+
+
+run_migrations()

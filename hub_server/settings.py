@@ -1,0 +1,64 @@
+"""Server settings, read from the environment so `prime hub serve` and `prime hub user add`
+agree on where the data lives without a config file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+_DEFAULT_DATA_DIR = Path("~/.local/share/prime-hub")
+
+
+class HubSettings(BaseModel):
+    """Where a hub keeps its data and how hard it lets clients push.
+
+    `database_url` and `storage_url` default to files under `data_dir`, so one directory is a
+    complete, portable hub (SQLite in WAL mode + a local blob directory).
+    """
+
+    data_dir: Path = Field(default_factory=lambda: _DEFAULT_DATA_DIR.expanduser())
+    database_url: str | None = None
+    storage_url: str | None = None
+    s3_endpoint_url: str | None = None
+    public_url: str | None = None
+    max_upload_bytes: int = 100 * 1024 * 1024
+    uploads_per_minute: int = 60
+    failed_logins_per_minute: int = 20
+    upload_url_ttl_seconds: int = 3600
+
+    @classmethod
+    def from_env(cls, data_dir: Path | str | None = None) -> HubSettings:
+        """Settings from `PRIME_HUB_*` variables; an explicit `data_dir` wins over the variable."""
+        env = os.environ
+        values: dict[str, object] = {}
+        chosen_dir = data_dir if data_dir is not None else env.get("PRIME_HUB_DATA_DIR")
+        if chosen_dir:
+            values["data_dir"] = Path(chosen_dir).expanduser()
+        for field, var in (
+            ("database_url", "PRIME_HUB_DATABASE_URL"),
+            ("storage_url", "PRIME_HUB_STORAGE_URL"),
+            ("s3_endpoint_url", "PRIME_HUB_S3_ENDPOINT_URL"),
+            ("public_url", "PRIME_HUB_PUBLIC_URL"),
+            ("max_upload_bytes", "PRIME_HUB_MAX_UPLOAD_BYTES"),
+            ("uploads_per_minute", "PRIME_HUB_UPLOADS_PER_MINUTE"),
+            ("failed_logins_per_minute", "PRIME_HUB_FAILED_LOGINS_PER_MINUTE"),
+        ):
+            if env.get(var):
+                values[field] = env[var]
+        return cls.model_validate(values)
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The SQLAlchemy URL; SQLite file `hub.sqlite3` in the data directory by default."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.data_dir / 'hub.sqlite3'}"
+
+    @property
+    def resolved_storage_url(self) -> str:
+        """The blob store root: a local directory `blobs/` in the data directory by default."""
+        if self.storage_url:
+            return self.storage_url
+        return str(self.data_dir / "blobs")
