@@ -1,0 +1,57 @@
+"""Tables of evaluation results.
+
+An `Evaluation` row holds the run's identity (environment version, model, uploader) and the
+summary the hub computed at finalize; its samples live in blobs listed by `EvaluationBatch`
+rows, one per pushed batch, so a run of 100k rollouts is a handful of rows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel
+
+from hub_server.models import new_id, utcnow
+
+
+class Evaluation(SQLModel, table=True):
+    """One evaluation run of one model on one exact environment version."""
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=32)
+    name: str = Field(max_length=256)
+    environment_id: str = Field(foreign_key="environment.id", index=True, max_length=32)
+    version_id: str = Field(foreign_key="version.id", max_length=32)
+    env_version: str = Field(max_length=64)
+    user_id: str = Field(foreign_key="user.id", index=True, max_length=32)
+    model_name: str = Field(max_length=256, index=True)
+    framework: str = Field(default="", max_length=64)
+    is_public: bool = False
+    status: str = Field(default="running", max_length=16)  # "running" | "completed"
+    tags_json: str = "[]"
+    metadata_json: str = "{}"
+    client_metrics_json: str = "{}"
+    summary_json: str | None = None
+    sample_count: int = 0
+    mean_reward: float | None = None
+    stderr: float | None = None
+    n_examples: int = 0
+    n_rollouts: int = 0
+    n_errors: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    finalized_at: datetime | None = None
+
+
+class EvaluationBatch(SQLModel, table=True):
+    """One pushed batch of samples: a gzip JSONL blob and the rollout keys it holds."""
+
+    __table_args__ = (sa.UniqueConstraint("evaluation_id", "seq"),)
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=32)
+    evaluation_id: str = Field(foreign_key="evaluation.id", index=True, max_length=32)
+    seq: int
+    blob_key: str = Field(max_length=255)
+    sample_count: int
+    keys_json: str  # [[example_index, rollout_index], …] for duplicate checks without the blob
+    created_at: datetime = Field(default_factory=utcnow)

@@ -1,0 +1,163 @@
+"""Validation and storage format of pushed samples (rollout records, schema `prime.rollout/1`).
+
+The hub does not trust a client's summary: it recomputes means from the samples, so every
+sample must carry the few fields the maths needs (which example, which rollout, the reward or
+the error). Everything else in the record is kept verbatim. The stock `prime` client sends
+verifiers' flat rows (`example_id`, `rollout_number`), so those names are accepted as aliases.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+SCHEMA = "prime.rollout/1"
+MAX_SAMPLES_PER_BATCH = 10_000
+# The prime client splits batches at 25 MiB of JSON; leave room for its framing.
+MAX_BATCH_BYTES = 32 * 1024 * 1024
+
+
+class SampleError(ValueError):
+    """A batch of samples that cannot be stored as sent; the message says which sample and why."""
+
+
+class RolloutError(BaseModel):
+    """An infrastructure failure recorded on a rollout (never a reward of 0)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(min_length=1, max_length=200)
+    message: str = Field(default="", max_length=20_000)
+
+
+class RolloutSample(BaseModel):
+    """The fields of a rollout record that the hub reads; the rest is stored untouched."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    example_index: int = Field(ge=0)
+    rollout_index: int | None = Field(default=None, ge=0)
+    reward: float | None = None
+    rewards: dict[str, float | None] = Field(default_factory=dict)
+    metrics: dict[str, float | int | bool | None] = Field(default_factory=dict)
+    error: RolloutError | None = None
+
+    @field_validator("error", mode="before")
+    @classmethod
+    def _error_from_text(cls, value: Any) -> Any:
+        """verifiers records an error as a plain string; keep it, typed as a generic error."""
+        if isinstance(value, str):
+            return {"type": "Error", "message": value} if value else None
+        return value
+
+    @field_validator("reward")
+    @classmethod
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("reward must be a finite number")
+        return value
+
+
+_ALIASES = {"example_id": "example_index", "rollout_number": "rollout_index"}
+
+
+def _normalise(raw: dict[str, Any]) -> dict[str, Any]:
+    """Map verifiers' flat-row names onto the rollout record's names (record wins on conflict)."""
+    record = dict(raw)
+    for alias, name in _ALIASES.items():
+        if name not in record and alias in record:
+            record[name] = record.pop(alias)
+    return record
+
+
+def _describe(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "sample"
+    return f"{where}: {first['msg']}"
+
+
+def validate_batch(raw_samples: Sequence[Any]) -> list[dict[str, Any]]:
+    """Check a batch and return the records to store; raise SampleError naming the bad sample.
+
+    A rollout without an error must have a reward; a rollout with an error is kept as an
+    error whatever reward it carries, so a failure can never be averaged in as a 0.
+    """
+    if not raw_samples:
+        raise SampleError("samples is empty: send at least one sample per batch")
+    if len(raw_samples) > MAX_SAMPLES_PER_BATCH:
+        raise SampleError(
+            f"too many samples in one batch ({len(raw_samples)}); "
+            f"send at most {MAX_SAMPLES_PER_BATCH} per request"
+        )
+    records: list[dict[str, Any]] = []
+    for position, raw in enumerate(raw_samples):
+        if not isinstance(raw, dict):
+            raise SampleError(f"samples[{position}] is not a JSON object")
+        record = _normalise(raw)
+        try:
+            parsed = RolloutSample.model_validate(record)
+        except ValidationError as exc:
+            raise SampleError(f"samples[{position}].{_describe(exc)}") from None
+        if parsed.error is None and parsed.reward is None:
+            raise SampleError(
+                f"samples[{position}] has neither a reward nor an error; "
+                "a scored rollout needs 'reward', a failed one needs 'error': {type, message}"
+            )
+        record["example_index"] = parsed.example_index
+        record["rollout_index"] = parsed.rollout_index
+        record["error"] = parsed.error.model_dump() if parsed.error else None
+        record["reward"] = None if parsed.error else parsed.reward
+        records.append(record)
+    return records
+
+
+def assign_keys(records: Sequence[dict[str, Any]], taken: set[tuple[int, int]]) -> None:
+    """Give every record its (example_index, rollout_index) identity, refusing repeats.
+
+    verifiers' rows carry only the example id; their rollouts are numbered in the order they
+    arrive, after the indices already stored for that example. `taken` is updated in place.
+    """
+    next_free: dict[int, int] = {}
+    for example, rollout in taken:
+        next_free[example] = max(next_free.get(example, 0), rollout + 1)
+    for position, record in enumerate(records):
+        example = record["example_index"]
+        if record["rollout_index"] is None:
+            record["rollout_index"] = next_free.get(example, 0)
+        key = (example, record["rollout_index"])
+        if key in taken:
+            raise SampleError(
+                f"samples[{position}] repeats example_index={key[0]}, rollout_index={key[1]}, "
+                "which this evaluation already has; every rollout is pushed once"
+            )
+        taken.add(key)
+        next_free[example] = max(next_free.get(example, 0), key[1] + 1)
+
+
+def sample_key(record: dict[str, Any]) -> tuple[int, int]:
+    """The identity of a rollout inside one evaluation."""
+    return int(record["example_index"]), int(record["rollout_index"])
+
+
+def encode_batch(records: Sequence[dict[str, Any]]) -> bytes:
+    """Gzip-compressed JSONL, byte-for-byte reproducible (mtime 0) so equal batches share a blob."""
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, compresslevel=6) as stream:
+        for record in records:
+            stream.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode())
+            stream.write(b"\n")
+    return buffer.getvalue()
+
+
+def decode_batch(blob: bytes) -> Iterator[dict[str, Any]]:
+    """Yield the records of one stored batch, in the order they were pushed."""
+    with gzip.GzipFile(fileobj=io.BytesIO(blob), mode="rb") as stream:
+        for line in stream:
+            if line.strip():
+                yield json.loads(line)

@@ -1,0 +1,87 @@
+"""Rendering helpers for the web pages: the Jinja2 environment, its filters, and README Markdown.
+
+Everything user-supplied (names, descriptions, READMEs, sample transcripts) reaches the page
+either through Jinja2's autoescaping or through markdown-it with raw HTML disabled, whose
+output is the only thing marked safe. There is no other path to the HTML.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from fastapi.templating import Jinja2Templates
+from markdown_it import MarkdownIt
+from markupsafe import Markup
+
+TEMPLATES_DIR = Path(__file__).parent / "templates"
+STATIC_DIR = Path(__file__).parent / "static"
+
+# CommonMark + GFM tables/strikethrough; `html: False` turns raw HTML into escaped text, and
+# markdown-it's link validator already refuses javascript:/vbscript:/data: (except images) URLs.
+_markdown = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+
+
+def render_markdown(text: str | None) -> Markup | None:
+    """README Markdown to safe HTML, or None when there is nothing to show."""
+    if not text or not text.strip():
+        return None
+    return Markup(_markdown.render(text))  # noqa: S704 - html disabled above; output is escaped
+
+
+def score(value: float | None) -> str:
+    """Rewards to three decimals; a missing value as an em dash, never as 0."""
+    return "—" if value is None else f"{value:.3f}"
+
+
+def day(value: datetime | str | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value[:10]
+    return value.strftime("%Y-%m-%d")
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            else:
+                parts.append(json.dumps(part, ensure_ascii=False))
+        return "\n".join(parts)
+    return json.dumps(content, ensure_ascii=False, indent=1)
+
+
+def messages(value: Any) -> list[dict[str, str]]:
+    """A prompt or completion (a message list or a bare string) as role/text pairs to display."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [{"role": "text", "content": value}]
+    if not isinstance(value, list):
+        return [{"role": "data", "content": _content_text(value)}]
+    shown = []
+    for message in value:
+        if not isinstance(message, dict):
+            shown.append({"role": "data", "content": _content_text(message)})
+            continue
+        text = _content_text(message.get("content"))
+        if message.get("tool_calls"):
+            calls = json.dumps(message["tool_calls"], ensure_ascii=False, indent=1)
+            text = f"{text}\n{calls}".strip()
+        shown.append({"role": str(message.get("role", "message")), "content": text})
+    return shown
+
+
+def build_templates() -> Jinja2Templates:
+    templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
+    templates.env.filters.update(score=score, day=day, messages=messages)
+    return templates
