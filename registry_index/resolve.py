@@ -1,0 +1,120 @@
+"""Environment references `owner/name[@version-or-specifier]` and version selection.
+
+Selection follows the installers' rules so `prime env install` picks what pip would: yanked
+versions only for an exact pin (PEP 592), pre-releases only when asked for or when nothing else
+matches (PEP 440).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from registry_index.names import is_valid_project_name, normalize
+
+_OWNER = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,38}[A-Za-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class EnvRef:
+    """A parsed reference; `spec` is None (latest), an exact version, or a specifier set."""
+
+    owner: str
+    name: str  # PEP 503-normalised
+    spec: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.owner}/{self.name}" + (f"@{self.spec}" if self.spec else "")
+
+
+def parse_env_ref(ref: str) -> EnvRef:
+    """Parse `owner/name`, `owner/name@1.2.0` or `owner/name@>=1.2,<2`."""
+    text = ref.strip()
+    base, at, spec = text.partition("@")
+    owner, slash, name = base.partition("/")
+    if not slash or "/" in name:
+        raise ValueError(
+            f"{ref!r} is not an environment reference; write it as OWNER/NAME or "
+            "OWNER/NAME@VERSION (for example 'alice/wordle@1.2.0')."
+        )
+    if not _OWNER.match(owner):
+        raise ValueError(
+            f"{owner!r} in {ref!r} is not a valid owner: use letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit."
+        )
+    if not is_valid_project_name(name):
+        raise ValueError(
+            f"{name!r} in {ref!r} is not a valid environment name: use letters, digits, '-', "
+            "'_' or '.', starting and ending with a letter or digit."
+        )
+    if at:
+        spec = spec.strip()
+        if not spec:
+            raise ValueError(
+                f"{ref!r} has an empty version after '@'; write e.g. '@1.2.0' or '@>=1.2,<2', "
+                "or leave out '@' for the latest version."
+            )
+        if spec != "latest":
+            _parse_spec(spec, ref)
+        else:
+            spec = ""
+    return EnvRef(owner=owner, name=normalize(name), spec=spec or None)
+
+
+def _parse_spec(spec: str, ref: str) -> Version | SpecifierSet:
+    """An exact version (`1.2`, `==1.2`) as a Version, anything else as a SpecifierSet."""
+    try:
+        return Version(spec)
+    except InvalidVersion:
+        pass
+    try:
+        specifiers = SpecifierSet(spec)
+    except InvalidSpecifier:
+        raise ValueError(
+            f"{spec!r} in {ref!r} is neither a version nor a version specifier; write e.g. "
+            "'1.2.0', '==1.2.0' or '>=1.2,<2'."
+        ) from None
+    return specifiers
+
+
+def _exact_pin(specifiers: SpecifierSet) -> Version | None:
+    items = list(specifiers)
+    if len(items) == 1 and items[0].operator in ("==", "===") and "*" not in items[0].version:
+        try:
+            return Version(items[0].version)
+        except InvalidVersion:
+            return None
+    return None
+
+
+def select_version(available: list[tuple[Version, bool]], spec: str | None) -> Version:
+    """Pick the version to install from `(version, yanked)` pairs, or raise `LookupError`."""
+    parsed = _parse_spec(spec, spec) if spec else None
+    pin = parsed if isinstance(parsed, Version) else None
+    if isinstance(parsed, SpecifierSet):
+        pin = _exact_pin(parsed)
+    if pin is not None:
+        for version, _yanked in available:
+            if version == pin:
+                return version  # an exact pin may select a yanked version (PEP 592)
+        raise LookupError(_not_found(f"version {pin}", available))
+    candidates = [version for version, yanked in available if not yanked]
+    specifiers = parsed if isinstance(parsed, SpecifierSet) else SpecifierSet()
+    final = list(specifiers.filter(candidates, prereleases=False))
+    matching = final or list(specifiers.filter(candidates, prereleases=True))
+    if not matching:
+        wanted = f"a version matching {spec!r}" if spec else "a version"
+        raise LookupError(_not_found(wanted, available))
+    return max(matching)
+
+
+def _not_found(wanted: str, available: list[tuple[Version, bool]]) -> str:
+    if not available:
+        return f"No {wanted.removeprefix('a ')} is available: nothing has been published yet."
+    listed = ", ".join(
+        f"{version}{' (yanked)' if yanked else ''}" for version, yanked in sorted(available)
+    )
+    return f"Could not find {wanted}; available versions: {listed}."

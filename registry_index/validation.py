@@ -1,0 +1,465 @@
+"""Upload validation in the spirit of PyPI's (warehouse `forklift/legacy.py`).
+
+An archive is hostile until proven otherwise. The checks run on the file as stored, before any
+row or blob exists: the filename, the byte-level zip framing (so two concatenated archives or
+hidden data cannot make different tools see different contents), every member's name and
+compression, declared *and* actual sizes while decompressing (zip bombs), the required
+`.dist-info` files, and the name and version in the archive's own metadata.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import gzip
+import hashlib
+import io
+import posixpath
+import tarfile
+import zipfile
+import zlib
+from dataclasses import dataclass
+from email.parser import BytesHeaderParser
+from email.policy import compat32
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+from registry_index.errors import InvalidUpload
+from registry_index.filenames import DistFilename, parse_filename
+from registry_index.metadata import (
+    MAX_METADATA_SIZE,
+    CoreMetadata,
+    parse_core_metadata,
+    read_capped,
+)
+from registry_index.names import normalize
+from registry_index.zipframing import check_zip_framing
+
+MiB = 1024 * 1024
+_CHUNK = 64 * 1024
+
+
+@dataclass(frozen=True)
+class UploadLimits:
+    """Size limits; the ratio limits apply only above `ratio_min_size` (text compresses well)."""
+
+    max_file_size: int = 100 * MiB
+    max_uncompressed_size: int = 1024 * MiB
+    max_member_ratio: float = 50.0
+    max_total_ratio: float = 50.0
+    ratio_min_size: int = 16 * MiB
+    max_members: int = 10_000
+
+
+@dataclass(frozen=True)
+class ValidatedDistribution:
+    """What the index stores about an accepted file."""
+
+    filename: DistFilename
+    metadata: CoreMetadata
+    sha256: str
+    blake2_256: str
+    size: int
+    metadata_sha256: str | None  # PEP 658: served as `<file>.metadata` (wheels only)
+
+
+def _mib(size: int) -> str:
+    return f"{size / MiB:.1f} MiB"
+
+
+def _hash_file(path: Path) -> tuple[str, str]:
+    sha = hashlib.sha256()
+    blake = hashlib.blake2b(digest_size=32)
+    with path.open("rb") as handle:
+        while chunk := handle.read(1024 * 1024):
+            sha.update(chunk)
+            blake.update(chunk)
+    return sha.hexdigest(), blake.hexdigest()
+
+
+def check_member_name(name: str, archive: str) -> PurePosixPath:
+    """Refuse member names that are empty, absolute, escaping, or unprintable."""
+    if not name or name in {"/", "."}:
+        raise InvalidUpload(f"The {archive} contains a member with an empty name; rebuild it.")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        raise InvalidUpload(
+            f"The {archive} contains a member name with control characters ({name!r}); rebuild it."
+        )
+    if "\\" in name:
+        raise InvalidUpload(
+            f"The {archive} member {name!r} uses a backslash; archive paths must use '/'."
+        )
+    path = PurePosixPath(name)
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        raise InvalidUpload(
+            f"The {archive} member {name!r} has an absolute path; members must be relative."
+        )
+    if ".." in path.parts:
+        raise InvalidUpload(
+            f"The {archive} member {name!r} contains '..' (path traversal); members must stay "
+            "inside the archive."
+        )
+    return path
+
+
+def _check_ratio(limits: UploadLimits, what: str, size: int, compressed: int, limit: float) -> None:
+    if size > limits.ratio_min_size and size > limit * max(compressed, 1):
+        raise InvalidUpload(
+            f"{what} expands {size / max(compressed, 1):.0f}x ({_mib(size)} from "
+            f"{_mib(compressed)}), more than the {limit:.0f}x allowed; this looks like a zip "
+            "bomb. Upload a distribution without highly compressible padding."
+        )
+
+
+def _check_total(limits: UploadLimits, total: int, archive: str) -> None:
+    if total > limits.max_uncompressed_size:
+        raise InvalidUpload(
+            f"The {archive} unpacks to more than {_mib(limits.max_uncompressed_size)}, the "
+            "limit for one distribution; make it smaller."
+        )
+
+
+# --- wheels -------------------------------------------------------------------------------
+
+
+def _validate_wheel_members(archive: zipfile.ZipFile, limits: UploadLimits, size: int) -> None:
+    infos = archive.infolist()
+    if len(infos) > limits.max_members:
+        raise InvalidUpload(
+            f"The wheel has {len(infos)} members, more than the {limits.max_members} allowed."
+        )
+    seen: set[str] = set()
+    declared_total = 0
+    for info in infos:
+        check_member_name(info.filename, "wheel")
+        if info.filename in seen:
+            raise InvalidUpload(
+                f"The wheel contains {info.filename!r} twice; duplicate members let tools see "
+                "different files. Rebuild the wheel."
+            )
+        seen.add(info.filename)
+        if info.flag_bits & 0x1:
+            raise InvalidUpload(f"The wheel member {info.filename!r} is encrypted; rebuild it.")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise InvalidUpload(
+                f"The wheel member {info.filename!r} uses an unsupported compression method "
+                f"({info.compress_type}); wheels may only use stored or deflated members."
+            )
+        _check_ratio(
+            limits, f"Member {info.filename!r}", info.file_size, info.compress_size,
+            limits.max_member_ratio,
+        )  # fmt: skip
+        declared_total += info.file_size
+    _check_total(limits, declared_total, "wheel")
+    _check_ratio(limits, "The wheel", declared_total, size, limits.max_total_ratio)
+
+
+def _read_member_hashed(
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, budget: int
+) -> tuple[int, str]:
+    """Decompress one member fully (verifying its CRC), counting actual bytes against `budget`."""
+    sha = hashlib.sha256()
+    actual = 0
+    with archive.open(info) as stream:
+        while chunk := stream.read(_CHUNK):
+            actual += len(chunk)
+            if actual > info.file_size or actual > budget:
+                raise InvalidUpload(
+                    f"The wheel member {info.filename!r} decompresses to more than its header "
+                    "declares or than the size limit allows; this looks like a zip bomb."
+                )
+            sha.update(chunk)
+    if actual != info.file_size:
+        raise InvalidUpload(f"The wheel member {info.filename!r} is truncated; rebuild the wheel.")
+    # RECORD's hash encoding: urlsafe base64 without padding (PEP 376/427).
+    return actual, base64.urlsafe_b64encode(sha.digest()).rstrip(b"=").decode("ascii")
+
+
+def _parse_record(raw: bytes, record_name: str) -> dict[str, tuple[str, str]]:
+    try:
+        rows = list(csv.reader(io.StringIO(raw.decode("utf-8"))))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise InvalidUpload(f"{record_name} cannot be parsed ({exc}); rebuild the wheel.") from None
+    entries: dict[str, tuple[str, str]] = {}
+    for row in rows:
+        if not row:
+            continue
+        if len(row) != 3:
+            raise InvalidUpload(
+                f"{record_name} has a malformed line {','.join(row)!r}; each line must be "
+                "'path,hash,size'. Rebuild the wheel."
+            )
+        entries[row[0]] = (row[1], row[2])
+    return entries
+
+
+def _check_dist_info(archive: zipfile.ZipFile, parsed: DistFilename) -> str:
+    """Return the dist-info directory after checking it matches the filename and is complete."""
+    dist_infos = {
+        name.split("/", 1)[0]
+        for name in archive.namelist()
+        if "/" in name and name.split("/", 1)[0].endswith(".dist-info")
+    }
+    if len(dist_infos) != 1:
+        found = ", ".join(sorted(dist_infos)) or "none"
+        raise InvalidUpload(
+            f"A wheel must contain exactly one top-level .dist-info directory (found: {found}); "
+            "build it with a standard build backend (python -m build)."
+        )
+    dist_info = dist_infos.pop()
+    stem = dist_info.removesuffix(".dist-info")
+    name_part, _, version_part = stem.rpartition("-")
+    if normalize(name_part) != parsed.name or version_part != _filename_version(parsed):
+        raise InvalidUpload(
+            f"The wheel's metadata directory {dist_info!r} does not match its filename "
+            f"{parsed.filename!r}; rebuild the wheel instead of renaming it."
+        )
+    names = set(archive.namelist())
+    for required in ("WHEEL", "METADATA", "RECORD"):
+        if f"{dist_info}/{required}" not in names:
+            raise InvalidUpload(
+                f"The wheel is missing {dist_info}/{required}; build it with a standard build "
+                "backend (python -m build)."
+            )
+    return dist_info
+
+
+def _filename_version(parsed: DistFilename) -> str:
+    """The version exactly as spelled in the filename (the dist-info dir must use the same)."""
+    stem = parsed.filename.removesuffix(".whl")
+    return stem.split("-")[1]
+
+
+def _check_wheel_file(raw: bytes, member: str) -> None:
+    meta = parse_email_headers(raw, member)
+    version = meta.get("Wheel-Version", "")
+    if not version.startswith("1."):
+        raise InvalidUpload(
+            f"{member} declares Wheel-Version {version or '(missing)'!r}; this index accepts "
+            "wheel format 1.x."
+        )
+
+
+def parse_email_headers(raw: bytes, member: str) -> dict[str, str]:
+    """Parse an RFC 822 style file (WHEEL) into a dict of its first values."""
+    try:
+        message = BytesHeaderParser(policy=compat32).parsebytes(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidUpload(f"{member} cannot be parsed ({exc}); rebuild the wheel.") from None
+    return {key: str(value) for key, value in message.items()}
+
+
+def _validate_wheel(path: Path, parsed: DistFilename, limits: UploadLimits, size: int) -> bytes:
+    """Return the METADATA bytes of a wheel that passed every check."""
+    with path.open("rb") as handle:
+        check_zip_framing(handle, size)
+        try:
+            archive = zipfile.ZipFile(handle)
+        except (zipfile.BadZipFile, OSError, EOFError) as exc:
+            raise InvalidUpload(
+                f"The wheel is not a valid zip archive ({exc}); rebuild it and upload again."
+            ) from None
+        with archive:
+            _validate_wheel_members(archive, limits, size)
+            dist_info = _check_dist_info(archive, parsed)
+            record_name = f"{dist_info}/RECORD"
+            hashes: dict[str, tuple[int, str]] = {}
+            budget = limits.max_uncompressed_size
+            metadata_raw = b""
+            try:
+                for info in archive.infolist():
+                    if info.is_dir():
+                        continue
+                    actual, digest = _read_member_hashed(archive, info, budget)
+                    budget -= actual
+                    hashes[info.filename] = (actual, digest)
+                with archive.open(f"{dist_info}/METADATA") as stream:
+                    metadata_raw = read_capped(stream, MAX_METADATA_SIZE, f"{dist_info}/METADATA")
+                with archive.open(f"{dist_info}/WHEEL") as stream:
+                    _check_wheel_file(read_capped(stream, 1 * MiB, "WHEEL"), f"{dist_info}/WHEEL")
+                with archive.open(record_name) as stream:
+                    record = _parse_record(read_capped(stream, 64 * MiB, record_name), record_name)
+            except (zipfile.BadZipFile, EOFError, OSError, RuntimeError) as exc:
+                raise InvalidUpload(
+                    f"The wheel is corrupt ({exc}); rebuild it and upload again."
+                ) from None
+    _check_record(record, hashes, record_name)
+    return metadata_raw
+
+
+def _check_record(
+    record: dict[str, tuple[str, str]], hashes: dict[str, tuple[int, str]], record_name: str
+) -> None:
+    """Every file must be listed in RECORD with its true sha256 and size (RECORD itself aside)."""
+    for member, (size, digest) in hashes.items():
+        if member == record_name or member.endswith(
+            (".dist-info/RECORD.jws", ".dist-info/RECORD.p7s")
+        ):
+            continue
+        entry = record.get(member)
+        if entry is None:
+            raise InvalidUpload(
+                f"{member!r} is in the wheel but not listed in {record_name}; rebuild the wheel."
+            )
+        algorithm, _, expected = entry[0].partition("=")
+        if algorithm != "sha256" or expected != digest or (entry[1] and entry[1] != str(size)):
+            raise InvalidUpload(
+                f"{member!r} does not match its hash or size in {record_name}; the wheel was "
+                "modified after it was built. Rebuild it."
+            )
+    for member in record:
+        if member not in hashes and not member.endswith("/"):
+            raise InvalidUpload(
+                f"{record_name} lists {member!r}, which is not in the wheel; rebuild the wheel."
+            )
+
+
+# --- sdists --------------------------------------------------------------------------------
+
+
+class _CountingReader(io.RawIOBase):
+    """Decompressed stream that refuses to produce more than `limit` bytes (gzip bombs)."""
+
+    def __init__(self, source: IO[bytes], limit: int) -> None:
+        self._source = source
+        self._limit = limit
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self._source.read(len(buffer))
+        self.count += len(data)
+        if self.count > self._limit:
+            raise InvalidUpload(
+                f"The sdist unpacks to more than {_mib(self._limit)}; this looks like a "
+                "compression bomb. Make the source distribution smaller."
+            )
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _sdist_top(parsed: DistFilename) -> str:
+    return parsed.filename.removesuffix(".tar.gz")
+
+
+def _check_sdist_member(member: tarfile.TarInfo, top: str) -> None:
+    path = check_member_name(member.name.rstrip("/") or member.name, "sdist")
+    if path.parts[0] != top:
+        raise InvalidUpload(
+            f"The sdist member {member.name!r} is outside the top-level directory {top!r}; an "
+            "sdist must unpack into one '<name>-<version>/' directory."
+        )
+    if member.issym() or member.islnk():
+        # Symlink targets are relative to the link's directory, hard links to the archive root.
+        base = str(path.parent) if member.issym() else ""
+        target = posixpath.normpath(posixpath.join(base, member.linkname))
+        if member.linkname.startswith("/") or not target.startswith(f"{top}/"):
+            raise InvalidUpload(
+                f"The sdist link {member.name!r} points outside its top-level directory "
+                f"({member.linkname!r}); replace the link with the file itself."
+            )
+        return
+    if not (member.isreg() or member.isdir()):
+        raise InvalidUpload(
+            f"The sdist member {member.name!r} is a device, FIFO or sparse file; an sdist may "
+            "hold only regular files, directories and links."
+        )
+    if member.type == tarfile.GNUTYPE_SPARSE or member.sparse is not None:  # type: ignore[attr-defined]
+        raise InvalidUpload(
+            f"The sdist member {member.name!r} is a sparse file; rebuild the sdist."
+        )
+
+
+def _validate_sdist(path: Path, parsed: DistFilename, limits: UploadLimits, size: int) -> bytes:
+    """Return the PKG-INFO bytes of an sdist that passed every check."""
+    top = _sdist_top(parsed)
+    # The ratio limit only bites above ratio_min_size: small text archives compress very well.
+    ratio_budget = max(limits.ratio_min_size, int(size * limits.max_total_ratio))
+    budget = min(limits.max_uncompressed_size, ratio_budget)
+    pkg_info: bytes | None = None
+    seen: set[str] = set()
+    count = 0
+    try:
+        with path.open("rb") as raw, gzip.GzipFile(fileobj=raw) as unzipped:
+            counter = _CountingReader(unzipped, budget)  # type: ignore[arg-type]
+            stream = io.BufferedReader(counter, buffer_size=_CHUNK)
+            with tarfile.open(fileobj=stream, mode="r|") as archive:
+                for member in archive:
+                    count += 1
+                    if count > limits.max_members:
+                        raise InvalidUpload(
+                            f"The sdist has more than {limits.max_members} members; make it smaller."
+                        )
+                    name = member.name.rstrip("/")
+                    if name in seen:
+                        raise InvalidUpload(f"The sdist contains {name!r} twice; rebuild it.")
+                    seen.add(name)
+                    _check_sdist_member(member, top)
+                    if name == f"{top}/PKG-INFO" and member.isreg():
+                        handle = archive.extractfile(member)
+                        if handle is not None:
+                            pkg_info = read_capped(handle, MAX_METADATA_SIZE, name)
+    except (tarfile.TarError, EOFError, OSError, gzip.BadGzipFile, zlib.error) as exc:
+        raise InvalidUpload(
+            f"The sdist is not a valid .tar.gz archive ({exc}); rebuild it with "
+            "python -m build --sdist."
+        ) from None
+    if pkg_info is None:
+        raise InvalidUpload(
+            f"The sdist has no {top}/PKG-INFO; build it with a standard build backend "
+            "(python -m build --sdist)."
+        )
+    return pkg_info
+
+
+# --- entry point ---------------------------------------------------------------------------
+
+
+def _check_metadata_matches(parsed: DistFilename, metadata: CoreMetadata) -> None:
+    if normalize(metadata.name) != parsed.name:
+        raise InvalidUpload(
+            f"The filename {parsed.filename!r} says the project is {parsed.name!r} but its "
+            f"metadata says {metadata.name!r}; rebuild the distribution instead of renaming it."
+        )
+    if metadata.version != parsed.version:
+        raise InvalidUpload(
+            f"The filename {parsed.filename!r} says version {parsed.version} but its metadata "
+            f"says {metadata.version}; rebuild the distribution instead of renaming it."
+        )
+
+
+def validate_distribution(
+    path: Path, filename: str, limits: UploadLimits = UploadLimits()
+) -> ValidatedDistribution:
+    """Validate an uploaded file stored at `path` under the client's `filename`.
+
+    Raises `InvalidUpload` with a user-facing sentence on the first problem found.
+    """
+    parsed = parse_filename(filename)
+    size = path.stat().st_size
+    if size > limits.max_file_size:
+        raise InvalidUpload(
+            f"{filename!r} is {_mib(size)}, larger than the {_mib(limits.max_file_size)} limit; "
+            "make the distribution smaller."
+        )
+    if size == 0:
+        raise InvalidUpload(f"{filename!r} is empty; upload the built distribution file.")
+    if parsed.kind == "wheel":
+        raw = _validate_wheel(path, parsed, limits, size)
+        source = f"{filename} (METADATA)"
+    else:
+        raw = _validate_sdist(path, parsed, limits, size)
+        source = f"{filename} (PKG-INFO)"
+    metadata = parse_core_metadata(raw, source)
+    _check_metadata_matches(parsed, metadata)
+    sha256, blake2_256 = _hash_file(path)
+    return ValidatedDistribution(
+        filename=parsed,
+        metadata=metadata,
+        sha256=sha256,
+        blake2_256=blake2_256,
+        size=size,
+        metadata_sha256=hashlib.sha256(raw).hexdigest() if parsed.kind == "wheel" else None,
+    )
