@@ -24,7 +24,15 @@ MAX_BATCH_BYTES = 32 * 1024 * 1024
 
 
 class SampleError(ValueError):
-    """A batch of samples that cannot be stored as sent; the message says which sample and why."""
+    """A batch of samples that cannot be stored as sent; the message says which sample and why.
+
+    `status` is the HTTP status the API answers with: 400 malformed, 409 a rollout pushed
+    twice, 413 a batch over the limits.
+    """
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class RolloutError(BaseModel):
@@ -93,7 +101,8 @@ def validate_batch(raw_samples: Sequence[Any]) -> list[dict[str, Any]]:
     if len(raw_samples) > MAX_SAMPLES_PER_BATCH:
         raise SampleError(
             f"too many samples in one batch ({len(raw_samples)}); "
-            f"send at most {MAX_SAMPLES_PER_BATCH} per request"
+            f"send at most {MAX_SAMPLES_PER_BATCH} per request",
+            status=413,
         )
     records: list[dict[str, Any]] = []
     for position, raw in enumerate(raw_samples):
@@ -134,7 +143,8 @@ def assign_keys(records: Sequence[dict[str, Any]], taken: set[tuple[int, int]]) 
         if key in taken:
             raise SampleError(
                 f"samples[{position}] repeats example_index={key[0]}, rollout_index={key[1]}, "
-                "which this evaluation already has; every rollout is pushed once"
+                "already pushed to this evaluation or earlier in this batch; push each rollout once",
+                status=409,
             )
         taken.add(key)
         next_free[example] = max(next_free.get(example, 0), key[1] + 1)

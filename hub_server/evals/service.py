@@ -1,0 +1,422 @@
+"""Evaluation results: the operations behind the API and the web pages.
+
+Write order follows the hub's rule, blob first, row second: a batch's gzip JSONL blob is
+stored (content-addressed, atomically) before the row that lists it is committed, so a crash
+leaves at most an unreferenced blob, never a row pointing at nothing. Every write starts by
+updating the evaluation row, which serialises concurrent writers to one evaluation (a row
+lock on PostgreSQL, the write lock on SQLite) before duplicates are checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from packaging.utils import canonicalize_version
+from packaging.version import InvalidVersion
+from packaging.version import Version as PepVersion
+from sqlmodel import Session, col, select
+
+from hub_server.auth import Principal
+from hub_server.blobstore import BlobStore, content_key
+from hub_server.evals.models import Evaluation, EvaluationBatch
+from hub_server.evals.samples import (
+    SampleError,
+    assign_keys,
+    decode_batch,
+    encode_batch,
+    validate_batch,
+)
+from hub_server.evals.schemas import CreateEvaluation, EnvironmentRef
+from hub_server.evals.stats import Summary, SummaryBuilder
+from hub_server.models import Environment, Owner, Version, utcnow
+from registry_index.names import normalize
+
+
+class EvalError(Exception):
+    """A request the hub refuses; `status` is the HTTP status, the message says how to fix it."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _not_found(what: str) -> EvalError:
+    return EvalError(404, what)
+
+
+# -- visibility --------------------------------------------------------------------------
+
+
+def can_read_environment(session: Session, env: Environment, principal: Principal | None) -> bool:
+    """The hub's rule (auth.Principal.can_read): public, or private and within the token's reach."""
+    if env.visibility == "public":
+        return True
+    owner = session.get(Owner, env.owner_id)
+    return principal is not None and owner is not None and principal.can_read(owner, env)
+
+
+def can_read_evaluation(
+    session: Session, evaluation: Evaluation, env: Environment, principal: Principal | None
+) -> bool:
+    """A run is readable when its environment is, and it is public or the reader pushed it."""
+    if not can_read_environment(session, env, principal):
+        return False
+    return evaluation.is_public or (principal is not None and evaluation.user_id == principal.user.id)
+
+
+def can_write_results(principal: Principal, owner: Owner, env: Environment) -> bool:
+    """Pushing results needs scope `all` or an upload scope naming this environment's owner.
+
+    Anyone may evaluate a public environment, so owner membership is not required; a
+    read-only token can never write.
+    """
+    allowed = {"all", f"upload:{owner.name}", f"upload:{owner.name}/{env.normalized_name}"}
+    return any(scope in allowed for scope in principal.scopes)
+
+
+def find_environment(
+    session: Session, owner: str, name: str, principal: Principal | None
+) -> Environment:
+    """`owner/name` as the reader may see it; private ones of others are exactly like missing ones."""
+    row = session.exec(
+        select(Environment)
+        .join(Owner, col(Owner.id) == col(Environment.owner_id))
+        .where(Owner.name == owner.lower(), Environment.normalized_name == normalize(name))
+    ).first()
+    if row is None or not can_read_environment(session, row, principal):
+        raise _not_found(f"Environment {owner}/{name} not found.")
+    return row
+
+
+def slug_of(session: Session, env: Environment) -> tuple[str, str]:
+    owner = session.get(Owner, env.owner_id)
+    return (owner.name if owner else "?", env.name)
+
+
+# -- versions ----------------------------------------------------------------------------
+
+
+def _pep440(text: str) -> PepVersion | None:
+    try:
+        return PepVersion(text)
+    except InvalidVersion:
+        return None
+
+
+def latest_version(session: Session, env: Environment) -> Version | None:
+    """Newest non-yanked version by PEP 440 ordering; pre-releases only when nothing else."""
+    versions = [v for v in session.exec(select(Version).where(Version.environment_id == env.id))]
+    usable = [(p, v) for v in versions if not v.yanked and (p := _pep440(v.version)) is not None]
+    finals = [(p, v) for p, v in usable if not p.is_prerelease]
+    pool = finals or usable
+    return max(pool, key=lambda pair: pair[0])[1] if pool else None
+
+
+def _resolve_version(session: Session, env: Environment, ref: EnvironmentRef) -> Version:
+    owner, name = slug_of(session, env)
+    if ref.version_id:
+        version = session.get(Version, ref.version_id)
+        if version is None or version.environment_id != env.id:
+            raise _not_found(f"Environment {owner}/{name} has no version with id {ref.version_id}.")
+        return version
+    if ref.version in (None, "", "latest"):
+        found = latest_version(session, env)
+        if found is None:
+            raise _not_found(
+                f"Environment {owner}/{name} has no published version yet; "
+                "push one with `prime env push` before uploading results."
+            )
+        return found
+    wanted = canonicalize_version(ref.version)
+    for version in session.exec(select(Version).where(Version.environment_id == env.id)):
+        if version.version == ref.version or version.canonical_version == wanted:
+            return version
+    known = ", ".join(
+        sorted(
+            (v.version for v in session.exec(select(Version).where(Version.environment_id == env.id))),
+            key=lambda text: _pep440(text) or PepVersion("0"),
+        )
+    )
+    raise _not_found(
+        f"Environment {owner}/{name} has no version {ref.version!r}"
+        + (f"; known versions: {known}." if known else ".")
+    )
+
+
+def _resolve_environment(
+    session: Session, ref: EnvironmentRef, principal: Principal
+) -> tuple[Environment, EnvironmentRef]:
+    """The referenced environment, and the reference with an `owner/name@version` slug split."""
+    if ref.slug:
+        owner, sep, name = ref.slug.partition("/")
+        name, _, pinned = name.partition("@")
+        if not sep or not owner or not name or "/" in name:
+            raise EvalError(400, f"Environment slug {ref.slug!r} is not of the form owner/name.")
+        if pinned and not ref.version and not ref.version_id:
+            ref = ref.model_copy(update={"version": pinned})
+        return find_environment(session, owner, name, principal), ref
+    found = session.get(Environment, ref.id)
+    if found is None or not can_read_environment(session, found, principal):
+        raise _not_found(f"Environment with id {ref.id} not found.")
+    return found, ref
+
+
+# -- create / push / finalize ------------------------------------------------------------
+
+
+def create_evaluation(session: Session, request: CreateEvaluation, principal: Principal) -> Evaluation:
+    """A new, open run linked to one exact environment version (`latest` resolved now)."""
+    env, ref = _resolve_environment(session, request.environments[0], principal)
+    owner = session.get(Owner, env.owner_id)
+    if owner is None or not can_write_results(principal, owner, env):
+        raise EvalError(
+            403,
+            f"This token may not push results for {owner.name if owner else '?'}/{env.name}: "
+            "use a token with scope 'all' (or an upload scope for this environment).",
+        )
+    version = _resolve_version(session, env, ref)
+    evaluation = Evaluation(
+        name=request.name,
+        environment_id=env.id,
+        version_id=version.id,
+        env_version=version.version,
+        user_id=principal.user.id,
+        model_name=request.model_name,
+        framework=request.framework,
+        is_public=request.is_public,
+        tags_json=json.dumps(request.tags),
+        metadata_json=json.dumps(request.extra_metadata(), default=str),
+        client_metrics_json=json.dumps(request.metrics, default=str),
+    )
+    session.add(evaluation)
+    session.commit()
+    return evaluation
+
+
+def _writable(session: Session, evaluation_id: str, principal: Principal) -> Evaluation:
+    """Lock the run for writing and check the caller may write to it and it is still open."""
+    touched = session.execute(
+        sa.update(Evaluation)
+        .where(col(Evaluation.id) == evaluation_id)
+        .values(updated_at=utcnow())
+    )
+    evaluation = session.get(Evaluation, evaluation_id, populate_existing=True)
+    env = session.get(Environment, evaluation.environment_id) if evaluation else None
+    if touched.rowcount == 0 or evaluation is None or env is None:  # type: ignore[attr-defined]
+        raise _not_found(f"Evaluation {evaluation_id} not found.")
+    if not can_read_evaluation(session, evaluation, env, principal):
+        raise _not_found(f"Evaluation {evaluation_id} not found.")
+    if evaluation.user_id != principal.user.id:
+        raise EvalError(403, f"Evaluation {evaluation_id} was created by another user; only they can add to it.")
+    if evaluation.status != "running":
+        raise EvalError(
+            409,
+            f"Evaluation {evaluation_id} was already finalized at "
+            f"{evaluation.finalized_at:%Y-%m-%d %H:%M:%S} UTC; it can no longer change. "
+            "Create a new evaluation to push more results.",
+        )
+    return evaluation
+
+
+def _taken_keys(session: Session, evaluation_id: str) -> set[tuple[int, int]]:
+    taken: set[tuple[int, int]] = set()
+    for keys_json in session.exec(
+        select(EvaluationBatch.keys_json).where(EvaluationBatch.evaluation_id == evaluation_id)
+    ):
+        taken.update((int(e), int(r)) for e, r in json.loads(keys_json))
+    return taken
+
+
+def append_samples(
+    session: Session, store: BlobStore, evaluation_id: str, principal: Principal, raw_samples: Any
+) -> EvaluationBatch:
+    """Validate one batch, store it as a gzip JSONL blob, and list it on the run."""
+    if not isinstance(raw_samples, list):
+        raise EvalError(400, 'The body must be {"samples": [ {…rollout record…}, … ]}.')
+    try:
+        records = validate_batch(raw_samples)
+    except SampleError as exc:
+        raise EvalError(exc.status, str(exc)) from None
+    try:
+        evaluation = _writable(session, evaluation_id, principal)
+        try:
+            assign_keys(records, _taken_keys(session, evaluation_id))
+        except SampleError as exc:
+            raise EvalError(exc.status, str(exc)) from None
+        blob = encode_batch(records)
+        key = content_key(hashlib.sha256(blob).hexdigest())
+        store.put_bytes(blob, key)
+        seq = session.exec(
+            select(sa.func.count()).select_from(EvaluationBatch).where(
+                EvaluationBatch.evaluation_id == evaluation_id
+            )
+        ).one()
+        batch = EvaluationBatch(
+            evaluation_id=evaluation_id,
+            seq=int(seq) + 1,
+            blob_key=key,
+            sample_count=len(records),
+            keys_json=json.dumps([[r["example_index"], r["rollout_index"]] for r in records]),
+        )
+        evaluation.sample_count += len(records)
+        session.add(batch)
+        session.add(evaluation)
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    return batch
+
+
+def _batches(session: Session, evaluation_id: str) -> list[EvaluationBatch]:
+    return list(
+        session.exec(
+            select(EvaluationBatch)
+            .where(EvaluationBatch.evaluation_id == evaluation_id)
+            .order_by(col(EvaluationBatch.seq))
+        )
+    )
+
+
+def iter_samples(store: BlobStore, batches: list[EvaluationBatch]) -> Iterator[dict[str, Any]]:
+    for batch in batches:
+        with store.open(batch.blob_key) as handle:
+            yield from decode_batch(handle.read())
+
+
+def finalize_evaluation(
+    session: Session, store: BlobStore, evaluation_id: str, principal: Principal, metrics: dict[str, Any] | None
+) -> Evaluation:
+    """Close the run: compute the summary from every stored sample; only now can it rank."""
+    try:
+        evaluation = _writable(session, evaluation_id, principal)
+        builder = SummaryBuilder()
+        for record in iter_samples(store, _batches(session, evaluation_id)):
+            builder.add(record)
+        summary = builder.build()
+        evaluation.status = "completed"
+        evaluation.finalized_at = utcnow()
+        evaluation.summary_json = json.dumps(summary.as_dict())
+        evaluation.mean_reward = summary.mean_reward
+        evaluation.stderr = summary.stderr
+        evaluation.n_examples = summary.n_examples
+        evaluation.n_rollouts = summary.n_rollouts
+        evaluation.n_errors = summary.n_errors
+        if metrics:
+            merged = {**json.loads(evaluation.client_metrics_json), **metrics}
+            evaluation.client_metrics_json = json.dumps(merged, default=str)
+        session.add(evaluation)
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    return evaluation
+
+
+# -- reads -------------------------------------------------------------------------------
+
+
+def get_evaluation(session: Session, evaluation_id: str, principal: Principal | None) -> tuple[Evaluation, Environment]:
+    evaluation = session.get(Evaluation, evaluation_id)
+    env = session.get(Environment, evaluation.environment_id) if evaluation else None
+    if evaluation is None or env is None or not can_read_evaluation(session, evaluation, env, principal):
+        raise _not_found(f"Evaluation {evaluation_id} not found.")
+    return evaluation, env
+
+
+def visible_runs(principal: Principal | None) -> sa.ColumnElement[bool]:
+    """SQL form of `can_read_evaluation`; needs `Environment` and `Owner` joined in."""
+    if principal is None:
+        return sa.and_(col(Evaluation.is_public).is_(True), col(Environment.visibility) == "public")
+    run_ok = sa.or_(col(Evaluation.is_public).is_(True), col(Evaluation.user_id) == principal.user.id)
+    reach = (
+        sa.true() if principal.user.is_admin else col(Owner.id).in_(sorted(principal.owner_ids))
+    )
+    scope_ok: list[sa.ColumnElement[bool]] = []
+    for scope in principal.scopes:
+        if scope in ("all", "read"):
+            scope_ok.append(sa.true())
+        elif scope.startswith("upload:"):
+            owner_name, _, env_name = scope.removeprefix("upload:").partition("/")
+            term = col(Owner.name) == owner_name
+            if env_name:
+                term = sa.and_(term, col(Environment.normalized_name) == env_name)
+            scope_ok.append(term)
+    private_ok = sa.and_(reach, sa.or_(*scope_ok)) if scope_ok else sa.false()
+    env_ok = sa.or_(col(Environment.visibility) == "public", private_ok)
+    return sa.and_(run_ok, env_ok)
+
+
+def runs_query(principal: Principal | None) -> Any:
+    """Evaluations joined with their environment and owner, limited to what the reader may see."""
+    return (
+        select(Evaluation, Environment, Owner)
+        .join(Environment, col(Environment.id) == col(Evaluation.environment_id))
+        .join(Owner, col(Owner.id) == col(Environment.owner_id))
+        .where(visible_runs(principal))
+    )
+
+
+@dataclass
+class Page:
+    items: list[tuple[Evaluation, Environment, Owner]]
+    total: int
+
+
+def list_evaluations(
+    session: Session,
+    principal: Principal | None,
+    *,
+    env: Environment | None,
+    model: str | None,
+    status: str | None,
+    page: int,
+    per_page: int,
+) -> Page:
+    """Runs the reader may see, newest first."""
+    query = runs_query(principal)
+    if env is not None:
+        query = query.where(Evaluation.environment_id == env.id)
+    if model:
+        query = query.where(Evaluation.model_name == model)
+    if status:
+        query = query.where(Evaluation.status == status)
+    total = session.exec(select(sa.func.count()).select_from(query.subquery())).one()
+    rows = session.exec(
+        query.order_by(col(Evaluation.created_at).desc(), col(Evaluation.id))
+        .offset((page - 1) * per_page)
+        .limit(per_page)
+    ).all()
+    return Page(items=[tuple(row) for row in rows], total=int(total))
+
+
+def read_samples(
+    session: Session, store: BlobStore, evaluation: Evaluation, page: int, per_page: int
+) -> list[dict[str, Any]]:
+    """One page of samples in push order, decompressing only the batches that hold it."""
+    start = (page - 1) * per_page
+    stop = start + per_page
+    wanted: list[dict[str, Any]] = []
+    offset = 0
+    for batch in _batches(session, evaluation.id):
+        end = offset + batch.sample_count
+        if end > start and offset < stop:
+            with store.open(batch.blob_key) as handle:
+                records = list(decode_batch(handle.read()))
+            wanted.extend(records[max(start - offset, 0) : stop - offset])
+        offset = end
+        if offset >= stop:
+            break
+    return wanted
+
+
+def summary_of(evaluation: Evaluation) -> Summary | None:
+    if evaluation.summary_json is None:
+        return None
+    return Summary(**json.loads(evaluation.summary_json))
