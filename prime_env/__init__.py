@@ -1,1 +1,85 @@
-"""The environment SDK: tasks, harnesses, rubrics, environments, the rollout runner, model clients."""
+"""The environment SDK: tasks, harnesses, rubrics, environments, the rollout runner, model clients.
+
+Everything an environment author or a tool built on environments needs is importable from
+here; submodules are implementation detail.
+"""
+
+from .clients.base import ChatResponse, ModelClient, ModelError, SamplingArgs, Usage
+from .environment import Environment
+from .errors import EnvironmentNotFound, InfraError, JudgeError, RubricError
+from .harnesses import (
+    COMPLETED,
+    ENV_DONE,
+    LENGTH,
+    MAX_TURNS,
+    PROGRAM_FAILED,
+    TIMEOUT,
+    TOKEN_BUDGET,
+    Harness,
+    MultiTurn,
+    Program,
+    SingleTurn,
+    ToolLoop,
+)
+from .loading import installed_environments, load, parse_env_id
+from .parsers import BoxedParser, LastLineParser, Parser, XMLParser, last_assistant_text
+from .record import SCHEMA, ErrorInfo, RolloutRecord, Timing, TokenUsage, Turn
+from .rubric import JudgeRubric, Rubric, Scores
+from .runner import ConcurrencyLimiter, error_info, run_rollouts
+from .state import State
+from .summary import Summary, pass_at_k, summarize
+from .tasks import Task, TaskSet
+from .tools import Tool, tool_schema
+
+__all__ = [
+    "COMPLETED",
+    "ENV_DONE",
+    "LENGTH",
+    "MAX_TURNS",
+    "PROGRAM_FAILED",
+    "SCHEMA",
+    "TIMEOUT",
+    "TOKEN_BUDGET",
+    "BoxedParser",
+    "ChatResponse",
+    "ConcurrencyLimiter",
+    "Environment",
+    "EnvironmentNotFound",
+    "ErrorInfo",
+    "Harness",
+    "InfraError",
+    "JudgeError",
+    "JudgeRubric",
+    "LastLineParser",
+    "ModelClient",
+    "ModelError",
+    "MultiTurn",
+    "Parser",
+    "Program",
+    "RolloutRecord",
+    "Rubric",
+    "RubricError",
+    "SamplingArgs",
+    "Scores",
+    "SingleTurn",
+    "State",
+    "Summary",
+    "Task",
+    "TaskSet",
+    "Timing",
+    "TokenUsage",
+    "Tool",
+    "ToolLoop",
+    "Turn",
+    "Usage",
+    "XMLParser",
+    "error_info",
+    "installed_environments",
+    "last_assistant_text",
+    "load",
+    "parse_env_id",
+    "pass_at_k",
+    "run_rollouts",
+    "summarize",
+    "tool_schema",
+]

@@ -1,0 +1,62 @@
+"""An environment: tasks × harness × rubric, with a name and version for its records."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .harnesses import Harness, SingleTurn
+from .rubric import Rubric
+from .tasks import Task, TaskSet, as_taskset
+
+
+class Environment:
+    """What `load_environment(**kwargs)` returns.
+
+    `tasks` is the training set; `eval_tasks` (if given) is what `prime eval run` uses, else
+    `tasks`. `name`/`version` are filled in by `prime_env.load` from the installed
+    distribution when the author leaves them out.
+    """
+
+    def __init__(
+        self,
+        tasks: TaskSet | Iterable[Task | Mapping[str, Any]],
+        harness: Harness | None = None,
+        rubric: Rubric | None = None,
+        *,
+        name: str | None = None,
+        version: str | None = None,
+        eval_tasks: TaskSet | Iterable[Task | Mapping[str, Any]] | None = None,
+    ) -> None:
+        if rubric is None:
+            raise TypeError(
+                "Environment needs a rubric: Environment(tasks, harness, Rubric([reward_fn])); "
+                "an environment without rewards would silently score everything 0"
+            )
+        if not isinstance(rubric, Rubric):
+            raise TypeError(f"rubric must be a prime_env.Rubric, got {type(rubric).__name__}")
+        harness = harness if harness is not None else SingleTurn()
+        if not isinstance(harness, Harness):
+            raise TypeError(f"harness must be a prime_env harness, got {type(harness).__name__}")
+        self.tasks = as_taskset(tasks)
+        self.eval_tasks = as_taskset(eval_tasks) if eval_tasks is not None else None
+        self.harness = harness
+        self.rubric = rubric
+        self.name = name
+        self.version = version
+        self.env_args: dict[str, Any] = {}
+
+    def get_eval_tasks(self) -> TaskSet:
+        return self.eval_tasks if self.eval_tasks is not None else self.tasks
+
+    @property
+    def id(self) -> str:
+        """`owner/name@version` as far as known (e.g. "wordle@0.1.0" for a locally installed env)."""
+        name = self.name or "unnamed"
+        return f"{name}@{self.version}" if self.version else name
+
+    def __repr__(self) -> str:
+        return (
+            f"Environment({self.id!r}, {len(self.tasks)} tasks, "
+            f"{type(self.harness).__name__}, {len(self.rubric.funcs)} rubric functions)"
+        )

@@ -1,0 +1,105 @@
+"""Finding an environment by name: `prime_env.load("owner/name@1.2", **env_args)`.
+
+First the `prime.environments` entry-point group (what `prime env init` scaffolds), then a
+module named after the environment (`owner/` and `@version` stripped, `-` → `_`, as
+verifiers does), so plain verifiers-style packages load too. Nothing is installed here:
+installing is `prime env install`'s job.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata as metadata
+import inspect
+import re
+from typing import Any
+
+from .environment import Environment
+from .errors import EnvironmentNotFound
+
+GROUP = "prime.environments"
+
+
+def parse_env_id(env_id: str) -> tuple[str | None, str, str | None]:
+    """"owner/name@spec" -> (owner, name, spec); owner and spec are optional."""
+    match = re.fullmatch(r"(?:([\w.-]+)/)?([\w.-]+)(?:@(.+))?", env_id.strip())
+    if match is None:
+        raise ValueError(f"{env_id!r} is not an environment id; expected name, owner/name or owner/name@version")
+    return match.group(1), match.group(2), match.group(3)
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def installed_environments() -> dict[str, metadata.EntryPoint]:
+    """Entry points registered under `prime.environments`, by name."""
+    return {ep.name: ep for ep in metadata.entry_points(group=GROUP)}
+
+
+def load(env_id: str, **env_args: Any) -> Environment:
+    """Import the environment and call its `load_environment(**env_args)`."""
+    owner, name, _spec = parse_env_id(env_id)
+    wanted = _normalise(name)
+    found = [ep for ep_name, ep in installed_environments().items() if _normalise(ep_name) == wanted]
+    version: str | None = None
+    if found:
+        entry = found[0]
+        factory = entry.load()
+        if entry.dist is not None:
+            version = entry.dist.version
+        module_name = entry.module
+    else:
+        module_name = wanted
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise  # the environment exists but one of ITS imports is missing
+            installed = sorted(installed_environments())
+            raise EnvironmentNotFound(
+                f"environment {env_id!r} is not installed (no entry point {name!r} in group "
+                f"{GROUP!r} and no module {module_name!r}). Installed environments: "
+                f"{', '.join(installed) if installed else 'none'}. Install it with "
+                f"`prime env install {env_id}`."
+            ) from None
+        factory = getattr(module, "load_environment", None)
+        if factory is None:
+            raise EnvironmentNotFound(
+                f"module {module_name!r} has no load_environment(**kwargs) function"
+            )
+        version = _dist_version(module_name)
+    env = _call_factory(env_id, factory, env_args)
+    env.name = env.name or (f"{owner}/{name}" if owner else name)
+    env.version = env.version or version
+    env.env_args = dict(env_args)
+    return env
+
+
+def _dist_version(module_name: str) -> str | None:
+    top = module_name.split(".")[0]
+    for dist_name in metadata.packages_distributions().get(top, []):
+        try:
+            return metadata.version(dist_name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _call_factory(env_id: str, factory: Any, env_args: dict[str, Any]) -> Environment:
+    try:
+        bound = inspect.signature(factory).bind(**env_args)
+    except TypeError as exc:
+        params = [
+            p for p in inspect.signature(factory).parameters.values()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        ]
+        accepted = ", ".join(p.name for p in params) or "no arguments"
+        raise TypeError(f"environment {env_id!r}: {exc}; load_environment accepts: {accepted}") from None
+    env = factory(*bound.args, **bound.kwargs)
+    if not isinstance(env, Environment):
+        raise TypeError(
+            f"environment {env_id!r}: load_environment returned {type(env).__name__}, "
+            "expected a prime_env.Environment"
+        )
+    return env

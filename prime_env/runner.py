@@ -1,0 +1,230 @@
+"""The rollout runner: many rollouts on one event loop, scored as they finish.
+
+Generation is bounded by a semaphore of `concurrency` workers (and an optional adaptive
+limiter); scoring runs in separate tasks so a slow judge never holds a generation slot.
+A rollout whose infrastructure failed becomes a record with `error` set and `reward` None:
+it is counted, never averaged in as a 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+import uuid
+from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .clients.base import ModelClient, ModelError, SamplingArgs
+from .environment import Environment
+from .errors import InfraError
+from .record import ErrorInfo, RolloutRecord, Timing, TokenUsage, Turn
+from .rubric import Scores
+from .state import State
+from .tasks import Task
+
+RecordCallback = Callable[[RolloutRecord], Any]
+
+
+class ConcurrencyLimiter(Protocol):
+    """An extra, possibly adaptive, bound on in-flight rollouts (e.g. backing off on 429s)."""
+
+    def slot(self) -> AbstractAsyncContextManager[Any]: ...
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    """How an exception is recorded: provider and infra failures keep their own type."""
+    if isinstance(exc, (ModelError, InfraError)):
+        return ErrorInfo(type=exc.error_type, message=exc.message)
+    return ErrorInfo(type="environment_error", message=f"{type(exc).__name__}: {exc}")
+
+
+@dataclass
+class _Rollout:
+    example_index: int
+    rollout_index: int
+    task: Task
+    state: State | None = None
+    error: ErrorInfo | None = None
+    scores: Scores = field(default_factory=Scores)
+    started: float = 0.0
+    generation_ms: float = 0.0
+    scoring_ms: float = 0.0
+
+
+@dataclass
+class _Group:
+    expected: int
+    done: list[_Rollout] = field(default_factory=list)
+
+
+async def run_rollouts(
+    env: Environment,
+    client: ModelClient,
+    *,
+    n: int | None = None,
+    r: int = 1,
+    concurrency: int = 32,
+    sampling: SamplingArgs | None = None,
+    skip: Collection[tuple[int, int]] = (),
+    on_record: RecordCallback | None = None,
+    run_id: str | None = None,
+    limiter: ConcurrencyLimiter | None = None,
+    policy_version: int | None = None,
+    tasks: Sequence[Task] | None = None,
+) -> list[RolloutRecord]:
+    """Run `r` rollouts of each of the first `n` eval tasks (all when n is None or negative).
+
+    `skip` lists (example_index, rollout_index) pairs already done (for `--resume`);
+    `on_record` (sync or async) gets each record as soon as it is final — with group rewards,
+    once its whole group is scored. `tasks` overrides the env's eval tasks (the trainer uses it).
+    Returns all new records ordered by (example_index, rollout_index).
+    """
+    if r < 1:
+        raise ValueError("r (rollouts per example) must be at least 1")
+    if concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
+    chosen = list(tasks) if tasks is not None else list(env.get_eval_tasks().head(n))
+    if tasks is not None and n is not None and n >= 0:
+        chosen = chosen[:n]
+    skipped = set(skip)
+    run_id = run_id or uuid.uuid4().hex
+    sampling = sampling or SamplingArgs()
+    groups: dict[int, _Group] = {}
+    queue: asyncio.Queue[_Rollout] = asyncio.Queue()
+    for i, task in enumerate(chosen):
+        todo = [j for j in range(r) if (i, j) not in skipped]
+        if todo:
+            groups[i] = _Group(expected=len(todo))
+        for j in todo:
+            queue.put_nowait(_Rollout(i, j, task))
+
+    records: list[RolloutRecord] = []
+    scoring: set[asyncio.Task[None]] = set()
+    rubric = env.rubric
+
+    async def emit(rollout: _Rollout) -> None:
+        record = _record(env, client, run_id, rollout, policy_version)
+        records.append(record)
+        if on_record is not None:
+            result = on_record(record)
+            if inspect.isawaitable(result):
+                await result
+
+    async def score(rollout: _Rollout) -> None:
+        if rollout.error is None and rollout.state is not None:
+            t0 = time.perf_counter()
+            try:
+                rollout.scores = await rubric.score_rollout(rollout.state)
+            except Exception as exc:
+                rollout.error = _scoring_error(exc)
+            rollout.scoring_ms += (time.perf_counter() - t0) * 1000
+        if not rubric.has_group_funcs:
+            await emit(rollout)
+            return
+        group = groups[rollout.example_index]
+        group.done.append(rollout)
+        if len(group.done) < group.expected:
+            return
+        members = sorted(group.done, key=lambda x: x.rollout_index)
+        scored = [m for m in members if m.error is None and m.state is not None]
+        t0 = time.perf_counter()
+        try:
+            group_scores = await rubric.score_group([m.state for m in scored])  # type: ignore[misc]
+            for member, extra in zip(scored, group_scores):
+                member.scores.merge(extra)
+        except Exception as exc:
+            for member in scored:
+                member.error = _scoring_error(exc)
+        elapsed = (time.perf_counter() - t0) * 1000
+        for member in members:
+            member.scoring_ms += elapsed
+            await emit(member)
+
+    async def worker() -> None:
+        while True:
+            try:
+                rollout = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            rollout.started = time.perf_counter()
+            rollout.state = env.harness.start(rollout.task)
+            try:
+                if limiter is not None:
+                    async with limiter.slot():
+                        await env.harness.execute(client, rollout.state, sampling)
+                else:
+                    await env.harness.execute(client, rollout.state, sampling)
+            except Exception as exc:
+                rollout.error = error_info(exc)
+            rollout.generation_ms = (time.perf_counter() - rollout.started) * 1000
+            job = asyncio.create_task(score(rollout))
+            scoring.add(job)
+            job.add_done_callback(scoring.discard)
+
+    workers = [asyncio.create_task(worker()) for _ in range(min(concurrency, queue.qsize()))]
+    try:
+        await asyncio.gather(*workers)
+        while scoring:
+            await asyncio.gather(*list(scoring))
+    finally:
+        for job in [*workers, *scoring]:
+            job.cancel()
+    records.sort(key=lambda rec: rec.key)
+    return records
+
+
+def _scoring_error(exc: BaseException) -> ErrorInfo:
+    if isinstance(exc, (ModelError, InfraError)):
+        return error_info(exc)
+    return ErrorInfo(type="scoring_error", message=f"{type(exc).__name__}: {exc}")
+
+
+def _record(
+    env: Environment,
+    client: ModelClient,
+    run_id: str,
+    rollout: _Rollout,
+    policy_version: int | None,
+) -> RolloutRecord:
+    state = rollout.state
+    task = rollout.task
+    failed = rollout.error is not None
+    turns = None
+    if state is not None and any(resp.completion_token_ids is not None for resp in state.responses):
+        turns = [
+            Turn(
+                prompt_token_ids=resp.prompt_token_ids,
+                completion_token_ids=resp.completion_token_ids,
+                completion_logprobs=resp.completion_logprobs,
+            )
+            for resp in state.responses
+        ]
+    return RolloutRecord(
+        run_id=run_id,
+        env=env.id,
+        env_args=env.env_args,
+        task_id=task.id,
+        example_index=rollout.example_index,
+        rollout_index=rollout.rollout_index,
+        model=client.model,
+        prompt=state.prompt if state is not None else [dict(m) for m in task.prompt],
+        completion=state.completion if state is not None else [],
+        answer=task.answer,
+        info=task.info,
+        reward=None if failed else env.rubric.reward(rollout.scores),
+        rewards={} if failed else rollout.scores.rewards,
+        metrics={} if failed else rollout.scores.metrics,
+        error=rollout.error,
+        stop_reason="error" if failed else (state.stop_reason if state is not None else None),
+        usage=TokenUsage(**state["usage"]) if state is not None else TokenUsage(),
+        timing=Timing(
+            generation_ms=round(rollout.generation_ms, 3),
+            scoring_ms=round(rollout.scoring_ms, 3),
+            total_ms=round((time.perf_counter() - rollout.started) * 1000, 3),
+        ),
+        policy_version=policy_version,
+        turns=turns,
+    )

@@ -1,0 +1,91 @@
+"""Per-rollout state shared by the harness, hooks, tools and reward functions.
+
+It is a dict (as in verifiers, so `state["my_key"] = …` works for anything an environment
+wants to remember) with typed accessors for the keys the SDK itself maintains.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .clients.base import ChatResponse
+from .tasks import Task
+
+Message = dict[str, Any]
+
+
+class State(dict[str, Any]):
+    """Keys the SDK maintains: task, prompt, completion, responses, turns, usage, stop_reason,
+    tool_args (hidden tool arguments), done. Anything else is the environment's own."""
+
+    @classmethod
+    def new(cls, task: Task, prompt: list[Message]) -> State:
+        return cls(
+            task=task,
+            prompt=prompt,
+            completion=[],
+            responses=[],
+            usage={"prompt_tokens": 0, "completion_tokens": 0},
+            stop_reason=None,
+            tool_args={},
+            done=False,
+        )
+
+    @property
+    def task(self) -> Task:
+        return self["task"]
+
+    @property
+    def prompt(self) -> list[Message]:
+        return self["prompt"]
+
+    @property
+    def completion(self) -> list[Message]:
+        return self["completion"]
+
+    @property
+    def responses(self) -> list[ChatResponse]:
+        return self["responses"]
+
+    @property
+    def num_turns(self) -> int:
+        """Model calls made so far."""
+        return len(self["responses"])
+
+    @property
+    def tool_args(self) -> dict[str, Any]:
+        """Hidden tool arguments (name -> value) injected into tools that declare them."""
+        return self["tool_args"]
+
+    @property
+    def stop_reason(self) -> str | None:
+        return self["stop_reason"]
+
+    @stop_reason.setter
+    def stop_reason(self, value: str | None) -> None:
+        self["stop_reason"] = value
+
+    @property
+    def done(self) -> bool:
+        """Set `state.done = True` (or `state["done"] = True`) to end the episode."""
+        return bool(self["done"])
+
+    @done.setter
+    def done(self, value: bool) -> None:
+        self["done"] = value
+
+    @property
+    def completion_tokens(self) -> int:
+        return int(self["usage"]["completion_tokens"])
+
+    def add_response(self, response: ChatResponse) -> Message:
+        """Record one model call: its message joins the completion, its usage the totals."""
+        message = dict(response.message)
+        message.setdefault("role", "assistant")
+        if message.get("content") is None and not message.get("tool_calls"):
+            message["content"] = ""
+        self["responses"].append(response)
+        self["completion"].append(message)
+        self["usage"]["prompt_tokens"] += response.usage.prompt_tokens
+        self["usage"]["completion_tokens"] += response.usage.completion_tokens
+        return message
