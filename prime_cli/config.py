@@ -1,0 +1,165 @@
+"""The `prime` settings: a small TOML file plus environment-variable overrides.
+
+The file lives at `$XDG_CONFIG_HOME/prime/config.toml` (default `~/.config/prime/config.toml`)
+and holds an API token, so it is written atomically (temp file, fsync, `os.replace`) with mode
+0600: a crash never leaves a half-written file and other local users can never read the token.
+Environment variables win over the file so that CI jobs and one-off commands need no file at all;
+`PRIME_API_BASE_URL` is accepted too, so a shell set up for the stock `prime` client also works.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import tomli_w
+
+DEFAULT_HUB_URL = "http://127.0.0.1:8000"
+
+# key -> what it is; the only keys `prime config set` accepts.
+KEYS: dict[str, str] = {
+    "hub_url": "base URL of the hub, e.g. http://127.0.0.1:8000",
+    "api_key": "API token sent as `Authorization: Bearer …`",
+    "owner": "default owner (user or organisation) for `prime env push`",
+}
+
+# Environment variables, in priority order, for each key.
+ENV_VARS: dict[str, tuple[str, ...]] = {
+    "hub_url": ("PRIME_HUB_URL", "PRIME_API_BASE_URL"),
+    "api_key": ("PRIME_API_KEY",),
+    "owner": ("PRIME_OWNER",),
+}
+
+
+class ConfigError(Exception):
+    """A settings problem the user can fix; the message says how."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The effective settings, after environment overrides."""
+
+    hub_url: str
+    api_key: str | None
+    owner: str | None
+    # key -> where its value came from ("env PRIME_HUB_URL", "file", "default").
+    sources: dict[str, str]
+
+
+def config_path() -> Path:
+    """Where the settings file lives (XDG base directory spec)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "prime" / "config.toml"
+
+
+def normalize_hub_url(url: str) -> str:
+    """Check that `url` is an http(s) URL and strip a trailing `/` and `/api/v1`.
+
+    The stock client's base URL is the host without `/api/v1` (it appends it itself); users paste
+    both forms, so both are accepted.
+    """
+    url = url.strip()
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"invalid hub URL {url!r}: expected http://HOST[:PORT] or https://HOST")
+    url = url.rstrip("/")
+    url = url.removesuffix("/api/v1")
+    return url
+
+
+def load_file(path: Path | None = None) -> dict[str, str]:
+    """The settings stored in the file (empty when there is none)."""
+    path = path or config_path()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is not valid TOML ({exc}); fix or delete it") from exc
+    return {key: str(value) for key, value in data.items() if key in KEYS}
+
+
+def save_file(values: dict[str, str], path: Path | None = None) -> Path:
+    """Write `values` atomically with mode 0600 and return the path."""
+    path = path or config_path()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    payload = tomli_w.dumps({key: values[key] for key in sorted(values)}).encode("utf-8")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return path
+
+
+def set_value(key: str, value: str) -> Path:
+    """Validate and store one setting."""
+    if key not in KEYS:
+        raise ConfigError(f"unknown setting {key!r}; known settings: {', '.join(KEYS)}")
+    if key == "hub_url":
+        value = normalize_hub_url(value)
+    elif not value.strip():
+        raise ConfigError(f"{key} cannot be empty; use `prime config unset {key}` to remove it")
+    values = load_file()
+    values[key] = value.strip()
+    return save_file(values)
+
+
+def unset_value(key: str) -> Path:
+    """Remove one setting from the file."""
+    if key not in KEYS:
+        raise ConfigError(f"unknown setting {key!r}; known settings: {', '.join(KEYS)}")
+    values = load_file()
+    values.pop(key, None)
+    return save_file(values)
+
+
+def load_settings() -> Settings:
+    """The effective settings: environment variables over the file over defaults."""
+    stored = load_file()
+    resolved: dict[str, str | None] = {}
+    sources: dict[str, str] = {}
+    for key in KEYS:
+        value: str | None = None
+        for var in ENV_VARS[key]:
+            if os.environ.get(var):
+                value, sources[key] = os.environ[var], f"env {var}"
+                break
+        if value is None and key in stored:
+            value, sources[key] = stored[key], "file"
+        resolved[key] = value
+    hub_url = resolved["hub_url"]
+    if hub_url is None:
+        hub_url, sources["hub_url"] = DEFAULT_HUB_URL, "default"
+    return Settings(
+        hub_url=normalize_hub_url(hub_url),
+        api_key=resolved["api_key"],
+        owner=resolved["owner"],
+        sources=sources,
+    )
+
+
+def mask_token(token: str | None) -> str:
+    """Show enough of a token to recognise it, never the whole secret."""
+    if not token:
+        return "(not set)"
+    return token[:8] + "…" if len(token) > 12 else "****"

@@ -1,0 +1,223 @@
+"""`prime env push`: validate locally, then the hub's resolve → reserve → PUT → finalize flow.
+
+Everything that can be checked before talking to the hub is checked first (pyproject, the built
+wheel with the same validation the hub runs, unchanged content, a version that exists with other
+content), so a refused push costs no round trips and leaves nothing behind on the hub.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from prime_cli.env_project import EnvProject, ProjectError, build_distributions, source_archive
+from prime_cli.hub_client import HubClient, HubError, NotFound, env_path
+from registry_index.content_hash import iter_tree_files, tree_content_hash
+from registry_index.errors import InvalidUpload
+from registry_index.validation import ValidatedDistribution, validate_distribution
+
+
+class PushRefused(Exception):
+    """The push would publish nothing new or collide with an existing version."""
+
+
+@dataclass(frozen=True)
+class PushResult:
+    owner: str
+    name: str
+    version: str
+    environment_id: str
+    content_hash: str
+    wheel: ValidatedDistribution
+    source_filename: str
+    created: bool
+
+
+def _bump_hint(version: str) -> str:
+    parts = version.split(".")
+    if parts and parts[-1].isdigit():
+        parts[-1] = str(int(parts[-1]) + 1)
+        return ".".join(parts)
+    return version + ".post1"
+
+
+def _existing_versions(client: HubClient, owner: str, name: str) -> list[dict[str, Any]]:
+    try:
+        body = client.request("GET", env_path(owner, name) + "/versions", "list versions")
+    except NotFound:
+        return []
+    return list(body.get("data") or [])
+
+
+def check_not_published(
+    versions: list[dict[str, Any]], project: EnvProject, owner: str, content_hash: str
+) -> None:
+    """Refuse unchanged content, and a version number already used by other content."""
+    slug = f"{owner}/{project.name}"
+    for info in versions:
+        if info.get("content_hash") == content_hash:
+            raise PushRefused(
+                f"nothing to push: {slug} {info.get('semantic_version')} already has exactly this "
+                f"content (content hash {content_hash[:12]}…); change the environment and bump "
+                "[project] version in pyproject.toml to publish a new version"
+            )
+    for info in versions:
+        if info.get("semantic_version") == project.version:
+            raise PushRefused(
+                f"{slug} {project.version} is already published with different content and "
+                f"versions are immutable; bump [project] version in pyproject.toml "
+                f"(e.g. to {_bump_hint(project.version)}) and push again"
+            )
+
+
+def _upload_flow(
+    client: HubClient, env_id: str, kind: str, path: Path, body: dict[str, Any]
+) -> dict[str, Any]:
+    """Reserve an upload, PUT the bytes, finalize; `kind` is `wheels` or `versions`."""
+    reserved = client.request(
+        "POST", f"/environmentshub/{env_id}/{kind}", f"reserve upload of {path.name}", json=body
+    )["data"]
+    upload_id = reserved.get("wheel_id") or reserved.get("version_id")
+    client.upload(reserved["upload_url"], path, label=f"upload {path.name}")
+    done = client.request(
+        "POST",
+        f"/environmentshub/{env_id}/{kind}/{upload_id}/finalize",
+        f"finalize upload of {path.name}",
+    )
+    return dict(done.get("data") or {})
+
+
+def write_push_metadata(project: EnvProject, result: PushResult) -> Path:
+    """`.prime/.env-metadata.json`, as the stock client writes it, so tools can tell what is live."""
+    meta_dir = project.root / ".prime"
+    meta_dir.mkdir(exist_ok=True)
+    dest = meta_dir / ".env-metadata.json"
+    payload = {
+        "environment_id": result.environment_id,
+        "owner": result.owner,
+        "name": result.name,
+        "version": result.version,
+        "content_hash": result.content_hash,
+        "pushed_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        "wheel_sha256": result.wheel.sha256,
+    }
+    fd, tmp = tempfile.mkstemp(dir=meta_dir, prefix=".env-metadata.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(payload, handle, indent=2)
+        handle.write("\n")
+    os.replace(tmp, dest)
+    return dest
+
+
+def push_environment(
+    client: HubClient,
+    project: EnvProject,
+    owner: str,
+    *,
+    visibility: str | None,
+    console: Console,
+) -> PushResult:
+    """Publish `project` to `owner` on the hub; raise ProjectError, PushRefused or HubError."""
+    files = [project.root / rel for rel in iter_tree_files(project.root)]
+    links = [str(path.relative_to(project.root)) for path in files if path.is_symlink()]
+    if links:
+        raise ProjectError(
+            f"symbolic links cannot be published ({', '.join(links[:3])}); "
+            "replace them with regular files"
+        )
+    content_hash = tree_content_hash(project.root)
+    check_not_published(
+        _existing_versions(client, owner, project.name), project, owner, content_hash
+    )
+
+    with tempfile.TemporaryDirectory(prefix="prime-push-") as tmp:
+        out = Path(tmp)
+        console.print(f"Building {project.name} {project.version} …")
+        built = build_distributions(project, out / "dist", sdist=False)
+        try:
+            wheel = validate_distribution(built.wheel, built.wheel.name)
+        except InvalidUpload as exc:
+            raise ProjectError(f"the built wheel would be refused by the hub: {exc}") from exc
+        archive = source_archive(project, files, content_hash, out / "src")
+
+        resolved = client.request(
+            "POST",
+            "/environmentshub/resolve",
+            f"resolve {owner}/{project.name}",
+            json={
+                "name": project.name,
+                "visibility": visibility,
+                "owner_slug": owner,
+                "description": project.description or None,
+                "tags": project.tags or None,
+            },
+        )["data"]
+        env_id = str(resolved["id"])
+        metadata = {
+            "description": project.description,
+            "tags": project.tags,
+            "license": project.license,
+            "dependencies": project.dependencies,
+            "python_requires": project.requires_python,
+            "original_filename": built.wheel.name,
+            "requires_dist": list(wheel.metadata.requires_dist),
+        }
+        _upload_flow(
+            client,
+            env_id,
+            "wheels",
+            built.wheel,
+            {
+                "content_hash": content_hash,
+                "filename": built.wheel.name,
+                "sha256": wheel.sha256,
+                "size": wheel.size,
+                "semantic_version": project.version,
+                "metadata": metadata,
+            },
+        )
+        _upload_flow(
+            client,
+            env_id,
+            "versions",
+            archive,
+            {
+                "content_hash": content_hash,
+                "filename": archive.name,
+                "sha256": _sha256(archive),
+                "size": archive.stat().st_size,
+                "semantic_version": project.version,
+                "metadata": {**metadata, "original_filename": archive.name},
+            },
+        )
+    owner_info = resolved.get("owner")
+    owner_name = owner_info.get("name", owner) if isinstance(owner_info, dict) else owner
+    return PushResult(
+        owner=owner_name,
+        name=str(resolved.get("name", project.name)),
+        version=project.version,
+        environment_id=env_id,
+        content_hash=content_hash,
+        wheel=wheel,
+        source_filename=archive.name,
+        created=bool(resolved.get("created")),
+    )
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+__all__ = ["HubError", "PushRefused", "PushResult", "push_environment", "write_push_metadata"]

@@ -1,0 +1,56 @@
+"""`prime env pull`: fetch an environment's source archive and extract it safely.
+
+The archive comes from the network, so it is treated as hostile: it is downloaded to a temporary
+file, extracted with tarfile's `data` filter (no absolute paths, no `..`, no links pointing
+outside, no devices, no setuid bits) into a temporary sibling of the target, and only renamed
+into place when everything succeeded, so a failed pull leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+from urllib.parse import quote
+
+from prime_cli.hub_client import HubClient, HubError, env_path
+from registry_index.resolve import EnvRef
+
+
+class PullError(Exception):
+    """The pull cannot go ahead (target in the way, hostile or broken archive)."""
+
+
+def pull_source(client: HubClient, ref: EnvRef, target: Path | None) -> tuple[Path, str]:
+    """Extract the source of `ref` into `target` (default ./NAME-VERSION); return it and the version."""
+    spec = quote(ref.spec or "latest", safe="")
+    record = client.request("GET", f"{env_path(ref.owner, ref.name)}/@{spec}", f"pull {ref}")[
+        "data"
+    ]
+    version = str(record["semantic_version"])
+    source_url = record.get("source_url")
+    if not source_url:
+        raise HubError(
+            f"{ref.owner}/{ref.name} {version} has no source archive on the hub "
+            "(it was uploaded with twine or uv publish, which send only distributions)"
+        )
+    dest = (target or Path(f"{ref.name}-{version}")).resolve()
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise PullError(f"{dest} already exists and is not empty; pass --target DIR")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".prime-pull-", dir=dest.parent) as tmp:
+        archive = client.download(str(source_url), Path(tmp) / "source.tar.gz")
+        staging = Path(tmp) / "tree"
+        staging.mkdir()
+        try:
+            with tarfile.open(archive, mode="r:gz") as tar:
+                tar.extractall(staging, filter="data")
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise PullError(
+                f"the source archive of {ref.owner}/{ref.name} {version} is unsafe or broken: {exc}"
+            ) from exc
+        if dest.exists():
+            dest.rmdir()
+        shutil.move(str(staging), dest)
+    return dest, version

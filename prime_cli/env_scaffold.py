@@ -1,0 +1,83 @@
+"""`prime env init`: a new environment package that builds, installs, loads and scores as is.
+
+The files come from `prime_cli/templates/env/` (plain `string.Template` files, so they read like
+the files they produce). Nothing is written unless every file can be: the package is assembled
+in a temporary sibling directory and renamed into place.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from importlib import resources
+from pathlib import Path
+from string import Template
+
+import tomli_w
+from packaging.utils import canonicalize_name
+
+# A project name that is also an importable module once `-` becomes `_`.
+_NAME_RE = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
+
+TASK_COUNT = 5
+
+
+class ScaffoldError(Exception):
+    """The scaffold cannot be created; the message says how to fix the request."""
+
+
+def module_name(name: str) -> str:
+    """The Python module of an environment: lower case, `-` → `_` (the SDK's loading rule)."""
+    return canonicalize_name(name).replace("-", "_")
+
+
+def check_name(name: str) -> str:
+    """Return the normalised environment name or raise ScaffoldError."""
+    if not _NAME_RE.match(name.lower()):
+        raise ScaffoldError(
+            f"invalid environment name {name!r}: use lower-case letters, digits and single "
+            "'-' or '_' between them, starting with a letter (e.g. 'my-env')"
+        )
+    return canonicalize_name(name)
+
+
+def _render(template: str, values: dict[str, str]) -> str:
+    text = (resources.files("prime_cli") / "templates" / "env" / template).read_text("utf-8")
+    return Template(text).substitute(values)
+
+
+def create_scaffold(name: str, parent: Path, description: str | None = None) -> Path:
+    """Write `parent/NAME/` with pyproject.toml, README.md and the module; return its path."""
+    name = check_name(name)
+    module = module_name(name)
+    dest = parent / name
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise ScaffoldError(f"{dest} already exists and is not empty; pick another name or --path")
+    description = (description or f"{name}: a single-turn arithmetic environment").strip()
+    if not description or "\n" in description or '"""' in description:
+        raise ScaffoldError("the description must be one non-empty line without triple quotes")
+    values = {
+        "name": name,
+        "module": module,
+        "description": description,
+        "description_toml": tomli_w.dumps({"d": description}).split("=", 1)[1].strip(),
+        "n_tasks": str(TASK_COUNT),
+    }
+    files = {
+        "pyproject.toml": _render("pyproject.toml.tmpl", values),
+        "README.md": _render("README.md.tmpl", values),
+        f"{module}.py": _render("module.py.tmpl", values),
+    }
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=parent))
+    try:
+        for filename, text in files.items():
+            (staging / filename).write_text(text, encoding="utf-8")
+        if dest.exists():
+            dest.rmdir()
+        staging.rename(dest)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return dest
