@@ -170,6 +170,11 @@ def _resolve_environment(
 # -- create / push / finalize ------------------------------------------------------------
 
 
+def batch_key(sha256: str) -> str:
+    """Sample blobs live under their own prefix, apart from package files (and their clean-up)."""
+    return f"evals/{content_key(sha256)}"
+
+
 def create_evaluation(session: Session, request: CreateEvaluation, principal: Principal) -> Evaluation:
     """A new, open run linked to one exact environment version (`latest` resolved now)."""
     env, ref = _resolve_environment(session, request.environments[0], principal)
@@ -250,7 +255,7 @@ def append_samples(
         except SampleError as exc:
             raise EvalError(exc.status, str(exc)) from None
         blob = encode_batch(records)
-        key = content_key(hashlib.sha256(blob).hexdigest())
+        key = batch_key(hashlib.sha256(blob).hexdigest())
         store.put_bytes(blob, key)
         seq = session.exec(
             select(sa.func.count()).select_from(EvaluationBatch).where(
