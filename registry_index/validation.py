@@ -51,6 +51,9 @@ class UploadLimits:
     max_members: int = 10_000
 
 
+DEFAULT_LIMITS = UploadLimits()
+
+
 @dataclass(frozen=True)
 class ValidatedDistribution:
     """What the index stores about an accepted file."""
@@ -179,14 +182,16 @@ def _parse_record(raw: bytes, record_name: str) -> dict[str, tuple[str, str]]:
     try:
         rows = list(csv.reader(io.StringIO(raw.decode("utf-8"))))
     except (UnicodeDecodeError, csv.Error) as exc:
-        raise InvalidUpload(f"{record_name} cannot be parsed ({exc}); rebuild the wheel.") from None
+        raise InvalidUpload(
+            f"The wheel's {record_name} cannot be parsed ({exc}); rebuild the wheel."
+        ) from None
     entries: dict[str, tuple[str, str]] = {}
     for row in rows:
         if not row:
             continue
         if len(row) != 3:
             raise InvalidUpload(
-                f"{record_name} has a malformed line {','.join(row)!r}; each line must be "
+                f"The wheel's {record_name} has a malformed line {','.join(row)!r}; each line must be "
                 "'path,hash,size'. Rebuild the wheel."
             )
         entries[row[0]] = (row[1], row[2])
@@ -235,7 +240,7 @@ def _check_wheel_file(raw: bytes, member: str) -> None:
     version = meta.get("Wheel-Version", "")
     if not version.startswith("1."):
         raise InvalidUpload(
-            f"{member} declares Wheel-Version {version or '(missing)'!r}; this index accepts "
+            f"The wheel's {member} declares Wheel-Version {version or '(missing)'!r}; this index accepts "
             "wheel format 1.x."
         )
 
@@ -245,7 +250,9 @@ def parse_email_headers(raw: bytes, member: str) -> dict[str, str]:
     try:
         message = BytesHeaderParser(policy=compat32).parsebytes(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidUpload(f"{member} cannot be parsed ({exc}); rebuild the wheel.") from None
+        raise InvalidUpload(
+            f"The wheel's {member} cannot be parsed ({exc}); rebuild the wheel."
+        ) from None
     return {key: str(value) for key, value in message.items()}
 
 
@@ -310,7 +317,7 @@ def _check_record(
     for member in record:
         if member not in hashes and not member.endswith("/"):
             raise InvalidUpload(
-                f"{record_name} lists {member!r}, which is not in the wheel; rebuild the wheel."
+                f"The wheel's {record_name} lists {member!r}, which is not in the wheel; rebuild the wheel."
             )
 
 
@@ -431,7 +438,7 @@ def _check_metadata_matches(parsed: DistFilename, metadata: CoreMetadata) -> Non
 
 
 def validate_distribution(
-    path: Path, filename: str, limits: UploadLimits = UploadLimits()
+    path: Path, filename: str, limits: UploadLimits = DEFAULT_LIMITS
 ) -> ValidatedDistribution:
     """Validate an uploaded file stored at `path` under the client's `filename`.
 
@@ -445,7 +452,7 @@ def validate_distribution(
             "make the distribution smaller."
         )
     if size == 0:
-        raise InvalidUpload(f"{filename!r} is empty; upload the built distribution file.")
+        raise InvalidUpload(f"The file {filename!r} is empty; upload the built distribution file.")
     if parsed.kind == "wheel":
         raw = _validate_wheel(path, parsed, limits, size)
         source = f"{filename} (METADATA)"

@@ -71,7 +71,12 @@ def _end_records(handle: IO[bytes], size: int) -> tuple[int, int, int]:
         raise _refuse("it has an archive comment")
     if disk != 0 or cd_disk != 0:
         raise _refuse("it is a multi-disk archive")
-    if _MAX16 not in (total,) and _MAX32 not in (cd_size, cd_offset):
+    if total != _MAX16 and _MAX32 not in (cd_size, cd_offset):
+        if cd_offset + cd_size != eocd_pos:
+            raise _refuse(
+                "its central directory is not where the end record says (data prepended to "
+                "the archive, or a second archive concatenated to it)"
+            )
         return total, cd_offset, eocd_pos
     locator_pos = eocd_pos - _ZIP64_LOCATOR.size
     if locator_pos < 0:

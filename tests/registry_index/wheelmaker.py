@@ -10,8 +10,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import struct
 import tarfile
 import zipfile
+import zlib
 from pathlib import Path
 
 
@@ -40,12 +42,9 @@ def wheel_members(
     dist_info = f"{name}-{version}.dist-info"
     members: dict[str, bytes] = {
         f"{name}/__init__.py": b"def load_environment():\n    return 'ok'\n",
-        f"{dist_info}/METADATA": metadata_text(
-            meta_name or name, meta_version or version
-        ).encode(),
+        f"{dist_info}/METADATA": metadata_text(meta_name or name, meta_version or version).encode(),
         f"{dist_info}/WHEEL": (
-            b"Wheel-Version: 1.0\nGenerator: wheelmaker\nRoot-Is-Purelib: true\n"
-            b"Tag: py3-none-any\n"
+            b"Wheel-Version: 1.0\nGenerator: wheelmaker\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
         ),
     }
     members.update(extra or {})
@@ -54,16 +53,22 @@ def wheel_members(
     return {path: data for path, data in members.items() if path.rsplit("/", 1)[-1] not in skip}
 
 
-def write_zip(path: Path, members: dict[str, bytes], compression: int = zipfile.ZIP_DEFLATED) -> Path:
+def write_zip(
+    path: Path, members: dict[str, bytes], compression: int = zipfile.ZIP_DEFLATED
+) -> Path:
     with zipfile.ZipFile(path, "w", compression=compression) as archive:
         for member, data in members.items():
             archive.writestr(member, data)
     return path
 
 
-def make_wheel(directory: Path, name: str = "demo_env", version: str = "1.0.0", **kw: object) -> Path:
+def make_wheel(
+    directory: Path, name: str = "demo_env", version: str = "1.0.0", **kw: object
+) -> Path:
     """Write a valid wheel `name-version-py3-none-any.whl` into `directory`."""
-    return write_zip(directory / f"{name}-{version}-py3-none-any.whl", wheel_members(name, version, **kw))  # type: ignore[arg-type]
+    return write_zip(
+        directory / f"{name}-{version}-py3-none-any.whl", wheel_members(name, version, **kw)
+    )  # type: ignore[arg-type]
 
 
 def make_sdist(
@@ -88,3 +93,18 @@ def make_sdist(
         for info in extra or []:
             archive.addfile(info, io.BytesIO(b"") if info.isreg() else None)
     return path
+
+
+def raw_zip(entries: list[tuple[bytes, bytes]]) -> bytes:
+    """A stored-only zip assembled byte by byte, for names `zipfile` refuses to write."""
+    body, directory = bytearray(), bytearray()
+    for name, data in entries:
+        crc = zlib.crc32(data)
+        offset = len(body)
+        body += struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 0, 0, 0x21, crc, len(data),
+                            len(data), len(name), 0) + name + data  # fmt: skip
+        directory += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 0, 0, 0x21, crc,
+                                 len(data), len(data), len(name), 0, 0, 0, 0, 0, offset) + name  # fmt: skip
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(entries), len(entries), len(directory),
+                      len(body), 0)  # fmt: skip
+    return bytes(body + directory + end)
