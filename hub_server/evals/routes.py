@@ -1,0 +1,213 @@
+"""HTTP routes of the evaluations API (`/api/v1/evaluations/…` and the leaderboard).
+
+Bodies are read and parsed here rather than by FastAPI's model binding so that a batch is
+size-checked while it streams in (413 before anything is parsed) and every refusal is one
+readable `{"detail": …}` sentence, as the rest of the hub answers.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, TypeVar
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, ValidationError
+
+from hub_server.deps import AuthDep, HubDep, PrincipalDep, SessionDep, check_upload_rate
+from hub_server.evals import service
+from hub_server.evals.leaderboard import leaderboard
+from hub_server.evals.models import Evaluation
+from hub_server.evals.samples import MAX_BATCH_BYTES
+from hub_server.evals.schemas import (
+    CreateEvaluation,
+    EnvironmentLink,
+    EvaluationInfo,
+    FinalizeEvaluation,
+    SummaryInfo,
+)
+from hub_server.models import Environment, Owner, User
+
+router = APIRouter(prefix="/api/v1", tags=["evaluations"])
+
+_CREATE_BODY_LIMIT = 1024 * 1024
+M = TypeVar("M", bound=BaseModel)
+
+
+async def _read_json(request: Request, limit: int, *, empty_ok: bool = False) -> Any:
+    """The JSON body, refusing more than `limit` bytes (413) and unparseable bytes (400)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise service.EvalError(413, _too_large(int(declared), limit))
+    received = bytearray()
+    async for chunk in request.stream():
+        received.extend(chunk)
+        if len(received) > limit:
+            raise service.EvalError(413, _too_large(len(received), limit))
+    if not received.strip():
+        if empty_ok:
+            return {}
+        raise service.EvalError(400, "The request body is empty; send a JSON object.")
+    try:
+        return json.loads(received)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise service.EvalError(400, f"The request body is not valid JSON: {exc}.") from None
+
+
+def _too_large(size: int, limit: int) -> str:
+    return (
+        f"The request body is {size} bytes; at most {limit} bytes are accepted per request. "
+        "Split the samples into smaller batches."
+    )
+
+
+def _parse(model: type[M], body: Any) -> M:
+    if not isinstance(body, dict):
+        raise service.EvalError(400, "The request body must be a JSON object.")
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "body"
+        message = first["msg"].removeprefix("Value error, ")
+        raise service.EvalError(400, f"{where}: {message}.") from None
+
+
+def evaluation_info(session: SessionDep, evaluation: Evaluation) -> EvaluationInfo:
+    env = session.get(Environment, evaluation.environment_id)
+    owner = session.get(Owner, env.owner_id) if env else None
+    user = session.get(User, evaluation.user_id)
+    owner_name = owner.name if owner else "?"
+    env_name = env.name if env else "?"
+    summary = service.summary_of(evaluation)
+    return EvaluationInfo(
+        id=evaluation.id,
+        evaluation_id=evaluation.id,
+        name=evaluation.name,
+        environment=EnvironmentLink(
+            id=evaluation.environment_id,
+            slug=f"{owner_name}/{env_name}",
+            owner=owner_name,
+            name=env_name,
+            version=evaluation.env_version,
+            version_id=evaluation.version_id,
+        ),
+        model_name=evaluation.model_name,
+        framework=evaluation.framework,
+        status=evaluation.status,
+        is_public=evaluation.is_public,
+        tags=json.loads(evaluation.tags_json),
+        metadata=json.loads(evaluation.metadata_json),
+        metrics=json.loads(evaluation.client_metrics_json),
+        summary=SummaryInfo(**summary.as_dict()) if summary else None,
+        sample_count=evaluation.sample_count,
+        user=user.username if user else "?",
+        created_at=evaluation.created_at,
+        updated_at=evaluation.updated_at,
+        finalized_at=evaluation.finalized_at,
+    )
+
+
+@router.post("/evaluations/", summary="Create an evaluation linked to an exact environment version")
+async def create(request: Request, hub: HubDep, session: SessionDep, principal: AuthDep) -> dict[str, Any]:
+    """Body: `CreateEvaluation`. `evaluation_id` is also top-level, where the stock `prime` reads it."""
+    body = _parse(CreateEvaluation, await _read_json(request, _CREATE_BODY_LIMIT))
+    check_upload_rate(request, hub, principal)
+    evaluation = service.create_evaluation(session, body, principal)
+    info = evaluation_info(session, evaluation)
+    return {"evaluation_id": evaluation.id, "data": info.model_dump(mode="json")}
+
+
+@router.post("/evaluations/{evaluation_id}/samples", summary="Push one batch of samples")
+async def push_samples(
+    evaluation_id: str, request: Request, hub: HubDep, session: SessionDep, principal: AuthDep
+) -> dict[str, Any]:
+    """Body `{"samples": [rollout record, …]}`, at most 10,000 samples and 32 MiB per batch."""
+    body = await _read_json(request, MAX_BATCH_BYTES)
+    if not isinstance(body, dict) or "samples" not in body:
+        raise service.EvalError(400, 'The body must be {"samples": [ {…rollout record…}, … ]}.')
+    batch = service.append_samples(session, hub.store, evaluation_id, principal, body["samples"])
+    evaluation = session.get(Evaluation, evaluation_id)
+    total = evaluation.sample_count if evaluation else batch.sample_count
+    return {"data": {"evaluation_id": evaluation_id, "accepted": batch.sample_count, "batch": batch.seq, "sample_count": total}}
+
+
+@router.post("/evaluations/{evaluation_id}/finalize", summary="Close the run; the hub computes its summary")
+async def finalize(
+    evaluation_id: str, request: Request, hub: HubDep, session: SessionDep, principal: AuthDep
+) -> dict[str, Any]:
+    """Body `{"metrics": {…}}` (optional, the client's own figures, kept beside the hub's)."""
+    body = _parse(FinalizeEvaluation, await _read_json(request, _CREATE_BODY_LIMIT, empty_ok=True))
+    evaluation = service.finalize_evaluation(session, hub.store, evaluation_id, principal, body.metrics)
+    return {"evaluation_id": evaluation.id, "data": evaluation_info(session, evaluation).model_dump(mode="json")}
+
+
+@router.get("/evaluations/", summary="List evaluations the caller may read, newest first")
+def list_evaluations(
+    session: SessionDep,
+    principal: PrincipalDep,
+    env: Annotated[str | None, Query(description="owner/name")] = None,
+    environment_id: str | None = None,
+    model: str | None = None,
+    status: Annotated[str | None, Query(pattern="^(running|completed)$")] = None,
+    page: Annotated[int, Query(ge=1)] = 1,
+    per_page: Annotated[int, Query(ge=1, le=100)] = 20,
+) -> dict[str, Any]:
+    environment = None
+    if env:
+        owner, sep, name = env.partition("/")
+        if not sep or not owner or not name:
+            raise service.EvalError(400, f"env={env!r} is not of the form owner/name.")
+        environment = service.find_environment(session, owner, name, principal)
+    elif environment_id:
+        found = session.get(Environment, environment_id)
+        if found is None or not service.can_read_environment(session, found, principal):
+            raise service.EvalError(404, f"Environment with id {environment_id} not found.")
+        environment = found
+    result = service.list_evaluations(
+        session, principal, env=environment, model=model, status=status, page=page, per_page=per_page
+    )
+    return {
+        "data": [evaluation_info(session, run).model_dump(mode="json") for run, _env, _owner in result.items],
+        "total_count": result.total,
+        "page": page,
+        "per_page": per_page,
+    }
+
+
+@router.get("/evaluations/{evaluation_id}", summary="One evaluation with the hub-computed summary")
+def get(evaluation_id: str, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+    evaluation, _env = service.get_evaluation(session, evaluation_id, principal)
+    return {"data": evaluation_info(session, evaluation).model_dump(mode="json")}
+
+
+@router.get("/evaluations/{evaluation_id}/samples", summary="Samples in push order, paged")
+def samples(
+    evaluation_id: str,
+    hub: HubDep,
+    session: SessionDep,
+    principal: PrincipalDep,
+    page: Annotated[int, Query(ge=1)] = 1,
+    per_page: Annotated[int | None, Query(ge=1, le=1000)] = None,
+    limit: Annotated[int | None, Query(ge=1, le=1000, description="alias of per_page")] = None,
+) -> dict[str, Any]:
+    evaluation, _env = service.get_evaluation(session, evaluation_id, principal)
+    size = per_page or limit or 100
+    rows = service.read_samples(session, hub.store, evaluation, page, size)
+    return {"data": rows, "total_count": evaluation.sample_count, "page": page, "per_page": size}
+
+
+@router.get(
+    "/environmentshub/{owner}/{name}/leaderboard",
+    summary="Best finalized run per model on this environment",
+    tags=["evaluations", "environments"],
+)
+def environment_leaderboard(
+    owner: str,
+    name: str,
+    session: SessionDep,
+    principal: PrincipalDep,
+    version: str | None = None,
+) -> dict[str, Any]:
+    env = service.find_environment(session, owner, name, principal)
+    rows = leaderboard(session, env, principal, version)
+    return {"data": [row.model_dump(mode="json") for row in rows], "environment": f"{owner}/{env.name}"}
