@@ -1,0 +1,389 @@
+"""The process that runs inside every sandbox and executes commands on request.
+
+WHY an agent: starting a process through `docker exec` costs a daemon round trip and a new
+exec session (tens of ms); a long-lived process that reads framed requests from its stdin and
+answers on its stdout answers in about a millisecond, and the same agent runs the local backend,
+so both backends share one tested code path (kill, reap, truncate, timeout, reset).
+
+This file must stay self-contained and run on the stdlib of Debian's `python3-minimal`
+(no json, shutil or tarfile there): the Docker backend runs its source with `python3 -c`.
+The host imports `encode`/`decode` from here, so both ends share one codec. The codec never
+evaluates anything: the sandbox is hostile, and a process inside could forge frames on the
+agent's stdout, so the host parses strictly and bounds every size.
+"""
+
+import os
+import selectors
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+# -- codec ---------------------------------------------------------------------------------
+# A frame is a 4-byte big-endian length and a payload; a payload is a sequence of fields:
+# key length (1 byte), key (ascii), type (1 byte), value length (4 bytes), value.
+_HEADER = struct.Struct(">I")
+_FIELD = struct.Struct(">B")
+_LEN = struct.Struct(">I")
+
+
+def encode(message):
+    """Serialise a flat dict of str -> bytes | str | int | float | bool | None into a frame."""
+    parts = []
+    for key, value in message.items():
+        raw_key = key.encode("ascii")
+        if value is None:
+            kind, raw = b"n", b""
+        elif isinstance(value, bool):
+            kind, raw = b"t", b"1" if value else b"0"
+        elif isinstance(value, int):
+            kind, raw = b"i", str(value).encode("ascii")
+        elif isinstance(value, float):
+            kind, raw = b"f", repr(value).encode("ascii")
+        elif isinstance(value, str):
+            kind, raw = b"s", value.encode("utf-8", "surrogateescape")
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            kind, raw = b"b", bytes(value)
+        else:
+            raise TypeError("cannot encode %s for field %r" % (type(value).__name__, key))
+        parts.append(_FIELD.pack(len(raw_key)) + raw_key + kind + _LEN.pack(len(raw)) + raw)
+    payload = b"".join(parts)
+    return _HEADER.pack(len(payload)) + payload
+
+
+def decode(payload):
+    """Parse a frame payload back into a dict; raises ValueError on anything malformed."""
+    message = {}
+    pos, end = 0, len(payload)
+    while pos < end:
+        if pos + 1 > end:
+            raise ValueError("truncated field")
+        key_len = payload[pos]
+        pos += 1
+        key = bytes(payload[pos:pos + key_len]).decode("ascii")
+        pos += key_len
+        if pos + 5 > end:
+            raise ValueError("truncated field header")
+        kind = payload[pos:pos + 1]
+        (length,) = _LEN.unpack_from(payload, pos + 1)
+        pos += 5
+        if pos + length > end:
+            raise ValueError("field %r overruns the frame" % key)
+        raw = bytes(payload[pos:pos + length])
+        pos += length
+        if kind == b"n":
+            value = None
+        elif kind == b"t":
+            value = raw == b"1"
+        elif kind == b"i":
+            value = int(raw.decode("ascii"))
+        elif kind == b"f":
+            value = float(raw.decode("ascii"))
+        elif kind == b"s":
+            value = raw.decode("utf-8", "surrogateescape")
+        elif kind == b"b":
+            value = raw
+        else:
+            raise ValueError("unknown field type %r" % kind)
+        message[key] = value
+    return message
+
+
+def pack_list(items):
+    """NUL-join strings (argv, env entries) into one bytes field."""
+    return b"\0".join(item.encode("utf-8", "surrogateescape") for item in items)
+
+
+def unpack_list(raw):
+    if not raw:
+        return []
+    return [item.decode("utf-8", "surrogateescape") for item in raw.split(b"\0")]
+
+
+# -- agent ---------------------------------------------------------------------------------
+_CHUNK = 65536
+
+
+def _read_exact(stream, size):
+    data = b""
+    while len(data) < size:
+        chunk = stream.read(size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+class Agent:
+    """Serves requests from `reader` until EOF (the host went away), then exits."""
+
+    def __init__(self, workdir, reader, writer, child_limits, kill_all):
+        self.workdir = workdir
+        self.kill_all = kill_all  # kill(-1) is safe: own pid namespace or a uid of its own
+        self.reader = reader
+        self.writer = writer
+        self.child_limits = child_limits  # list of (setrlimit, resource constant, value)
+
+    def serve(self):
+        while True:
+            header = _read_exact(self.reader, _HEADER.size)
+            if header is None:
+                return
+            (length,) = _HEADER.unpack(header)
+            payload = _read_exact(self.reader, length)
+            if payload is None:
+                return
+            request = decode(payload)
+            try:
+                response = self.handle(request)
+            except Exception as exc:  # reported to the host, which raises it there
+                response = {"error_type": type(exc).__name__, "error": str(exc)}
+            response["id"] = request.get("id")
+            self.writer.write(encode(response))
+            self.writer.flush()
+
+    def handle(self, request):
+        op = request.get("op")
+        if op == "ping":
+            return {"pid": os.getpid(), "uid": os.getuid(), "workdir": self.workdir}
+        if op == "exec":
+            return self.exec(request)
+        if op == "write":
+            return self.write(request)
+        if op == "read":
+            return self.read(request)
+        if op == "unzip":
+            return self.unzip(request)
+        if op == "reset":
+            return self.reset()
+        raise ValueError("unknown op %r" % op)
+
+    def _path(self, path):
+        return path if os.path.isabs(path) else os.path.join(self.workdir, path)
+
+    def write(self, request):
+        path = self._path(request["path"])
+        parent = os.path.dirname(path)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, request.get("mode") or 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(request["data"])
+        return {"size": len(request["data"])}
+
+    def read(self, request):
+        limit = request["max_bytes"]
+        with open(self._path(request["path"]), "rb") as handle:
+            data = handle.read(limit + 1)
+        if len(data) > limit:
+            raise ValueError("%s is larger than %d bytes" % (request["path"], limit))
+        return {"data": data}
+
+    def unzip(self, request):
+        # Imported here: zipfile needs shutil, which a python3-minimal image does not have.
+        import io
+        import zipfile
+
+        target = self._path(request["path"])
+        os.makedirs(target, exist_ok=True)
+        with zipfile.ZipFile(io.BytesIO(request["data"])) as archive:
+            # ZipFile.extractall strips absolute paths and '..' components.
+            archive.extractall(target)
+            for info in archive.infolist():
+                mode = (info.external_attr >> 16) & 0o777
+                if mode and not info.is_dir():
+                    os.chmod(os.path.join(target, info.filename), mode)
+        return {}
+
+    def _limit_child(self):
+        # Runs in the child between fork and exec: own session, resource limits, and the first
+        # place the kernel's OOM killer looks, so the agent survives a memory hog.
+        for setrlimit, name, value in self.child_limits:
+            setrlimit(name, (value, value))
+        try:
+            with open("/proc/self/oom_score_adj", "w") as handle:
+                handle.write("1000")
+        except OSError:
+            pass
+
+    def exec(self, request):
+        argv = unpack_list(request["argv"])
+        env = dict(item.split("=", 1) for item in unpack_list(request.get("env") or b""))
+        cwd = self._path(request.get("cwd") or ".")
+        cap = request["max_output"]
+        timeout = request["timeout"]
+        stdin_data = request.get("stdin")
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+                preexec_fn=self._limit_child,
+            )
+        except OSError as exc:
+            # The program could not start (not found, not executable): the shell's convention.
+            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            return {
+                "exit_code": code, "stdout": b"", "stderr": (str(exc) + "\n").encode(),
+                "stdout_truncated": False, "stderr_truncated": False, "timed_out": False,
+                "wall_ms": (time.monotonic() - started) * 1000.0,
+            }
+        outputs = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+        truncated = {proc.stdout: False, proc.stderr: False}
+        selector = selectors.DefaultSelector()
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        selector.register(proc.stderr, selectors.EVENT_READ)
+        pending = memoryview(stdin_data or b"")
+        if stdin_data is not None:
+            os.set_blocking(proc.stdin.fileno(), False)
+            if pending:
+                selector.register(proc.stdin, selectors.EVENT_WRITE)
+            else:
+                proc.stdin.close()
+        deadline = started + timeout
+        timed_out = False
+        open_streams = 2
+        while open_streams:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            if proc.poll() is not None:
+                # The command is done; whatever it left in its process group goes with it, so
+                # a background child holding the pipes open cannot stall the answer.
+                self._kill_group(proc.pid)
+            for key, _ in selector.select(min(remaining, 0.5)):
+                stream = key.fileobj
+                if stream is proc.stdin:
+                    try:
+                        written = os.write(stream.fileno(), pending[:_CHUNK])
+                    except (BrokenPipeError, BlockingIOError) as exc:
+                        written = len(pending) if isinstance(exc, BrokenPipeError) else 0
+                    pending = pending[written:]
+                    if not pending:
+                        selector.unregister(stream)
+                        stream.close()
+                    continue
+                chunk = os.read(stream.fileno(), _CHUNK)
+                if not chunk:
+                    selector.unregister(stream)
+                    open_streams -= 1
+                    continue
+                buffer = outputs[stream]
+                room = cap - len(buffer)
+                if room > 0:
+                    buffer += chunk[:room]
+                if len(chunk) > max(room, 0):
+                    truncated[stream] = True
+        self._kill_group(proc.pid)
+        selector.close()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()
+        code = proc.wait()
+        self._reap()
+        return {
+            "exit_code": 128 - code if code < 0 else code,
+            "stdout": bytes(outputs[proc.stdout]),
+            "stderr": bytes(outputs[proc.stderr]),
+            "stdout_truncated": truncated[proc.stdout],
+            "stderr_truncated": truncated[proc.stderr],
+            "timed_out": timed_out,
+            "wall_ms": (time.monotonic() - started) * 1000.0,
+        }
+
+    @staticmethod
+    def _kill_group(pgid):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    @staticmethod
+    def _reap():
+        # The agent is PID 1 in a container: orphans are re-parented to it and must be reaped,
+        # or zombies fill the pids limit.
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+
+    def reset(self):
+        """Kill every other process of this sandbox and empty the work and temp directories."""
+        # kill(-1) reaches every process this uid may signal except the agent itself: in a
+        # container or under a per-sandbox uid that is exactly the sandbox's processes.
+        for _ in range(20 if self.kill_all else 0):
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                break
+            self._reap()
+            time.sleep(0.005)
+        self._reap()
+        for root in (self.workdir, os.environ.get("TMPDIR", "/tmp")):
+            _empty_dir(root)
+        return {}
+
+
+def _empty_dir(root):
+    if not os.path.isdir(root):
+        return
+    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+        for name in filenames:
+            _ignore(os.unlink, os.path.join(dirpath, name))
+        for name in dirnames:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                _ignore(os.unlink, path)
+            else:
+                _ignore(os.rmdir, path)
+
+
+def _ignore(func, path):
+    try:
+        func(path)
+    except OSError:
+        pass
+
+
+def _parse_limits(text):
+    if not text:
+        return []
+    import resource  # imported before any fork: the child must not import
+
+    limits = []
+    for item in filter(None, text.split(",")):
+        name, value = item.split("=")
+        limits.append((resource.setrlimit, getattr(resource, "RLIMIT_" + name.upper()), int(value)))
+    return limits
+
+
+def main(argv):
+    workdir, ttl, limits, kill_all = argv[0], float(argv[1]), argv[2], argv[3] == "1"
+    os.makedirs(workdir, exist_ok=True)
+    os.chdir(workdir)
+    if ttl > 0:
+        # The backstop: even if the host and the reaper both fail, the sandbox ends itself.
+        signal.signal(signal.SIGALRM, lambda *_: os._exit(3))
+        signal.alarm(int(ttl))
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    reader = os.fdopen(os.dup(0), "rb", buffering=0)
+    writer = os.fdopen(os.dup(1), "wb")
+    # Nothing the agent or its children print may land on the protocol stream.
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    Agent(workdir, reader, writer, _parse_limits(limits), kill_all).serve()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,225 @@
+"""The `Sandbox` API every backend implements: start, exec, files, reset, stop.
+
+WHY one base class: both backends launch the same agent (sandbox/agent.py) and differ only
+in how they start it, wire its stdin/stdout and clean it up. Everything else (requests,
+timeouts, size caps, turning a dead agent into a `SandboxError`) lives here once.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import os
+import threading
+import time
+import zipfile
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from sandbox.agent import decode, encode, pack_list
+from sandbox.channel import Channel
+from sandbox.errors import SandboxError
+from sandbox.limits import SandboxLimits
+from sandbox.result import ExecResult
+
+# Extra seconds the host waits past a command's own timeout before it declares the agent hung.
+_GRACE_S = 10.0
+# How long starting (launch + first answer) may take.
+_START_TIMEOUT_S = 60.0
+_AGENT_ERRORS: dict[str, type[Exception]] = {
+    "FileNotFoundError": FileNotFoundError,
+    "IsADirectoryError": IsADirectoryError,
+    "NotADirectoryError": NotADirectoryError,
+    "PermissionError": PermissionError,
+    "FileExistsError": FileExistsError,
+    "ValueError": ValueError,
+    "BadZipFile": ValueError,
+    "OSError": OSError,
+}
+
+Command = str | Sequence[str]
+
+
+class Sandbox(ABC):
+    """One isolated place to run untrusted commands. Use as `with open_sandbox() as sb: ...`.
+
+    Methods are blocking and serialised per sandbox; `AsyncSandbox` wraps one for asyncio.
+    Program failures come back as `ExecResult`; infrastructure failures raise `SandboxError`.
+    """
+
+    backend: str = ""
+    workdir: str = "/work"
+
+    def __init__(self, limits: SandboxLimits | None = None, env: Mapping[str, str] | None = None):
+        self.limits = limits or SandboxLimits()
+        self.env = dict(env or {})
+        self.id = ""
+        self._channel: Channel | None = None
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._dead: str | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @abstractmethod
+    def _launch(self) -> Channel:
+        """Start the agent and return a channel to it."""
+
+    @abstractmethod
+    def _destroy(self) -> None:
+        """Remove everything the sandbox holds; must be safe to call twice and after a failure."""
+
+    @abstractmethod
+    def _describe_death(self) -> str:
+        """Why the sandbox stopped answering, for the SandboxError message."""
+
+    def start(self) -> Sandbox:
+        """Launch the sandbox and wait until its agent answers."""
+        if self._channel is not None:
+            return self
+        try:
+            self._channel = self._launch()
+            self._call({"op": "ping"}, _START_TIMEOUT_S)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Kill everything in the sandbox and remove it. Idempotent."""
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
+        self._destroy()
+        self._dead = self._dead or "stopped"
+
+    @property
+    def alive(self) -> bool:
+        return self._channel is not None and self._dead is None
+
+    def __enter__(self) -> Sandbox:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- requests ----------------------------------------------------------------------------
+    def _call(self, request: dict[str, Any], timeout: float, max_reply: int | None = None) -> dict[str, Any]:
+        if self._dead is not None and self._channel is None:
+            raise SandboxError(f"{self.backend} sandbox {self.id} is not running ({self._dead})")
+        if self._channel is None:
+            raise SandboxError("the sandbox is not started: call start() or use it as a context manager")
+        limit = max_reply or (2 * max(self.limits.output_bytes, self.limits.transfer_bytes) + 4096)
+        with self._lock:
+            if self._dead is not None:
+                raise SandboxError(f"{self.backend} sandbox {self.id} is broken ({self._dead})")
+            request_id = next(self._ids)
+            deadline = time.monotonic() + timeout
+            try:
+                self._channel.send(encode({**request, "id": request_id}), deadline)
+                reply = decode(self._channel.recv_frame(limit, deadline))
+            except (EOFError, OSError, TimeoutError, ValueError, SandboxError) as exc:
+                self._dead = "hung" if isinstance(exc, TimeoutError) else "died"
+                detail = self._describe_death()
+                raise SandboxError(
+                    f"{self.backend} sandbox {self.id} {self._dead} during {request['op']}: "
+                    f"{detail or type(exc).__name__ + ' ' + str(exc)}"
+                ) from exc
+            if reply.get("id") != request_id:
+                self._dead = "protocol error"
+                raise SandboxError(f"{self.backend} sandbox {self.id} answered out of order")
+        if "error_type" in reply:
+            error = _AGENT_ERRORS.get(str(reply["error_type"]), SandboxError)
+            raise error(f"{reply['error_type']} in sandbox: {reply.get('error')}")
+        return reply
+
+    def exec(
+        self,
+        cmd: Command,
+        stdin: bytes | str | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> ExecResult:
+        """Run `cmd` (a shell string, or an argv list) in the work directory and wait for it."""
+        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        if not argv:
+            raise ValueError("exec needs a command: a shell string or a non-empty argv list")
+        limit = self.limits.timeout_s if timeout is None else float(timeout)
+        if limit <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        merged = {**self.base_env(), **self.env, **(env or {})}
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        reply = self._call(
+            {
+                "op": "exec",
+                "argv": pack_list(argv),
+                "env": pack_list(f"{key}={value}" for key, value in merged.items()),
+                "cwd": cwd,
+                "stdin": data,
+                "timeout": limit,
+                "max_output": self.limits.output_bytes,
+            },
+            limit + _GRACE_S,
+            max_reply=2 * self.limits.output_bytes + 4096,
+        )
+        return ExecResult(
+            exit_code=int(reply["exit_code"]),
+            stdout=bytes(reply["stdout"]),
+            stderr=bytes(reply["stderr"]),
+            stdout_truncated=bool(reply["stdout_truncated"]),
+            stderr_truncated=bool(reply["stderr_truncated"]),
+            timed_out=bool(reply["timed_out"]),
+            wall_ms=float(reply["wall_ms"]),
+        )
+
+    def base_env(self) -> dict[str, str]:
+        """The environment every command starts from (the host's is never passed through)."""
+        return {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": self.workdir,
+            "TMPDIR": "/tmp",
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        """Write a file (relative paths are inside the work directory); parents are created."""
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        self._check_transfer(len(raw), path)
+        self._call({"op": "write", "path": path, "data": raw, "mode": mode}, 60.0)
+
+    def read_file(self, path: str) -> bytes:
+        """Read a file from the sandbox; FileNotFoundError if it is not there."""
+        reply = self._call({"op": "read", "path": path, "max_bytes": self.limits.transfer_bytes}, 60.0)
+        return bytes(reply["data"])
+
+    def upload_dir(self, local_dir: str | os.PathLike[str], remote_dir: str = ".") -> None:
+        """Copy a host directory (recursively, with file modes) into the sandbox."""
+        source = Path(local_dir)
+        if not source.is_dir():
+            raise NotADirectoryError(f"upload_dir needs a directory on the host, got {source}")
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted(source.rglob("*")):
+                if path.is_file() and not path.is_symlink():
+                    archive.write(path, path.relative_to(source).as_posix())
+        data = buffer.getvalue()
+        self._check_transfer(len(data), str(source))
+        self._call({"op": "unzip", "path": remote_dir, "data": data}, 120.0)
+
+    def reset(self) -> None:
+        """Kill every process in the sandbox and empty its work and temp directories."""
+        self._call({"op": "reset"}, 30.0)
+
+    def _check_transfer(self, size: int, what: str) -> None:
+        if size > self.limits.transfer_bytes:
+            raise ValueError(
+                f"{what} is {size} bytes; the sandbox transfer limit is {self.limits.transfer_bytes} "
+                "(raise SandboxLimits.transfer_bytes)"
+            )

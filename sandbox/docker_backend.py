@@ -1,0 +1,230 @@
+"""The Docker backend: one hardened container per sandbox, its agent reached over `attach`.
+
+Hardening by default: no network, read-only root, tmpfs /work and /tmp, memory = memory+swap
+limit, CPU quota, pids limit, all capabilities dropped, no-new-privileges, uid 65534, rlimits.
+Cleanup happens three ways, so a crashed host leaves nothing behind:
+- `stop()` removes the container;
+- the container is started with stdin_once + auto_remove: when the owner dies its attach
+  socket closes, the agent reads EOF, exits, and the daemon removes the container;
+- every container carries labels (owner pid + start time + host, run id, expiry), and a reaper
+  at each start removes containers whose owner is gone or whose TTL passed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import Any
+
+from sandbox.agent import __file__ as _agent_file
+from sandbox.channel import Channel, DockerAttachChannel
+from sandbox.core import Sandbox
+from sandbox.errors import SandboxError, SandboxUnavailable
+from sandbox.limits import DEFAULT_IMAGE, SandboxLimits
+from sandbox.owner import Owner
+
+LABEL = "prime.sandbox"
+LABEL_OWNER = "prime.sandbox.owner"
+LABEL_RUN = "prime.sandbox.run"
+LABEL_EXPIRES = "prime.sandbox.expires"
+SANDBOX_UID = "65534:65534"
+# One id per host process: every container it starts carries it, so a run's sandboxes can be listed.
+RUN_ID = os.environ.get("PRIME_RUN_ID") or uuid.uuid4().hex[:12]
+
+_client: Any = None
+
+
+def docker_client() -> Any:
+    """A docker SDK client for DOCKER_HOST (or the local socket), checked to be reachable."""
+    global _client
+    if _client is not None:
+        return _client
+    try:
+        import docker
+    except ImportError as exc:
+        raise SandboxUnavailable("the docker SDK is missing: pip install 'prime-envhub[sandbox]'") from exc
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except Exception as exc:  # docker raises DockerException, requests errors, FileNotFoundError
+        raise SandboxUnavailable(
+            f"cannot reach the Docker daemon ({exc}); start it (scripts/start_services.sh) "
+            "or use the local backend (--backend local)"
+        ) from exc
+    _client = client
+    return client
+
+
+def docker_available() -> bool:
+    try:
+        docker_client()
+    except SandboxUnavailable:
+        return False
+    return True
+
+
+def _sandbox_containers(client: Any) -> list[Any]:
+    return list(client.containers.list(all=True, filters={"label": LABEL}))
+
+
+def _remove(container: Any) -> None:
+    import docker.errors
+
+    try:
+        container.remove(force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        # auto_remove may already be removing it: that is the outcome we want.
+        if "already in progress" not in str(exc) and exc.status_code != 404:
+            raise SandboxError(f"cannot remove sandbox container {container.short_id}: {exc}") from exc
+
+
+def reap_orphans() -> int:
+    """Remove sandbox containers whose owner process is gone, or whose TTL has passed."""
+    client = docker_client()
+    now = time.time()
+    reaped = 0
+    for container in _sandbox_containers(client):
+        labels = container.labels
+        try:
+            owner_alive = Owner.decode(labels[LABEL_OWNER]).alive()
+            expired = float(labels[LABEL_EXPIRES]) < now
+        except (KeyError, ValueError):
+            owner_alive, expired = False, True  # a malformed label is nobody's container
+        if expired or not owner_alive:
+            _remove(container)
+            reaped += 1
+    return reaped
+
+
+def list_sandboxes() -> list[dict[str, str]]:
+    rows = []
+    for container in _sandbox_containers(docker_client()):
+        labels = container.labels
+        try:
+            owner = Owner.decode(labels.get(LABEL_OWNER, ""))
+            orphaned = not owner.alive()
+            pid = str(owner.pid)
+        except ValueError:
+            orphaned, pid = True, "?"
+        rows.append({
+            "backend": "docker", "id": container.short_id, "owner_pid": pid,
+            "status": "orphaned" if orphaned else container.status,
+            "run": labels.get(LABEL_RUN, ""), "image": ",".join(container.image.tags) if container.image else "",
+        })
+    return rows
+
+
+def image_exists(image: str) -> bool:
+    import docker.errors
+
+    try:
+        docker_client().images.get(image)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+class DockerSandbox(Sandbox):
+    """A sandbox in a hardened Docker container (see the module docstring)."""
+
+    backend = "docker"
+    workdir = "/work"
+
+    def __init__(self, image: str | None = None, limits: SandboxLimits | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        super().__init__(limits, env)
+        self.image = image or DEFAULT_IMAGE
+        self.container: Any = None
+
+    def _launch(self) -> Channel:
+        import docker.errors
+        from docker.types import Ulimit
+
+        client = docker_client()
+        reap_orphans()
+        if not image_exists(self.image):
+            raise SandboxUnavailable(
+                f"the sandbox image {self.image!r} is not in the Docker daemon: build it with "
+                "`prime sandbox build-image` (or pass --image)"
+            )
+        limits = self.limits
+        with open(_agent_file) as handle:
+            agent_source = handle.read()
+        size = f"size={limits.workdir_mb}m"
+        uid, gid = SANDBOX_UID.split(":")
+        try:
+            # The low-level API: with detach=False and stdin_open it sets StdinOnce, which the
+            # high-level API cannot.
+            host_config = client.api.create_host_config(
+                network_mode="none",
+                read_only=True,
+                # exec: compiled or chmod +x programs must run from the work directory.
+                tmpfs={self.workdir: f"rw,exec,nosuid,nodev,{size},uid={uid},gid={gid},mode=0755",
+                       "/tmp": f"rw,exec,nosuid,nodev,{size},mode=1777"},
+                mem_limit=f"{limits.memory_mb}m",
+                memswap_limit=f"{limits.memory_mb}m",
+                nano_cpus=int(limits.cpus * 1e9),
+                pids_limit=limits.pids,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                # Per-process limits as Docker ulimits (the image's Python may lack `resource`).
+                ulimits=[Ulimit(name="nofile", soft=limits.nofile, hard=limits.nofile),
+                         Ulimit(name="cpu", soft=limits.cpu_seconds, hard=limits.cpu_seconds),
+                         Ulimit(name="fsize", soft=limits.file_size_mb << 20,
+                                hard=limits.file_size_mb << 20),
+                         Ulimit(name="core", soft=0, hard=0)],
+                auto_remove=True,
+            )
+            created = client.api.create_container(
+                self.image,
+                command=["python3", "-I", "-S", "-c", agent_source, self.workdir,
+                         str(int(limits.ttl_s)), "", "1"],
+                user=SANDBOX_UID,
+                working_dir=self.workdir,
+                environment={"LANG": "C.UTF-8", "TMPDIR": "/tmp", "HOME": self.workdir},
+                labels={
+                    LABEL: "1",
+                    LABEL_OWNER: Owner.current().encode(),
+                    LABEL_RUN: RUN_ID,
+                    LABEL_EXPIRES: str(int(time.time() + limits.ttl_s)),
+                },
+                hostname="sandbox",
+                stdin_open=True,
+                detach=False,
+                network_disabled=True,
+                host_config=host_config,
+            )
+            self.container = client.containers.get(created["Id"])
+            self.id = self.container.short_id
+            sock = client.api.attach_socket(
+                self.container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            )
+            self.container.start()
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"cannot start a sandbox container from {self.image!r}: {exc}") from exc
+        return DockerAttachChannel(sock)
+
+    def _describe_death(self) -> str:
+        import docker.errors
+
+        if self.container is None:
+            return ""
+        stderr = self._channel.diagnostics().strip()[-2000:] if self._channel is not None else ""
+        try:
+            self.container.reload()
+            state = self.container.attrs["State"]
+            status = (f"container {state['Status']}, exit code {state['ExitCode']}"
+                      f"{', killed for memory' if state.get('OOMKilled') else ''}")
+        except docker.errors.NotFound:
+            status = "container is gone"
+        except docker.errors.DockerException as exc:
+            status = f"the Docker daemon did not answer ({exc})"
+        return f"{status}. {stderr}".strip()
+
+    def _destroy(self) -> None:
+        if self.container is not None:
+            _remove(self.container)
+            self.container = None

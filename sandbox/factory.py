@@ -1,0 +1,62 @@
+"""Choosing a backend: `open_sandbox(backend="auto")` prefers Docker and falls back to local."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+from sandbox.aio import AsyncSandbox
+from sandbox.core import Sandbox
+from sandbox.errors import SandboxUnavailable
+from sandbox.limits import DEFAULT_IMAGE, SandboxLimits
+
+Backend = Literal["auto", "docker", "local"]
+BACKENDS = ("auto", "docker", "local")
+
+
+def resolve_backend(backend: str, image: str | None = None) -> str:
+    """'auto' is Docker when the daemon answers and the image is there, else local.
+
+    An explicit `image` means Docker: falling back to the host would silently ignore it.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if backend != "auto":
+        return backend
+    from sandbox.docker_backend import docker_available, image_exists
+
+    if image is not None:
+        return "docker"
+    return "docker" if docker_available() and image_exists(DEFAULT_IMAGE) else "local"
+
+
+def open_sandbox(
+    backend: str = "auto",
+    image: str | None = None,
+    limits: SandboxLimits | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Sandbox:
+    """A new, not yet started sandbox: `with open_sandbox() as sb: sb.exec("python3 x.py")`.
+
+    `image` applies to Docker only; the local backend runs the host's /usr.
+    """
+    chosen = resolve_backend(backend, image)
+    if chosen == "docker":
+        from sandbox.docker_backend import DockerSandbox
+
+        return DockerSandbox(image=image, limits=limits, env=dict(env or {}))
+    if image is not None:
+        raise SandboxUnavailable("the local backend cannot use an image; drop --image or use --backend docker")
+    from sandbox.local_backend import LocalSandbox
+
+    return LocalSandbox(limits=limits, env=dict(env or {}))
+
+
+def open_async_sandbox(
+    backend: str = "auto",
+    image: str | None = None,
+    limits: SandboxLimits | None = None,
+    env: Mapping[str, str] | None = None,
+) -> AsyncSandbox:
+    """`async with open_async_sandbox() as sb: await sb.exec(...)`."""
+    return AsyncSandbox(open_sandbox(backend, image, limits, env))

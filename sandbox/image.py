@@ -1,0 +1,91 @@
+"""Building the default sandbox image where no registry is reachable.
+
+WHY: the hub is self-hostable, often on machines that can reach a Debian mirror but not
+Docker Hub. `build_image` pulls a Python image when a registry answers; otherwise it makes
+one from a root filesystem: `debootstrap --variant=minbase --include=python3` (the full
+stdlib, as model-written code expects) and `docker import`. The tag is checked first, so
+CI builds it once per machine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from sandbox.docker_backend import docker_client, image_exists
+from sandbox.errors import SandboxError, SandboxUnavailable
+from sandbox.limits import DEFAULT_IMAGE
+
+DEFAULT_REGISTRY_IMAGE = "docker.io/library/python:3.11-slim-bookworm"
+DEFAULT_SUITE = "bookworm"
+_IMPORT_CHANGES = ["ENV LANG=C.UTF-8", "ENV PATH=/usr/local/bin:/usr/bin:/bin", "WORKDIR /work",
+                   'CMD ["python3"]']
+
+
+def _pull(reference: str, tag: str) -> bool:
+    import docker.errors
+
+    client = docker_client()
+    try:
+        image = client.images.pull(reference)
+    except docker.errors.DockerException:
+        return False
+    repository, _, version = tag.rpartition(":")
+    image.tag(repository or tag, version or "latest")
+    return True
+
+
+def _debootstrap(tag: str, suite: str, mirror: str | None, say: Callable[[str], None]) -> None:
+    debootstrap = shutil.which("debootstrap")
+    if debootstrap is None:
+        raise SandboxUnavailable("debootstrap is not installed (apt-get install debootstrap) and no "
+                                 "registry is reachable: cannot build the sandbox image")
+    if os.geteuid() != 0:
+        raise SandboxUnavailable("building the image from a root filesystem needs root (debootstrap)")
+    with tempfile.TemporaryDirectory(prefix="prime-sandbox-image-") as scratch:
+        root = Path(scratch) / "rootfs"
+        argv = [debootstrap, "--variant=minbase", "--include=python3", suite, str(root)]
+        if mirror:
+            argv.append(mirror)
+        say(f"debootstrap {suite} (a minute or two)...")
+        run = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if run.returncode != 0:
+            tail = (run.stdout + run.stderr).strip().splitlines()[-5:]
+            raise SandboxError("debootstrap failed:\n" + "\n".join(tail))
+        # Nothing of the build host's apt caches goes into the image.
+        for cache in ("var/cache/apt/archives", "var/lib/apt/lists"):
+            for entry in (root / cache).glob("*"):
+                if entry.is_file():
+                    entry.unlink()
+        archive = Path(scratch) / "rootfs.tar"
+        say("packing the root filesystem...")
+        subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(archive), "."], check=True)
+        say(f"docker import as {tag}...")
+        repository, _, version = tag.rpartition(":")
+        docker_client().api.import_image_from_file(
+            str(archive), repository=repository or tag, tag=version or "latest", changes=_IMPORT_CHANGES
+        )
+    if not image_exists(tag):
+        raise SandboxError(f"docker import did not produce {tag}")
+
+
+def build_image(
+    tag: str = DEFAULT_IMAGE,
+    *,
+    force: bool = False,
+    pull: str | None = DEFAULT_REGISTRY_IMAGE,
+    suite: str = DEFAULT_SUITE,
+    mirror: str | None = None,
+    say: Callable[[str], None] = lambda _message: None,
+) -> str:
+    """Make `tag` available in the Docker daemon; returns how: 'present', 'pulled' or 'built'."""
+    if not force and image_exists(tag):
+        return "present"
+    if pull and _pull(pull, tag):
+        return "pulled"
+    _debootstrap(tag, suite, mirror, say)
+    return "built"

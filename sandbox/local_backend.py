@@ -1,0 +1,285 @@
+"""The local backend: the agent as a subprocess under rlimits, a uid of its own and bubblewrap.
+
+Weaker than Docker, and documented so (docs/sandbox.md): memory is limited per process
+(RLIMIT_AS), not per sandbox; without bubblewrap there is no filesystem or network isolation
+beyond Unix permissions. What it does:
+- a fresh temporary directory as the work directory (bind-mounted at /work under bwrap);
+- as root, a uid of its own per sandbox (RLIMIT_NPROC is not enforced for root, and a private
+  uid makes "kill every process of this uid" an exact cleanup, also for processes that left
+  the process group);
+- bubblewrap when installed: new user, pid, net, ipc and uts namespaces, read-only system
+  directories, no host $HOME, dies with its parent;
+- a claim file per sandbox, so the reaper can clean up after an owner that was SIGKILLed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import random
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from sandbox.agent import __file__ as _agent_file
+from sandbox.channel import Channel, PipeChannel
+from sandbox.core import Sandbox
+from sandbox.errors import SandboxError
+from sandbox.limits import SandboxLimits
+from sandbox.owner import Owner
+
+# Private uids for local sandboxes: far above any uid a distribution hands out.
+UID_BASE = 2_100_000_000
+UID_COUNT = 1_000_000
+_SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_PR_SET_PDEATHSIG = 1
+_ETC_FILES = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/localtime", "/etc/ssl", "/etc/mime.types")
+
+
+@cache
+def bwrap_path() -> str | None:
+    """bubblewrap, when installed and able to create namespaces here."""
+    path = shutil.which("bwrap")
+    if path is None:
+        return None
+    probe = subprocess.run(
+        [path, "--unshare-all", "--ro-bind", "/", "/", "--", "/bin/true"],
+        capture_output=True,
+        check=False,
+    )
+    return path if probe.returncode == 0 else None
+
+
+def state_dir() -> Path:
+    """Where claim files live: one per running local sandbox, named by its uid."""
+    base = Path(os.environ.get("PRIME_SANDBOX_STATE", Path(tempfile.gettempdir()) / f"prime-sandbox-{os.getuid()}"))
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return base
+
+
+def _python() -> str:
+    # The system interpreter: under bwrap only /usr is visible, and a virtualenv may live in $HOME.
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return sys.executable
+
+
+@dataclass(frozen=True)
+class _Claim:
+    uid: int | None
+    root: Path
+    owner: Owner
+
+
+def _write_claim(claim: _Claim) -> Path:
+    path = state_dir() / f"{claim.uid if claim.uid is not None else 'u'}-{claim.root.name}"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(f"{claim.uid if claim.uid is not None else ''}\n{claim.root}\n{claim.owner.encode()}\n")
+    return path
+
+
+def _read_claim(path: Path) -> _Claim | None:
+    try:
+        uid, root, owner = path.read_text().splitlines()[:3]
+        return _Claim(int(uid) if uid else None, Path(root), Owner.decode(owner))
+    except (OSError, ValueError):
+        return None
+
+
+def _allocate_uid() -> int:
+    taken = {path.name.split("-", 1)[0] for path in state_dir().iterdir()}
+    for _ in range(1000):
+        uid = UID_BASE + random.randrange(UID_COUNT)
+        if str(uid) not in taken:
+            return uid
+    raise SandboxError("no free sandbox uid (too many local sandboxes; run `prime sandbox gc`)")
+
+
+def processes_of(uid: int) -> list[int]:
+    """Live (non-zombie) pids owned by `uid`."""
+    pids = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != b"Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+def kill_uid(uid: int) -> None:
+    """Kill every process of a sandbox uid, including ones that forked or left their group."""
+    for _ in range(50):
+        if not processes_of(uid):
+            return
+        # kill(-1) run *as* that uid reaches exactly that uid's processes (and spares the caller).
+        subprocess.run(["kill", "-9", "-1"], user=uid, group=uid, extra_groups=[],
+                       capture_output=True, check=False)
+        time.sleep(0.01)
+    raise SandboxError(f"could not kill the processes of sandbox uid {uid}")
+
+
+def _release(claim_path: Path, claim: _Claim) -> None:
+    if claim.uid is not None:
+        kill_uid(claim.uid)
+    shutil.rmtree(claim.root, ignore_errors=True)
+    claim_path.unlink(missing_ok=True)
+
+
+def reap_orphans() -> int:
+    """Clean up local sandboxes whose owning process is gone; returns how many."""
+    reaped = 0
+    for path in state_dir().iterdir():
+        claim = _read_claim(path)
+        if claim is None or claim.owner.alive():
+            continue
+        _release(path, claim)
+        reaped += 1
+    return reaped
+
+
+def list_sandboxes() -> list[dict[str, str]]:
+    rows = []
+    for path in sorted(state_dir().iterdir()):
+        claim = _read_claim(path)
+        if claim is not None:
+            rows.append({
+                "backend": "local", "id": claim.root.name, "owner_pid": str(claim.owner.pid),
+                "status": "running" if claim.owner.alive() else "orphaned",
+                "uid": str(claim.uid or ""),
+            })
+    return rows
+
+
+class LocalSandbox(Sandbox):
+    """A sandbox made of an agent subprocess on this machine (see the module docstring)."""
+
+    backend = "local"
+
+    def __init__(self, limits: SandboxLimits | None = None, env: dict[str, str] | None = None,
+                 use_bwrap: bool | None = None) -> None:
+        super().__init__(limits, env)
+        self.use_bwrap = bwrap_path() is not None if use_bwrap is None else use_bwrap
+        if self.use_bwrap and bwrap_path() is None:
+            raise SandboxError("bubblewrap (bwrap) is not usable here: install the Debian package "
+                               "'bubblewrap' or pass use_bwrap=False")
+        self.uid: int | None = None
+        self.root: Path | None = None
+        self._claim_path: Path | None = None
+        self._claim: _Claim | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def _launch(self) -> Channel:
+        reap_orphans()
+        self.root = Path(tempfile.mkdtemp(prefix="prime-sbx-"))
+        self.root.chmod(0o711)  # the sandbox uid must traverse it to reach work/ and tmp/
+        self.id = self.root.name
+        self.uid = _allocate_uid() if os.geteuid() == 0 else None
+        self._claim = _Claim(self.uid, self.root, Owner.current())
+        self._claim_path = _write_claim(self._claim)
+        work, tmp = self.root / "work", self.root / "tmp"
+        for path in (work, tmp):
+            path.mkdir(mode=0o700)
+            if self.uid is not None:
+                os.chown(path, self.uid, self.uid)
+        if self.use_bwrap:
+            self.workdir = "/work"
+            prefix = self._bwrap_argv(work, tmp)
+            tmpdir = "/tmp"
+        else:
+            self.workdir = str(work)
+            prefix = []
+            tmpdir = str(tmp)
+        # kill(-1) inside the agent is safe with a pid namespace or a uid of its own.
+        kill_all = "1" if (self.use_bwrap or self.uid is not None) else "0"
+        with open(_agent_file) as handle:
+            agent_source = handle.read()
+        argv = [*prefix, _python(), "-I", "-S", "-c", agent_source, self.workdir,
+                str(int(self.limits.ttl_s)), self.limits.child_rlimits(), kill_all]
+        limits = self.limits
+        uid = self.uid
+
+        def confine() -> None:
+            # In the child, after setuid (so nothing here may import: the interpreter's files
+            # can be unreadable to the sandbox uid): die with the host, then the rlimits.
+            _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb << 20,) * 2)
+            resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds,) * 2)
+            resource.setrlimit(resource.RLIMIT_FSIZE, ((limits.file_size_mb << 20),) * 2)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limits.nofile,) * 2)
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            if uid is not None:
+                resource.setrlimit(resource.RLIMIT_NPROC, (limits.pids,) * 2)
+
+        try:
+            self._proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": tmpdir, "HOME": self.workdir},
+                cwd=str(work), start_new_session=True,
+                user=uid, group=uid, extra_groups=[] if uid is not None else None,
+                preexec_fn=confine,
+            )
+        except OSError as exc:
+            raise SandboxError(f"cannot start the local sandbox agent: {exc}") from exc
+        assert self._proc.stdin and self._proc.stdout and self._proc.stderr
+        return PipeChannel(os.dup(self._proc.stdin.fileno()), os.dup(self._proc.stdout.fileno()),
+                           os.dup(self._proc.stderr.fileno()))
+
+    def _bwrap_argv(self, work: Path, tmp: Path) -> list[str]:
+        bwrap = bwrap_path()
+        assert bwrap is not None
+        argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session",
+                "--hostname", "sandbox", "--proc", "/proc", "--dev", "/dev"]
+        for path in _SYSTEM_PATHS:
+            if os.path.islink(path):
+                argv += ["--symlink", os.readlink(path), path]
+            elif os.path.isdir(path):
+                argv += ["--ro-bind", path, path]
+        for path in _ETC_FILES:
+            if os.path.exists(path):
+                argv += ["--ro-bind", path, path]
+        argv += ["--bind", str(work), "/work", "--bind", str(tmp), "/tmp", "--remount-ro", "/",
+                 "--chdir", "/work", "--"]
+        return argv
+
+    def _describe_death(self) -> str:
+        if self._proc is None:
+            return ""
+        code = self._proc.poll()
+        stderr = self._channel.diagnostics() if self._channel is not None else ""
+        state = "still running but not answering" if code is None else f"agent exited with status {code}"
+        return f"{state}. {stderr.strip()[-2000:]}".strip()
+
+    def _destroy(self) -> None:
+        if self._proc is not None:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self._proc.wait()
+            for stream in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
+                if stream is not None:
+                    stream.close()
+            self._proc = None
+        if self._claim_path is not None and self._claim is not None:
+            _release(self._claim_path, self._claim)
+            self._claim_path = None
+        elif self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
