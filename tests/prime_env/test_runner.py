@@ -1,0 +1,193 @@
+"""The rollout runner: records, errors, concurrency, overlap of scoring, resume, streaming."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import asynccontextmanager
+
+import pytest
+
+from prime_env import (
+    SCHEMA,
+    ChatResponse,
+    Environment,
+    ModelError,
+    RolloutRecord,
+    Rubric,
+    SingleTurn,
+    TaskSet,
+    Usage,
+    run_rollouts,
+    summarize,
+)
+
+from .scripted import ScriptedClient
+
+TASKS = [{"question": f"{i}+{i}", "answer": str(2 * i), "id": f"t{i}"} for i in range(5)]
+
+
+def exact(completion, answer):
+    return completion[-1]["content"] == answer
+
+
+def answering_client(**kw):
+    def reply(messages, tools):
+        a, _ = messages[-1]["content"].split("+")
+        return str(2 * int(a))
+
+    return ScriptedClient(reply, **kw)
+
+
+def make_env(**kw):
+    return Environment(TASKS, SingleTurn(), Rubric([exact]), name="alice/adder", version="1.0.0", **kw)
+
+
+async def test_record_has_exactly_the_schema_fields_and_round_trips() -> None:
+    records = await run_rollouts(make_env(), answering_client(), n=2, r=2, run_id="run1")
+    assert [r.key for r in records] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    line = json.loads(records[0].to_json())
+    assert set(line) == {
+        "run_id", "env", "env_args", "task_id", "example_index", "rollout_index", "model", "prompt",
+        "completion", "answer", "info", "reward", "rewards", "metrics", "error", "stop_reason",
+        "usage", "timing", "policy_version", "turns",
+    }
+    assert line["env"] == "alice/adder@1.0.0" and line["run_id"] == "run1" and line["task_id"] == "t0"
+    assert line["completion"] == [{"role": "assistant", "content": "0"}]
+    assert line["reward"] == 1.0 and line["stop_reason"] == "completed"
+    assert line["usage"] == {"prompt_tokens": 10, "completion_tokens": 5}
+    assert RolloutRecord.model_validate_json(records[0].to_json()) == records[0]
+    assert SCHEMA == "prime.rollout/1"
+
+
+async def test_token_ids_and_logprobs_become_turns() -> None:
+    reply = ChatResponse({"role": "assistant", "content": "0"}, "stop", Usage(3, 2), [1, 2, 3], [4, 5], [-0.1, -0.2])
+    [rec] = await run_rollouts(make_env(), ScriptedClient([reply]), n=1, policy_version=7)
+    assert rec.turns[0].model_dump() == {"prompt_token_ids": [1, 2, 3], "completion_token_ids": [4, 5], "completion_logprobs": [-0.1, -0.2]}
+    assert rec.policy_version == 7
+
+
+async def test_model_error_is_recorded_and_excluded_from_means() -> None:
+    calls = {"n": 0}
+
+    def flaky(messages, tools):
+        calls["n"] += 1
+        if calls["n"] % 2 == 0:
+            raise ModelError("rate_limit", "429 after 5 retries")
+        return messages[-1]["content"].split("+")[0] and str(2 * int(messages[-1]["content"].split("+")[0]))
+
+    records = await run_rollouts(make_env(), ScriptedClient(flaky), r=2, concurrency=1)
+    errors = [r for r in records if r.error]
+    assert len(records) == 10 and len(errors) == 5
+    for rec in errors:
+        assert rec.reward is None and rec.rewards == {} and rec.stop_reason == "error"
+        assert rec.error.model_dump() == {"type": "rate_limit", "message": "429 after 5 retries"}
+    summary = summarize(records)
+    assert summary.errors == 5 and summary.error_types == {"rate_limit": 5}
+    assert summary.reward_mean == 1.0  # errors are not zeros
+    assert summary.scored == 5
+
+
+async def test_environment_bug_is_an_error_record_not_a_crash() -> None:
+    def setup(state):
+        raise KeyError("missing_config")
+
+    env = Environment(TASKS[:1], SingleTurn(setup=setup), Rubric([exact]))
+    [rec] = await run_rollouts(env, answering_client())
+    assert rec.error.type == "environment_error" and "KeyError" in rec.error.message
+
+
+async def test_concurrency_is_bounded_and_used() -> None:
+    live = {"now": 0, "max": 0}
+    client = ScriptedClient(lambda m, t: "x")
+    original = client.chat
+
+    async def chat(messages, **kw):
+        live["now"] += 1
+        live["max"] = max(live["max"], live["now"])
+        try:
+            await asyncio.sleep(0.02)
+            return await original(messages, **kw)
+        finally:
+            live["now"] -= 1
+
+    client.chat = chat  # type: ignore[method-assign]
+    env = Environment(TaskSet.from_records({"question": str(i)} for i in range(40)), SingleTurn(), Rubric([lambda completion: 1.0]))
+    records = await run_rollouts(env, client, concurrency=8)
+    assert len(records) == 40 and all(r.error is None for r in records)
+    assert live["max"] == 8
+
+
+async def test_scoring_overlaps_generation() -> None:
+    """With one generation slot, rollout 0's reward waits until rollout 1 is generating:
+    that only completes if scoring runs outside the generation slot."""
+    second_call = asyncio.Event()
+    client = ScriptedClient(lambda m, t: "x")
+    original = client.chat
+
+    async def chat(messages, **kw):
+        if len(client.calls) == 1:
+            second_call.set()
+        return await original(messages, **kw)
+
+    client.chat = chat  # type: ignore[method-assign]
+
+    async def waits_for_next_generation(state):
+        if state.task.id == "0":
+            await asyncio.wait_for(second_call.wait(), timeout=5)
+        return 1.0
+
+    env = Environment(TaskSet.from_records({"question": str(i), "id": str(i)} for i in range(3)), SingleTurn(), Rubric([waits_for_next_generation]))
+    records = await run_rollouts(env, client, concurrency=1)
+    assert [r.error for r in records] == [None, None, None]
+    assert [r.reward for r in records] == [1.0, 1.0, 1.0]
+
+
+async def test_skip_resumes_only_missing_rollouts_and_streams_records() -> None:
+    seen = []
+
+    async def on_record(rec):
+        seen.append(rec.key)
+
+    done = {(0, 0), (0, 1), (3, 1)}
+    records = await run_rollouts(make_env(), answering_client(), r=2, skip=done, on_record=on_record)
+    keys = {r.key for r in records}
+    assert len(records) == 7 and keys.isdisjoint(done)
+    assert keys | done == {(i, j) for i in range(5) for j in range(2)}
+    assert sorted(seen) == sorted(keys)
+
+
+async def test_limiter_hook_wraps_each_rollout() -> None:
+    entered = []
+
+    class Limiter:
+        @asynccontextmanager
+        async def slot(self):
+            entered.append(1)
+            yield
+
+    await run_rollouts(make_env(), answering_client(), limiter=Limiter())
+    assert len(entered) == 5
+
+
+async def test_eval_tasks_used_and_invalid_arguments() -> None:
+    env = Environment(TASKS, SingleTurn(), Rubric([exact]), eval_tasks=TASKS[:2])
+    assert len(await run_rollouts(env, answering_client())) == 2
+    with pytest.raises(ValueError, match="at least 1"):
+        await run_rollouts(env, answering_client(), r=0)
+
+
+def test_environment_requires_a_rubric() -> None:
+    with pytest.raises(TypeError, match="needs a rubric"):
+        Environment(TASKS, SingleTurn())
+
+
+def test_summary_pass_at_k_and_stderr() -> None:
+    def rec(i, j, reward):
+        return RolloutRecord(run_id="r", env="e", task_id=str(i), example_index=i, rollout_index=j, model="m", prompt=[], reward=reward)
+
+    records = [rec(0, 0, 1.0), rec(0, 1, 0.0), rec(1, 0, 0.0), rec(1, 1, 0.0)]
+    s = summarize(records)
+    assert s.reward_mean == 0.25
+    assert s.pass_at_k == {"1": 0.25, "2": 0.5}
+    assert s.reward_stderr == pytest.approx((0.25 ** 0.5) / 2)
