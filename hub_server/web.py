@@ -1,0 +1,222 @@
+"""Server-rendered web pages: environment list and search, owner pages, environment pages
+(README, versions, install lines, leaderboard) and evaluation run pages.
+
+The pages apply exactly the API's visibility rule (a private environment is a 404 page for
+anyone who may not read it) and read through the same service functions as the API, so a
+page can never show something the API would hide. `install(app)` mounts them last, after the
+API and index routes, because `/{owner}/{name}` would otherwise shadow more specific paths.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+import sqlalchemy as sa
+from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+from markupsafe import Markup
+from sqlmodel import Session, col, select
+
+from hub_server.access import can_read, find_owner, readable_environment
+from hub_server.auth import Principal
+from hub_server.blobstore import BlobStore
+from hub_server.deps import HubDep, PrincipalDep, SessionDep
+from hub_server.errors import HubError
+from hub_server.evals import service
+from hub_server.evals.leaderboard import leaderboard
+from hub_server.models import DistFile, Environment, EnvironmentTag, Owner
+from hub_server.push_api import public_base
+from hub_server.views import summaries, version_infos
+from hub_server.web_render import STATIC_DIR, build_templates, render_markdown
+from registry_index.errors import InvalidUpload
+from registry_index.metadata import parse_core_metadata
+
+router = APIRouter(include_in_schema=False)
+templates = build_templates()
+
+PER_PAGE = 24
+SAMPLES_SHOWN = 20
+# First path segments that belong to the API, the index or static files, never to an owner.
+_RESERVED = {"api", "static", "legacy", "docs", "redoc", "openapi.json", "favicon.ico", "health"}
+
+
+def install(app: FastAPI) -> None:
+    """Mount the stylesheet and the pages; call after every other router is included."""
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="hub_static")
+    app.include_router(router)
+
+
+def _page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    return templates.TemplateResponse(request, template, context, status_code=status_code)
+
+
+def _not_found(request: Request, message: str) -> HTMLResponse:
+    return _page(request, "not_found.html", status_code=404, message=message)
+
+
+def _readable_environments(
+    session: Session, principal: Principal | None, *, owner: Owner | None, query: str, tag: str
+) -> list[tuple[Environment, Owner]]:
+    statement = select(Environment, Owner).join(Owner, col(Owner.id) == col(Environment.owner_id))
+    if owner is not None:
+        statement = statement.where(Environment.owner_id == owner.id)
+    if query:
+        pattern = f"%{query.lower()}%"
+        statement = statement.where(
+            sa.or_(
+                sa.func.lower(Environment.name).like(pattern),
+                sa.func.lower(Environment.description).like(pattern),
+                sa.func.lower(Owner.name).like(pattern),
+            )
+        )
+    if tag:
+        tagged = select(EnvironmentTag.environment_id).where(EnvironmentTag.tag == tag)
+        statement = statement.where(col(Environment.id).in_(tagged))
+    if principal is None:
+        statement = statement.where(Environment.visibility == "public")
+    statement = statement.order_by(col(Environment.downloads).desc(), col(Environment.name))
+    return [(env, own) for env, own in session.exec(statement) if can_read(principal, own, env)]
+
+
+def _cards(session: Session, pairs: list[tuple[Environment, Owner]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "owner": item.owner.name,
+            "name": item.name,
+            "description": item.description,
+            "tags": item.tags,
+            "latest_version": item.latest_version,
+            "downloads": item.downloads,
+        }
+        for item in summaries(session, pairs)
+    ]
+
+
+@router.get("/", response_class=HTMLResponse)
+def home(
+    request: Request,
+    session: SessionDep,
+    principal: PrincipalDep,
+    q: Annotated[str, Query(max_length=200)] = "",
+    tag: Annotated[str, Query(max_length=64)] = "",
+    page: Annotated[int, Query(ge=1)] = 1,
+) -> HTMLResponse:
+    pairs = _readable_environments(session, principal, owner=None, query=q.strip(), tag=tag.strip())
+    pages = max(1, math.ceil(len(pairs) / PER_PAGE))
+    shown = pairs[(page - 1) * PER_PAGE : page * PER_PAGE]
+
+    def pager_query(number: int) -> str:
+        return urlencode({key: value for key, value in (("q", q), ("tag", tag), ("page", number)) if value})
+
+    return _page(
+        request,
+        "index.html",
+        environments=_cards(session, shown),
+        total=len(pairs),
+        query=q,
+        tag=tag,
+        page=page,
+        pages=pages,
+        pager_query=pager_query,
+    )
+
+
+@router.get("/{owner}", response_class=HTMLResponse)
+def owner_page(owner: str, request: Request, session: SessionDep, principal: PrincipalDep) -> HTMLResponse:
+    found = None if owner in _RESERVED else find_owner(session, owner)
+    if found is None:
+        return _not_found(request, f"There is no user or organisation named {owner!r}.")
+    pairs = _readable_environments(session, principal, owner=found, query="", tag="")
+    return _page(request, "owner.html", owner=found.name, environments=_cards(session, pairs))
+
+
+@lru_cache(maxsize=256)
+def _readme(metadata_sha256: str, raw: bytes) -> Markup | None:
+    """The long description of a wheel's METADATA (its README) as safe HTML; cached by hash."""
+    try:
+        description = parse_core_metadata(raw, "METADATA").description
+    except InvalidUpload:
+        return None
+    return render_markdown(description)
+
+
+def _latest_readme(session: Session, store: BlobStore, env: Environment, version_id: str | None) -> Markup | None:
+    if version_id is None:
+        return None
+    wheel = session.exec(
+        select(DistFile).where(
+            DistFile.version_id == version_id,
+            DistFile.kind == "wheel",
+            col(DistFile.metadata_blob_key).is_not(None),
+        )
+    ).first()
+    if wheel is None or wheel.metadata_blob_key is None or wheel.metadata_sha256 is None:
+        return None
+    with store.open(wheel.metadata_blob_key) as handle:
+        raw = handle.read()
+    return _readme(wheel.metadata_sha256, raw)
+
+
+@router.get("/{owner}/{name}", response_class=HTMLResponse)
+def environment_page(
+    owner: str, name: str, request: Request, hub: HubDep, session: SessionDep, principal: PrincipalDep
+) -> HTMLResponse:
+    try:
+        if owner in _RESERVED:
+            raise service.EvalError(404, f"Environment {owner}/{name} not found.")
+        own, env = readable_environment(session, principal, owner, name)
+    except HubError as exc:
+        return _not_found(request, exc.message)
+    base = public_base(request, hub)
+    (summary,) = summaries(session, [(env, own)])
+    versions = version_infos(session, base, own, env)
+    latest = next((v for v in versions if v.semantic_version == summary.latest_version), None)
+    runs = service.list_evaluations(session, principal, env=env, model=None, status=None, page=1, per_page=10)
+    return _page(
+        request,
+        "environment.html",
+        owner=own.name,
+        name=env.name,
+        env=summary,
+        index_url=f"{base}/{own.name}/simple/",
+        versions=[
+            {"version": v.semantic_version, "created_at": v.created_at, "yanked": v.yanked} for v in versions
+        ],
+        readme_html=_latest_readme(session, hub.store, env, latest.id if latest else None),
+        leaderboard=leaderboard(session, env, principal),
+        runs=[run for run, _env, _owner in runs.items],
+    )
+
+
+@router.get("/{owner}/{name}/evals/{evaluation_id}", response_class=HTMLResponse)
+def evaluation_page(
+    owner: str,
+    name: str,
+    evaluation_id: str,
+    request: Request,
+    hub: HubDep,
+    session: SessionDep,
+    principal: PrincipalDep,
+) -> HTMLResponse:
+    try:
+        own, env = readable_environment(session, principal, owner, name)
+        evaluation, run_env = service.get_evaluation(session, evaluation_id, principal)
+        if run_env.id != env.id:
+            raise service.EvalError(404, f"Evaluation {evaluation_id} not found on {own.name}/{env.name}.")
+    except HubError as exc:
+        return _not_found(request, exc.message)
+    run = {
+        "name": evaluation.name,
+        "model_name": evaluation.model_name,
+        "env_version": evaluation.env_version,
+        "status": evaluation.status,
+        "created_at": evaluation.created_at,
+        "sample_count": evaluation.sample_count,
+        "summary": service.summary_of(evaluation) or service.Summary(),
+    }
+    samples = service.read_samples(session, hub.store, evaluation, page=1, per_page=SAMPLES_SHOWN)
+    return _page(request, "evaluation.html", owner=own.name, name=env.name, run=run, samples=samples)
