@@ -1,0 +1,1 @@
+"""Fake hosted-model providers (OpenAI, Anthropic) on loopback, with latency and fault injection."""

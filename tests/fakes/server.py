@@ -1,0 +1,139 @@
+"""Run a fake provider in its own process, and a handle to start/steer/stop it from tests.
+
+A separate process keeps the server off the test's (or the benchmark's) GIL, so measured
+throughput is the client's, not a contention artefact.
+
+    python -m tests.fakes.server --provider openai --port 8000 --latency-ms 200 \
+        --fault 429=0.05 --fault drop=0.05 --seed 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from tests.fakes.behaviour import FaultPlan
+from tests.fakes.http import serve, wait_forever
+from tests.fakes.providers import FakeAnthropic, FakeOpenAI
+from tests.support import free_port
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+class FakeServer:
+    """A fake provider subprocess on 127.0.0.1. Use as a context manager."""
+
+    def __init__(
+        self,
+        provider: str = "openai",
+        *,
+        latency_ms: float = 0.0,
+        faults: dict[str, float] | None = None,
+        seed: int = 0,
+        api_key: str | None = None,
+    ) -> None:
+        self.provider = provider
+        self.port = free_port()
+        self.api_key = api_key
+        args = [sys.executable, "-m", "tests.fakes.server", "--provider", provider,
+                "--port", str(self.port), "--latency-ms", str(latency_ms), "--seed", str(seed)]
+        for name, rate in (faults or {}).items():
+            args += ["--fault", f"{name}={rate}"]
+        if api_key:
+            args += ["--api-key", api_key]
+        self._args = args
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """The base URL a client is configured with (OpenAI's includes /v1, Anthropic's not)."""
+        root = f"http://127.0.0.1:{self.port}"
+        return root + "/v1" if self.provider == "openai" else root
+
+    def start(self) -> FakeServer:
+        env = {**os.environ, "PYTHONPATH": str(_ROOT)}
+        self._proc = subprocess.Popen(self._args, cwd=_ROOT, env=env)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"fake server exited with {self._proc.returncode}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("fake server did not start within 20 s")
+
+    def configure(self, **plan: Any) -> dict[str, Any]:
+        """Replace the fault plan (rates, script, seed, latency_ms, retry_after_s, hang_s)."""
+        resp = httpx.post(f"http://127.0.0.1:{self.port}/_fake/config", json=plan, timeout=5)
+        resp.raise_for_status()
+        return dict(resp.json())
+
+    def stats(self) -> dict[str, Any]:
+        resp = httpx.get(f"http://127.0.0.1:{self.port}/_fake/stats", timeout=5)
+        resp.raise_for_status()
+        return dict(resp.json())
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+
+    def __enter__(self) -> FakeServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _parse_fault(text: str) -> tuple[str, float]:
+    name, _, rate = text.partition("=")
+    return name, float(rate)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--provider", choices=["openai", "anthropic"], default="openai")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--fault", action="append", default=[], type=_parse_fault,
+                        help="NAME=RATE, e.g. 429=0.05 (repeatable)")
+    parser.add_argument("--script", default="", help="comma-separated faults for the first requests")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--api-key", default=None)
+    args = parser.parse_args(argv)
+    plan = FaultPlan(rates=dict(args.fault), script=[s for s in args.script.split(",") if s],
+                     seed=args.seed, latency_ms=args.latency_ms)
+    handler = (FakeOpenAI if args.provider == "openai" else FakeAnthropic)(plan, args.api_key)
+
+    async def run() -> None:
+        server = await serve(handler, "127.0.0.1", args.port)
+        await wait_forever(server)
+
+    try:
+        import uvloop
+
+        uvloop.run(run())
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
