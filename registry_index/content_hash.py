@@ -26,7 +26,10 @@ def iter_tree_files(root: Path) -> list[str]:
     for directory, dirnames, filenames in os.walk(root):
         dirnames[:] = [name for name in dirnames if not _ignored(name)]
         rel_dir = Path(directory).relative_to(root)
-        for name in filenames:
+        # os.walk does not descend into symlinked directories; count them as links instead.
+        linked_dirs = [name for name in dirnames if (Path(directory) / name).is_symlink()]
+        dirnames[:] = [name for name in dirnames if name not in linked_dirs]
+        for name in [*filenames, *linked_dirs]:
             if _ignored(name):
                 continue
             found.append((rel_dir / name).as_posix())
