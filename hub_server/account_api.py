@@ -1,0 +1,28 @@
+"""`GET /api/v1/user/whoami`: who the token belongs to (used by `prime login` to check it)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from sqlmodel import select
+
+from hub_server.deps import AuthDep, SessionDep
+from hub_server.models import Owner
+from hub_server.schemas import Envelope, TokenOut, WhoAmI
+
+router = APIRouter(prefix="/api/v1/user", tags=["account"])
+
+
+@router.get("/whoami", response_model=Envelope[WhoAmI])
+def whoami(principal: AuthDep, session: SessionDep) -> Envelope[WhoAmI]:
+    orgs = session.exec(
+        select(Owner.name).where(Owner.kind == "org", Owner.id.in_(principal.owner_ids))  # type: ignore[attr-defined]
+    ).all()
+    return Envelope(
+        data=WhoAmI(
+            id=principal.user.id,
+            username=principal.user.username,
+            is_admin=principal.user.is_admin,
+            organizations=sorted(orgs),
+            token=TokenOut(name=principal.token.name, scopes=principal.scopes),
+        )
+    )

@@ -1,0 +1,90 @@
+"""The hub's FastAPI application factory.
+
+`create_app(settings)` migrates the database, opens the blob store (dropping temp files a
+crash may have left) and mounts the routers. Other hub modules plug in through
+`_EXTENSIONS`: each is `module:attribute` naming an `APIRouter`, included when the module is
+part of this build (evaluations API, web pages).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from hub_server import account_api, environments_api, index_routes, legacy_upload, push_api
+from hub_server.admin import open_database
+from hub_server.blobstore import BlobStore
+from hub_server.errors import HubError
+from hub_server.ratelimit import SlidingWindowLimiter
+from hub_server.settings import HubSettings
+from hub_server.state import Hub
+
+log = logging.getLogger(__name__)
+
+# Routers owned by other hub modules, mounted before the catch-all package-index routes.
+_EXTENSIONS: tuple[str, ...] = (
+    "hub_server.evaluations_api:router",
+    "hub_server.web:router",
+)
+
+
+def _extension_routers() -> list[object]:
+    routers = []
+    for target in _EXTENSIONS:
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue
+            raise
+        routers.append(getattr(module, attr))
+    return routers
+
+
+def create_app(settings: HubSettings | None = None) -> FastAPI:
+    """A ready hub for `settings` (default: from `PRIME_HUB_*` environment variables)."""
+    settings = settings or HubSettings.from_env()
+    engine = open_database(settings)
+    store = BlobStore(settings.resolved_storage_url, settings.s3_endpoint_url)
+    app = FastAPI(
+        title="Environments Hub",
+        version="1",
+        description="Publish, install and evaluate LLM environments; see docs/api.md.",
+    )
+    app.state.hub = Hub(
+        settings=settings,
+        engine=engine,
+        store=store,
+        upload_limiter=SlidingWindowLimiter(settings.uploads_per_minute),
+        login_limiter=SlidingWindowLimiter(settings.failed_logins_per_minute),
+    )
+
+    @app.exception_handler(HubError)
+    async def _hub_error(_request: Request, error: HubError) -> JSONResponse:
+        return JSONResponse({"detail": error.message}, error.status, headers=error.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, error: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'] if p != 'body')}: {e['msg']}"
+            for e in error.errors()
+        )
+        return JSONResponse({"detail": f"Invalid request: {problems}"}, 400)
+
+    @app.get("/healthz", include_in_schema=False)
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    app.include_router(legacy_upload.router)
+    app.include_router(account_api.router)
+    app.include_router(push_api.router)
+    app.include_router(environments_api.router)
+    for router in _extension_routers():
+        app.include_router(router)  # type: ignore[arg-type]
+    app.include_router(index_routes.router)
+    return app

@@ -1,0 +1,183 @@
+"""Content-addressed blob storage over fsspec: a local directory or `s3://bucket/prefix`.
+
+Keys are derived from the sha256 of the bytes, never from user input, so a retried or
+concurrent upload of the same file writes the same key and two files can never collide.
+Local writes go to a temp file in the destination directory, are fsynced and then renamed
+with `os.replace`, so a reader (or a server restarted after SIGKILL) sees either nothing or
+the whole blob; leftover temp files are removed when the store opens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import fsspec
+
+_TEMP_MARK = ".tmp-"
+_CHUNK = 1024 * 1024
+
+
+def content_key(sha256: str) -> str:
+    """The store key of a blob with this sha256 (fanned out like warehouse's paths)."""
+    return f"sha256/{sha256[:2]}/{sha256[2:4]}/{sha256}"
+
+
+def staging_key(upload_id: str) -> str:
+    """Where a REST upload's bytes wait until finalize validates them."""
+    return f"staging/{upload_id}"
+
+
+class BlobStore:
+    """Blob storage rooted at a local path or an `s3://` URL."""
+
+    def __init__(self, url: str, s3_endpoint_url: str | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.is_local = "://" not in url or url.startswith("file://")
+        if self.is_local:
+            self.root = Path(url.removeprefix("file://")).expanduser()
+            self.root.mkdir(parents=True, exist_ok=True)
+            self.fs = fsspec.filesystem("file")
+            self._remove_temp_files()
+        else:
+            protocol = url.split("://", 1)[0]
+            options: dict[str, object] = {}
+            if protocol == "s3" and s3_endpoint_url:
+                options["endpoint_url"] = s3_endpoint_url
+            self.fs = fsspec.filesystem(protocol, **options)
+            self.root = Path()
+
+    # -- paths ---------------------------------------------------------------------------
+
+    def _path(self, key: str) -> str:
+        return str(self.root / key) if self.is_local else f"{self.url}/{key}"
+
+    def local_path(self, key: str) -> Path:
+        """The file behind `key` in a local store (for sendfile-style responses)."""
+        if not self.is_local:
+            raise RuntimeError("local_path() is only defined for a local blob store")
+        return self.root / key
+
+    def _remove_temp_files(self) -> None:
+        """Drop temp files of writes interrupted by a crash; they were never visible."""
+        for path in self.root.rglob(f"*{_TEMP_MARK}*"):
+            if path.is_file():
+                path.unlink(missing_ok=True)
+
+    # -- writes --------------------------------------------------------------------------
+
+    def scratch_file(self) -> tempfile._TemporaryFileWrapper[bytes]:
+        """A temp file on the store's filesystem (local) or in the system temp dir (remote).
+
+        Uploads are spooled here, validated, and then moved into place without a copy.
+        """
+        directory = self.root / "tmp" if self.is_local else None
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+        return tempfile.NamedTemporaryFile(
+            prefix=f"upload{_TEMP_MARK}", dir=directory, delete=False
+        )
+
+    def put_file(self, source: Path, key: str) -> None:
+        """Store the file at `source` under `key`, atomically; `source` is consumed."""
+        if self.exists(key):
+            source.unlink(missing_ok=True)
+            return
+        if not self.is_local:
+            try:
+                self.fs.put_file(str(source), self._path(key))
+            finally:
+                source.unlink(missing_ok=True)
+            return
+        target = self.local_path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temp = target.with_name(f"{target.name}{_TEMP_MARK}{os.getpid()}-{os.urandom(4).hex()}")
+        try:
+            shutil.move(str(source), temp)
+            with temp.open("rb+") as handle:
+                os.fsync(handle.fileno())
+            os.replace(temp, target)
+            _fsync_dir(target.parent)
+        finally:
+            temp.unlink(missing_ok=True)
+            source.unlink(missing_ok=True)
+
+    def put_bytes(self, data: bytes, key: str) -> None:
+        """Store `data` under `key`, atomically."""
+        with self.scratch_file() as handle:
+            handle.write(data)
+            path = Path(handle.name)
+        self.put_file(path, key)
+
+    def write_stream(self, key: str, chunks: Iterator[bytes], max_bytes: int) -> tuple[str, int]:
+        """Write a stream to `key` atomically; return (sha256, size). Aborts past `max_bytes`."""
+        sha = hashlib.sha256()
+        size = 0
+        with self.scratch_file() as handle:
+            path = Path(handle.name)
+            try:
+                for chunk in chunks:
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise OverflowError(size)
+                    sha.update(chunk)
+                    handle.write(chunk)
+            except BaseException:
+                handle.close()
+                path.unlink(missing_ok=True)
+                raise
+        self.put_file(path, key)
+        return sha.hexdigest(), size
+
+    def delete(self, key: str) -> None:
+        """Remove `key` if present (staging cleanup; content blobs are never deleted)."""
+        if self.exists(key):
+            self.fs.rm_file(self._path(key))
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def exists(self, key: str) -> bool:
+        """True when a complete blob is stored under `key`."""
+        return bool(self.fs.exists(self._path(key)))
+
+    def open(self, key: str) -> IO[bytes]:
+        """Open a stored blob for reading."""
+        return self.fs.open(self._path(key), "rb")  # type: ignore[no-any-return]
+
+    def fetch_to_scratch(self, key: str) -> Path:
+        """Copy a blob into a scratch file (validation needs a seekable local file)."""
+        with self.scratch_file() as handle:
+            path = Path(handle.name)
+        self.fs.get_file(self._path(key), str(path))
+        return path
+
+    # -- presigned URLs (S3) -------------------------------------------------------------
+
+    def presign_put(self, key: str, expires: int) -> str:
+        """A URL the client can PUT the bytes to directly (S3 stores only)."""
+        return self._presign(key, expires, "put_object")
+
+    def presign_get(self, key: str, expires: int, filename: str | None = None) -> str:
+        """A short-lived download URL (S3 stores only)."""
+        return self._presign(key, expires, "get_object", filename)
+
+    def _presign(self, key: str, expires: int, method: str, filename: str | None = None) -> str:
+        extra = (
+            {"ResponseContentDisposition": f'attachment; filename="{filename}"'} if filename else {}
+        )
+        url: str = self.fs.url(self._path(key), expires=expires, client_method=method, **extra)
+        return url
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Persist a rename: fsync the directory entry (POSIX)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

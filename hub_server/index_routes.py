@@ -1,0 +1,213 @@
+"""Per-owner package index: PEP 503/691 simple pages, file and PEP 658 metadata downloads.
+
+This is what pip and uv talk to, so it is the hot path: a project page is one indexed query
+for the environment (to check visibility and read its serial) and, when the serial is
+unchanged, a cached rendered page. File URLs are relative, so cached pages are independent
+of the host name the client used.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, BackgroundTasks, Request, Response
+from fastapi.responses import FileResponse, RedirectResponse
+from sqlalchemy import update
+from sqlmodel import Session, select
+
+from hub_server.access import can_read, env_not_found, find_owner
+from hub_server.auth import Principal
+from hub_server.deps import HubDep, PrincipalDep, SessionDep
+from hub_server.errors import HubError, NotFound
+from hub_server.models import DistFile, Environment, Owner, Version
+from hub_server.state import Hub
+from registry_index.names import normalize
+from registry_index.simple import ProjectFile, negotiate, render_index_page, render_project_page
+
+router = APIRouter(tags=["package index"])
+
+_VARY = {"Vary": "Accept"}
+
+
+class NotAcceptable(HubError):
+    status = 406
+
+
+def _negotiate(request: Request) -> tuple[str, str]:
+    wanted = request.query_params.get("format") or request.headers.get("accept")
+    chosen = negotiate(wanted)
+    if chosen is None:
+        raise NotAcceptable(
+            "Unsupported Accept type; ask for application/vnd.pypi.simple.v1+json, "
+            "application/vnd.pypi.simple.v1+html or text/html.",
+            dict(_VARY),
+        )
+    return chosen
+
+
+def _owner_or_404(session: Session, owner_name: str) -> Owner:
+    owner = find_owner(session, owner_name)
+    if owner is None:
+        raise NotFound(f"No owner named {owner_name!r} on this hub.")
+    return owner
+
+
+def _sees_all(principal: Principal | None, owner: Owner) -> bool:
+    """True when the caller can read every environment of `owner` (one shared cache entry)."""
+    if principal is None:
+        return False
+    reaches = principal.user.is_admin or owner.id in principal.owner_ids
+    return reaches and any(s in ("all", "read", f"upload:{owner.name}") for s in principal.scopes)
+
+
+@router.api_route(
+    "/{owner_name}/simple/",
+    methods=["GET", "HEAD"],
+    summary="Project list of one owner (PEP 503/691)",
+)
+def simple_index(
+    owner_name: str, request: Request, hub: HubDep, session: SessionDep, principal: PrincipalDep
+) -> Response:
+    fmt, content_type = _negotiate(request)
+    owner = _owner_or_404(session, owner_name)
+    audience = "all" if _sees_all(principal, owner) else "public"
+    key = ("index", owner.id, owner.serial, audience, fmt)
+    page = hub.pages.get(key) if principal is None or audience == "all" else None
+    if page is None:
+        envs = session.exec(
+            select(Environment)
+            .where(Environment.owner_id == owner.id)
+            .order_by(
+                Environment.normalized_name  # type: ignore[arg-type]
+            )
+        ).all()
+        visible = [e.name for e in envs if audience == "all" or can_read(principal, owner, e)]
+        page = render_index_page(visible, fmt).encode()  # type: ignore[arg-type]
+        if principal is None or audience == "all":
+            hub.pages.put(key, page)
+    return Response(page, media_type=content_type, headers=_VARY)
+
+
+@router.get("/{owner_name}/simple/{project}", include_in_schema=False)
+def simple_project_no_slash(owner_name: str, project: str) -> Response:
+    return RedirectResponse(f"/{owner_name}/simple/{normalize(project)}/", status_code=301)
+
+
+@router.api_route(
+    "/{owner_name}/simple/{project}/",
+    methods=["GET", "HEAD"],
+    summary="One project's files (PEP 503/691)",
+)
+def simple_project(
+    owner_name: str,
+    project: str,
+    request: Request,
+    hub: HubDep,
+    session: SessionDep,
+    principal: PrincipalDep,
+) -> Response:
+    fmt, content_type = _negotiate(request)
+    normalized = normalize(project)
+    if normalized != project:
+        return RedirectResponse(f"/{owner_name}/simple/{normalized}/", status_code=301)
+    row = session.exec(
+        select(Environment, Owner)
+        .join(Owner, Owner.id == Environment.owner_id)  # type: ignore[arg-type]
+        .where(Owner.name == owner_name.lower(), Environment.normalized_name == normalized)
+    ).first()
+    if row is None or not can_read(principal, row[1], row[0]):
+        raise env_not_found(owner_name, project)
+    env, _owner = row
+    key = ("project", env.id, env.serial, fmt)
+    page = hub.pages.get(key)
+    if page is None:
+        page = _render_project(session, env, fmt).encode()
+        hub.pages.put(key, page)
+    return Response(page, media_type=content_type, headers=_VARY)
+
+
+def _render_project(session: Session, env: Environment, fmt: str) -> str:
+    rows = session.exec(
+        select(DistFile, Version)
+        .join(Version, Version.id == DistFile.version_id)  # type: ignore[arg-type]
+        .where(DistFile.environment_id == env.id, DistFile.kind != "source")
+        .order_by(DistFile.filename)  # type: ignore[arg-type]
+    ).all()
+    files = [
+        ProjectFile(
+            filename=file.filename,
+            url=f"../../files/{env.normalized_name}/{file.filename}",
+            sha256=file.sha256,
+            size=file.size,
+            upload_time=file.uploaded_at,
+            requires_python=file.requires_python,
+            yanked=(version.yanked_reason or True) if version.yanked else False,
+            core_metadata_sha256=file.metadata_sha256,
+        )
+        for file, version in rows
+    ]
+    versions = session.exec(select(Version.version).where(Version.environment_id == env.id)).all()
+    return render_project_page(env.normalized_name, files, fmt, versions)  # type: ignore[arg-type]
+
+
+def _count_download(hub: Hub, file_id: str, env_id: str) -> None:
+    with Session(hub.engine) as session:
+        session.execute(
+            update(DistFile).where(DistFile.id == file_id).values(downloads=DistFile.downloads + 1)  # type: ignore[arg-type]
+        )
+        session.execute(
+            update(Environment)
+            .where(Environment.id == env_id)  # type: ignore[arg-type]
+            .values(downloads=Environment.downloads + 1)
+        )
+        session.commit()
+
+
+@router.api_route(
+    "/{owner_name}/files/{project}/{filename}",
+    methods=["GET", "HEAD"],
+    summary="Download a file or its PEP 658 metadata",
+)
+def download(
+    owner_name: str,
+    project: str,
+    filename: str,
+    request: Request,
+    background: BackgroundTasks,
+    hub: HubDep,
+    session: SessionDep,
+    principal: PrincipalDep,
+) -> Response:
+    wants_metadata = filename.endswith(".metadata")
+    stored_name = filename.removesuffix(".metadata") if wants_metadata else filename
+    row = session.exec(
+        select(DistFile, Environment, Owner)
+        .join(Environment, Environment.id == DistFile.environment_id)  # type: ignore[arg-type]
+        .join(Owner, Owner.id == Environment.owner_id)  # type: ignore[arg-type]
+        .where(
+            Owner.name == owner_name.lower(),
+            Environment.normalized_name == normalize(project),
+            DistFile.filename == stored_name,
+            DistFile.kind != "source",
+        )
+    ).first()
+    if row is None or not can_read(principal, row[2], row[1]):
+        raise NotFound(f"No file {filename!r} in {owner_name}/{project}.")
+    file, env, _owner = row
+    if wants_metadata:
+        if file.metadata_blob_key is None:
+            raise NotFound(f"{stored_name!r} has no separate metadata file (PEP 658).")
+        key, sha, media = file.metadata_blob_key, file.metadata_sha256, "text/plain"
+    else:
+        key, sha, media = file.blob_key, file.sha256, "application/octet-stream"
+        if request.method == "GET" and "range" not in request.headers:
+            background.add_task(_count_download, hub, file.id, env.id)
+    cache = "public" if env.visibility == "public" else "private"
+    if not hub.store.is_local:
+        url = hub.store.presign_get(key, 300, filename)
+        return RedirectResponse(url, status_code=307, background=background)
+    return FileResponse(
+        hub.store.local_path(key),
+        media_type=media,
+        headers={"ETag": f'"{sha}"', "Cache-Control": f"{cache}, max-age=31536000, immutable"},
+        filename=None if wants_metadata else filename,
+        background=background,
+    )

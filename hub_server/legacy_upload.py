@@ -1,0 +1,243 @@
+"""The twine / `uv publish` upload endpoint (`POST /legacy/`, PyPI's "legacy" API).
+
+Errors are plain text with the message also in the HTTP reason phrase, because that is all
+twine prints. An identical re-upload answers 200 so a re-run of `twine upload` succeeds.
+Nothing is written before the file has passed validation, and the scratch copy is always
+removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from pathlib import Path
+from typing import IO
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import PlainTextResponse
+from sqlmodel import Session
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from hub_server.access import find_owner, readable_environment, require_upload
+from hub_server.auth import Principal, authenticate, credentials_from_header
+from hub_server.deps import check_upload_rate, client_ip
+from hub_server.errors import BadRequest, HubError, NotFound, RateLimited, TooLarge, Unauthorized
+from hub_server.http_protocol import REASON_HEADER, latin1_reason
+from hub_server.publishing import EnvTarget, NewFile, publish_file
+from hub_server.state import Hub
+from registry_index.errors import InvalidUpload
+from registry_index.filenames import parse_filename
+from registry_index.names import normalize
+from registry_index.validation import UploadLimits, validate_distribution
+
+router = APIRouter(tags=["upload"])
+
+_CHUNK = 1024 * 1024
+_FILETYPES = {"bdist_wheel": "wheel", "sdist": "sdist"}
+
+
+def _error_response(error: HubError) -> Response:
+    headers = dict(error.headers)
+    headers[REASON_HEADER.decode()] = latin1_reason(error.message)
+    return PlainTextResponse(error.message + "\n", status_code=error.status, headers=headers)
+
+
+@router.post("/legacy/", summary="twine / uv publish upload (owner from the token)")
+async def upload_default(request: Request) -> Response:
+    return await _upload(request, None)
+
+
+@router.post("/{owner_name}/legacy/", summary="twine / uv publish upload to one owner")
+async def upload_to_owner(owner_name: str, request: Request) -> Response:
+    return await _upload(request, owner_name)
+
+
+async def _upload(request: Request, owner_name: str | None) -> Response:
+    hub: Hub = request.app.state.hub
+    try:
+        principal = await run_in_threadpool(_authenticate, request, hub)
+        declared = request.headers.get("content-length")
+        if (
+            declared
+            and declared.isdigit()
+            and int(declared) > hub.settings.max_upload_bytes + _CHUNK
+        ):
+            raise _too_large(hub)
+        check_upload_rate(request, hub, principal)
+        form = await request.form(max_files=1, max_fields=200)
+        try:
+            return await run_in_threadpool(_handle, hub, principal, owner_name, form)
+        finally:
+            await form.close()
+    except HubError as error:
+        return _error_response(error)
+
+
+def _authenticate(request: Request, hub: Hub) -> Principal:
+    token = credentials_from_header(request.headers.get("authorization"))
+    if token is None:
+        raise Unauthorized(
+            "Uploading needs an API token: use username __token__ and your token as the password."
+        )
+    ip = client_ip(request)
+    wait = hub.login_limiter.retry_after(ip)
+    if wait is not None:
+        raise RateLimited(f"Too many failed logins from {ip}; wait {wait} s.", wait)
+    with Session(hub.engine, expire_on_commit=False) as session:
+        principal = authenticate(session, token)
+    if principal is None:
+        hub.login_limiter.hit(ip)
+        raise Unauthorized(
+            "Invalid or revoked API token; create one with `prime hub token create`."
+        )
+    return principal
+
+
+def _too_large(hub: Hub) -> TooLarge:
+    limit = hub.settings.max_upload_bytes / (1024 * 1024)
+    return TooLarge(f"The upload is larger than this hub's {limit:.0f} MiB limit per file.")
+
+
+def _field(form: object, name: str) -> str:
+    value = form.get(name)  # type: ignore[attr-defined]
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _handle(hub: Hub, principal: Principal, owner_name: str | None, form: object) -> Response:
+    action = _field(form, ":action")
+    if action != "file_upload":
+        raise BadRequest(f"Unsupported ':action' {action!r}; only 'file_upload' is supported.")
+    if _field(form, "protocol_version") != "1":
+        raise BadRequest("Unknown protocol_version; upload with twine or `uv publish`.")
+    content = form.get("content")  # type: ignore[attr-defined]
+    if not isinstance(content, UploadFile) or not content.filename:
+        raise BadRequest("Upload a file in the 'content' field (twine and uv publish do this).")
+    filetype = _FILETYPES.get(_field(form, "filetype"))
+    if filetype is None:
+        raise BadRequest("Unknown filetype; upload a wheel (bdist_wheel) or an sdist (sdist).")
+    filename = content.filename
+    try:
+        parsed = parse_filename(filename)
+    except InvalidUpload as exc:
+        raise BadRequest(str(exc)) from None
+    if parsed.kind != filetype:
+        raise BadRequest(f"{filename!r} is not a {_field(form, 'filetype')} file.")
+    form_name, form_version = _field(form, "name"), _field(form, "version")
+    if form_name and normalize(form_name) != parsed.name:
+        raise BadRequest(
+            f"The form says project {form_name!r} but the file is {filename!r}; upload the file "
+            "that belongs to this project."
+        )
+    if (
+        form_version
+        and form_version != str(parsed.version)
+        and _safe_version(form_version) != parsed.version
+    ):
+        raise BadRequest(f"The form says version {form_version!r} but the file is {filename!r}.")
+    digests = {
+        algo: _field(form, field).lower()
+        for algo, field in (
+            ("sha256", "sha256_digest"),
+            ("blake2b", "blake2_256_digest"),
+            ("md5", "md5_digest"),
+        )
+        if _field(form, field)
+    }
+    if not digests:
+        raise BadRequest(
+            "Include at least one message digest (sha256_digest or blake2_256_digest)."
+        )
+
+    with Session(hub.engine, expire_on_commit=False) as session:
+        owner = _target_owner(session, principal, owner_name)
+        env = None
+        try:
+            _, env = readable_environment(session, principal, owner.name, parsed.name)
+        except NotFound:
+            env = None
+        require_upload(principal, owner, env)
+
+    scratch = _spool(hub, content.file, digests)
+    try:
+        try:
+            validated = validate_distribution(
+                scratch, filename, UploadLimits(max_file_size=hub.settings.max_upload_bytes)
+            )
+        except InvalidUpload as exc:
+            raise BadRequest(str(exc)) from None
+        metadata = validated.metadata
+        new = NewFile(
+            filename=filename,
+            kind=filetype,
+            sha256=validated.sha256,
+            size=validated.size,
+            version=str(metadata.version),
+            requires_python=metadata.requires_python,
+            requires_dist=tuple(metadata.requires_dist),
+            summary=metadata.summary or "",
+            metadata_raw=metadata.raw if validated.metadata_sha256 else None,
+            metadata_sha256=validated.metadata_sha256,
+        )
+        target = EnvTarget(owner=owner, name=metadata.name, environment_id=env.id if env else None)
+        result = publish_file(hub.engine, hub.store, target, new, scratch, principal.user.id)
+    finally:
+        scratch.unlink(missing_ok=True)
+    message = "OK" if result.created else f"{filename} was already uploaded with the same content."
+    return PlainTextResponse(message + "\n")
+
+
+def _safe_version(text: str) -> object:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def _target_owner(session: Session, principal: Principal, owner_name: str | None):  # type: ignore[no-untyped-def]
+    """The owner named in the URL, else the token's single upload owner, else the user."""
+    if owner_name is None:
+        named = principal.upload_owner_names()
+        owner_name = named[0] if len(named) == 1 else principal.user.username
+    owner = find_owner(session, owner_name)
+    if owner is None:
+        raise NotFound(f"No owner named {owner_name!r} on this hub.")
+    return owner
+
+
+def _spool(hub: Hub, stream: IO[bytes], digests: dict[str, str]) -> Path:
+    """Copy the upload to a scratch file, enforcing the size limit and checking digests."""
+    hashers = {algo: _hasher(algo) for algo in digests}
+    limit = hub.settings.max_upload_bytes
+    size = 0
+    stream.seek(0)
+    with hub.store.scratch_file() as handle:
+        path = Path(handle.name)
+        try:
+            while chunk := stream.read(_CHUNK):
+                size += len(chunk)
+                if size > limit:
+                    raise _too_large(hub)
+                handle.write(chunk)
+                for hasher in hashers.values():
+                    hasher.update(chunk)
+        except BaseException:
+            handle.close()
+            path.unlink(missing_ok=True)
+            raise
+    for algo, expected in digests.items():
+        if not hmac.compare_digest(hashers[algo].hexdigest(), expected):
+            path.unlink(missing_ok=True)
+            raise BadRequest(
+                f"The {algo} digest supplied does not match a digest calculated from the "
+                "uploaded file; the upload was corrupted, try again."
+            )
+    return path
+
+
+def _hasher(algo: str) -> hashlib._Hash:
+    if algo == "blake2b":
+        return hashlib.blake2b(digest_size=32)
+    return hashlib.new(algo)

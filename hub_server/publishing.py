@@ -1,0 +1,230 @@
+"""Storing a validated file: blob first, then one transaction for the rows.
+
+Shared by the twine endpoint and the REST push flow, so both give the same answers: an
+identical re-upload is a no-op, a filename re-used with other bytes is refused, and under
+concurrency exactly one of N identical uploads creates the rows (the unique constraint on
+(environment, filename) decides; the losers find the winner's row and report the no-op).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import canonicalize_version
+from sqlalchemy import update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, select
+
+from hub_server.blobstore import BlobStore, content_key
+from hub_server.db import session_scope
+from hub_server.errors import BadRequest, FileExists
+from hub_server.models import DistFile, Environment, EnvironmentTag, Owner, Version, utcnow
+from registry_index.names import normalize
+
+_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class NewFile:
+    """Everything about one file to be recorded (already validated by the caller)."""
+
+    filename: str
+    kind: str  # "wheel" | "sdist" | "source"
+    sha256: str
+    size: int
+    version: str
+    requires_python: str | None = None
+    requires_dist: tuple[str, ...] = ()
+    summary: str = ""
+    metadata_raw: bytes | None = None
+    metadata_sha256: str | None = None
+    content_hash: str | None = None
+
+
+@dataclass(frozen=True)
+class EnvTarget:
+    """Which environment receives the file: an existing id, or get-or-create by name."""
+
+    owner: Owner
+    name: str
+    environment_id: str | None = None
+    visibility: str = "public"
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """The stored rows; `created` is False when the identical file was already there."""
+
+    environment: Environment
+    version: Version
+    file: DistFile
+    created: bool
+
+
+def _find_env(session: Session, target: EnvTarget, normalized: str) -> Environment | None:
+    if target.environment_id is not None:
+        return session.get(Environment, target.environment_id)
+    return session.exec(
+        select(Environment).where(
+            Environment.owner_id == target.owner.id, Environment.normalized_name == normalized
+        )
+    ).first()
+
+
+def _existing(session: Session, env: Environment, new: NewFile) -> PublishResult | None:
+    """The stored file if this exact file is already there; FileExists if the name is taken."""
+    file = session.exec(
+        select(DistFile).where(DistFile.environment_id == env.id, DistFile.filename == new.filename)
+    ).first()
+    if file is not None:
+        if file.sha256 != new.sha256:
+            raise FileExists(new.filename, file.sha256)
+        version = session.get(Version, file.version_id)
+        assert version is not None
+        return PublishResult(env, version, file, created=False)
+    same_bytes = session.exec(
+        select(DistFile).where(
+            DistFile.environment_id == env.id,
+            DistFile.sha256 == new.sha256,
+            DistFile.kind == new.kind,
+        )
+    ).first()
+    if same_bytes is not None:
+        raise BadRequest(
+            f"File already exists ('{same_bytes.filename}', with sha256 hash '{new.sha256}'): "
+            f"these bytes were already uploaded under that name; {new.filename!r} cannot reuse them."
+        )
+    return None
+
+
+def _get_or_create_version(session: Session, env: Environment, new: NewFile) -> Version:
+    canonical = canonicalize_version(new.version)
+    version = session.exec(
+        select(Version).where(
+            Version.environment_id == env.id, Version.canonical_version == canonical
+        )
+    ).first()
+    if version is None:
+        version = Version(
+            environment_id=env.id,
+            version=new.version,
+            canonical_version=canonical,
+            content_hash=new.content_hash,
+            summary=new.summary,
+            requires_python=new.requires_python,
+            requires_dist=json.dumps(list(new.requires_dist)),
+        )
+        session.add(version)
+        session.flush()
+    elif version.content_hash is None and new.content_hash is not None:
+        version.content_hash = new.content_hash
+        session.add(version)
+    return version
+
+
+def bump_serials(session: Session, env: Environment) -> None:
+    """Invalidate cached index pages of this environment and its owner (see simple_index)."""
+    session.execute(
+        update(Environment)
+        .where(Environment.id == env.id)  # type: ignore[arg-type]
+        .values(serial=Environment.serial + 1, updated_at=utcnow())
+    )
+    session.execute(
+        update(Owner).where(Owner.id == env.owner_id).values(serial=Owner.serial + 1)  # type: ignore[arg-type]
+    )
+
+
+def create_environment(
+    session: Session, owner: Owner, name: str, *, visibility: str, description: str = "",
+    tags: list[str] | None = None,
+) -> Environment:  # fmt: skip
+    """Insert a new environment (the caller handles the unique-name race)."""
+    env = Environment(
+        owner_id=owner.id, name=name, normalized_name=normalize(name),
+        visibility=visibility, description=description,
+    )  # fmt: skip
+    session.add(env)
+    session.flush()
+    for tag in sorted(set(tags or [])):
+        session.add(EnvironmentTag(environment_id=env.id, tag=tag))
+    return env
+
+
+def publish_file(
+    engine: Engine,
+    store: BlobStore,
+    target: EnvTarget,
+    new: NewFile,
+    source: Path,
+    user_id: str,
+) -> PublishResult:
+    """Record `new` (bytes at `source`, consumed) under `target`; idempotent and race-safe."""
+    normalized = normalize(target.name)
+    try:
+        with Session(engine, expire_on_commit=False) as session:
+            env = _find_env(session, target, normalized)
+            if env is not None:
+                existing = _existing(session, env, new)
+                if existing is not None:
+                    return existing
+        # Blobs are content-addressed: writing them before the rows means a row never points
+        # at a missing blob, and a lost race leaves no stray bytes (the winner wrote the same key).
+        store.put_file(source, content_key(new.sha256))
+        if new.metadata_raw is not None and new.metadata_sha256 is not None:
+            store.put_bytes(new.metadata_raw, content_key(new.metadata_sha256))
+        for _attempt in range(_ATTEMPTS):
+            try:
+                return _record(engine, target, normalized, new, user_id)
+            except IntegrityError:
+                continue  # a concurrent upload won a unique constraint; look again
+            except BadRequest:
+                _drop_unreferenced(engine, store, new)
+                raise
+        raise RuntimeError(f"could not record {new.filename} after {_ATTEMPTS} attempts")
+    finally:
+        source.unlink(missing_ok=True)
+
+
+def _drop_unreferenced(engine: Engine, store: BlobStore, new: NewFile) -> None:
+    """Remove the blob written for a file that lost a race with other bytes, if nothing uses it."""
+    with Session(engine) as session:
+        used = session.exec(select(DistFile.id).where(DistFile.sha256 == new.sha256)).first()
+    if used is None:
+        store.delete(content_key(new.sha256))
+
+
+def _record(
+    engine: Engine, target: EnvTarget, normalized: str, new: NewFile, user_id: str
+) -> PublishResult:
+    """One transaction: get-or-create environment and version, insert the file row."""
+    with session_scope(engine) as session:
+        env = _find_env(session, target, normalized)
+        if env is None:
+            env = create_environment(
+                session, target.owner, target.name,
+                visibility=target.visibility, description=new.summary,
+            )  # fmt: skip
+        existing = _existing(session, env, new)
+        if existing is not None:
+            return existing
+        version = _get_or_create_version(session, env, new)
+        file = DistFile(
+            environment_id=env.id,
+            version_id=version.id,
+            filename=new.filename,
+            kind=new.kind,
+            sha256=new.sha256,
+            size=new.size,
+            blob_key=content_key(new.sha256),
+            metadata_sha256=new.metadata_sha256,
+            metadata_blob_key=(content_key(new.metadata_sha256) if new.metadata_sha256 else None),
+            requires_python=new.requires_python,
+            uploaded_by=user_id,
+        )
+        session.add(file)
+        session.flush()
+        bump_serials(session, env)
+        return PublishResult(env, version, file, created=True)

@@ -1,0 +1,160 @@
+"""`prime hub …`: run and administer a self-hosted hub (no running server needed for admin).
+
+The commands are thin: settings come from `--data-dir` or `PRIME_HUB_*` variables, and the
+work is done by `hub_server.admin` / `hub_server.app`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+_DATA_DIR = click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Hub data directory (default: $PRIME_HUB_DATA_DIR or ~/.local/share/prime-hub).",
+)
+
+
+def _engine(data_dir: Path | None):  # type: ignore[no-untyped-def]
+    from hub_server.admin import open_database
+    from hub_server.settings import HubSettings
+
+    try:
+        return open_database(HubSettings.from_env(data_dir))
+    except Exception as exc:  # noqa: BLE001 - any database/setting problem is a usage error here
+        raise click.ClickException(f"Cannot open the hub database: {exc}") from None
+
+
+def _admin_call(func, *args, **kwargs):  # type: ignore[no-untyped-def]
+    from hub_server.admin import AdminError
+
+    try:
+        return func(*args, **kwargs)
+    except AdminError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.group()
+def hub() -> None:
+    """Run and administer a self-hosted Environments Hub."""
+
+
+@hub.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
+@_DATA_DIR
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
+def serve(host: str, port: int, data_dir: Path | None, workers: int) -> None:
+    """Start the hub server (uvicorn)."""
+    import os
+
+    import uvicorn
+
+    from hub_server.http_protocol import ReasonPhraseH11Protocol
+    from hub_server.settings import HubSettings
+
+    settings = HubSettings.from_env(data_dir)
+    os.environ["PRIME_HUB_DATA_DIR"] = str(settings.data_dir)
+    _engine(settings.data_dir).dispose()  # migrate once, before workers start
+    click.echo(f"Hub data in {settings.data_dir}; listening on http://{host}:{port}/")
+    uvicorn.run(
+        "hub_server.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        http=ReasonPhraseH11Protocol,  # type: ignore[arg-type]
+        log_level="info",
+    )
+
+
+@hub.group()
+def user() -> None:
+    """Manage users."""
+
+
+@user.command("add")
+@click.argument("name")
+@click.option("--admin", is_flag=True, help="Make the user a server administrator.")
+@click.option("--token-name", default="default", show_default=True, help="Name of the first token.")
+@_DATA_DIR
+def user_add(name: str, admin: bool, token_name: str, data_dir: Path | None) -> None:
+    """Create user NAME (and namespace NAME/); prints a new token as the last line."""
+    from hub_server.admin import create_token, create_user
+
+    engine = _engine(data_dir)
+    created = _admin_call(create_user, engine, name, admin=admin)
+    secret, _row = _admin_call(create_token, engine, created.username, token_name, ["all"])
+    role = "admin" if admin else "user"
+    click.echo(f"Created {role} {name!r} with namespace {name}/ and token {token_name!r}:")
+    click.echo(secret)
+
+
+@hub.group()
+def org() -> None:
+    """Manage organisations."""
+
+
+@org.command("add")
+@click.argument("name")
+@click.option("--member", "members", multiple=True, help="A member's user name (repeatable).")
+@_DATA_DIR
+def org_add(name: str, members: tuple[str, ...], data_dir: Path | None) -> None:
+    """Create organisation NAME (namespace NAME/) with its members."""
+    from hub_server.admin import create_org
+
+    _admin_call(create_org, _engine(data_dir), name, list(members))
+    listed = ", ".join(members) or "no members yet"
+    click.echo(f"Created organisation {name!r} ({listed}).")
+
+
+@org.command("add-member")
+@click.argument("name")
+@click.argument("users", nargs=-1, required=True)
+@_DATA_DIR
+def org_add_member(name: str, users: tuple[str, ...], data_dir: Path | None) -> None:
+    """Add USERS to organisation NAME."""
+    from hub_server.admin import add_members
+
+    _admin_call(add_members, _engine(data_dir), name, list(users))
+    click.echo(f"Added {', '.join(users)} to {name!r}.")
+
+
+@hub.group()
+def token() -> None:
+    """Manage API tokens."""
+
+
+@token.command("create")
+@click.argument("username")
+@click.option("--name", "token_name", default="cli", show_default=True, help="Token label.")
+@click.option(
+    "--scope",
+    "scopes",
+    multiple=True,
+    help="all | read | upload:OWNER | upload:OWNER/NAME (repeatable; default all).",
+)
+@_DATA_DIR
+def token_create(
+    username: str, token_name: str, scopes: tuple[str, ...], data_dir: Path | None
+) -> None:
+    """Create a token for USERNAME; prints the token as the last line (shown only once)."""
+    from hub_server.admin import create_token
+
+    secret, row = _admin_call(create_token, _engine(data_dir), username, token_name, list(scopes))
+    click.echo(f"Token {token_name!r} for {username} with scopes: {row.scopes}")
+    click.echo(secret)
+
+
+@token.command("revoke")
+@click.argument("secret")
+@_DATA_DIR
+def token_revoke(secret: str, data_dir: Path | None) -> None:
+    """Revoke the token SECRET."""
+    from hub_server.admin import revoke_token
+
+    _admin_call(revoke_token, _engine(data_dir), secret)
+    click.echo("Token revoked.")
