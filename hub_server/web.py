@@ -3,8 +3,9 @@
 
 The pages apply exactly the API's visibility rule (a private environment is a 404 page for
 anyone who may not read it) and read through the same service functions as the API, so a
-page can never show something the API would hide. `install(app)` mounts them last, after the
-API and index routes, because `/{owner}/{name}` would otherwise shadow more specific paths.
+page can never show something the API would hide. The app includes this router before the
+package-index routes; `/{owner}/{name}` has no trailing slash, so `/{owner}/simple/` and
+`/{owner}/files/…` never reach it, and `/{owner}/simple` is redirected here as the index would.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ from typing import Annotated, Any
 from urllib.parse import urlencode
 
 import sqlalchemy as sa
-from fastapi import APIRouter, FastAPI, Query, Request
-from fastapi.responses import HTMLResponse
-from fastapi.staticfiles import StaticFiles
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup
 from sqlmodel import Session, col, select
 
@@ -44,10 +44,16 @@ SAMPLES_SHOWN = 20
 _RESERVED = {"api", "static", "legacy", "docs", "redoc", "openapi.json", "favicon.ico", "health"}
 
 
-def install(app: FastAPI) -> None:
-    """Mount the stylesheet and the pages; call after every other router is included."""
-    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="hub_static")
-    app.include_router(router)
+_STATIC_FILES = {path.name: path for path in STATIC_DIR.iterdir() if path.is_file()}
+
+
+@router.get("/static/{filename}", name="hub_static")
+def static_file(filename: str) -> FileResponse:
+    """The pages' own assets, served by name from a fixed list (no path ever built from input)."""
+    path = _STATIC_FILES.get(filename)
+    if path is None:
+        raise service.EvalError(404, f"No static file {filename!r}.")
+    return FileResponse(path, headers={"Cache-Control": "public, max-age=3600"})
 
 
 def _page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
@@ -164,7 +170,9 @@ def _latest_readme(session: Session, store: BlobStore, env: Environment, version
 @router.get("/{owner}/{name}", response_class=HTMLResponse)
 def environment_page(
     owner: str, name: str, request: Request, hub: HubDep, session: SessionDep, principal: PrincipalDep
-) -> HTMLResponse:
+) -> Response:
+    if name == "simple":
+        return RedirectResponse(f"/{owner}/simple/", status_code=301)
     try:
         if owner in _RESERVED:
             raise service.EvalError(404, f"Environment {owner}/{name} not found.")

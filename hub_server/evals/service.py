@@ -21,8 +21,10 @@ from packaging.version import InvalidVersion
 from packaging.version import Version as PepVersion
 from sqlmodel import Session, col, select
 
+from hub_server.access import can_read, readable_environment
 from hub_server.auth import Principal
 from hub_server.blobstore import BlobStore, content_key
+from hub_server.errors import HubError
 from hub_server.evals.models import Evaluation, EvaluationBatch
 from hub_server.evals.samples import (
     SampleError,
@@ -34,16 +36,17 @@ from hub_server.evals.samples import (
 from hub_server.evals.schemas import CreateEvaluation, EnvironmentRef
 from hub_server.evals.stats import Summary, SummaryBuilder
 from hub_server.models import Environment, Owner, Version, utcnow
-from registry_index.names import normalize
 
 
-class EvalError(Exception):
-    """A request the hub refuses; `status` is the HTTP status, the message says how to fix it."""
+class EvalError(HubError):
+    """A request the hub refuses; `status` is the HTTP status, the message says how to fix it.
+
+    A `HubError`, so the app's error handler answers `{"detail": message}` with that status.
+    """
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
-        self.message = message
 
 
 def _not_found(what: str) -> EvalError:
@@ -55,10 +58,8 @@ def _not_found(what: str) -> EvalError:
 
 def can_read_environment(session: Session, env: Environment, principal: Principal | None) -> bool:
     """The hub's rule (auth.Principal.can_read): public, or private and within the token's reach."""
-    if env.visibility == "public":
-        return True
     owner = session.get(Owner, env.owner_id)
-    return principal is not None and owner is not None and principal.can_read(owner, env)
+    return owner is not None and can_read(principal, owner, env)
 
 
 def can_read_evaluation(
@@ -84,14 +85,7 @@ def find_environment(
     session: Session, owner: str, name: str, principal: Principal | None
 ) -> Environment:
     """`owner/name` as the reader may see it; private ones of others are exactly like missing ones."""
-    row = session.exec(
-        select(Environment)
-        .join(Owner, col(Owner.id) == col(Environment.owner_id))
-        .where(Owner.name == owner.lower(), Environment.normalized_name == normalize(name))
-    ).first()
-    if row is None or not can_read_environment(session, row, principal):
-        raise _not_found(f"Environment {owner}/{name} not found.")
-    return row
+    return readable_environment(session, principal, owner, name)[1]
 
 
 def slug_of(session: Session, env: Environment) -> tuple[str, str]:
