@@ -17,9 +17,9 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .clients.base import ModelClient, ModelError, SamplingArgs
+from .clients.base import ModelClient, SamplingArgs
 from .environment import Environment
-from .errors import InfraError
+from .errors import infra_error_type
 from .record import ErrorInfo, RolloutRecord, Timing, TokenUsage, Turn
 from .rubric import Scores
 from .state import State
@@ -34,11 +34,13 @@ class ConcurrencyLimiter(Protocol):
     def slot(self) -> AbstractAsyncContextManager[Any]: ...
 
 
-def error_info(exc: BaseException) -> ErrorInfo:
-    """How an exception is recorded: provider and infra failures keep their own type."""
-    if isinstance(exc, (ModelError, InfraError)):
-        return ErrorInfo(type=exc.error_type, message=exc.message)
-    return ErrorInfo(type="environment_error", message=f"{type(exc).__name__}: {exc}")
+def error_info(exc: BaseException, fallback: str = "environment_error") -> ErrorInfo:
+    """How an exception is recorded: provider and infra failures keep their own type; anything
+    else is a bug in the environment (or its rubric) and is labelled `fallback`."""
+    infra = infra_error_type(exc)
+    if infra is not None:
+        return ErrorInfo(type=infra, message=str(getattr(exc, "message", exc)))
+    return ErrorInfo(type=fallback, message=f"{type(exc).__name__}: {exc}")
 
 
 @dataclass
@@ -119,7 +121,7 @@ async def run_rollouts(
             try:
                 rollout.scores = await rubric.score_rollout(rollout.state)
             except Exception as exc:
-                rollout.error = _scoring_error(exc)
+                rollout.error = error_info(exc, "scoring_error")
             rollout.scoring_ms += (time.perf_counter() - t0) * 1000
         if not rubric.has_group_funcs:
             await emit(rollout)
@@ -137,7 +139,7 @@ async def run_rollouts(
                 member.scores.merge(extra)
         except Exception as exc:
             for member in scored:
-                member.error = _scoring_error(exc)
+                member.error = error_info(exc, "scoring_error")
         elapsed = (time.perf_counter() - t0) * 1000
         for member in members:
             member.scoring_ms += elapsed
@@ -174,12 +176,6 @@ async def run_rollouts(
             job.cancel()
     records.sort(key=lambda rec: rec.key)
     return records
-
-
-def _scoring_error(exc: BaseException) -> ErrorInfo:
-    if isinstance(exc, (ModelError, InfraError)):
-        return error_info(exc)
-    return ErrorInfo(type="scoring_error", message=f"{type(exc).__name__}: {exc}")
 
 
 def _record(

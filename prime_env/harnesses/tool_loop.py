@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from ..clients.base import ModelClient, SamplingArgs
-from ..errors import InfraError
+from ..errors import infra_error_type
 from ..state import State
 from ..tools import Tool, ToolCallError
 from .base import COMPLETED, LENGTH, Harness, Hook
@@ -70,12 +70,12 @@ class ToolLoop(Harness):
             if tool is None:
                 raise ToolCallError(f"unknown tool {name!r}; available: {sorted(self.tools)}")
             content = await tool.call(function.get("arguments"), {**state.tool_args, "state": state})
-        except InfraError:
-            raise
         except ToolCallError as exc:
             content = f"Error: {exc}"
-        except Exception as exc:  # the tool's own failure is feedback for the model
-            content = f"Error: {type(exc).__name__}: {exc}"
+        except Exception as exc:
+            if infra_error_type(exc) is not None:
+                raise  # a dead sandbox is not the model's mistake
+            content = f"Error: {type(exc).__name__}: {exc}"  # the tool's own failure is feedback
         state.setdefault("tool_calls", 0)
         state["tool_calls"] += 1
         return {"role": "tool", "tool_call_id": call.get("id", ""), "name": name, "content": content}

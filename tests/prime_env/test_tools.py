@@ -140,3 +140,17 @@ async def test_infra_error_in_a_tool_makes_an_error_record_not_a_zero() -> None:
 def test_duplicate_tool_names_rejected() -> None:
     with pytest.raises(ValueError, match="same function name"):
         ToolLoop([search, search])
+
+
+async def test_sandbox_error_in_a_tool_is_infrastructure() -> None:
+    from sandbox.errors import SandboxUnavailable
+
+    def run_code(code: str) -> str:
+        """Run code in the sandbox."""
+        raise SandboxUnavailable("docker daemon unreachable")
+
+    env = Environment([{"question": "q"}], ToolLoop([run_code]), Rubric([lambda completion: 0.0]))
+    client = ScriptedClient(lambda m, t: {"role": "assistant", "content": None, "tool_calls": [tool_call("run_code", '{"code": "1"}')]})
+    [record] = await run_rollouts(env, client)
+    assert record.reward is None
+    assert record.error.model_dump() == {"type": "sandbox_unavailable", "message": "docker daemon unreachable"}

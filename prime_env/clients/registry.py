@@ -1,0 +1,197 @@
+"""From a model string to a ModelClient.
+
+Accepted forms (what vf-eval and prime users type):
+- `provider/model`: `openai/gpt-4.1-mini`, `anthropic/claude-sonnet-4-5`, `openrouter/<org>/<model>`,
+  `together/…`, `deepseek/…`, `gemini/…` (Gemini's OpenAI-compatible endpoint), `prime/…`;
+- `local/smollm2-135m`: a model run in this process on CPU (see local_client);
+- an alias from `endpoints.toml` (./endpoints.toml, else ~/.config/prime/endpoints.toml);
+- any name together with `--base-url URL` (vLLM, a proxy, a self-hosted server).
+
+Keys are read from environment variables only, at client creation, and never stored on the
+spec, so nothing that serialises a spec (metadata.json, logs) can leak one.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prime_env.clients.base import ModelClient
+from prime_env.clients.retry import RetryPolicy
+
+DEFAULT_LOCAL_MODEL = "local/smollm2-135m"
+DEFAULT_HOSTED_MODEL = "openai/gpt-4.1-mini"
+
+
+class ModelConfigError(ValueError):
+    """A model string, endpoint file or API key setting is wrong; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class Provider:
+    base_url: str
+    key_var: str
+    client: str = "openai"
+
+
+PROVIDERS: dict[str, Provider] = {
+    "openai": Provider("https://api.openai.com/v1", "OPENAI_API_KEY"),
+    "anthropic": Provider("https://api.anthropic.com", "ANTHROPIC_API_KEY", "anthropic"),
+    "openrouter": Provider("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
+    "together": Provider("https://api.together.xyz/v1", "TOGETHER_API_KEY"),
+    "deepseek": Provider("https://api.deepseek.com/v1", "DEEPSEEK_API_KEY"),
+    "gemini": Provider("https://generativelanguage.googleapis.com/v1beta/openai", "GEMINI_API_KEY"),
+    "prime": Provider("https://api.pinference.ai/api/v1", "PRIME_API_KEY"),
+}
+
+PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
+    # (input, output) USD per million tokens, from the providers' public price lists.
+    "openai/gpt-4.1": (2.00, 8.00),
+    "openai/gpt-4.1-mini": (0.40, 1.60),
+    "openai/gpt-4.1-nano": (0.10, 0.40),
+    "openai/gpt-4o": (2.50, 10.00),
+    "openai/gpt-4o-mini": (0.15, 0.60),
+    "anthropic/claude-sonnet-4-5": (3.00, 15.00),
+    "anthropic/claude-haiku-4-5": (1.00, 5.00),
+    "anthropic/claude-opus-4-1": (15.00, 75.00),
+    "deepseek/deepseek-chat": (0.27, 1.10),
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A resolved model: everything needed to build its client, minus the secret."""
+
+    name: str  # what the user asked for; used in result paths and tables
+    model: str  # the id sent to the provider
+    provider: str
+    client: str  # "openai" | "anthropic" | "local"
+    base_url: str | None
+    key_var: str | None
+    price_per_mtok: tuple[float, float] | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """What metadata.json records about the model (no key, only the variable's name)."""
+        return {"name": self.name, "model": self.model, "provider": self.provider,
+                "client": self.client, "base_url": self.base_url, "api_key_var": self.key_var}
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        if self.price_per_mtok is None:
+            return None
+        price_in, price_out = self.price_per_mtok
+        return (prompt_tokens * price_in + completion_tokens * price_out) / 1e6
+
+    def api_key(self) -> str | None:
+        if self.key_var is None:
+            return None
+        key = os.environ.get(self.key_var)
+        if not key:
+            raise ModelConfigError(
+                f"{self.key_var} is not set: export {self.key_var}=<your key> to use {self.name}, "
+                f"or pass --api-key-var NAME to read the key from another variable"
+            )
+        return key or None
+
+    def create_client(self, *, stream: bool = False, policy: RetryPolicy | None = None) -> ModelClient:
+        if self.client == "local":
+            from prime_env.clients.local_client import LocalClient
+
+            return LocalClient(self.model)
+        if self.client == "anthropic":
+            from prime_env.clients.anthropic_client import AnthropicClient
+
+            return AnthropicClient(self.model, base_url=self.base_url, api_key=self.api_key(),
+                                   provider=self.provider, stream=stream, policy=policy)
+        from prime_env.clients.openai_client import OpenAIClient
+
+        return OpenAIClient(self.model, base_url=self.base_url, api_key=self.api_key(),
+                            provider=self.provider, stream=stream, policy=policy)
+
+
+def endpoints_file(cwd: Path | None = None) -> Path | None:
+    """./endpoints.toml, else ~/.config/prime/endpoints.toml, else None."""
+    for candidate in ((cwd or Path.cwd()) / "endpoints.toml",
+                      Path.home() / ".config" / "prime" / "endpoints.toml"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_endpoints(path: Path) -> dict[str, dict[str, Any]]:
+    """Aliases from an endpoints file.
+
+    Our form is one table per alias: `[alias] url, key_var, client = "openai"|"anthropic",
+    model, price_in, price_out`. verifiers' `[[endpoint]] endpoint_id, model, url, key,
+    api_client_type` form is accepted too, so an existing configs/endpoints.toml works.
+    """
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ModelConfigError(f"cannot read endpoints file {path}: {exc}") from None
+    aliases: dict[str, dict[str, Any]] = {}
+    for entry in data.pop("endpoint", []):
+        client = str(entry.get("api_client_type", "openai"))
+        aliases.setdefault(entry["endpoint_id"], {
+            "url": entry.get("url"), "key_var": entry.get("key"), "model": entry.get("model"),
+            "client": "anthropic" if client.startswith("anthropic") else "openai"})
+    for alias, entry in data.items():
+        if isinstance(entry, dict):
+            aliases[alias] = entry
+    for alias, entry in aliases.items():
+        if not entry.get("url"):
+            raise ModelConfigError(f"{path}: endpoint {alias!r} has no url")
+        if entry.get("client", "openai") not in ("openai", "anthropic"):
+            raise ModelConfigError(
+                f"{path}: endpoint {alias!r} has client={entry['client']!r}; use openai or anthropic")
+    return aliases
+
+
+def resolve_model(
+    name: str,
+    *,
+    base_url: str | None = None,
+    api_key_var: str | None = None,
+    endpoints: Path | None = None,
+) -> ModelSpec:
+    """Turn what the user typed into a ModelSpec, or raise ModelConfigError saying why not."""
+    name = name.strip()
+    if not name:
+        raise ModelConfigError("empty model name; pass -m provider/model, e.g. -m openai/gpt-4.1-mini")
+    if base_url:
+        return ModelSpec(name, name, "custom", "openai", base_url.rstrip("/"), api_key_var)
+    path = endpoints or endpoints_file()
+    if path is not None:
+        aliases = load_endpoints(path)
+        if name in aliases:
+            entry = aliases[name]
+            price = (float(entry["price_in"]), float(entry["price_out"])) \
+                if "price_in" in entry and "price_out" in entry else None
+            return ModelSpec(name, str(entry.get("model") or name), name,
+                             str(entry.get("client", "openai")), str(entry["url"]).rstrip("/"),
+                             api_key_var or entry.get("key_var"), price)
+    provider, sep, model = name.partition("/")
+    if provider == "local":
+        from prime_env.clients.local_models import LOCAL_MODELS
+
+        if model not in LOCAL_MODELS:
+            raise ModelConfigError(
+                f"unknown local model {model!r}; available: "
+                + ", ".join(f"local/{m}" for m in sorted(LOCAL_MODELS)))
+        return ModelSpec(name, model, "local", "local", None, None, (0.0, 0.0))
+    if not sep or provider not in PROVIDERS or not model:
+        raise ModelConfigError(
+            f"cannot tell which provider serves {name!r}: use provider/model with provider one of "
+            f"{', '.join(sorted([*PROVIDERS, 'local']))}, an alias from endpoints.toml, "
+            "or --base-url URL for any OpenAI-compatible server"
+        )
+    known = PROVIDERS[provider]
+    return ModelSpec(name, model, provider, known.client, known.base_url,
+                     api_key_var or known.key_var, PRICES_PER_MTOK.get(name))
+
+
+def default_model() -> str:
+    """The model used when none is given: a hosted default if its key is set, else local."""
+    return DEFAULT_HOSTED_MODEL if os.environ.get("OPENAI_API_KEY") else DEFAULT_LOCAL_MODEL
