@@ -1,5 +1,8 @@
 """Evaluation results: sample validation, the hub's summary maths, the service on a real
-SQLite database and blob store, and (below) the HTTP API on a real server."""
+SQLite database and blob store, and the HTTP API on a real `prime hub serve` on loopback.
+
+The running-hub helpers here (`RunningHub`, `build_wheel`) are shared with test_web.py.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from sqlmodel import Session, select
 from hub_server.admin import create_org, create_token, create_user, open_database
 from hub_server.auth import Principal, authenticate
 from hub_server.blobstore import BlobStore
+from hub_server.errors import HubError
 from hub_server.evals import service
 from hub_server.evals.leaderboard import leaderboard
 from hub_server.evals.models import Evaluation, EvaluationBatch
@@ -215,7 +219,7 @@ def test_latest_resolves_to_newest_final_unyanked_version(hub: Hub) -> None:
     ],
 )
 def test_create_refuses_bad_references(hub: Hub, who: str, slug: str, version: str | None, status: int, message: str) -> None:
-    with pytest.raises(service.EvalError) as caught:
+    with pytest.raises(HubError) as caught:
         create(hub, who, slug, version)
     assert caught.value.status == status
     assert message in caught.value.message
@@ -268,7 +272,7 @@ def test_finalize_twice_and_push_after_finalize_are_409_and_change_nothing(hub: 
     push(hub, "alice", run.id, [rollout(0)])
     first = finalize(hub, "alice", run.id)
     for attempt in (lambda: finalize(hub, "alice", run.id), lambda: push(hub, "alice", run.id, [rollout(1)])):
-        with pytest.raises(service.EvalError) as caught:
+        with pytest.raises(HubError) as caught:
             attempt()
         assert caught.value.status == 409 and "already finalized" in caught.value.message
     with hub.session() as session:
@@ -281,7 +285,7 @@ def test_duplicate_rollout_is_409_and_leaves_no_batch(hub: Hub) -> None:
     run = create(hub, "alice", "alice/wordle")
     push(hub, "alice", run.id, [rollout(0, 0)])
     blobs_before = sorted(p for p in Path(hub.store.root).rglob("*") if p.is_file())
-    with pytest.raises(service.EvalError) as caught:
+    with pytest.raises(HubError) as caught:
         push(hub, "alice", run.id, [rollout(1, 0), rollout(0, 0)])
     assert caught.value.status == 409
     with hub.session() as session:
@@ -292,15 +296,15 @@ def test_duplicate_rollout_is_409_and_leaves_no_batch(hub: Hub) -> None:
 
 def test_other_users_cannot_write_or_see_private_runs(hub: Hub) -> None:
     run = create(hub, "alice", "alice/wordle", is_public=False)
-    with pytest.raises(service.EvalError) as caught:
+    with pytest.raises(HubError) as caught:
         push(hub, "bob", run.id, [rollout(0)])
     assert caught.value.status == 404  # bob cannot see a private run: it does not exist for him
     public = create(hub, "alice", "alice/wordle", is_public=True)
-    with pytest.raises(service.EvalError) as caught:
+    with pytest.raises(HubError) as caught:
         push(hub, "bob", public.id, [rollout(0)])
     assert caught.value.status == 403
     with hub.session() as session:
-        with pytest.raises(service.EvalError):
+        with pytest.raises(HubError):
             service.get_evaluation(session, run.id, hub.principal("bob"))
         assert service.get_evaluation(session, run.id, hub.principal("alice"))[0].id == run.id
 
@@ -313,8 +317,271 @@ def test_runs_on_a_private_environment_are_invisible_to_outsiders(hub: Hub) -> N
         for outsider in (None, hub.principal("bob")):
             page = service.list_evaluations(session, outsider, env=None, model=None, status=None, page=1, per_page=20)
             assert page.total == 0
-            with pytest.raises(service.EvalError) as caught:
+            with pytest.raises(HubError) as caught:
                 service.get_evaluation(session, run.id, outsider)
             assert caught.value.status == 404
         mine = service.list_evaluations(session, hub.principal("alice"), env=None, model=None, status=None, page=1, per_page=20)
         assert [e.id for e, _env, _owner in mine.items] == [run.id]
+
+
+# -- the HTTP API on a real server ----------------------------------------------------------
+
+
+README = """# Wordle
+
+Guess the **hidden word** in six tries.
+
+| reward | meaning |
+|---|---|
+| 1.0 | solved |
+
+<script>alert("xss")</script>
+[click](javascript:alert(1))
+"""
+
+
+def build_wheel(directory: Path, name: str, version: str, readme: str, summary: str) -> Path:
+    """A valid pure-Python wheel whose METADATA carries `readme` as its long description."""
+    import base64
+    import hashlib
+    import zipfile
+
+    module = name.replace("-", "_")
+    dist_info = f"{module}-{version}.dist-info"
+    files = {
+        f"{module}/__init__.py": b"def load_environment(**kwargs):\n    return None\n",
+        f"{dist_info}/METADATA": (
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: {summary}\n"
+            f"Requires-Python: >=3.11\nDescription-Content-Type: text/markdown\n\n{readme}"
+        ).encode(),
+        f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record_lines = []
+    for path, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record_lines.append(f"{path},sha256={digest},{len(data)}")
+    record_lines.append(f"{dist_info}/RECORD,,")
+    files[f"{dist_info}/RECORD"] = ("\n".join(record_lines) + "\n").encode()
+    target = directory / f"{module}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path, data in files.items():
+            archive.writestr(path, data)
+    return target
+
+
+class RunningHub:
+    """`prime hub serve` in a subprocess on a free loopback port, with users and tokens."""
+
+    def __init__(self, root: Path) -> None:
+        import os
+        import subprocess
+        import sys
+        import time
+
+        import httpx
+
+        from tests.support import free_port
+
+        self.root = root
+        data_dir = root / "hub"
+        engine = open_database(HubSettings(data_dir=data_dir))
+        for name in ("alice", "bob"):
+            create_user(engine, name)
+        create_org(engine, "acme", ["alice"])
+        self.tokens = {
+            "alice": create_token(engine, "alice", "t")[0],
+            "bob": create_token(engine, "bob", "t")[0],
+            "bob-read": create_token(engine, "bob", "r", ["read"])[0],
+        }
+        engine.dispose()
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        prime = Path(sys.executable).with_name("prime")
+        self.log = (root / "hub.log").open("wb")
+        self.process = subprocess.Popen(
+            [str(prime), "hub", "serve", "--port", str(port), "--data-dir", str(data_dir)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PRIME_HUB_UPLOADS_PER_MINUTE": "10000"},
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"hub did not start: {(root / 'hub.log').read_text()}")
+            time.sleep(0.1)
+        self.http = httpx.Client(base_url=self.url, timeout=30)
+
+    def headers(self, who: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[who]}"} if who else {}
+
+    def get(self, path: str, who: str | None = None, **kwargs: Any) -> Any:
+        return self.http.get(path, headers=self.headers(who), **kwargs)
+
+    def post(self, path: str, who: str | None = None, **kwargs: Any) -> Any:
+        return self.http.post(path, headers=self.headers(who), **kwargs)
+
+    def upload(self, who: str, owner: str, name: str, version: str, *, readme: str = README, summary: str = "") -> None:
+        """Publish through the twine endpoint, as `twine upload` would."""
+        import hashlib
+
+        wheel = build_wheel(self.root, name, version, readme, summary or f"{name} environment")
+        data = wheel.read_bytes()
+        response = self.http.post(
+            f"/{owner}/legacy/",
+            auth=("__token__", self.tokens[who]),
+            data={
+                ":action": "file_upload",
+                "protocol_version": "1",
+                "name": name,
+                "version": version,
+                "filetype": "bdist_wheel",
+                "pyversion": "py3",
+                "metadata_version": "2.1",
+                "summary": summary,
+                "sha256_digest": hashlib.sha256(data).hexdigest(),
+            },
+            files={"content": (wheel.name, data, "application/octet-stream")},
+        )
+        assert response.status_code == 200, response.text
+
+    def set_env(self, who: str, owner: str, name: str, **fields: Any) -> None:
+        response = self.http.patch(f"/api/v1/environmentshub/{owner}/{name}", headers=self.headers(who), json=fields)
+        assert response.status_code == 200, response.text
+
+    def run_eval(self, who: str, slug: str, model: str, rewards: list[float | None], *, public: bool = True, batch: int = 50) -> str:
+        """Create → push in batches → finalize; `None` rewards are pushed as errored rollouts."""
+        created = self.post(
+            "/api/v1/evaluations/",
+            who,
+            json={"name": f"{slug}--{model}", "environments": [{"slug": slug}], "model_name": model,
+                  "framework": "prime", "is_public": public, "metrics": {}, "tags": ["test"], "metadata": {}},
+        )
+        assert created.status_code == 200, created.text
+        evaluation_id = created.json()["evaluation_id"]
+        samples = [
+            rollout(i, 0, r) if r is not None else failed(i, 0) for i, r in enumerate(rewards)
+        ]
+        for start in range(0, len(samples), batch):
+            pushed = self.post(f"/api/v1/evaluations/{evaluation_id}/samples", who, json={"samples": samples[start : start + batch]})
+            assert pushed.status_code == 200, pushed.text
+        done = self.post(f"/api/v1/evaluations/{evaluation_id}/finalize", who, json={"metrics": {"avg_reward": 0.0}})
+        assert done.status_code == 200, done.text
+        return str(evaluation_id)
+
+    def close(self) -> None:
+        self.http.close()
+        self.process.terminate()
+        self.process.wait(timeout=20)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def running_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningHub]:
+    hub = RunningHub(tmp_path_factory.mktemp("evals-hub"))
+    hub.upload("alice", "alice", "wordle", "0.1.0", summary="Play wordle")
+    hub.upload("alice", "alice", "wordle", "0.2.0", summary="Play wordle")
+    hub.set_env("alice", "alice", "wordle", tags=["game", "multi-turn"])
+    hub.upload("alice", "acme", "secret", "1.0.0", summary="A private one")
+    hub.set_env("alice", "acme", "secret", visibility="private")
+    yield hub
+    hub.close()
+
+
+def test_http_round_trip_and_leaderboard(running_hub: RunningHub) -> None:
+    hub = running_hub
+    created = hub.post(
+        "/api/v1/evaluations/",
+        "alice",
+        json={"name": "wordle smoke", "environments": [{"slug": "alice/wordle"}], "model_name": "local/smollm2-135m",
+              "framework": "verifiers", "metadata": {"n": 3}, "metrics": {"avg_reward": 0.5}, "tags": ["smoke"],
+              "is_public": True, "team_id": None, "dataset": "wordle"},
+    )
+    assert created.status_code == 200, created.text
+    body = created.json()
+    evaluation_id = body["evaluation_id"]  # top-level, where the stock prime client reads it
+    assert body["data"]["environment"] == {
+        "id": body["data"]["environment"]["id"], "slug": "alice/wordle", "owner": "alice", "name": "wordle",
+        "version": "0.2.0", "version_id": body["data"]["environment"]["version_id"],
+    }
+    assert body["data"]["status"] == "running" and body["data"]["metadata"] == {"dataset": "wordle", "n": 3}
+    first = hub.post(f"/api/v1/evaluations/{evaluation_id}/samples", "alice",
+                     json={"samples": [rollout(0, 0, 1.0), rollout(0, 1, 0.0), failed(1, 0)]})
+    assert first.json()["data"] == {"evaluation_id": evaluation_id, "accepted": 3, "batch": 1, "sample_count": 3}
+    # verifiers rows: no rollout index, `example_id` for the example
+    second = hub.post(f"/api/v1/evaluations/{evaluation_id}/samples", "alice",
+                      json={"samples": [{"example_id": 1, "reward": 1.0}, {"example_id": 2, "reward": 1.0}]})
+    assert second.status_code == 200, second.text
+    final = hub.post(f"/api/v1/evaluations/{evaluation_id}/finalize", "alice", json={})
+    assert final.status_code == 200, final.text
+    summary = final.json()["data"]["summary"]
+    assert summary["mean_reward"] == pytest.approx(0.75) and summary["n_errors"] == 1
+    assert summary["n_rollouts"] == 4 and summary["n_examples"] == 3
+
+    page = hub.get(f"/api/v1/evaluations/{evaluation_id}/samples", params={"page": 2, "per_page": 2}).json()
+    assert page["total_count"] == 5
+    assert [(s["example_index"], s["rollout_index"]) for s in page["data"]] == [(1, 0), (1, 1)]
+    assert page["data"][0]["error"] == {"type": "RateLimitError", "message": "429 after 5 retries"}
+    assert hub.get(f"/api/v1/evaluations/{evaluation_id}", params={}).json()["data"]["status"] == "completed"
+    listed = hub.get("/api/v1/evaluations/", params={"env": "alice/wordle", "model": "local/smollm2-135m"}).json()
+    assert evaluation_id in [e["id"] for e in listed["data"]]
+
+    board = hub.get("/api/v1/environmentshub/alice/wordle/leaderboard").json()
+    row = next(r for r in board["data"] if r["model"] == "local/smollm2-135m")
+    assert row["evaluation_id"] == evaluation_id
+    assert (row["mean_reward"], row["n"], row["rollouts"], row["errors"], row["env_version"]) == (0.75, 3, 4, 1, "0.2.0")
+
+
+def test_http_bad_input_is_a_clear_4xx_and_changes_nothing(running_hub: RunningHub) -> None:
+    hub = running_hub
+    create = {"name": "x", "environments": [{"slug": "alice/wordle", "version": "0.1.0"}], "model_name": "m"}
+
+    def refused(response: Any, status: int, fragment: str) -> None:
+        assert response.status_code == status, response.text
+        assert fragment in response.json()["detail"], response.json()
+
+    refused(hub.post("/api/v1/evaluations/", None, json=create), 401, "needs an API token")
+    refused(hub.post("/api/v1/evaluations/", "alice", json={**create, "environments": [{"slug": "alice/nope"}]}), 404, "alice/nope not found")
+    refused(hub.post("/api/v1/evaluations/", "alice", json={**create, "environments": [{"slug": "alice/wordle", "version": "9"}]}), 404, "known versions: 0.1.0, 0.2.0")
+    refused(hub.post("/api/v1/evaluations/", "bob", json={**create, "environments": [{"slug": "acme/secret"}]}), 404, "acme/secret not found")
+    refused(hub.post("/api/v1/evaluations/", "bob-read", json=create), 403, "may not push results")
+    refused(hub.post("/api/v1/evaluations/", "alice", json={**create, "model_name": ""}), 400, "model_name")
+    refused(hub.post("/api/v1/evaluations/", "alice", content=b"{nope", headers={"Content-Type": "application/json", **hub.headers("alice")}), 400, "not valid JSON")
+
+    evaluation_id = hub.post("/api/v1/evaluations/", "alice", json=create).json()["evaluation_id"]
+    samples_url = f"/api/v1/evaluations/{evaluation_id}/samples"
+    assert hub.post(samples_url, "alice", json={"samples": [rollout(0, 0, 1.0)]}).status_code == 200
+    refused(hub.post(samples_url, "alice", json={"samples": [rollout(1, 0, 1.0), {"reward": 1}]}), 400, "samples[1].example_index")
+    refused(hub.post(samples_url, "alice", json={"samples": [rollout(1, 0, None)]}), 400, "neither a reward nor an error")
+    refused(hub.post(samples_url, "alice", json={"rows": []}), 400, '{"samples": [')
+    refused(hub.post(samples_url, "alice", json={"samples": [rollout(5, 0), rollout(0, 0)]}), 409, "example_index=0, rollout_index=0")
+    refused(hub.post(samples_url, "alice", json={"samples": [{"example_index": i, "reward": 1.0} for i in range(10_001)]}), 413, "at most 10000")
+    huge = b'{"samples": [' + b",".join([b'{"example_index": 1, "reward": 1.0, "info": "' + b"x" * 1024 * 1024 + b'"}'] * 33) + b"]}"
+    refused(hub.post(samples_url, "alice", content=huge, headers={"Content-Type": "application/json", **hub.headers("alice")}), 413, "Split the samples")
+    refused(hub.post(samples_url, "bob", json={"samples": [rollout(1, 0)]}), 403, "created by another user")
+    refused(hub.post("/api/v1/evaluations/0000/samples", "alice", json={"samples": [rollout(1, 0)]}), 404, "not found")
+    # nothing half-written: still exactly the one good sample
+    stored = hub.get(f"{samples_url}", "alice").json()
+    assert stored["total_count"] == 1 and len(stored["data"]) == 1
+
+    assert hub.post(f"/api/v1/evaluations/{evaluation_id}/finalize", "alice").status_code == 200
+    refused(hub.post(f"/api/v1/evaluations/{evaluation_id}/finalize", "alice"), 409, "already finalized")
+    refused(hub.post(samples_url, "alice", json={"samples": [rollout(1, 0)]}), 409, "already finalized")
+    assert hub.get(samples_url, "alice").json()["total_count"] == 1
+
+
+def test_http_private_environment_results_are_404_to_others(running_hub: RunningHub) -> None:
+    hub = running_hub
+    evaluation_id = hub.run_eval("alice", "acme/secret", "gpt-secret", [1.0, 0.5])
+    for who in (None, "bob"):
+        assert hub.get("/api/v1/environmentshub/acme/secret/leaderboard", who).status_code == 404
+        assert hub.get(f"/api/v1/evaluations/{evaluation_id}", who).status_code == 404
+        assert hub.get(f"/api/v1/evaluations/{evaluation_id}/samples", who).status_code == 404
+        assert evaluation_id not in [e["id"] for e in hub.get("/api/v1/evaluations/", who).json()["data"]]
+        assert hub.get("/api/v1/evaluations/", who, params={"env": "acme/secret"}).status_code == 404
+    board = hub.get("/api/v1/environmentshub/acme/secret/leaderboard", "alice").json()["data"]
+    assert [r["model"] for r in board] == ["gpt-secret"]

@@ -1,0 +1,77 @@
+"""Build real (and deliberately broken) wheels and source archives for the hub tests.
+
+Wheels are assembled with zipfile exactly as the wheel spec describes (dist-info with
+METADATA, WHEEL and a RECORD of sha256 hashes), so pip and uv install them; the hostile
+variants change one thing each.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import tarfile
+import zipfile
+from pathlib import Path
+
+
+def _record_hash(data: bytes) -> str:
+    digest = hashlib.sha256(data).digest()
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def wheel_bytes(
+    name: str,
+    version: str,
+    *,
+    module_source: str = "VALUE = 1\n",
+    metadata_name: str | None = None,
+    metadata_version: str | None = None,
+    requires_python: str | None = ">=3.9",
+    extra_members: dict[str, bytes] | None = None,
+    summary: str = "A test environment",
+) -> bytes:
+    """A valid pure-Python wheel (or a variant via the keyword arguments)."""
+    dist = name.replace("-", "_")
+    dist_info = f"{dist}-{version}.dist-info"
+    metadata = [
+        "Metadata-Version: 2.1",
+        f"Name: {metadata_name or name}",
+        f"Version: {metadata_version or version}",
+        f"Summary: {summary}",
+    ]
+    if requires_python:
+        metadata.append(f"Requires-Python: {requires_python}")
+    members: dict[str, bytes] = {
+        f"{dist}/__init__.py": module_source.encode(),
+        f"{dist_info}/METADATA": ("\n".join(metadata) + "\n\n").encode(),
+        f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    members.update(extra_members or {})
+    record_lines = [f"{path},{_record_hash(data)},{len(data)}" for path, data in members.items()]
+    record_lines.append(f"{dist_info}/RECORD,,")
+    members[f"{dist_info}/RECORD"] = ("\n".join(record_lines) + "\n").encode()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path, data in members.items():
+            archive.writestr(path, data)
+    return buffer.getvalue()
+
+
+def write_wheel(directory: Path, name: str, version: str, **kwargs: object) -> Path:
+    """Write `wheel_bytes(...)` under its standard filename in `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
+    path.write_bytes(wheel_bytes(name, version, **kwargs))  # type: ignore[arg-type]
+    return path
+
+
+def source_archive_bytes(files: dict[str, bytes]) -> bytes:
+    """A gzip tar like the one `prime env push` uploads."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for path, data in sorted(files.items()):
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
