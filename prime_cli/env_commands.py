@@ -325,16 +325,12 @@ def _list_envs(
         return
     total = body.get("total_count", len(items))
     table = Table(title=f"Environments ({len(items)} of {total}, page {body.get('page', page)})")
-    for column in (
-        "environment",
-        "latest",
-        "visibility",
-        "tags",
-        "downloads",
-        "updated",
-        "description",
-    ):
-        table.add_column(column, overflow="fold")
+    table.add_column("environment", no_wrap=True)
+    table.add_column("latest", no_wrap=True)
+    table.add_column("visibility", no_wrap=True)
+    table.add_column("downloads", justify="right")
+    table.add_column("tags")
+    table.add_column("description", ratio=1)
     for item in items:
         owner_info = item.get("owner") or {}
         owner_name = owner_info.get("name") if isinstance(owner_info, dict) else owner_info
@@ -342,9 +338,8 @@ def _list_envs(
             f"{owner_name}/{item.get('name')}",
             str(item.get("latest_version") or "-"),
             str(item.get("visibility", "-")),
-            ", ".join(item.get("tags") or []),
             str(item.get("downloads", 0)),
-            _date(item.get("updated_at")),
+            ", ".join(item.get("tags") or []),
             str(item.get("description") or ""),
         )
     console.print(table)
@@ -450,17 +445,21 @@ def versions(ref: str, output: str) -> None:
         _echo_json({"environment": f"{env_ref.owner}/{env_ref.name}", "versions": items})
         return
     table = Table(title=f"{env_ref.owner}/{env_ref.name} versions")
-    for column in ("version", "yanked", "content hash", "files", "downloads", "created"):
-        table.add_column(column, overflow="fold")
+    table.add_column("version", no_wrap=True)
+    table.add_column("yanked")
+    table.add_column("content hash", no_wrap=True)
+    table.add_column("downloads", justify="right")
+    table.add_column("created", no_wrap=True)
+    table.add_column("files", ratio=1, overflow="fold")
     for item in items:
         yanked = "yes" + (f" ({item['yanked_reason']})" if item.get("yanked_reason") else "")
         table.add_row(
             str(item.get("semantic_version")),
             yanked if item.get("yanked") else "",
             str(item.get("content_hash") or "-")[:12],
-            "\n".join(f"{f.get('kind')}: {f.get('filename')}" for f in item.get("files") or []),
             str(item.get("downloads", 0)),
             _date(item.get("created_at")),
+            "\n".join(str(f.get("filename")) for f in item.get("files") or []),
         )
     console.print(table)
 

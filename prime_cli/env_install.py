@@ -63,9 +63,8 @@ def resolve(client: HubClient, ref: EnvRef) -> ResolvedEnv:
         )
     except NotFound as exc:
         raise NotFound(
-            f"{exc}. Nothing was installed: `prime env install` only installs environments the "
-            "hub knows (check the name with `prime env search`, or log in with a token that can "
-            "read a private environment)",
+            f"{str(exc).rstrip('.')}; nothing was installed (environments are looked up only on "
+            "the hub, never on another index)",
             exc.status,
         ) from exc
     data: dict[str, Any] = body["data"]

@@ -52,6 +52,7 @@ def _progress(console: Console) -> Progress:
         TimeRemainingColumn(),
         console=console,
         transient=True,
+        disable=not console.is_terminal,  # no bar noise in logs and pipes
     )
 
 

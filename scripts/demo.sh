@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The README's main job, on embedded defaults: set up, start a local hub (SQLite + local blobs)
+# on a free loopback port, create a user and a token, scaffold an example environment, publish
+# it with `prime env push`, install it BY NAME with `prime env install` into a fresh virtualenv,
+# load it there, and print what happened. Stops the hub at the end; exits non-zero on any failure.
+#
+# Settings are kept in a temporary directory, so your own ~/.config/prime is never touched.
+# PRIME_DEMO_KEEP=1 keeps the hub's data directory and logs for a look afterwards.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+
+step "Setting up .venv (scripts/setup.sh)"
+bash scripts/setup.sh
+PY=$ROOT/.venv/bin/python
+PRIME=$ROOT/.venv/bin/prime
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/prime-demo.XXXXXX")
+export XDG_CONFIG_HOME=$WORK/config
+unset PRIME_HUB_URL PRIME_API_BASE_URL PRIME_API_KEY PRIME_OWNER
+HUB_PID=""
+
+cleanup() {
+  status=$?
+  if [ -n "$HUB_PID" ] && kill -0 "$HUB_PID" 2>/dev/null; then
+    kill "$HUB_PID" 2>/dev/null || true
+    wait "$HUB_PID" 2>/dev/null || true
+    echo "hub stopped"
+  fi
+  if [ "$status" -ne 0 ] && [ -f "$WORK/hub.log" ]; then
+    echo "--- last lines of the hub log ($WORK/hub.log) ---" >&2
+    tail -n 30 "$WORK/hub.log" >&2 || true
+  fi
+  if [ "${PRIME_DEMO_KEEP:-0}" = "1" ] || [ "$status" -ne 0 ]; then
+    echo "demo files kept in $WORK"
+  else
+    rm -rf "$WORK"
+  fi
+  if [ "$status" -ne 0 ]; then
+    printf '\n\033[31mDEMO FAILED (exit %s)\033[0m\n' "$status" >&2
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+
+PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+HUB=http://127.0.0.1:$PORT
+DATA=$WORK/hub-data
+
+step "Starting a local hub at $HUB (data in $DATA)"
+"$PRIME" hub serve --host 127.0.0.1 --port "$PORT" --data-dir "$DATA" >"$WORK/hub.log" 2>&1 &
+HUB_PID=$!
+"$PY" - "$HUB" "$HUB_PID" <<'EOF'
+import os, sys, time
+import httpx
+url, pid = sys.argv[1], int(sys.argv[2])
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        sys.exit("the hub exited during start-up")
+    try:
+        if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+            sys.exit(0)
+    except httpx.HTTPError:
+        pass
+    time.sleep(0.3)
+sys.exit("the hub did not answer within 60 s")
+EOF
+echo "hub is up (pid $HUB_PID)"
+
+step "Creating user 'demo' and an API token"
+"$PRIME" hub user add demo --data-dir "$DATA"
+TOKEN=$("$PRIME" hub token create demo --data-dir "$DATA" | tail -n 1)
+"$PRIME" login --url "$HUB" --token "$TOKEN"
+"$PRIME" whoami
+
+step "Scaffolding an example environment (prime env init hello-env)"
+"$PRIME" env init hello-env --path "$WORK/src"
+
+step "Publishing it (prime env push)"
+"$PRIME" env push "$WORK/src/hello-env"
+"$PRIME" env list
+"$PRIME" env info demo/hello-env
+
+step "Creating a fresh virtualenv with the prime SDK (what an environment user has)"
+"$ROOT/.venv/bin/uv" venv --quiet --python "$PY" "$WORK/venv"
+"$ROOT/.venv/bin/uv" pip install --quiet --python "$WORK/venv/bin/python" -e "$ROOT"
+
+step "Installing it by name (prime env install demo/hello-env@0.1.0)"
+"$PRIME" env install demo/hello-env@0.1.0 --python "$WORK/venv/bin/python"
+
+step "Loading it in the fresh virtualenv and scoring a sample answer"
+"$WORK/venv/bin/python" - <<'EOF'
+import importlib.metadata as md
+import prime_env
+
+dist = md.distribution("hello-env")
+print(f"installed: {dist.metadata['Name']} {dist.version} from {dist.locate_file('')}")
+env = prime_env.load("demo/hello-env")
+print(f"loaded:    {env!r}")
+task = env.tasks[0]
+print(f"task 0:    {task.prompt[-1]['content']!r} -> answer {task.answer!r}")
+import hello_env
+good = hello_env.correct_answer([{"role": "assistant", "content": f"The answer is {task.answer}"}], task.answer)
+bad = hello_env.correct_answer([{"role": "assistant", "content": "No idea"}], task.answer)
+print(f"reward:    correct reply {good}, wrong reply {bad}")
+assert (good, bad) == (1.0, 0.0)
+EOF
+
+step "Pushing the same content again is refused (versions are immutable)"
+if "$PRIME" env push "$WORK/src/hello-env"; then
+  echo "ERROR: an unchanged push was accepted" >&2
+  exit 1
+fi
+
+printf '\n\033[32mDEMO OK\033[0m: published demo/hello-env 0.1.0 to a local hub at %s, installed it by name into a fresh virtualenv and loaded it.\n' "$HUB"
