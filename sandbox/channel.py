@@ -115,7 +115,9 @@ class DockerAttachChannel:
     """The Docker backend: one attach socket carrying stdin up and multiplexed stdout/stderr down."""
 
     def __init__(self, sock: object) -> None:
-        # docker-py hands back a SocketIO wrapper on Unix sockets; we need the socket itself.
+        # docker-py hands back a SocketIO wrapper (holding the HTTP response) on Unix sockets;
+        # we read the socket itself, and must close all three or the fd outlives the sandbox.
+        self.wrapper = sock
         self.sock = getattr(sock, "_sock", sock)
         self.fd: int = self.sock.fileno()  # type: ignore[attr-defined]
         os.set_blocking(self.fd, False)
@@ -152,7 +154,9 @@ class DockerAttachChannel:
         return self.stderr.decode("utf-8", "replace")
 
     def close(self) -> None:
-        try:
-            self.sock.close()  # type: ignore[attr-defined]
-        except OSError:
-            pass
+        response = getattr(self.wrapper, "_response", None)
+        for closable in (response, self.wrapper, self.sock):
+            try:
+                closable.close()  # type: ignore[union-attr]
+            except (OSError, ValueError, AttributeError):
+                pass

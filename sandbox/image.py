@@ -52,7 +52,10 @@ def _debootstrap(tag: str, suite: str, mirror: str | None, say: Callable[[str], 
         if mirror:
             argv.append(mirror)
         say(f"debootstrap {suite} (a minute or two)...")
-        run = subprocess.run(argv, capture_output=True, text=True, check=False)
+        try:
+            run = subprocess.run(argv, capture_output=True, text=True, check=False)
+        finally:
+            _unmount_below(root)
         if run.returncode != 0:
             tail = (run.stdout + run.stderr).strip().splitlines()[-5:]
             raise SandboxError("debootstrap failed:\n" + "\n".join(tail))
@@ -71,6 +74,15 @@ def _debootstrap(tag: str, suite: str, mirror: str | None, say: Callable[[str], 
         )
     if not image_exists(tag):
         raise SandboxError(f"docker import did not produce {tag}")
+
+
+def _unmount_below(root: Path) -> None:
+    """Undo mounts debootstrap may leave (/proc, /sys) so cleanup never walks into the host's."""
+    prefix = str(root.resolve()) + "/"
+    with open("/proc/mounts") as handle:
+        points = [line.split()[1] for line in handle if line.split()[1].startswith(prefix)]
+    for point in sorted(points, key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
 
 def build_image(

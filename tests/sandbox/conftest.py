@@ -1,0 +1,91 @@
+"""Fixtures for the sandbox tests: a real Docker daemon with the default image, and both backends.
+
+In CI the daemon is started by scripts/start_services.sh and the image is built once per
+machine (debootstrap + docker import), then found by tag on later runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sandbox import SandboxLimits
+from sandbox.limits import DEFAULT_IMAGE
+from tests.support import require
+
+
+@pytest.fixture(scope="session")
+def docker_ready() -> None:
+    from sandbox.docker_backend import docker_available, image_exists
+
+    require(docker_available(), "a Docker daemon")
+    if not image_exists(DEFAULT_IMAGE):
+        from sandbox.image import build_image
+
+        build_image(DEFAULT_IMAGE)
+    require(image_exists(DEFAULT_IMAGE), f"the sandbox image {DEFAULT_IMAGE}")
+
+
+@pytest.fixture(params=["docker", "local"])
+def backend(request: pytest.FixtureRequest) -> str:
+    if request.param == "docker":
+        request.getfixturevalue("docker_ready")
+    else:
+        from sandbox.local_backend import bwrap_path
+
+        require(bwrap_path() is not None, "bubblewrap (bwrap)")
+        require(os.geteuid() == 0, "root (the local backend's per-sandbox uid)")
+    return str(request.param)
+
+
+@pytest.fixture
+def limits() -> SandboxLimits:
+    """Small limits so hostile programs hit them quickly on a 2-core machine."""
+    return SandboxLimits(memory_mb=256, pids=64, output_bytes=64 << 10, timeout_s=10.0)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(stat[1]) == pid and stat[0] != b"Z":
+            found.append(int(entry.name))
+    return found
+
+
+def host_footprint() -> dict[str, int]:
+    """What a sandbox could leak: containers of this run, local sandbox claims, child processes.
+
+    (Open fds are checked over many runs in test_soak: the docker client's connection pool
+    grows to its size first, so a per-test fd count would be noise.)
+    """
+    from sandbox import docker_backend, local_backend
+
+    containers = 0
+    if docker_backend.docker_available():
+        client = docker_backend.docker_client()
+        containers = len(client.containers.list(
+            all=True, filters={"label": f"{docker_backend.LABEL_RUN}={docker_backend.RUN_ID}"}))
+    claims = [p for p in local_backend.state_dir().iterdir() if f"{os.getpid()}:" in p.read_text()]
+    return {
+        "containers": containers,
+        "local_claims": len(claims),
+        "child_processes": len(_children(os.getpid())),
+    }
+
+
+@pytest.fixture
+def no_leaks() -> Iterator[None]:
+    """Fails the test if it leaves a container, a local sandbox or a child process behind."""
+    before = host_footprint()
+    yield
+    after = host_footprint()
+    assert after == before, f"the host changed: before {before}, after {after}"
