@@ -16,9 +16,9 @@ from typing import Any
 def is_async_callable(fn: Callable[..., Any]) -> bool:
     while isinstance(fn, functools.partial):
         fn = fn.func
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)
-    )
+    # a callable object counts as async when its class defines `async def __call__`
+    dunder_call = vars(type(fn)).get("__call__")
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(dunder_call)
 
 
 async def call_user(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:

@@ -120,7 +120,7 @@ async def run_rollouts(
             t0 = time.perf_counter()
             try:
                 rollout.scores = await rubric.score_rollout(rollout.state)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - recorded as the rollout's error
                 rollout.error = error_info(exc, "scoring_error")
             rollout.scoring_ms += (time.perf_counter() - t0) * 1000
         if not rubric.has_group_funcs:
@@ -137,7 +137,7 @@ async def run_rollouts(
             group_scores = await rubric.score_group([m.state for m in scored])  # type: ignore[misc]
             for member, extra in zip(scored, group_scores):
                 member.scores.merge(extra)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - recorded as the rollout's error
             for member in scored:
                 member.error = error_info(exc, "scoring_error")
         elapsed = (time.perf_counter() - t0) * 1000
@@ -159,7 +159,7 @@ async def run_rollouts(
                         await env.harness.execute(client, rollout.state, sampling)
                 else:
                     await env.harness.execute(client, rollout.state, sampling)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - recorded as the rollout's error
                 rollout.error = error_info(exc)
             rollout.generation_ms = (time.perf_counter() - rollout.started) * 1000
             job = asyncio.create_task(score(rollout))

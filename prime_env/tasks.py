@@ -89,7 +89,7 @@ def _as_info(info: Any) -> dict[str, Any]:
         except json.JSONDecodeError as exc:
             raise ValueError(f"'info' is a string but not JSON: {exc}") from exc
     if not isinstance(info, Mapping):
-        raise ValueError(f"'info' must be a dict (or a JSON object string), got {type(info).__name__}")
+        raise ValueError(f"'info' must be a dict (or a JSON object string), got {type(info).__name__}")  # noqa: TRY004 - bad task data
     return dict(info)
 
 
@@ -144,7 +144,7 @@ class TaskSet(Sequence[Task]):
                     data = data[key]
                     break
         if not isinstance(data, list):
-            raise ValueError(f"{path}: expected a list of task records (or {{'data': [...]}})")
+            raise ValueError(f"{path}: expected a list of task records (or {{'data': [...]}})")  # noqa: TRY004 - bad task data
         return cls.from_records(data)
 
     @classmethod
@@ -200,7 +200,7 @@ class TaskSet(Sequence[Task]):
             return self
         return TaskSet(self._tasks[:n])
 
-    def split(self, eval_size: float | int = 0.1, seed: int | None = 0) -> tuple[TaskSet, TaskSet]:
+    def split(self, eval_size: float = 0.1, seed: int | None = 0) -> tuple[TaskSet, TaskSet]:
         """(train, eval): shuffled by `seed` (None keeps order); eval_size is a fraction or a count."""
         source = self if seed is None else self.shuffle(seed)
         total = len(source)

@@ -101,7 +101,7 @@ class InterceptionServer:
             except ModelError as exc:
                 self._stop(failure=exc)
                 return _error(502, exc.message, exc.error_type)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure ends the rollout as an error
                 self._stop(failure=exc)
                 return _error(500, f"{type(exc).__name__}: {exc}", "server_error")
         if body.get("stream"):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
-import json
 import pytest
 
 from prime_env import ChatResponse, Environment, ModelError, Program, Rubric, Usage, run_rollouts

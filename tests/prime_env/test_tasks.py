@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from prime_env import Task, TaskSet
+from tests.support import require
 
 RECORDS = [
     {"question": "2+2?", "answer": "4", "difficulty": "easy"},
@@ -58,7 +60,9 @@ def test_bad_jsonl_names_the_line(tmp_path: Path) -> None:
 
 
 def test_from_hf_dataset_and_saved_directory(tmp_path: Path) -> None:
-    datasets = pytest.importorskip("datasets")
+    require(importlib.util.find_spec("datasets") is not None, "the `datasets` package (extra: datasets)")
+    import datasets
+
     ds = datasets.Dataset.from_list([{"question": f"q{i}", "answer": str(i)} for i in range(4)])
     assert [t.answer for t in TaskSet.from_hf(ds)] == ["0", "1", "2", "3"]
     dd = datasets.DatasetDict({"train": ds, "test": ds.select([0])})

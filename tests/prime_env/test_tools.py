@@ -8,7 +8,7 @@ from typing import Literal
 
 import pytest
 
-from prime_env import InfraError, Task, ToolLoop, run_rollouts, Environment, Rubric, tool_schema
+from prime_env import Environment, InfraError, Rubric, Task, ToolLoop, run_rollouts, tool_schema
 from prime_env.tools import Tool, ToolCallError
 
 from .scripted import ScriptedClient, tool_call
