@@ -8,7 +8,9 @@ the same way in `stop_reason`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -36,6 +38,8 @@ class Harness:
       (each call's max_tokens is lowered to what is left); `timeout` (seconds) bounds the episode.
     - `setup(state)` runs before the first turn (e.g. start a sandbox and put its handle into
       `state.tool_args`), `cleanup(state)` always runs afterwards, even on errors and timeouts.
+      `setup` may also be an async generator: code after its `yield` is the cleanup, so
+      `async with pool.acquire() as sb: state.tool_args["sandbox"] = sb; yield` just works.
     """
 
     def __init__(
@@ -82,16 +86,20 @@ class Harness:
     ) -> None:
         """Run hooks and the episode on `state`. ModelError/InfraError propagate: the runner
         turns them into error records."""
-        try:
+        async with contextlib.AsyncExitStack() as stack:
+            if self.cleanup_hook is not None:  # registered first: runs even if setup fails
+                stack.push_async_callback(call_user, self.cleanup_hook, state)
             if self.setup_hook is not None:
-                await call_user(self.setup_hook, state)
+                if inspect.isasyncgenfunction(self.setup_hook):
+                    await stack.enter_async_context(
+                        contextlib.asynccontextmanager(self.setup_hook)(state)
+                    )
+                else:
+                    await call_user(self.setup_hook, state)
             try:
                 await asyncio.wait_for(self.run(client, state, sampling or SamplingArgs()), self.timeout)
             except TimeoutError:
                 state.stop_reason = TIMEOUT
-        finally:
-            if self.cleanup_hook is not None:
-                await call_user(self.cleanup_hook, state)
         if state.stop_reason is None:
             state.stop_reason = COMPLETED
 

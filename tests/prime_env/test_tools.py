@@ -8,7 +8,16 @@ from typing import Literal
 
 import pytest
 
-from prime_env import Environment, InfraError, Rubric, Task, ToolLoop, run_rollouts, tool_schema
+from prime_env import (
+    Environment,
+    InfraError,
+    ModelError,
+    Rubric,
+    Task,
+    ToolLoop,
+    run_rollouts,
+    tool_schema,
+)
 from prime_env.tools import Tool, ToolCallError
 
 from .scripted import ScriptedClient, tool_call
@@ -154,3 +163,31 @@ async def test_sandbox_error_in_a_tool_is_infrastructure() -> None:
     [record] = await run_rollouts(env, client)
     assert record.reward is None
     assert record.error.model_dump() == {"type": "sandbox_unavailable", "message": "docker daemon unreachable"}
+
+
+async def test_async_generator_setup_wraps_the_episode_even_on_model_error() -> None:
+    events: list[str] = []
+
+    async def lease(state):
+        events.append("acquire")
+        state.tool_args["box"] = {"id": len(events)}
+        try:
+            yield
+        finally:
+            events.append("release")
+
+    def peek(box: dict) -> str:
+        """Show the box id."""
+        return str(box["id"])
+
+    harness = ToolLoop([peek], hidden=["box"], setup=lease)
+    client = ScriptedClient([
+        {"role": "assistant", "content": None, "tool_calls": [tool_call("peek", "{}")]},
+        "fine",
+        ModelError("server_error", "boom"),
+    ])
+    state = await harness.rollout(client, TASK)
+    assert state.completion[1]["content"] == "1" and events == ["acquire", "release"]
+    with pytest.raises(ModelError):
+        await harness.rollout(client, TASK)
+    assert events == ["acquire", "release", "acquire", "release"]
