@@ -69,16 +69,24 @@ def _sandbox_containers(client: Any) -> list[Any]:
 
 
 def _remove(container: Any) -> None:
+    """Force-remove a container and return only once the daemon no longer lists it."""
     import docker.errors
 
     try:
         container.remove(force=True)
+        return
+    except docker.errors.NotFound:
+        return
+    except docker.errors.APIError as exc:
+        # auto_remove is already removing it: wait for that instead of racing it.
+        if "already in progress" not in str(exc):
+            raise SandboxError(f"cannot remove sandbox container {container.short_id}: {exc}") from exc
+    try:
+        container.wait(condition="removed", timeout=30)
     except docker.errors.NotFound:
         pass
-    except docker.errors.APIError as exc:
-        # auto_remove may already be removing it: that is the outcome we want.
-        if "already in progress" not in str(exc) and exc.status_code != 404:
-            raise SandboxError(f"cannot remove sandbox container {container.short_id}: {exc}") from exc
+    except Exception as exc:  # requests' ReadTimeout when the daemon is stuck
+        raise SandboxError(f"sandbox container {container.short_id} was not removed: {exc}") from exc
 
 
 def reap_orphans() -> int:

@@ -1,0 +1,168 @@
+"""Nothing is left behind: not after stop, not after the owner is SIGKILLed, not past the TTL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox import SandboxError, open_sandbox
+from sandbox.owner import Owner, _start_time, host_id
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CHILD = r"""
+import json, sys
+from sandbox import open_sandbox
+from sandbox.local_backend import LocalSandbox
+
+boxes = {"docker": open_sandbox("docker").start(), "bwrap": LocalSandbox().start(),
+         "plain": LocalSandbox(use_bwrap=False).start()}
+for box in boxes.values():
+    # A process that leaves the command's process group and session: only a reaper finds it.
+    # (The pause lets setsid leave the group before the command ends and its group is killed.)
+    assert box.exec("setsid sleep 1000 </dev/null >/dev/null 2>&1 & sleep 0.5").exit_code == 0
+print(json.dumps({"container": boxes["docker"].container.id,
+                  "uids": [boxes["bwrap"].uid, boxes["plain"].uid],
+                  "roots": [str(boxes["bwrap"].root), str(boxes["plain"].root)]}), flush=True)
+sys.stdin.read()
+"""
+
+
+def _names(uid: int) -> list[str]:
+    from sandbox.local_backend import processes_of
+
+    names = []
+    for pid in processes_of(uid):
+        try:
+            names.append(Path(f"/proc/{pid}/comm").read_text().strip())
+        except OSError:
+            continue
+    return sorted(names)
+
+
+def _wait_for(predicate, seconds: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+@pytest.mark.usefixtures("docker_ready")
+def test_sigkilled_owner_leaves_nothing_after_the_next_start() -> None:
+    from sandbox import local_backend
+    from sandbox.docker_backend import LABEL, docker_client
+
+    child = subprocess.Popen([sys.executable, "-c", CHILD], cwd=ROOT, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    info = json.loads(child.stdout.readline())
+    bwrap_uid, plain_uid = info["uids"]
+    assert "sleep" in _names(plain_uid), "the escaped sleeper should be running"
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    # Without a reaper, the sleeper outside bubblewrap outlives its SIGKILLed owner.
+    time.sleep(0.5)
+    assert _names(plain_uid) == ["sleep"]
+    assert all(Path(root).exists() for root in info["roots"])
+
+    with open_sandbox("local") as box:  # the next start reaps the local orphans
+        assert box.exec("true").ok
+    with open_sandbox("docker") as box:  # ... and the Docker ones
+        assert box.exec("true").ok
+
+    assert local_backend.processes_of(plain_uid) == []
+    assert local_backend.processes_of(bwrap_uid) == []
+    assert not any(Path(root).exists() for root in info["roots"])
+    claims = [p.read_text() for p in local_backend.state_dir().iterdir()]
+    assert not any(f"{child.pid}:" in text for text in claims)
+    assert _wait_for(lambda: not docker_client().containers.list(
+        all=True, filters={"label": LABEL, "id": info["container"]}))
+
+
+def _dead_owner() -> Owner:
+    proc = subprocess.Popen(["sleep", "0.2"])
+    start = _start_time(proc.pid)
+    proc.wait()
+    assert start is not None
+    return Owner(proc.pid, start, host_id())
+
+
+@pytest.mark.usefixtures("docker_ready")
+def test_reaper_removes_orphans_and_expired_but_keeps_live_containers() -> None:
+    from sandbox.docker_backend import (LABEL, LABEL_EXPIRES, LABEL_OWNER, DEFAULT_IMAGE,
+                                        docker_client, reap_orphans)
+
+    client = docker_client()
+    now = time.time()
+    specs = {
+        "orphan": (_dead_owner(), now + 3600),
+        "expired": (Owner.current(), now - 1),
+        "live": (Owner.current(), now + 3600),
+        "other-host": (Owner(1, "0", "elsewhere/boot"), now + 3600),
+    }
+    ids = {}
+    for name, (owner, expires) in specs.items():
+        container = client.containers.run(
+            DEFAULT_IMAGE, ["sleep", "1000"], detach=True, network_mode="none",
+            labels={LABEL: "1", LABEL_OWNER: owner.encode(), LABEL_EXPIRES: str(int(expires))})
+        ids[name] = container.id
+    try:
+        assert reap_orphans() >= 2
+        remaining = {c.id for c in client.containers.list(all=True, filters={"label": LABEL})}
+        assert ids["orphan"] not in remaining and ids["expired"] not in remaining
+        assert ids["live"] in remaining and ids["other-host"] in remaining
+    finally:
+        for container_id in ids.values():
+            try:
+                client.containers.get(container_id).remove(force=True)
+            except Exception:  # already reaped
+                pass
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_dead_sandbox_raises_sandbox_error_not_a_result(backend: str) -> None:
+    box = open_sandbox(backend).start()
+    try:
+        if backend == "docker":
+            box.container.kill()  # type: ignore[attr-defined]
+        else:
+            os.killpg(box._proc.pid, signal.SIGKILL)  # type: ignore[attr-defined]  # noqa: SLF001
+        with pytest.raises(SandboxError, match="died"):
+            box.exec("echo hi")
+        assert not box.alive
+        with pytest.raises(SandboxError):
+            box.exec("echo again")
+    finally:
+        box.stop()
+
+
+def test_unreachable_daemon_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from sandbox import SandboxUnavailable, docker_backend
+
+    monkeypatch.setattr(docker_backend, "_client", None)
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    with pytest.raises(SandboxUnavailable, match="cannot reach the Docker daemon"):
+        open_sandbox("docker").start()
+    assert docker_backend._client is None  # noqa: SLF001
+    with pytest.raises(SandboxUnavailable, match="not in the Docker daemon"):
+        monkeypatch.delenv("DOCKER_HOST")
+        if not docker_backend.docker_available():
+            pytest.skip("no daemon for the second half")
+        open_sandbox("docker", image="prime-sandbox/does-not-exist:1").start()
+
+
+def test_stop_is_idempotent_and_exec_after_stop_fails(backend: str) -> None:
+    box = open_sandbox(backend).start()
+    box.stop()
+    box.stop()
+    with pytest.raises(SandboxError, match="not running"):
+        box.exec("true")
