@@ -1,0 +1,71 @@
+"""reverse-text: data, strict parser, LCS-ratio reward, oracle and anti-oracle runs."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from prime_env import run_rollouts, summarize
+from tests.builtin_envs.policy import PolicyClient
+
+from reverse_text import lcs_ratio, load_environment
+
+
+def _text(messages: list[dict]) -> str:
+    return messages[-1]["content"].removeprefix("Text: ")
+
+
+def test_tasks_are_real_sentences_with_true_reversals() -> None:
+    env = load_environment()
+    assert len(env.tasks) == 1800 and len(env.get_eval_tasks()) == 200
+    assert not {t.id for t in env.tasks} & {t.id for t in env.get_eval_tasks()}
+    for task in env.get_eval_tasks():
+        text = task.info["text"]
+        assert 30 <= len(text) <= 90 and text.isascii()
+        assert task.answer == text[::-1] and task.prompt[-1]["content"] == f"Text: {text}"
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("<reversed>cba</reversed>", 1.0),
+        ("sure: <reversed>\ncba\n</reversed>", 1.0),
+        ("<reversed>cb</reversed>", 0.8),  # 2·2 / (2 + 3)
+        ("<reversed>abc</reversed>", 2 / 6),  # one matched block of one char
+        ("cba", 0.0),  # no tag: the strict parser gives no credit
+        ("<reversed>cba", 0.0),  # unclosed
+        ("<reversed>cba</reversed><reversed>cba</reversed>", 0.0),  # two answers
+    ],
+)
+def test_lcs_ratio_reward(reply: str, expected: float) -> None:
+    completion = [{"role": "assistant", "content": reply}]
+    assert lcs_ratio(completion, "cba") == pytest.approx(expected)
+
+
+async def test_oracle_reverses_perfectly() -> None:
+    env = load_environment()
+    client = PolicyClient(lambda m: f"<reversed>{_text(m)[::-1]}</reversed>")
+    records = await run_rollouts(env, client, n=40, r=2, concurrency=8)
+    summary = summarize(records)
+    assert len(records) == 80 and summary.errors == 0
+    assert summary.reward_mean >= 0.99
+    assert all(r.metrics["exact"] == 1.0 for r in records)
+
+
+async def test_copying_scrambling_and_empty_policies_score_low() -> None:
+    env = load_environment()
+    copy = await run_rollouts(env, PolicyClient(lambda m: f"<reversed>{_text(m)}</reversed>"), n=40)
+    rng = random.Random(0)
+    shuffled = await run_rollouts(
+        env, PolicyClient(lambda m: "<reversed>" + "".join(rng.sample(_text(m), len(_text(m)))) + "</reversed>"), n=40
+    )
+    empty = await run_rollouts(env, PolicyClient(lambda m: ""), n=40)
+    assert summarize(copy).reward_mean < 0.4
+    assert summarize(shuffled).reward_mean < 0.5
+    assert summarize(empty).reward_mean == 0.0
+
+
+def test_bad_arguments_are_rejected_clearly() -> None:
+    with pytest.raises(ValueError, match="num_eval_examples must be between 1 and 1999"):
+        load_environment(num_eval_examples=0)
