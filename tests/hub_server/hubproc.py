@@ -90,7 +90,9 @@ class HubProcess:
                 pass
             time.sleep(0.1)
         self.stop()
-        raise RuntimeError(f"hub did not start in {timeout} s:\n{self.log_path.read_text()[-4000:]}")
+        raise RuntimeError(
+            f"hub did not start in {timeout} s:\n{self.log_path.read_text()[-4000:]}"
+        )
 
     def kill(self) -> None:
         """SIGKILL the server (crash simulation)."""
@@ -110,7 +112,10 @@ class HubProcess:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.stop()
 

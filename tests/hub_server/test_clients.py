@@ -74,7 +74,8 @@ def test_uv_publish_and_reupload_conflict(hub: HubProcess, tmp_path: Path) -> No
     )  # fmt: skip
     assert published.returncode == 0, published.stderr
     listing = httpx.get(
-        f"{hub.url}/ursula/simple/uv-env/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+        f"{hub.url}/ursula/simple/uv-env/",
+        headers={"Accept": "application/vnd.pypi.simple.v1+json"},
     ).json()
     assert [f["filename"] for f in listing["files"]] == [wheel.name]
 

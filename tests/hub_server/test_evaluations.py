@@ -34,9 +34,12 @@ from hub_server.evals.stats import standard_error, summarise
 from hub_server.models import Owner, Version
 from hub_server.publishing import create_environment
 from hub_server.settings import HubSettings
+from tests.hub_server.hubproc import HubProcess, start_hub
 
 
-def rollout(example: int, rollout_index: int | None = 0, reward: float | None = 1.0, **extra: Any) -> dict[str, Any]:
+def rollout(
+    example: int, rollout_index: int | None = 0, reward: float | None = 1.0, **extra: Any
+) -> dict[str, Any]:
     record: dict[str, Any] = {
         "example_index": example,
         "reward": reward,
@@ -51,7 +54,12 @@ def rollout(example: int, rollout_index: int | None = 0, reward: float | None = 
 
 
 def failed(example: int, rollout_index: int) -> dict[str, Any]:
-    return rollout(example, rollout_index, reward=None, error={"type": "RateLimitError", "message": "429 after 5 retries"})
+    return rollout(
+        example,
+        rollout_index,
+        reward=None,
+        error={"type": "RateLimitError", "message": "429 after 5 retries"},
+    )
 
 
 # -- pure: validation, blob format, maths ------------------------------------------------
@@ -99,7 +107,13 @@ def test_an_errored_rollout_never_keeps_a_reward() -> None:
 
 def test_verifiers_rows_are_numbered_per_example_and_repeats_are_409() -> None:
     taken: set[tuple[int, int]] = {(0, 0)}
-    records = validate_batch([{"example_id": 0, "reward": 1.0}, {"example_id": 0, "reward": 0.0}, {"example_id": 3, "reward": 1.0}])
+    records = validate_batch(
+        [
+            {"example_id": 0, "reward": 1.0},
+            {"example_id": 0, "reward": 0.0},
+            {"example_id": 3, "reward": 1.0},
+        ]
+    )
     assign_keys(records, taken)
     assert [(r["example_index"], r["rollout_index"]) for r in records] == [(0, 1), (0, 2), (3, 0)]
     with pytest.raises(SampleError) as caught:
@@ -152,14 +166,26 @@ class Hub:
         }
         with Session(self.engine, expire_on_commit=False) as session:
             for owner_name, env_name, visibility, versions in (
-                ("alice", "wordle", "public", [("0.1.0", False), ("0.2.0", False), ("0.3.0rc1", False), ("0.2.1", True)]),
+                (
+                    "alice",
+                    "wordle",
+                    "public",
+                    [("0.1.0", False), ("0.2.0", False), ("0.3.0rc1", False), ("0.2.1", True)],
+                ),
                 ("acme", "secret", "private", [("1.0.0", False)]),
                 ("alice", "empty", "public", []),
             ):
                 owner = session.exec(select(Owner).where(Owner.name == owner_name)).one()
                 env = create_environment(session, owner, env_name, visibility=visibility)
                 for number, yanked in versions:
-                    session.add(Version(environment_id=env.id, version=number, canonical_version=number, yanked=yanked))
+                    session.add(
+                        Version(
+                            environment_id=env.id,
+                            version=number,
+                            canonical_version=number,
+                            yanked=yanked,
+                        )
+                    )
             session.commit()
 
     def principal(self, who: str | None) -> Principal | None:
@@ -182,7 +208,12 @@ def hub(tmp_path: Path) -> Iterator[Hub]:
 def create(hub: Hub, who: str, slug: str, version: str | None = None, **fields: Any) -> Evaluation:
     principal = hub.principal(who)
     assert principal is not None
-    body = {"name": "run", "environments": [{"slug": slug, "version": version}], "model_name": "m", **fields}
+    body = {
+        "name": "run",
+        "environments": [{"slug": slug, "version": version}],
+        "model_name": "m",
+        **fields,
+    }
     with hub.session() as session:
         return service.create_evaluation(session, CreateEvaluation.model_validate(body), principal)
 
@@ -198,7 +229,9 @@ def finalize(hub: Hub, who: str, evaluation_id: str) -> Evaluation:
     principal = hub.principal(who)
     assert principal is not None
     with hub.session() as session:
-        return service.finalize_evaluation(session, hub.store, evaluation_id, principal, {"avg_reward": 0.5})
+        return service.finalize_evaluation(
+            session, hub.store, evaluation_id, principal, {"avg_reward": 0.5}
+        )
 
 
 def test_latest_resolves_to_newest_final_unyanked_version(hub: Hub) -> None:
@@ -211,14 +244,22 @@ def test_latest_resolves_to_newest_final_unyanked_version(hub: Hub) -> None:
     ("who", "slug", "version", "status", "message"),
     [
         ("alice", "alice/nope", None, 404, "Environment alice/nope not found"),
-        ("alice", "alice/wordle", "9.9", 404, "no version '9.9'; known versions: 0.1.0, 0.2.0, 0.2.1, 0.3.0rc1"),
+        (
+            "alice",
+            "alice/wordle",
+            "9.9",
+            404,
+            "no version '9.9'; known versions: 0.1.0, 0.2.0, 0.2.1, 0.3.0rc1",
+        ),
         ("alice", "alice/empty", None, 404, "no published version yet"),
         ("bob", "acme/secret", None, 404, "Environment acme/secret not found"),
         ("alice", "wordle", None, 400, "not of the form owner/name"),
         ("bob-read", "alice/wordle", None, 403, "may not push results"),
     ],
 )
-def test_create_refuses_bad_references(hub: Hub, who: str, slug: str, version: str | None, status: int, message: str) -> None:
+def test_create_refuses_bad_references(
+    hub: Hub, who: str, slug: str, version: str | None, status: int, message: str
+) -> None:
     with pytest.raises(HubError) as caught:
         create(hub, who, slug, version)
     assert caught.value.status == status
@@ -233,21 +274,37 @@ def test_push_finalize_and_leaderboard(hub: Hub) -> None:
     push(hub, "alice", run.id, [rollout(1, 1, 1.0), rollout(2, 0, 1.0)])
     done = finalize(hub, "alice", run.id)
     assert done.status == "completed"
-    assert done.sample_count == 5 and done.n_rollouts == 4 and done.n_errors == 1 and done.n_examples == 3
+    assert (
+        done.sample_count == 5
+        and done.n_rollouts == 4
+        and done.n_errors == 1
+        and done.n_examples == 3
+    )
     assert done.mean_reward == pytest.approx(0.75)
     with hub.session() as session:
-        batches = session.exec(select(EvaluationBatch).where(EvaluationBatch.evaluation_id == run.id)).all()
+        batches = session.exec(
+            select(EvaluationBatch).where(EvaluationBatch.evaluation_id == run.id)
+        ).all()
         assert [b.sample_count for b in sorted(batches, key=lambda b: b.seq)] == [3, 2]
         assert all(b.blob_key.startswith("evals/sha256/") for b in batches)
         page = service.read_samples(session, hub.store, done, page=2, per_page=2)
         assert [(s["example_index"], s["rollout_index"]) for s in page] == [(1, 0), (1, 1)]
         env = service.find_environment(session, "alice", "wordle", None)
         rows = leaderboard(session, env, None)
-    assert [(r.model, r.rank, r.rollouts, r.errors, r.env_version) for r in rows] == [("m", 1, 4, 1, "0.2.0")]
+    assert [(r.model, r.rank, r.rollouts, r.errors, r.env_version) for r in rows] == [
+        ("m", 1, 4, 1, "0.2.0")
+    ]
 
 
 def test_best_run_per_model_and_only_finalized_public_runs_rank(hub: Hub) -> None:
-    def run(model: str, rewards: list[float], *, public: bool = True, final: bool = True, who: str = "alice") -> str:
+    def run(
+        model: str,
+        rewards: list[float],
+        *,
+        public: bool = True,
+        final: bool = True,
+        who: str = "alice",
+    ) -> str:
         evaluation = create(hub, who, "alice/wordle", model_name=model, is_public=public)
         push(hub, who, evaluation.id, [rollout(i, 0, r) for i, r in enumerate(rewards)])
         if final:
@@ -271,13 +328,20 @@ def test_finalize_twice_and_push_after_finalize_are_409_and_change_nothing(hub: 
     run = create(hub, "alice", "alice/wordle")
     push(hub, "alice", run.id, [rollout(0)])
     first = finalize(hub, "alice", run.id)
-    for attempt in (lambda: finalize(hub, "alice", run.id), lambda: push(hub, "alice", run.id, [rollout(1)])):
+    for attempt in (
+        lambda: finalize(hub, "alice", run.id),
+        lambda: push(hub, "alice", run.id, [rollout(1)]),
+    ):
         with pytest.raises(HubError) as caught:
             attempt()
         assert caught.value.status == 409 and "already finalized" in caught.value.message
     with hub.session() as session:
         again = session.get(Evaluation, run.id)
-        assert again is not None and again.finalized_at == first.finalized_at and again.sample_count == 1
+        assert (
+            again is not None
+            and again.finalized_at == first.finalized_at
+            and again.sample_count == 1
+        )
         assert len(session.exec(select(EvaluationBatch)).all()) == 1
 
 
@@ -315,12 +379,16 @@ def test_runs_on_a_private_environment_are_invisible_to_outsiders(hub: Hub) -> N
     finalize(hub, "alice", run.id)
     with hub.session() as session:
         for outsider in (None, hub.principal("bob")):
-            page = service.list_evaluations(session, outsider, env=None, model=None, status=None, page=1, per_page=20)
+            page = service.list_evaluations(
+                session, outsider, env=None, model=None, status=None, page=1, per_page=20
+            )
             assert page.total == 0
             with pytest.raises(HubError) as caught:
                 service.get_evaluation(session, run.id, outsider)
             assert caught.value.status == 404
-        mine = service.list_evaluations(session, hub.principal("alice"), env=None, model=None, status=None, page=1, per_page=20)
+        mine = service.list_evaluations(
+            session, hub.principal("alice"), env=None, model=None, status=None, page=1, per_page=20
+        )
         assert [e.id for e, _env, _owner in mine.items] == [run.id]
 
 
@@ -370,50 +438,21 @@ def build_wheel(directory: Path, name: str, version: str, readme: str, summary: 
 
 
 class RunningHub:
-    """`prime hub serve` in a subprocess on a free loopback port, with users and tokens."""
+    """The hub engineer's `prime hub serve` process (hubproc) with alice, bob and org acme."""
 
     def __init__(self, root: Path) -> None:
-        import os
-        import subprocess
-        import sys
-        import time
-
         import httpx
 
-        from tests.support import free_port
-
         self.root = root
-        data_dir = root / "hub"
-        engine = open_database(HubSettings(data_dir=data_dir))
-        for name in ("alice", "bob"):
-            create_user(engine, name)
-        create_org(engine, "acme", ["alice"])
-        self.tokens = {
-            "alice": create_token(engine, "alice", "t")[0],
-            "bob": create_token(engine, "bob", "t")[0],
-            "bob-read": create_token(engine, "bob", "r", ["read"])[0],
-        }
-        engine.dispose()
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        prime = Path(sys.executable).with_name("prime")
-        self.log = (root / "hub.log").open("wb")
-        self.process = subprocess.Popen(
-            [str(prime), "hub", "serve", "--port", str(port), "--data-dir", str(data_dir)],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PRIME_HUB_UPLOADS_PER_MINUTE": "10000"},
+        self.process: HubProcess = start_hub(
+            root / "hub", env={"PRIME_HUB_UPLOADS_PER_MINUTE": "10000"}
         )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"hub did not start: {(root / 'hub.log').read_text()}")
-            time.sleep(0.1)
+        self.url = self.process.url
+        self.tokens = {"alice": self.process.add_user("alice"), "bob": self.process.add_user("bob")}
+        self.tokens["bob-read"] = self.process.token_for("bob", ["read"])
+        engine = open_database(self.process.settings)
+        create_org(engine, "acme", ["alice"])
+        engine.dispose()
         self.http = httpx.Client(base_url=self.url, timeout=30)
 
     def headers(self, who: str | None) -> dict[str, str]:
@@ -426,7 +465,16 @@ class RunningHub:
         headers = {**self.headers(who), **kwargs.pop("headers", {})}
         return self.http.post(path, headers=headers, **kwargs)
 
-    def upload(self, who: str, owner: str, name: str, version: str, *, readme: str = README, summary: str = "") -> None:
+    def upload(
+        self,
+        who: str,
+        owner: str,
+        name: str,
+        version: str,
+        *,
+        readme: str = README,
+        summary: str = "",
+    ) -> None:
         """Publish through the twine endpoint, as `twine upload` would."""
         import hashlib
 
@@ -451,16 +499,35 @@ class RunningHub:
         assert response.status_code == 200, response.text
 
     def set_env(self, who: str, owner: str, name: str, **fields: Any) -> None:
-        response = self.http.patch(f"/api/v1/environmentshub/{owner}/{name}", headers=self.headers(who), json=fields)
+        response = self.http.patch(
+            f"/api/v1/environmentshub/{owner}/{name}", headers=self.headers(who), json=fields
+        )
         assert response.status_code == 200, response.text
 
-    def run_eval(self, who: str, slug: str, model: str, rewards: list[float | None], *, public: bool = True, batch: int = 50) -> str:
+    def run_eval(
+        self,
+        who: str,
+        slug: str,
+        model: str,
+        rewards: list[float | None],
+        *,
+        public: bool = True,
+        batch: int = 50,
+    ) -> str:
         """Create → push in batches → finalize; `None` rewards are pushed as errored rollouts."""
         created = self.post(
             "/api/v1/evaluations/",
             who,
-            json={"name": f"{slug}--{model}", "environments": [{"slug": slug}], "model_name": model,
-                  "framework": "prime", "is_public": public, "metrics": {}, "tags": ["test"], "metadata": {}},
+            json={
+                "name": f"{slug}--{model}",
+                "environments": [{"slug": slug}],
+                "model_name": model,
+                "framework": "prime",
+                "is_public": public,
+                "metrics": {},
+                "tags": ["test"],
+                "metadata": {},
+            },
         )
         assert created.status_code == 200, created.text
         evaluation_id = created.json()["evaluation_id"]
@@ -468,17 +535,23 @@ class RunningHub:
             rollout(i, 0, r) if r is not None else failed(i, 0) for i, r in enumerate(rewards)
         ]
         for start in range(0, len(samples), batch):
-            pushed = self.post(f"/api/v1/evaluations/{evaluation_id}/samples", who, json={"samples": samples[start : start + batch]})
+            pushed = self.post(
+                f"/api/v1/evaluations/{evaluation_id}/samples",
+                who,
+                json={"samples": samples[start : start + batch]},
+            )
             assert pushed.status_code == 200, pushed.text
-        done = self.post(f"/api/v1/evaluations/{evaluation_id}/finalize", who, json={"metrics": {"avg_reward": 0.0}})
+        done = self.post(
+            f"/api/v1/evaluations/{evaluation_id}/finalize",
+            who,
+            json={"metrics": {"avg_reward": 0.0}},
+        )
         assert done.status_code == 200, done.text
         return str(evaluation_id)
 
     def close(self) -> None:
         self.http.close()
-        self.process.terminate()
-        self.process.wait(timeout=20)
-        self.log.close()
+        self.process.stop()
 
 
 @pytest.fixture(scope="module")
@@ -498,24 +571,51 @@ def test_http_round_trip_and_leaderboard(running_hub: RunningHub) -> None:
     created = hub.post(
         "/api/v1/evaluations/",
         "alice",
-        json={"name": "wordle smoke", "environments": [{"slug": "alice/wordle"}], "model_name": "local/smollm2-135m",
-              "framework": "verifiers", "metadata": {"n": 3}, "metrics": {"avg_reward": 0.5}, "tags": ["smoke"],
-              "is_public": True, "team_id": None, "dataset": "wordle"},
+        json={
+            "name": "wordle smoke",
+            "environments": [{"slug": "alice/wordle"}],
+            "model_name": "local/smollm2-135m",
+            "framework": "verifiers",
+            "metadata": {"n": 3},
+            "metrics": {"avg_reward": 0.5},
+            "tags": ["smoke"],
+            "is_public": True,
+            "team_id": None,
+            "dataset": "wordle",
+        },
     )
     assert created.status_code == 200, created.text
     body = created.json()
     evaluation_id = body["evaluation_id"]  # top-level, where the stock prime client reads it
     assert body["data"]["environment"] == {
-        "id": body["data"]["environment"]["id"], "slug": "alice/wordle", "owner": "alice", "name": "wordle",
-        "version": "0.2.0", "version_id": body["data"]["environment"]["version_id"],
+        "id": body["data"]["environment"]["id"],
+        "slug": "alice/wordle",
+        "owner": "alice",
+        "name": "wordle",
+        "version": "0.2.0",
+        "version_id": body["data"]["environment"]["version_id"],
     }
-    assert body["data"]["status"] == "running" and body["data"]["metadata"] == {"dataset": "wordle", "n": 3}
-    first = hub.post(f"/api/v1/evaluations/{evaluation_id}/samples", "alice",
-                     json={"samples": [rollout(0, 0, 1.0), rollout(0, 1, 0.0), failed(1, 0)]})
-    assert first.json()["data"] == {"evaluation_id": evaluation_id, "accepted": 3, "batch": 1, "sample_count": 3}
+    assert body["data"]["status"] == "running" and body["data"]["metadata"] == {
+        "dataset": "wordle",
+        "n": 3,
+    }
+    first = hub.post(
+        f"/api/v1/evaluations/{evaluation_id}/samples",
+        "alice",
+        json={"samples": [rollout(0, 0, 1.0), rollout(0, 1, 0.0), failed(1, 0)]},
+    )
+    assert first.json()["data"] == {
+        "evaluation_id": evaluation_id,
+        "accepted": 3,
+        "batch": 1,
+        "sample_count": 3,
+    }
     # verifiers rows: no rollout index, `example_id` for the example
-    second = hub.post(f"/api/v1/evaluations/{evaluation_id}/samples", "alice",
-                      json={"samples": [{"example_id": 1, "reward": 1.0}, {"example_id": 2, "reward": 1.0}]})
+    second = hub.post(
+        f"/api/v1/evaluations/{evaluation_id}/samples",
+        "alice",
+        json={"samples": [{"example_id": 1, "reward": 1.0}, {"example_id": 2, "reward": 1.0}]},
+    )
     assert second.status_code == 200, second.text
     final = hub.post(f"/api/v1/evaluations/{evaluation_id}/finalize", "alice", json={})
     assert final.status_code == 200, final.text
@@ -523,55 +623,149 @@ def test_http_round_trip_and_leaderboard(running_hub: RunningHub) -> None:
     assert summary["mean_reward"] == pytest.approx(0.75) and summary["n_errors"] == 1
     assert summary["n_rollouts"] == 4 and summary["n_examples"] == 3
 
-    page = hub.get(f"/api/v1/evaluations/{evaluation_id}/samples", params={"page": 2, "per_page": 2}).json()
+    page = hub.get(
+        f"/api/v1/evaluations/{evaluation_id}/samples", params={"page": 2, "per_page": 2}
+    ).json()
     assert page["total_count"] == 5
     assert [(s["example_index"], s["rollout_index"]) for s in page["data"]] == [(1, 0), (1, 1)]
     assert page["data"][0]["error"] == {"type": "RateLimitError", "message": "429 after 5 retries"}
-    assert hub.get(f"/api/v1/evaluations/{evaluation_id}", params={}).json()["data"]["status"] == "completed"
-    listed = hub.get("/api/v1/evaluations/", params={"env": "alice/wordle", "model": "local/smollm2-135m"}).json()
+    assert (
+        hub.get(f"/api/v1/evaluations/{evaluation_id}", params={}).json()["data"]["status"]
+        == "completed"
+    )
+    listed = hub.get(
+        "/api/v1/evaluations/", params={"env": "alice/wordle", "model": "local/smollm2-135m"}
+    ).json()
     assert evaluation_id in [e["id"] for e in listed["data"]]
 
     board = hub.get("/api/v1/environmentshub/alice/wordle/leaderboard").json()
     row = next(r for r in board["data"] if r["model"] == "local/smollm2-135m")
     assert row["evaluation_id"] == evaluation_id
-    assert (row["mean_reward"], row["n"], row["rollouts"], row["errors"], row["env_version"]) == (0.75, 3, 4, 1, "0.2.0")
+    assert (row["mean_reward"], row["n"], row["rollouts"], row["errors"], row["env_version"]) == (
+        0.75,
+        3,
+        4,
+        1,
+        "0.2.0",
+    )
 
 
 def test_http_bad_input_is_a_clear_4xx_and_changes_nothing(running_hub: RunningHub) -> None:
     hub = running_hub
-    create = {"name": "x", "environments": [{"slug": "alice/wordle", "version": "0.1.0"}], "model_name": "m"}
+    create = {
+        "name": "x",
+        "environments": [{"slug": "alice/wordle", "version": "0.1.0"}],
+        "model_name": "m",
+    }
 
     def refused(response: Any, status: int, fragment: str) -> None:
         assert response.status_code == status, response.text
         assert fragment in response.json()["detail"], response.json()
 
     refused(hub.post("/api/v1/evaluations/", None, json=create), 401, "needs an API token")
-    refused(hub.post("/api/v1/evaluations/", "alice", json={**create, "environments": [{"slug": "alice/nope"}]}), 404, "alice/nope not found")
-    refused(hub.post("/api/v1/evaluations/", "alice", json={**create, "environments": [{"slug": "alice/wordle", "version": "9"}]}), 404, "known versions: 0.1.0, 0.2.0")
-    refused(hub.post("/api/v1/evaluations/", "bob", json={**create, "environments": [{"slug": "acme/secret"}]}), 404, "acme/secret not found")
+    refused(
+        hub.post(
+            "/api/v1/evaluations/",
+            "alice",
+            json={**create, "environments": [{"slug": "alice/nope"}]},
+        ),
+        404,
+        "alice/nope not found",
+    )
+    refused(
+        hub.post(
+            "/api/v1/evaluations/",
+            "alice",
+            json={**create, "environments": [{"slug": "alice/wordle", "version": "9"}]},
+        ),
+        404,
+        "known versions: 0.1.0, 0.2.0",
+    )
+    refused(
+        hub.post(
+            "/api/v1/evaluations/",
+            "bob",
+            json={**create, "environments": [{"slug": "acme/secret"}]},
+        ),
+        404,
+        "acme/secret not found",
+    )
     refused(hub.post("/api/v1/evaluations/", "bob-read", json=create), 403, "may not push results")
-    refused(hub.post("/api/v1/evaluations/", "alice", json={**create, "model_name": ""}), 400, "model_name")
-    refused(hub.post("/api/v1/evaluations/", "alice", content=b"{nope", headers={"Content-Type": "application/json"}), 400, "not valid JSON")
+    refused(
+        hub.post("/api/v1/evaluations/", "alice", json={**create, "model_name": ""}),
+        400,
+        "model_name",
+    )
+    refused(
+        hub.post(
+            "/api/v1/evaluations/",
+            "alice",
+            content=b"{nope",
+            headers={"Content-Type": "application/json"},
+        ),
+        400,
+        "not valid JSON",
+    )
 
     evaluation_id = hub.post("/api/v1/evaluations/", "alice", json=create).json()["evaluation_id"]
     samples_url = f"/api/v1/evaluations/{evaluation_id}/samples"
     assert hub.post(samples_url, "alice", json={"samples": [rollout(0, 0, 1.0)]}).status_code == 200
-    refused(hub.post(samples_url, "alice", json={"samples": [rollout(1, 0, 1.0), {"reward": 1}]}), 400, "samples[1].example_index")
-    refused(hub.post(samples_url, "alice", json={"samples": [rollout(1, 0, None)]}), 400, "neither a reward nor an error")
+    refused(
+        hub.post(samples_url, "alice", json={"samples": [rollout(1, 0, 1.0), {"reward": 1}]}),
+        400,
+        "samples[1].example_index",
+    )
+    refused(
+        hub.post(samples_url, "alice", json={"samples": [rollout(1, 0, None)]}),
+        400,
+        "neither a reward nor an error",
+    )
     refused(hub.post(samples_url, "alice", json={"rows": []}), 400, '{"samples": [')
-    refused(hub.post(samples_url, "alice", json={"samples": [rollout(5, 0), rollout(0, 0)]}), 409, "example_index=0, rollout_index=0")
-    refused(hub.post(samples_url, "alice", json={"samples": [{"example_index": i, "reward": 1.0} for i in range(10_001)]}), 413, "at most 10000")
-    huge = b'{"samples": [' + b",".join([b'{"example_index": 1, "reward": 1.0, "info": "' + b"x" * 1024 * 1024 + b'"}'] * 33) + b"]}"
-    refused(hub.post(samples_url, "alice", content=huge, headers={"Content-Type": "application/json"}), 413, "Split the samples")
-    refused(hub.post(samples_url, "bob", json={"samples": [rollout(1, 0)]}), 404, "not found")  # a private run
-    refused(hub.post("/api/v1/evaluations/0000/samples", "alice", json={"samples": [rollout(1, 0)]}), 404, "not found")
+    refused(
+        hub.post(samples_url, "alice", json={"samples": [rollout(5, 0), rollout(0, 0)]}),
+        409,
+        "example_index=0, rollout_index=0",
+    )
+    refused(
+        hub.post(
+            samples_url,
+            "alice",
+            json={"samples": [{"example_index": i, "reward": 1.0} for i in range(10_001)]},
+        ),
+        413,
+        "at most 10000",
+    )
+    huge = (
+        b'{"samples": ['
+        + b",".join(
+            [b'{"example_index": 1, "reward": 1.0, "info": "' + b"x" * 1024 * 1024 + b'"}'] * 33
+        )
+        + b"]}"
+    )
+    refused(
+        hub.post(samples_url, "alice", content=huge, headers={"Content-Type": "application/json"}),
+        413,
+        "Split the samples",
+    )
+    refused(
+        hub.post(samples_url, "bob", json={"samples": [rollout(1, 0)]}), 404, "not found"
+    )  # a private run
+    refused(
+        hub.post("/api/v1/evaluations/0000/samples", "alice", json={"samples": [rollout(1, 0)]}),
+        404,
+        "not found",
+    )
     # nothing half-written: still exactly the one good sample
     stored = hub.get(f"{samples_url}", "alice").json()
     assert stored["total_count"] == 1 and len(stored["data"]) == 1
 
     assert hub.post(f"/api/v1/evaluations/{evaluation_id}/finalize", "alice").status_code == 200
-    refused(hub.post(f"/api/v1/evaluations/{evaluation_id}/finalize", "alice"), 409, "already finalized")
-    refused(hub.post(samples_url, "alice", json={"samples": [rollout(1, 0)]}), 409, "already finalized")
+    refused(
+        hub.post(f"/api/v1/evaluations/{evaluation_id}/finalize", "alice"), 409, "already finalized"
+    )
+    refused(
+        hub.post(samples_url, "alice", json={"samples": [rollout(1, 0)]}), 409, "already finalized"
+    )
     assert hub.get(samples_url, "alice").json()["total_count"] == 1
 
 
@@ -582,7 +776,11 @@ def test_http_private_environment_results_are_404_to_others(running_hub: Running
         assert hub.get("/api/v1/environmentshub/acme/secret/leaderboard", who).status_code == 404
         assert hub.get(f"/api/v1/evaluations/{evaluation_id}", who).status_code == 404
         assert hub.get(f"/api/v1/evaluations/{evaluation_id}/samples", who).status_code == 404
-        assert evaluation_id not in [e["id"] for e in hub.get("/api/v1/evaluations/", who).json()["data"]]
-        assert hub.get("/api/v1/evaluations/", who, params={"env": "acme/secret"}).status_code == 404
+        assert evaluation_id not in [
+            e["id"] for e in hub.get("/api/v1/evaluations/", who).json()["data"]
+        ]
+        assert (
+            hub.get("/api/v1/evaluations/", who, params={"env": "acme/secret"}).status_code == 404
+        )
     board = hub.get("/api/v1/environmentshub/acme/secret/leaderboard", "alice").json()["data"]
     assert [r["model"] for r in board] == ["gpt-secret"]
