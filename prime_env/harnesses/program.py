@@ -20,7 +20,6 @@ from ..clients.base import ChatResponse, ModelClient, SamplingArgs
 from ..errors import InfraError
 from ..state import State
 from .base import COMPLETED, Harness, Hook
-from .interception import InterceptionServer
 
 PROGRAM_FAILED = "program_failed"
 _OUTPUT_LIMIT = 64 * 1024
@@ -56,6 +55,8 @@ class Program(Harness):
         async def generate(messages: list[dict[str, Any]], tools: Any, merged: SamplingArgs) -> ChatResponse:
             _extend_transcript(state, messages)
             return await self.generate(client, state, merged, tools=tools)
+
+        from .interception import InterceptionServer  # aiohttp: imported only when a program runs
 
         server = InterceptionServer(client, state, sampling, self.limit_reached, generate)
         base_url = await server.start()
