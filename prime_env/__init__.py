@@ -21,7 +21,7 @@ from .harnesses import (
     SingleTurn,
     ToolLoop,
 )
-from .loading import installed_environments, load, parse_env_id
+from .loading import installed_environments, is_local_path, load, parse_env_id
 from .parsers import BoxedParser, LastLineParser, Parser, XMLParser, last_assistant_text
 from .record import SCHEMA, ErrorInfo, RolloutRecord, Timing, TokenUsage, Turn
 from .rubric import JudgeRubric, Rubric, Scores
@@ -75,6 +75,7 @@ __all__ = [
     "XMLParser",
     "error_info",
     "installed_environments",
+    "is_local_path",
     "last_assistant_text",
     "load",
     "parse_env_id",

@@ -9,9 +9,12 @@ installing is `prime env install`'s job.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata as metadata
 import inspect
 import re
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from .environment import Environment
@@ -37,8 +40,23 @@ def installed_environments() -> dict[str, metadata.EntryPoint]:
     return {ep.name: ep for ep in metadata.entry_points(group=GROUP)}
 
 
+def is_local_path(env_id: str) -> bool:
+    """True when `env_id` names a local environment (file, package or project directory)."""
+    if env_id.startswith((".", "/", "~")) or env_id.endswith(".py"):
+        return True
+    path = Path(env_id)
+    return path.is_dir() and ((path / "pyproject.toml").exists() or (path / "__init__.py").exists())
+
+
 def load(env_id: str, **env_args: Any) -> Environment:
-    """Import the environment and call its `load_environment(**env_args)`."""
+    """Import the environment and call its `load_environment(**env_args)`.
+
+    `env_id` is `[owner/]name[@version]` of an installed environment, or a local path: a
+    `.py` file, a package directory, or a project directory with a pyproject.toml (as
+    `prime env init` creates), imported in place without installing it.
+    """
+    if is_local_path(env_id):
+        return _load_path(Path(env_id).expanduser(), env_args)
     owner, name, _spec = parse_env_id(env_id)
     wanted = _normalise(name)
     found = [ep for ep_name, ep in installed_environments().items() if _normalise(ep_name) == wanted]
@@ -102,4 +120,49 @@ def _call_factory(env_id: str, factory: Any, env_args: dict[str, Any]) -> Enviro
             f"environment {env_id!r}: load_environment returned {type(env).__name__}, "
             "expected a prime_env.Environment"
         )
+    return env
+
+
+def _load_path(path: Path, env_args: dict[str, Any]) -> Environment:
+    """Import an environment from a working copy: the author's edit-run loop needs no install."""
+    path = path.resolve()
+    if not path.exists():
+        raise EnvironmentNotFound(f"{path}: no such file or directory")
+    version: str | None = None
+    attr = "load_environment"
+    if path.is_file():
+        root, module_name, name = path.parent, path.stem, path.stem
+    elif (path / "pyproject.toml").exists():
+        try:
+            project = tomllib.loads((path / "pyproject.toml").read_text("utf-8")).get("project", {})
+        except tomllib.TOMLDecodeError as exc:
+            raise EnvironmentNotFound(f"{path / 'pyproject.toml'}: invalid TOML ({exc})") from None
+        name = str(project.get("name") or path.name)
+        version = project.get("version")
+        entry = project.get("entry-points", {}).get(GROUP, {})
+        target = next(iter(entry.values()), None) if entry else None
+        module_name, _, attr = (target or f"{_normalise(name)}:load_environment").partition(":")
+        root = path / "src" if (path / "src" / module_name.split(".")[0]).exists() else path
+    elif (path / "__init__.py").exists():
+        root, module_name, name = path.parent, path.name, path.name
+    else:
+        raise EnvironmentNotFound(
+            f"{path} is neither a .py file, a package (with __init__.py) nor a project (with pyproject.toml)"
+        )
+    top = module_name.split(".")[0]
+    existing = sys.modules.get(top)
+    if existing is not None and not str(getattr(existing, "__file__", "") or "").startswith(str(root)):
+        raise EnvironmentNotFound(
+            f"module {top!r} is already imported from {existing.__file__}; cannot also load it from {path}"
+        )
+    sys.path.insert(0, str(root))
+    importlib.invalidate_caches()
+    module = importlib.import_module(module_name)
+    factory = getattr(module, attr or "load_environment", None)
+    if factory is None:
+        raise EnvironmentNotFound(f"{path}: module {module_name!r} has no {attr or 'load_environment'}()")
+    env = _call_factory(str(path), factory, env_args)
+    env.name = env.name or name
+    env.version = env.version or version
+    env.env_args = dict(env_args)
     return env

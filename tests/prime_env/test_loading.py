@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import prime_env
 from prime_env import EnvironmentNotFound, installed_environments, load, parse_env_id
+
+REPO = Path(prime_env.__file__).resolve().parents[1]
 
 ENV_MODULE = '''
 import prime_env as pe
@@ -73,3 +78,65 @@ def test_missing_dependency_of_an_env_is_not_reported_as_missing_env(site: Path)
 def test_bad_env_args_name_the_accepted_ones(site: Path) -> None:
     with pytest.raises(TypeError, match=r"unexpected keyword argument 'level'.*accepts: num_tasks, difficulty"):
         load("word-guess", level=3)
+
+
+def test_load_local_project_file_and_package(tmp_path: Path) -> None:
+    """`prime eval run ./my-env` during development: nothing installed."""
+    project = tmp_path / "my-proj"
+    (project / "src" / "dev_env_pkg").mkdir(parents=True)
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "dev-env"\nversion = "0.0.3"\n'
+        '[project.entry-points."prime.environments"]\ndev-env = "dev_env_pkg:make"\n'
+    )
+    (project / "src" / "dev_env_pkg" / "__init__.py").write_text(
+        ENV_MODULE.format(extra="").replace("def load_environment", "def make")
+    )
+    single = tmp_path / "single_file_env.py"
+    single.write_text(ENV_MODULE.format(extra=""))
+    try:
+        env = load(str(project), num_tasks=2)
+        assert (env.name, env.version, len(env.tasks)) == ("dev-env", "0.0.3", 2)
+        env = load(str(single))
+        assert env.name == "single_file_env" and len(env.tasks) == 3
+        with pytest.raises(EnvironmentNotFound, match="no such file"):
+            load(str(tmp_path / "missing.py"))
+        empty = tmp_path / "empty"
+        empty.mkdir()
+        with pytest.raises(EnvironmentNotFound, match="neither a .py file"):
+            load("./" + str(empty.relative_to(Path.cwd())) if empty.is_relative_to(Path.cwd()) else str(empty))
+    finally:
+        for name in ("dev_env_pkg", "single_file_env"):
+            sys.modules.pop(name, None)
+        for entry in (str(project / "src"), str(tmp_path)):
+            while entry in sys.path:
+                sys.path.remove(entry)
+
+
+def test_pip_installed_environment_is_found_by_entry_point(tmp_path: Path) -> None:
+    """A real `pip install` of an env package, then `prime_env.load` in a fresh interpreter."""
+    project = tmp_path / "proj"
+    (project / "piped_env").mkdir(parents=True)
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=69"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "piped-env"\nversion = "2.0.1"\ndependencies = []\n'
+        '[project.entry-points."prime.environments"]\npiped-env = "piped_env:load_environment"\n'
+        '[tool.setuptools]\npackages = ["piped_env"]\n'
+    )
+    (project / "piped_env" / "__init__.py").write_text(ENV_MODULE.format(extra=""))
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--target", str(target), str(project)],
+        check=True, capture_output=True, text=True,
+    )
+    code = (
+        "import prime_env;"
+        "env = prime_env.load('carol/piped-env@2.0', num_tasks=4);"
+        "print(env.id, len(env.tasks), sorted(prime_env.installed_environments()))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONPATH": f"{target}{os.pathsep}{REPO}"}, cwd=tmp_path,
+    )
+    assert out.stdout.split(" ", 2)[:2] == ["carol/piped-env@2.0.1", "4"]
+    assert "'piped-env'" in out.stdout
