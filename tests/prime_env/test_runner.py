@@ -7,6 +7,8 @@ import json
 from contextlib import asynccontextmanager
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from prime_env import (
     SCHEMA,
@@ -191,3 +193,37 @@ def test_summary_pass_at_k_and_stderr() -> None:
     assert s.reward_mean == 0.25
     assert s.pass_at_k == {"1": 0.25, "2": 0.5}
     assert s.reward_stderr == pytest.approx((0.25 ** 0.5) / 2)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.integers(min_value=1, max_value=4),
+    r=st.integers(min_value=1, max_value=3),
+    done=st.sets(st.tuples(st.integers(0, 3), st.integers(0, 2)), max_size=8),
+    fail_every=st.integers(min_value=0, max_value=3),
+)
+def test_resume_property_exactly_n_times_r_unique_records(n, r, done, fail_every) -> None:
+    """Whatever was done before and whichever calls fail, the union is exactly n x r keys,
+    failures are error records (never reward 0), and nothing is run twice."""
+    counter = {"calls": 0}
+
+    def reply(messages, tools):
+        counter["calls"] += 1
+        if fail_every and counter["calls"] % (fail_every + 1) == 0:
+            raise ModelError("server_error", "injected")
+        return str(2 * int(messages[-1]["content"].split("+")[0]))
+
+    def group_bonus(completions):
+        return [0.5] * len(completions)
+
+    env = Environment(TASKS, SingleTurn(), Rubric([exact, group_bonus]))
+    records = asyncio.run(run_rollouts(env, ScriptedClient(reply), n=n, r=r, skip=done, concurrency=3))
+    everything = {(i, j) for i in range(n) for j in range(r)}
+    keys = [rec.key for rec in records]
+    assert len(keys) == len(set(keys))
+    assert set(keys) == everything - done
+    assert counter["calls"] == len(keys)
+    for rec in records:
+        assert (rec.error is None) == (rec.reward is not None)
+        if rec.error is None:
+            assert rec.reward == 1.5
