@@ -9,9 +9,11 @@ responses of an index: pip and uv fetch one per requirement on every install.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from html import escape
 from typing import Literal
 
@@ -26,6 +28,8 @@ from packaging.version import Version
 from registry_index.names import normalize
 
 API_VERSION = "1.1"
+# A PEP 503-normalised name needs neither normalising nor HTML/JSON escaping.
+_is_normalized = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*").fullmatch
 CONTENT_TYPE_JSON = "application/vnd.pypi.simple.v1+json"
 CONTENT_TYPE_HTML = "application/vnd.pypi.simple.v1+html"
 CONTENT_TYPE_TEXT_HTML = "text/html"
@@ -101,9 +105,16 @@ def format_upload_time(moment: datetime) -> str:
     """PEP 700 `upload-time`: ISO 8601 UTC with microseconds and a `Z` (naive means UTC)."""
     if moment.tzinfo is not None:
         moment = moment.astimezone(UTC).replace(tzinfo=None)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.isoformat(timespec="microseconds") + "Z"
 
 
+@lru_cache(maxsize=65_536)
+def _parse_version(text: str) -> Version:
+    """Versions repeat on every page render; parsing them is the costly part of sorting."""
+    return Version(text)
+
+
+@lru_cache(maxsize=65_536)
 def version_of(filename: str) -> Version | None:
     """The version encoded in a distribution filename, or None when it cannot be parsed."""
     try:
@@ -116,9 +127,8 @@ def version_of(filename: str) -> Version | None:
 
 def _versions(files: Sequence[ProjectFile], versions: Iterable[str] | None) -> list[str]:
     if versions is not None:
-        found = {Version(v) for v in versions}
-    else:
-        found = {v for f in files if (v := version_of(f.filename)) is not None}
+        return sorted(set(versions), key=_parse_version)
+    found = {v for f in files if (v := version_of(f.filename)) is not None}
     return [str(v) for v in sorted(found)]
 
 
@@ -179,20 +189,28 @@ def render_project_page(
     return head + "".join(_html_file(file) for file in files) + "</body>\n</html>\n"
 
 
+def _index_link(project: str) -> str:
+    if _is_normalized(project):  # the common case: nothing to normalise or escape
+        return f'<a href="{project}/">{project}</a><br>\n'
+    href = escape(normalize(project), quote=True)
+    return f'<a href="{href}/">{escape(project, quote=False)}</a><br>\n'
+
+
+def _index_entry(project: str) -> str:
+    if _is_normalized(project):
+        return f'{{"name":"{project}"}}'
+    return json.dumps({"name": project}, separators=(",", ":"))
+
+
 def render_index_page(project_names: Iterable[str], fmt: Format) -> str:
     """The root page listing every project (names as given; links use the normal form)."""
     if fmt == "json":
-        page = {
-            "meta": {"api-version": API_VERSION},
-            "projects": [{"name": project} for project in project_names],
-        }
-        return json.dumps(page, separators=(",", ":"))
-    links = "".join(
-        f'<a href="{escape(normalize(project), quote=True)}/">{escape(project, quote=False)}</a><br>\n'
-        for project in project_names
-    )
+        entries = ",".join(_index_entry(project) for project in project_names)
+        return f'{{"meta":{{"api-version":"{API_VERSION}"}},"projects":[{entries}]}}'
     return (
         "<!DOCTYPE html>\n<html>\n<head>\n"
         f'<meta name="pypi:repository-version" content="{API_VERSION}">\n'
-        "<title>Simple index</title>\n</head>\n<body>\n" + links + "</body>\n</html>\n"
+        "<title>Simple index</title>\n</head>\n<body>\n"
+        + "".join(_index_link(project) for project in project_names)
+        + "</body>\n</html>\n"
     )

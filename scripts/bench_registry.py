@@ -1,0 +1,485 @@
+#!/usr/bin/env python
+"""Registry benchmark: our hub against pypiserver, side by side, on the same data, in one run.
+
+Both servers run on 127.0.0.1 from this machine, get the same generated wheels (default 2,000
+projects x 3 files) uploaded over HTTP, and are then measured with the same client code:
+
+* seeding: wall time to upload every file with N concurrent uploads (twine-style multipart);
+* upload latency: one upload at a time, fresh files (p50, p99);
+* simple-page latency for project pages and the root index, with the `Accept` header pip sends
+  (p50, p99; a new connection per request for both servers);
+* `uv pip install --no-deps --no-cache` of one package into a fresh virtualenv (median).
+
+It prints a table with ratios ours/pypiserver (lower is better, target <= 1.0) and, with
+`--write-docs`, replaces the `## Registry` section of docs/benchmarks.md.
+
+pypiserver is run in its fastest configuration available here: the `cached-dir` backend
+(watchdog) with fallback to PyPI disabled and authentication off. The hub is started with
+`prime hub serve`, its upload rate limit raised for seeding (`PRIME_HUB_UPLOADS_PER_MINUTE`).
+
+Quick mode: `python scripts/bench_registry.py --projects 100 --files-per-project 2`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import hashlib
+import http.client
+import io
+import os
+import platform
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+PIP_ACCEPT = (
+    "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html; q=0.1, "
+    "text/html; q=0.01"
+)
+OWNER = "bench"
+T = TypeVar("T")
+
+
+# --- data set ------------------------------------------------------------------------------
+
+
+def _record_hash(data: bytes) -> str:
+    digest = hashlib.sha256(data).digest()
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def build_wheel(project: str, version: str) -> tuple[str, bytes]:
+    """A small, valid, installable pure-Python wheel (module, METADATA, WHEEL, RECORD)."""
+    module = project.replace("-", "_")
+    dist_info = f"{module}-{version}.dist-info"
+    members = {
+        f"{module}/__init__.py": f"VERSION = {version!r}\n".encode(),
+        f"{dist_info}/METADATA": (
+            f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\n"
+            f"Summary: benchmark environment {project}\nRequires-Python: >=3.9\n\n"
+            f"Benchmark package.\n"
+        ).encode(),
+        f"{dist_info}/WHEEL": (
+            b"Wheel-Version: 1.0\nGenerator: bench_registry\nRoot-Is-Purelib: true\n"
+            b"Tag: py3-none-any\n"
+        ),
+    }
+    record = "".join(f"{path},{_record_hash(data)},{len(data)}\n" for path, data in members.items())
+    members[f"{dist_info}/RECORD"] = (record + f"{dist_info}/RECORD,,\n").encode()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path, data in members.items():
+            archive.writestr(path, data)
+    return f"{module}-{version}-py3-none-any.whl", buffer.getvalue()
+
+
+@dataclass(frozen=True)
+class Dist:
+    project: str
+    version: str
+    filename: str
+    data: bytes
+
+
+def generate(projects: int, files_per_project: int, prefix: str = "env") -> list[Dist]:
+    dists = []
+    for index in range(projects):
+        project = f"{prefix}-{index:05d}"
+        for patch in range(files_per_project):
+            version = f"1.0.{patch}"
+            filename, data = build_wheel(project, version)
+            dists.append(Dist(project, version, filename, data))
+    return dists
+
+
+# --- servers -------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until_up(
+    url: str, process: subprocess.Popen[bytes], log: Path, timeout: float = 60
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(
+                f"server exited early (code {process.returncode}); log:\n{log.read_text()}"
+            )
+        try:
+            httpx.get(url, timeout=2)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise SystemExit(
+        f"server at {url} did not start within {timeout:.0f} s; log:\n{log.read_text()}"
+    )
+
+
+@dataclass
+class Server:
+    """One registry under test: where to upload, where the simple index is, how to stop it."""
+
+    label: str
+    upload_url: str
+    simple_url: str
+    auth: tuple[str, str] | None
+    process: subprocess.Popen[bytes]
+
+    @property
+    def simple_path(self) -> str:
+        return "/" + self.simple_url.split("/", 3)[3]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_pypiserver(work: Path) -> Server:
+    packages = work / "pypiserver-packages"
+    packages.mkdir()
+    port = free_port()
+    log = work / "pypiserver.log"
+    command = [
+        str(BIN / "pypi-server"), "run", "-i", "127.0.0.1", "-p", str(port),
+        "-a", ".", "-P", ".", "--disable-fallback", "--backend", "cached-dir", str(packages),
+    ]  # fmt: skip
+    process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    wait_until_up(f"{base}/health", process, log)
+    return Server("pypiserver", f"{base}/", f"{base}/simple/", None, process)
+
+
+def _last_line(args: list[str], env: dict[str, str]) -> str:
+    done = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def start_hub(work: Path) -> Server:
+    data_dir = work / "hub-data"
+    port = free_port()
+    log = work / "hub.log"
+    env = {**os.environ, "PRIME_HUB_UPLOADS_PER_MINUTE": "1000000"}
+    env.pop("PRIME_HUB_DATABASE_URL", None)
+    env.pop("PRIME_HUB_STORAGE_URL", None)
+    prime = str(BIN / "prime")
+    token = _last_line([prime, "hub", "user", "add", OWNER, "--data-dir", str(data_dir)], env)
+    command = [prime, "hub", "serve", "--host", "127.0.0.1", "--port", str(port),
+               "--data-dir", str(data_dir)]  # fmt: skip
+    process = subprocess.Popen(command, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    wait_until_up(f"{base}/{OWNER}/simple/", process, log)
+    return Server(
+        "hub", f"{base}/legacy/", f"{base}/{OWNER}/simple/", ("__token__", token), process
+    )
+
+
+# --- measurements --------------------------------------------------------------------------
+
+
+def _form(dist: Dist) -> dict[str, str]:
+    return {
+        ":action": "file_upload",
+        "protocol_version": "1",
+        "name": dist.project,
+        "version": dist.version,
+        "filetype": "bdist_wheel",
+        "pyversion": "py3",
+        "metadata_version": "2.1",
+        "summary": f"benchmark environment {dist.project}",
+        "requires_python": ">=3.9",
+        "sha256_digest": hashlib.sha256(dist.data).hexdigest(),
+    }
+
+
+def _check_upload(server: Server, dist: Dist, response: httpx.Response) -> None:
+    if response.status_code != 200:
+        raise SystemExit(
+            f"{server.label}: upload of {dist.filename} failed: {response.status_code} "
+            f"{response.reason_phrase} {response.text[:300]}"
+        )
+
+
+async def _upload_one(client: httpx.AsyncClient, server: Server, dist: Dist) -> float:
+    files = {"content": (dist.filename, dist.data, "application/octet-stream")}
+    started = time.perf_counter()
+    response = await client.post(server.upload_url, data=_form(dist), files=files)
+    elapsed = time.perf_counter() - started
+    _check_upload(server, dist, response)
+    return elapsed
+
+
+def upload_seconds(server: Server, dist: Dist) -> float:
+    """One upload on a fresh connection (as one `twine upload` of one file makes)."""
+    with httpx.Client(timeout=120, auth=server.auth) as client:
+        files = {"content": (dist.filename, dist.data, "application/octet-stream")}
+        started = time.perf_counter()
+        response = client.post(server.upload_url, data=_form(dist), files=files)
+        elapsed = time.perf_counter() - started
+    _check_upload(server, dist, response)
+    return elapsed
+
+
+async def upload_all(
+    server: Server, dists: list[Dist], concurrency: int
+) -> tuple[float, list[float]]:
+    """Upload every file with `concurrency` requests in flight; (wall seconds, latencies)."""
+    queue: asyncio.Queue[Dist] = asyncio.Queue()
+    for dist in dists:
+        queue.put_nowait(dist)
+    latencies: list[float] = []
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        while not queue.empty():
+            dist = queue.get_nowait()
+            latencies.append(await _upload_one(client, server, dist))
+
+    started = time.perf_counter()
+    async with httpx.AsyncClient(timeout=120, limits=limits, auth=server.auth) as client:
+        await asyncio.gather(*(worker(client) for _ in range(concurrency)))
+    return time.perf_counter() - started, latencies
+
+
+def get_seconds(server: Server, path: str) -> float:
+    """GET one simple-index path on a fresh connection, as a new pip/uv process would."""
+    host, port = server.simple_url.removeprefix("http://").split("/", 1)[0].split(":")
+    started = time.perf_counter()
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    conn.request("GET", server.simple_path + path, headers={"Accept": PIP_ACCEPT})
+    response = conn.getresponse()
+    body = response.read()
+    conn.close()
+    elapsed = time.perf_counter() - started
+    if response.status != 200 or not body:
+        raise SystemExit(
+            f"{server.label}: GET {server.simple_path}{path} answered {response.status}"
+        )
+    return elapsed
+
+
+def interleaved(
+    servers: list[Server], items: list[T], measure: Callable[[Server, T], float]
+) -> dict[str, list[float]]:
+    """Measure every item on every server, alternating which goes first, so that load from
+    other processes on this machine falls on both servers alike."""
+    results: dict[str, list[float]] = {server.label: [] for server in servers}
+    for index, item in enumerate(items):
+        order = servers if index % 2 == 0 else servers[::-1]
+        for server in order:
+            results[server.label].append(measure(server, item))
+    return results
+
+
+def uv_install_seconds(server: Server, dist: Dist, work: Path) -> float:
+    """Wall time of `uv pip install --no-deps --no-cache` into a fresh virtualenv."""
+    uv = str(BIN / "uv")
+    venv = work / f"venv-{server.label}"
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True)
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("UV_", "PIP_"))}
+    command = [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
+               "--no-deps", "--no-cache", "--no-config", "--index-url", server.simple_url,
+               f"{dist.project}=={dist.version}"]  # fmt: skip
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{server.label}: uv pip install failed:\n{done.stderr}")
+    shutil.rmtree(venv)
+    return elapsed
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+# --- report --------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    metric: str
+    hub: float
+    pypiserver: float
+    unit: str
+
+    @property
+    def ratio(self) -> float:
+        return self.hub / self.pypiserver if self.pypiserver else float("inf")
+
+
+def _fmt(value: float, unit: str) -> str:
+    return f"{value * 1000:.2f} ms" if unit == "ms" else f"{value:.2f} s"
+
+
+def render_table(rows: list[Row]) -> str:
+    lines = ["| metric | hub | pypiserver | ratio hub/pypiserver |", "|---|---|---|---|"]
+    for row in rows:
+        lines.append(
+            f"| {row.metric} | {_fmt(row.hub, row.unit)} | {_fmt(row.pypiserver, row.unit)} | "
+            f"{row.ratio:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def write_docs(table: str, args: argparse.Namespace, notes: list[str]) -> None:
+    """Replace (or append) the `## Registry` section of docs/benchmarks.md, nothing else."""
+    path = REPO / "docs" / "benchmarks.md"
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    section = (
+        "## Registry\n\n"
+        f"`python scripts/bench_registry.py --projects {args.projects} --files-per-project "
+        f"{args.files_per_project} --write-docs` on {datetime.now(UTC):%Y-%m-%d} "
+        f"({platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} "
+        "CPUs shared with other work; both servers on 127.0.0.1, same data, same client code; "
+        "ratios below 1.0 mean the hub is faster).\n\n"
+        + table
+        + "\n\n"
+        + "\n".join(f"- {note}" for note in notes)
+        + "\n"
+    )
+    start = text.find("\n## Registry\n")
+    if start == -1:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        end = text.find("\n## ", start + 1)
+        text = text[: start + 1] + section + (text[end:] if end != -1 else "")
+    path.write_text(text)
+
+
+@contextmanager
+def running(work: Path) -> Iterator[list[Server]]:
+    """Both servers, started before anything is measured and always stopped."""
+    servers: list[Server] = []
+    try:
+        servers.append(start_pypiserver(work))
+        servers.append(start_hub(work))
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def measure(args: argparse.Namespace, work: Path) -> dict[str, dict[str, float]]:
+    rng = random.Random(args.seed)
+    dists = generate(args.projects, args.files_per_project)
+    fresh = generate(args.uploads, 1, prefix="fresh")
+    megabytes = sum(len(d.data) for d in dists) / 1e6
+    print(
+        f"data set: {args.projects} projects, {len(dists)} wheels ({megabytes:.1f} MB)", flush=True
+    )
+    projects = sorted({d.project for d in dists})
+    pages = [f"{rng.choice(projects)}/" for _ in range(args.page_requests)]
+    targets = [rng.choice(dists) for _ in range(args.installs)]
+    results: dict[str, dict[str, float]] = {}
+    with running(work) as servers:
+        for server in servers:
+            wall, _latencies = asyncio.run(upload_all(server, dists, args.concurrency))
+            results[server.label] = {"seed": wall}
+            print(f"{server.label}: seeded {len(dists)} files in {wall:.1f} s "
+                  f"({len(dists) / wall:.0f} files/s, {args.concurrency} in flight)", flush=True)  # fmt: skip
+        interleaved(servers, [f"{p}/" for p in projects[:10]], get_seconds)  # warm-up
+        timings = {
+            "page": interleaved(servers, pages, get_seconds),
+            "index": interleaved(servers, [""] * args.index_requests, get_seconds),
+            "upload": interleaved(servers, fresh, upload_seconds),
+            "install": interleaved(
+                servers, targets, lambda server, d: uv_install_seconds(server, d, work)
+            ),
+        }
+    for server in servers:
+        mine = results[server.label]
+        for key in ("page", "index", "upload"):
+            mine[f"{key}_p50"] = pct(timings[key][server.label], 0.5)
+            mine[f"{key}_p99"] = pct(timings[key][server.label], 0.99)
+        mine["install"] = statistics.median(timings["install"][server.label])
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--projects", type=int, default=2000)
+    parser.add_argument("--files-per-project", type=int, default=3)
+    parser.add_argument(
+        "--concurrency", type=int, default=8, help="uploads in flight while seeding"
+    )
+    parser.add_argument("--page-requests", type=int, default=300, help="project pages sampled")
+    parser.add_argument("--index-requests", type=int, default=30, help="root index requests")
+    parser.add_argument("--uploads", type=int, default=60, help="one-at-a-time uploads timed")
+    parser.add_argument("--installs", type=int, default=5, help="uv installs per server")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
+    args = parser.parse_args()
+    if min(args.projects, args.files_per_project, args.page_requests, args.index_requests,
+           args.uploads, args.installs) < 1:  # fmt: skip
+        parser.error("every count must be at least 1")
+
+    with tempfile.TemporaryDirectory(prefix="bench-registry-") as tmp:
+        results = measure(args, Path(tmp))
+    hub, ref = results["hub"], results["pypiserver"]
+    files = args.projects * args.files_per_project
+    rows = [
+        Row("project page p50", hub["page_p50"], ref["page_p50"], "ms"),
+        Row("project page p99", hub["page_p99"], ref["page_p99"], "ms"),
+        Row("root index p50", hub["index_p50"], ref["index_p50"], "ms"),
+        Row("root index p99", hub["index_p99"], ref["index_p99"], "ms"),
+        Row("upload p50 (one at a time)", hub["upload_p50"], ref["upload_p50"], "ms"),
+        Row("upload p99 (one at a time)", hub["upload_p99"], ref["upload_p99"], "ms"),
+        Row(f"seed {files} files ({args.concurrency} in flight)", hub["seed"], ref["seed"], "s"),
+        Row("uv pip install --no-deps (fresh venv, median)", hub["install"], ref["install"], "s"),
+    ]
+    table = render_table(rows)
+    print()
+    print(table)
+    worst = max(rows, key=lambda row: row.ratio)
+    print(f"\nworst ratio: {worst.metric} = {worst.ratio:.3f} (target <= 1.0)")
+    notes = [
+        (
+            "pypiserver 2.4 runs `--backend cached-dir --disable-fallback -a . -P .` (its "
+            "fastest setup here); the hub runs `prime hub serve` (one uvicorn worker, SQLite "
+            "WAL, local blobs) and validates every upload fully; project pages are requested "
+            "with pip's `Accept` header (the hub answers PEP 691 JSON, pypiserver HTML)."
+        ),
+        (
+            "Requests alternate between the two servers so that load from other processes on "
+            "the machine falls on both alike; p99 figures are noisy on a shared machine."
+        ),
+    ]
+    if args.write_docs:
+        write_docs(table, args, notes)
+        print("updated docs/benchmarks.md (## Registry)")
+
+
+if __name__ == "__main__":
+    main()
