@@ -1,0 +1,149 @@
+"""Web pages on a real hub server: listing and search, environment pages (README, versions,
+install lines, leaderboard), run pages, owner pages, privacy, escaping, and a real browser."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.hub_server.test_evaluations import RunningHub
+from tests.support import require
+
+XSS_MODEL = '<img src=x onerror="alert(1)">'
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningHub, dict[str, str]]]:
+    hub = RunningHub(tmp_path_factory.mktemp("web-hub"))
+    hub.upload("alice", "alice", "wordle", "0.1.0", summary="Play wordle")
+    hub.upload("alice", "alice", "wordle", "0.2.0", summary="Play wordle")
+    hub.set_env("alice", "alice", "wordle", tags=["game", "multi-turn"], description="Guess the word <b>fast</b>")
+    hub.upload("bob", "bob", "reverse-text", "1.0.0", summary="Reverse a string")
+    hub.upload("alice", "acme", "secret", "1.0.0", summary="A private one")
+    hub.set_env("alice", "acme", "secret", visibility="private")
+    runs = {
+        "big": hub.run_eval("alice", "alice/wordle", "openai/gpt-4.1-mini", [1.0, 1.0, 0.0, 1.0, None]),
+        "small": hub.run_eval("bob", "alice/wordle", "local/smollm2-135m", [0.0, 1.0, 0.0, 0.0]),
+        "xss": hub.run_eval("bob", "alice/wordle", XSS_MODEL, [0.0]),
+        "secret": hub.run_eval("alice", "acme/secret", "secret-model", [1.0]),
+    }
+    yield hub, runs
+    hub.close()
+
+
+def text_of(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def test_home_lists_public_environments_with_search_and_tags(site: tuple[RunningHub, dict[str, str]]) -> None:
+    hub, _ = site
+    page = hub.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert 'href="/alice/wordle"' in page.text and 'href="/bob/reverse-text"' in page.text
+    assert "acme/secret" not in page.text
+    shown = text_of(page.text)
+    assert "v0.2.0" in shown and "game" in shown and "multi-turn" in shown and "2 environments" in shown
+    assert "Guess the word &lt;b&gt;fast&lt;/b&gt;" in page.text  # descriptions are escaped
+    found = hub.get("/", params={"q": "REVERSE"}).text
+    assert "bob/reverse-text" in found and "alice/wordle" not in found
+    tagged = hub.get("/", params={"tag": "game"}).text
+    assert "alice/wordle" in tagged and "bob/reverse-text" not in tagged
+    assert "No environments yet" in hub.get("/", params={"q": "no-such-thing"}).text
+    assert "acme/secret" in hub.get("/", "alice").text  # a reader with access sees private ones
+
+
+def test_environment_page_shows_readme_install_versions_and_leaderboard(site: tuple[RunningHub, dict[str, str]]) -> None:
+    hub, runs = site
+    page = hub.get("/alice/wordle")
+    assert page.status_code == 200
+    html = page.text
+    assert "<h1>Wordle</h1>" in html and "<strong>hidden word</strong>" in html and "<table>" in html
+    assert "<script>alert" not in html and "&lt;script&gt;" in html  # README HTML is not rendered
+    assert 'href="javascript:' not in html
+    assert "prime env install alice/wordle" in html
+    assert f"pip install --index-url {hub.url}/alice/simple/ wordle" in html
+    shown = text_of(html)
+    assert "0.2.0" in shown and "0.1.0" in shown
+    rows = re.findall(r"<tr>(.*?)</tr>", html.split('class="leaderboard"')[1], re.DOTALL)
+    cells = [text_of(row).split() for row in rows[1:]]
+    # best first; the errored rollout of the first run is excluded (3 of 4 scored = 0.75), counted apart
+    assert cells[0][:8] == ["1", "openai/gpt-4.1-mini", "0.750", "0.250", "4", "4", "1", "0.2.0"]
+    assert cells[1][:3] == ["2", "local/smollm2-135m", "0.250"]
+    assert f'href="/alice/wordle/evals/{runs["big"]}"' in html
+    assert XSS_MODEL not in html and "&lt;img src=x onerror=" in html
+
+
+def test_run_page_shows_summary_and_first_samples(site: tuple[RunningHub, dict[str, str]]) -> None:
+    hub, runs = site
+    page = hub.get(f"/alice/wordle/evals/{runs['big']}")
+    assert page.status_code == 200
+    shown = text_of(page.text)
+    assert "openai/gpt-4.1-mini" in shown and "alice/wordle@0.2.0" in shown and "completed" in shown
+    assert "0.750 ± 0.250" in shown
+    assert "example 4 · rollout 0" in shown and "error: RateLimitError" in shown and "429 after 5 retries" in shown
+    assert "q0" in shown and "a0" in shown
+    assert hub.get(f"/bob/reverse-text/evals/{runs['big']}").status_code == 404  # not this env's run
+
+
+def test_private_environment_pages_are_404_to_others(site: tuple[RunningHub, dict[str, str]]) -> None:
+    hub, runs = site
+    for who in (None, "bob"):
+        for path in ("/acme/secret", f"/acme/secret/evals/{runs['secret']}"):
+            page = hub.get(path, who)
+            assert page.status_code == 404 and "acme/secret not found" in page.text
+        assert "secret" not in hub.get("/acme", who).text.split("<main>")[1]
+    assert hub.get("/acme/secret", "alice").status_code == 200
+    assert "secret-model" in hub.get("/acme/secret", "alice").text
+
+
+def test_owner_pages_and_unknown_paths(site: tuple[RunningHub, dict[str, str]]) -> None:
+    hub, _ = site
+    owner = hub.get("/alice")
+    assert owner.status_code == 200 and 'href="/alice/wordle"' in owner.text
+    assert hub.get("/nobody").status_code == 404
+    assert hub.get("/alice/nope").status_code == 404
+    redirect = hub.http.get("/alice/simple", follow_redirects=False)
+    assert redirect.status_code == 301 and redirect.headers["location"] == "/alice/simple/"
+    assert hub.get("/static/hub.css").headers["content-type"].startswith("text/css")
+    assert hub.get("/static/..%2Fweb.py").status_code == 404
+
+
+def test_browser_shows_the_leaderboard(site: tuple[RunningHub, dict[str, str]], tmp_path: Path) -> None:
+    """Chromium (Debian's) renders the environment page; the leaderboard row is visible."""
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    require(Path(chromium).exists(), "Debian's chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        require(False, "playwright (Python package)")
+    hub, runs = site
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium,
+            args=["--no-sandbox", "--disable-background-networking", "--disable-gpu"],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.goto(f"{hub.url}/alice/wordle")
+            first_row = page.locator("table.leaderboard tbody tr").first
+            assert first_row.is_visible()
+            assert "openai/gpt-4.1-mini" in first_row.inner_text()
+            assert page.locator("table.leaderboard tbody tr").count() == 3
+            # the stylesheet loaded: the header bar is styled, not the browser default
+            assert page.locator("header.top").evaluate("e => getComputedStyle(e).display") == "flex"
+            page.screenshot(path="/tmp/envhub-env-page.png", full_page=True)
+            first_row.locator("a").click()
+            page.wait_for_url(f"**/evals/{runs['big']}")
+            assert page.locator("article.sample").count() == 5
+            page.screenshot(path="/tmp/envhub-run-page.png", full_page=True)
+            page.goto(f"{hub.url}/")
+            page.fill("input[name=q]", "reverse")
+            page.keyboard.press("Enter")
+            page.wait_for_url("**/?q=reverse")
+            assert page.locator(".card").count() == 1
+        finally:
+            browser.close()
