@@ -36,21 +36,35 @@ def pull_source(client: HubClient, ref: EnvRef, target: Path | None) -> tuple[Pa
             "(it was uploaded with twine or uv publish, which send only distributions)"
         )
     dest = (target or Path(f"{ref.name}-{version}")).resolve()
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise PullError(f"{dest} already exists and is not empty; pass --target DIR")
+    _check_target(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".prime-pull-", dir=dest.parent) as tmp:
         archive = client.download(str(source_url), Path(tmp) / "source.tar.gz")
-        staging = Path(tmp) / "tree"
-        staging.mkdir()
-        try:
-            with tarfile.open(archive, mode="r:gz") as tar:
-                tar.extractall(staging, filter="data")
-        except (tarfile.TarError, OSError, EOFError) as exc:
-            raise PullError(
-                f"the source archive of {ref.owner}/{ref.name} {version} is unsafe or broken: {exc}"
-            ) from exc
+        extract_archive(archive, dest)
+    return dest, version
+
+
+def _check_target(dest: Path) -> None:
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise PullError(f"{dest} already exists and is not empty; pass --target DIR")
+
+
+def extract_archive(archive: Path, dest: Path) -> Path:
+    """Extract a gzip tar into `dest` (absent or empty) all-or-nothing; PullError if hostile."""
+    _check_target(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
+    try:
+        with tarfile.open(archive, mode="r:gz") as tar:
+            tar.extractall(staging, filter="data")
         if dest.exists():
             dest.rmdir()
-        shutil.move(str(staging), dest)
-    return dest, version
+        staging.rename(dest)
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise PullError(
+            f"the source archive is unsafe or broken, nothing was extracted: {exc}"
+        ) from exc
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return dest
