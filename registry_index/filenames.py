@@ -26,6 +26,8 @@ from registry_index.errors import InvalidUpload
 MAX_FILENAME_LENGTH = 255
 _INTERPRETER = re.compile(r"^(py|cp|pp|ip|jy|graalpy)\d*[a-z0-9]*$")
 _ABI = re.compile(r"^[a-z0-9_]+$")
+# C0 controls and DEL: never valid in a filename or archive member name.
+has_control_chars = re.compile(r"[\x00-\x1f\x7f]").search
 
 _PLAIN_PLATFORMS = frozenset(
     {
@@ -75,7 +77,7 @@ def check_filename_characters(filename: str) -> None:
             f"Invalid filename {filename!r}: it contains a path separator; upload the file under "
             "its bare name (for example 'pkg-1.0-py3-none-any.whl')."
         )
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in filename):
+    if has_control_chars(filename):
         raise InvalidUpload(
             f"Invalid filename {filename!r}: it contains control characters; rebuild the "
             "distribution so its filename is plain text."

@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO
 
 from registry_index.errors import InvalidUpload
-from registry_index.filenames import DistFilename, parse_filename
+from registry_index.filenames import DistFilename, has_control_chars, parse_filename
 from registry_index.metadata import (
     MAX_METADATA_SIZE,
     CoreMetadata,
@@ -84,7 +84,7 @@ def check_member_name(name: str, archive: str) -> PurePosixPath:
     """Refuse member names that are empty, absolute, escaping, or unprintable."""
     if not name or name in {"/", "."}:
         raise InvalidUpload(f"The {archive} contains a member with an empty name; rebuild it.")
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+    if has_control_chars(name):
         raise InvalidUpload(
             f"The {archive} contains a member name with control characters ({name!r}); rebuild it."
         )
