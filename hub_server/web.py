@@ -16,11 +16,12 @@ from typing import Annotated, Any
 from urllib.parse import urlencode
 
 import sqlalchemy as sa
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup
 from sqlmodel import Session, col, select
 
+from hub_server import index_routes
 from hub_server.access import can_read, find_owner, readable_environment
 from hub_server.auth import Principal
 from hub_server.blobstore import BlobStore
@@ -209,7 +210,14 @@ def evaluation_page(
     hub: HubDep,
     session: SessionDep,
     principal: PrincipalDep,
-) -> HTMLResponse:
+    background: BackgroundTasks,
+) -> Response:
+    if name == "files":
+        # `/{owner}/files/evals/{filename}` is a download from a project named "evals"; this
+        # router is matched before the index's, so hand the request to the index route.
+        return index_routes.download(
+            owner, "evals", evaluation_id, request, background, hub, session, principal
+        )
     try:
         own, env = readable_environment(session, principal, owner, name)
         evaluation, run_env = service.get_evaluation(session, evaluation_id, principal)

@@ -147,3 +147,14 @@ def test_browser_shows_the_leaderboard(site: tuple[RunningHub, dict[str, str]], 
             assert page.locator(".card").count() == 1
         finally:
             browser.close()
+
+
+def test_pages_do_not_shadow_index_files_of_a_project_named_evals(site: tuple[RunningHub, dict[str, str]]) -> None:
+    """`/{owner}/files/evals/{file}` is a download, though it has the shape of a run page URL."""
+    hub, _ = site
+    hub.upload("bob", "bob", "evals", "0.1.0", summary="named like the run pages")
+    for method in ("GET", "HEAD"):
+        response = hub.http.request(method, "/bob/files/evals/evals-0.1.0-py3-none-any.whl")
+        assert response.status_code == 200, response.text
+        assert not response.headers["content-type"].startswith("text/html")
+    assert hub.get("/bob/evals").status_code == 200
