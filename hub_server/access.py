@@ -48,15 +48,17 @@ def can_read(principal: Principal | None, owner: Owner, env: Environment) -> boo
     return principal is not None and principal.can_read(owner, env)
 
 
-def require_upload(principal: Principal | None, owner: Owner, env: Environment | None) -> None:
-    """401/403/404 unless the caller may publish to `owner` (and `env`, when it exists)."""
+def require_upload(
+    principal: Principal | None, owner: Owner, env: Environment | None, new_name: str | None = None
+) -> None:
+    """401/403/404 unless the caller may publish to `owner`'s `env` (or new `new_name`)."""
     if env is not None and not can_read(principal, owner, env):
         raise env_not_found(owner.name, env.name)
     if principal is None:
         raise Unauthorized("Publishing needs an API token (`prime login`, or twine's __token__).")
-    normalized = env.normalized_name if env is not None else None
+    normalized = env.normalized_name if env is not None else new_name
     if not principal.can_upload(owner, normalized):
-        target = f"{owner.name}/{env.name}" if env is not None else f"{owner.name}/"
+        target = f"{owner.name}/{env.name if env is not None else new_name or ''}"
         raise Forbidden(
             f"Your token may not publish to {target}; ask an admin for a token with scope "
             f"upload:{owner.name} (and membership of {owner.name})."

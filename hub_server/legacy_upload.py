@@ -156,7 +156,7 @@ def _handle(hub: Hub, principal: Principal, owner_name: str | None, form: object
             _, env = readable_environment(session, principal, owner.name, parsed.name)
         except NotFound:
             env = None
-        require_upload(principal, owner, env)
+        require_upload(principal, owner, env, parsed.name)
 
     scratch = _spool(hub, content.file, digests)
     try:

@@ -72,7 +72,7 @@ def resolve(
         raise NotFound(f"No user or organisation named {owner_name!r} on this hub.")
     normalized = normalize(body.name)
     env = _env_by_name(session, owner, normalized)
-    require_upload(principal, owner, env)
+    require_upload(principal, owner, env, normalized)
     created = False
     if env is None:
         try:
