@@ -137,7 +137,7 @@ class Agent:
             request = decode(payload)
             try:
                 response = self.handle(request)
-            except Exception as exc:  # reported to the host, which raises it there
+            except Exception as exc:  # noqa: BLE001 (reported to the host, which raises it)
                 response = {"error_type": type(exc).__name__, "error": str(exc)}
             response["id"] = request.get("id")
             self.writer.write(encode(response))
@@ -224,7 +224,7 @@ class Agent:
                 cwd=cwd,
                 env=env,
                 start_new_session=True,
-                preexec_fn=self._limit_child,
+                preexec_fn=self._limit_child,  # noqa: PLW1509 (the agent has one thread)
             )
         except OSError as exc:
             # The program could not start (not found, not executable): the shell's convention.

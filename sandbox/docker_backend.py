@@ -64,29 +64,31 @@ def docker_available() -> bool:
     return True
 
 
-def _sandbox_containers(client: Any) -> list[Any]:
-    return list(client.containers.list(all=True, filters={"label": LABEL}))
+def _sandbox_containers(client: Any) -> list[dict[str, Any]]:
+    """Summaries from one list call: inspecting each would race with auto-removal."""
+    return list(client.api.containers(all=True, filters={"label": LABEL}))
 
 
-def _remove(container: Any) -> None:
+def _remove(container_id: str) -> None:
     """Force-remove a container and return only once the daemon no longer lists it."""
     import docker.errors
 
+    api = docker_client().api
     try:
-        container.remove(force=True)
+        api.remove_container(container_id, force=True)
         return
     except docker.errors.NotFound:
         return
     except docker.errors.APIError as exc:
         # auto_remove is already removing it: wait for that instead of racing it.
         if "already in progress" not in str(exc):
-            raise SandboxError(f"cannot remove sandbox container {container.short_id}: {exc}") from exc
+            raise SandboxError(f"cannot remove sandbox container {container_id[:12]}: {exc}") from exc
     try:
-        container.wait(condition="removed", timeout=30)
+        api.wait(container_id, condition="removed", timeout=30)
     except docker.errors.NotFound:
         pass
     except Exception as exc:  # requests' ReadTimeout when the daemon is stuck
-        raise SandboxError(f"sandbox container {container.short_id} was not removed: {exc}") from exc
+        raise SandboxError(f"sandbox container {container_id[:12]} was not removed: {exc}") from exc
 
 
 def reap_orphans() -> int:
@@ -95,14 +97,14 @@ def reap_orphans() -> int:
     now = time.time()
     reaped = 0
     for container in _sandbox_containers(client):
-        labels = container.labels
+        labels = container.get("Labels") or {}
         try:
             owner_alive = Owner.decode(labels[LABEL_OWNER]).alive()
             expired = float(labels[LABEL_EXPIRES]) < now
         except (KeyError, ValueError):
             owner_alive, expired = False, True  # a malformed label is nobody's container
         if expired or not owner_alive:
-            _remove(container)
+            _remove(container["Id"])
             reaped += 1
     return reaped
 
@@ -110,7 +112,7 @@ def reap_orphans() -> int:
 def list_sandboxes() -> list[dict[str, str]]:
     rows = []
     for container in _sandbox_containers(docker_client()):
-        labels = container.labels
+        labels = container.get("Labels") or {}
         try:
             owner = Owner.decode(labels.get(LABEL_OWNER, ""))
             orphaned = not owner.alive()
@@ -118,9 +120,9 @@ def list_sandboxes() -> list[dict[str, str]]:
         except ValueError:
             orphaned, pid = True, "?"
         rows.append({
-            "backend": "docker", "id": container.short_id, "owner_pid": pid,
-            "status": "orphaned" if orphaned else container.status,
-            "run": labels.get(LABEL_RUN, ""), "image": ",".join(container.image.tags) if container.image else "",
+            "backend": "docker", "id": container["Id"][:12], "owner_pid": pid,
+            "status": "orphaned" if orphaned else container.get("State", ""),
+            "run": labels.get(LABEL_RUN, ""), "image": container.get("Image", ""),
         })
     return rows
 
@@ -234,5 +236,5 @@ class DockerSandbox(Sandbox):
 
     def _destroy(self) -> None:
         if self.container is not None:
-            _remove(self.container)
+            _remove(self.container.id)
             self.container = None

@@ -14,10 +14,8 @@ beyond Unix permissions. What it does:
 
 from __future__ import annotations
 
-import ctypes
 import os
 import random
-import resource
 import shutil
 import signal
 import subprocess
@@ -39,8 +37,6 @@ from sandbox.owner import Owner
 UID_BASE = 2_100_000_000
 UID_COUNT = 1_000_000
 _SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-_LIBC = ctypes.CDLL(None, use_errno=True)
-_PR_SET_PDEATHSIG = 1
 _ETC_FILES = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/localtime", "/etc/ssl", "/etc/mime.types")
 
 
@@ -212,29 +208,22 @@ class LocalSandbox(Sandbox):
             agent_source = handle.read()
         argv = [*prefix, _python(), "-I", "-S", "-c", agent_source, self.workdir,
                 str(int(self.limits.ttl_s)), self.limits.child_rlimits(), kill_all]
+        # Limits and parent-death signal by util-linux wrappers rather than a preexec_fn, which
+        # is unsafe in a threaded host (the pool runs sandboxes from worker threads).
         limits = self.limits
-        uid = self.uid
-
-        def confine() -> None:
-            # In the child, after setuid (so nothing here may import: the interpreter's files
-            # can be unreadable to the sandbox uid): die with the host, then the rlimits.
-            _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-            resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb << 20,) * 2)
-            resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds,) * 2)
-            resource.setrlimit(resource.RLIMIT_FSIZE, ((limits.file_size_mb << 20),) * 2)
-            resource.setrlimit(resource.RLIMIT_NOFILE, (limits.nofile,) * 2)
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            if uid is not None:
-                resource.setrlimit(resource.RLIMIT_NPROC, (limits.pids,) * 2)
-
+        confine = [
+            "setpriv", "--pdeathsig", "KILL", "--",
+            "prlimit", f"--as={limits.memory_mb << 20}", f"--cpu={limits.cpu_seconds}",
+            f"--fsize={limits.file_size_mb << 20}", f"--nofile={limits.nofile}", "--core=0",
+            *([f"--nproc={limits.pids}"] if self.uid is not None else []), "--",
+        ]
         try:
             self._proc = subprocess.Popen(
-                argv,
+                [*confine, *argv],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": tmpdir, "HOME": self.workdir},
                 cwd=str(work), start_new_session=True,
-                user=uid, group=uid, extra_groups=[] if uid is not None else None,
-                preexec_fn=confine,
+                user=self.uid, group=self.uid, extra_groups=[] if self.uid is not None else None,
             )
         except OSError as exc:
             raise SandboxError(f"cannot start the local sandbox agent: {exc}") from exc

@@ -61,7 +61,7 @@ class SandboxPool:
         self._started = True
         self.backend = resolve_backend(self.backend, self.image)
         await asyncio.gather(*(self._refill() for _ in range(self.size)))
-        failures = [item for item in list(self._ready._queue) if isinstance(item, SandboxError)]  # noqa: SLF001
+        failures = [item for item in list(self._ready._queue) if isinstance(item, SandboxError)]
         if failures:
             await self.close()
             raise SandboxError(f"the sandbox pool could not start: {failures[0]}")
@@ -137,7 +137,7 @@ class SandboxPool:
     @property
     def idle(self) -> int:
         """Sandboxes ready to hand out right now."""
-        return sum(1 for item in list(self._ready._queue) if not isinstance(item, SandboxError))  # noqa: SLF001
+        return sum(1 for item in list(self._ready._queue) if not isinstance(item, SandboxError))
 
     async def __aenter__(self) -> SandboxPool:
         return await self.start()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import SandboxError, open_sandbox
+from sandbox.local_backend import kill_uid
 from sandbox.owner import Owner, _start_time, host_id
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,8 +98,14 @@ def _dead_owner() -> Owner:
 
 @pytest.mark.usefixtures("docker_ready")
 def test_reaper_removes_orphans_and_expired_but_keeps_live_containers() -> None:
-    from sandbox.docker_backend import (LABEL, LABEL_EXPIRES, LABEL_OWNER, DEFAULT_IMAGE,
-                                        docker_client, reap_orphans)
+    from sandbox.docker_backend import (
+        DEFAULT_IMAGE,
+        LABEL,
+        LABEL_EXPIRES,
+        LABEL_OWNER,
+        docker_client,
+        reap_orphans,
+    )
 
     client = docker_client()
     now = time.time()
@@ -135,7 +141,7 @@ def test_dead_sandbox_raises_sandbox_error_not_a_result(backend: str) -> None:
         if backend == "docker":
             box.container.kill()  # type: ignore[attr-defined]
         else:
-            os.killpg(box._proc.pid, signal.SIGKILL)  # type: ignore[attr-defined]  # noqa: SLF001
+            kill_uid(box.uid)  # type: ignore[attr-defined]
         with pytest.raises(SandboxError, match="died"):
             box.exec("echo hi")
         assert not box.alive
@@ -152,7 +158,7 @@ def test_unreachable_daemon_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tm
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
     with pytest.raises(SandboxUnavailable, match="cannot reach the Docker daemon"):
         open_sandbox("docker").start()
-    assert docker_backend._client is None  # noqa: SLF001
+    assert docker_backend._client is None
     with pytest.raises(SandboxUnavailable, match="not in the Docker daemon"):
         monkeypatch.delenv("DOCKER_HOST")
         if not docker_backend.docker_available():
