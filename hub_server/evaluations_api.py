@@ -108,7 +108,9 @@ def evaluation_info(session: SessionDep, evaluation: Evaluation) -> EvaluationIn
 
 
 @router.post("/evaluations/", summary="Create an evaluation linked to an exact environment version")
-async def create(request: Request, hub: HubDep, session: SessionDep, principal: AuthDep) -> dict[str, Any]:
+async def create(
+    request: Request, hub: HubDep, session: SessionDep, principal: AuthDep
+) -> dict[str, Any]:
     """Body: `CreateEvaluation`. `evaluation_id` is also top-level, where the stock `prime` reads it."""
     body = _parse(CreateEvaluation, await _read_json(request, _CREATE_BODY_LIMIT))
     check_upload_rate(request, hub, principal)
@@ -128,17 +130,31 @@ async def push_samples(
     batch = service.append_samples(session, hub.store, evaluation_id, principal, body["samples"])
     evaluation = session.get(Evaluation, evaluation_id)
     total = evaluation.sample_count if evaluation else batch.sample_count
-    return {"data": {"evaluation_id": evaluation_id, "accepted": batch.sample_count, "batch": batch.seq, "sample_count": total}}
+    return {
+        "data": {
+            "evaluation_id": evaluation_id,
+            "accepted": batch.sample_count,
+            "batch": batch.seq,
+            "sample_count": total,
+        }
+    }
 
 
-@router.post("/evaluations/{evaluation_id}/finalize", summary="Close the run; the hub computes its summary")
+@router.post(
+    "/evaluations/{evaluation_id}/finalize", summary="Close the run; the hub computes its summary"
+)
 async def finalize(
     evaluation_id: str, request: Request, hub: HubDep, session: SessionDep, principal: AuthDep
 ) -> dict[str, Any]:
     """Body `{"metrics": {…}}` (optional, the client's own figures, kept beside the hub's)."""
     body = _parse(FinalizeEvaluation, await _read_json(request, _CREATE_BODY_LIMIT, empty_ok=True))
-    evaluation = service.finalize_evaluation(session, hub.store, evaluation_id, principal, body.metrics)
-    return {"evaluation_id": evaluation.id, "data": evaluation_info(session, evaluation).model_dump(mode="json")}
+    evaluation = service.finalize_evaluation(
+        session, hub.store, evaluation_id, principal, body.metrics
+    )
+    return {
+        "evaluation_id": evaluation.id,
+        "data": evaluation_info(session, evaluation).model_dump(mode="json"),
+    }
 
 
 @router.get("/evaluations/", summary="List evaluations the caller may read, newest first")
@@ -164,10 +180,19 @@ def list_evaluations(
             raise service.EvalError(404, f"Environment with id {environment_id} not found.")
         environment = found
     result = service.list_evaluations(
-        session, principal, env=environment, model=model, status=status, page=page, per_page=per_page
+        session,
+        principal,
+        env=environment,
+        model=model,
+        status=status,
+        page=page,
+        per_page=per_page,
     )
     return {
-        "data": [evaluation_info(session, run).model_dump(mode="json") for run, _env, _owner in result.items],
+        "data": [
+            evaluation_info(session, run).model_dump(mode="json")
+            for run, _env, _owner in result.items
+        ],
         "total_count": result.total,
         "page": page,
         "per_page": per_page,
@@ -210,4 +235,7 @@ def environment_leaderboard(
 ) -> dict[str, Any]:
     env = service.find_environment(session, owner, name, principal)
     rows = leaderboard(session, env, principal, version)
-    return {"data": [row.model_dump(mode="json") for row in rows], "environment": f"{owner}/{env.name}"}
+    return {
+        "data": [row.model_dump(mode="json") for row in rows],
+        "environment": f"{owner}/{env.name}",
+    }

@@ -117,7 +117,9 @@ def home(
     shown = pairs[(page - 1) * PER_PAGE : page * PER_PAGE]
 
     def pager_query(number: int) -> str:
-        return urlencode({key: value for key, value in (("q", q), ("tag", tag), ("page", number)) if value})
+        return urlencode(
+            {key: value for key, value in (("q", q), ("tag", tag), ("page", number)) if value}
+        )
 
     return _page(
         request,
@@ -133,7 +135,9 @@ def home(
 
 
 @router.get("/{owner}", response_class=HTMLResponse)
-def owner_page(owner: str, request: Request, session: SessionDep, principal: PrincipalDep) -> HTMLResponse:
+def owner_page(
+    owner: str, request: Request, session: SessionDep, principal: PrincipalDep
+) -> HTMLResponse:
     found = None if owner in _RESERVED else find_owner(session, owner)
     if found is None:
         return _not_found(request, f"There is no user or organisation named {owner!r}.")
@@ -151,7 +155,9 @@ def _readme(metadata_sha256: str, raw: bytes) -> Markup | None:
     return render_markdown(description)
 
 
-def _latest_readme(session: Session, store: BlobStore, env: Environment, version_id: str | None) -> Markup | None:
+def _latest_readme(
+    session: Session, store: BlobStore, env: Environment, version_id: str | None
+) -> Markup | None:
     if version_id is None:
         return None
     wheel = session.exec(
@@ -170,7 +176,12 @@ def _latest_readme(session: Session, store: BlobStore, env: Environment, version
 
 @router.get("/{owner}/{name}", response_class=HTMLResponse)
 def environment_page(
-    owner: str, name: str, request: Request, hub: HubDep, session: SessionDep, principal: PrincipalDep
+    owner: str,
+    name: str,
+    request: Request,
+    hub: HubDep,
+    session: SessionDep,
+    principal: PrincipalDep,
 ) -> Response:
     if name == "simple":
         return RedirectResponse(f"/{owner}/simple/", status_code=301)
@@ -184,7 +195,9 @@ def environment_page(
     (summary,) = summaries(session, [(env, own)])
     versions = version_infos(session, base, own, env)
     latest = next((v for v in versions if v.semantic_version == summary.latest_version), None)
-    runs = service.list_evaluations(session, principal, env=env, model=None, status=None, page=1, per_page=10)
+    runs = service.list_evaluations(
+        session, principal, env=env, model=None, status=None, page=1, per_page=10
+    )
     return _page(
         request,
         "environment.html",
@@ -193,7 +206,8 @@ def environment_page(
         env=summary,
         index_url=f"{base}/{own.name}/simple/",
         versions=[
-            {"version": v.semantic_version, "created_at": v.created_at, "yanked": v.yanked} for v in versions
+            {"version": v.semantic_version, "created_at": v.created_at, "yanked": v.yanked}
+            for v in versions
         ],
         readme_html=_latest_readme(session, hub.store, env, latest.id if latest else None),
         leaderboard=leaderboard(session, env, principal),
@@ -222,7 +236,9 @@ def evaluation_page(
         own, env = readable_environment(session, principal, owner, name)
         evaluation, run_env = service.get_evaluation(session, evaluation_id, principal)
         if run_env.id != env.id:
-            raise service.EvalError(404, f"Evaluation {evaluation_id} not found on {own.name}/{env.name}.")
+            raise service.EvalError(
+                404, f"Evaluation {evaluation_id} not found on {own.name}/{env.name}."
+            )
     except HubError as exc:
         return _not_found(request, exc.message)
     run = {
@@ -235,4 +251,6 @@ def evaluation_page(
         "summary": service.summary_of(evaluation) or service.Summary(),
     }
     samples = service.read_samples(session, hub.store, evaluation, page=1, per_page=SAMPLES_SHOWN)
-    return _page(request, "evaluation.html", owner=own.name, name=env.name, run=run, samples=samples)
+    return _page(
+        request, "evaluation.html", owner=own.name, name=env.name, run=run, samples=samples
+    )

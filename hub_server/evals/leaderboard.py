@@ -53,7 +53,11 @@ def leaderboard(
 
 def _rank_key(run: Evaluation) -> tuple[float, int, str]:
     finished = run.finalized_at or run.created_at
-    return (run.mean_reward if run.mean_reward is not None else float("-inf"), run.n_rollouts, finished.isoformat())
+    return (
+        run.mean_reward if run.mean_reward is not None else float("-inf"),
+        run.n_rollouts,
+        finished.isoformat(),
+    )
 
 
 def _usernames(session: Session, user_ids: set[str]) -> dict[str, str]:

@@ -25,7 +25,7 @@ class EnvironmentRef(BaseModel):
     @model_validator(mode="after")
     def _one_identity(self) -> EnvironmentRef:
         if not self.slug and not self.id:
-            raise ValueError("give the environment as {\"slug\": \"owner/name\"} or {\"id\": ENV_ID}")
+            raise ValueError('give the environment as {"slug": "owner/name"} or {"id": ENV_ID}')
         return self
 
 
@@ -54,7 +54,7 @@ class CreateEvaluation(BaseModel):
         if len(self.environments) != 1:
             raise ValueError(
                 "environments must name exactly one environment, e.g. "
-                "[{\"slug\": \"owner/name\", \"version\": \"0.1.0\"}]"
+                '[{"slug": "owner/name", "version": "0.1.0"}]'
             )
         for tag in self.tags:
             if not tag or len(tag) > 64:

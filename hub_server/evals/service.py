@@ -68,7 +68,9 @@ def can_read_evaluation(
     """A run is readable when its environment is, and it is public or the reader pushed it."""
     if not can_read_environment(session, env, principal):
         return False
-    return evaluation.is_public or (principal is not None and evaluation.user_id == principal.user.id)
+    return evaluation.is_public or (
+        principal is not None and evaluation.user_id == principal.user.id
+    )
 
 
 def can_write_results(principal: Principal, owner: Owner, env: Environment) -> bool:
@@ -133,7 +135,10 @@ def _resolve_version(session: Session, env: Environment, ref: EnvironmentRef) ->
             return version
     known = ", ".join(
         sorted(
-            (v.version for v in session.exec(select(Version).where(Version.environment_id == env.id))),
+            (
+                v.version
+                for v in session.exec(select(Version).where(Version.environment_id == env.id))
+            ),
             key=lambda text: _pep440(text) or PepVersion("0"),
         )
     )
@@ -169,7 +174,9 @@ def batch_key(sha256: str) -> str:
     return f"evals/{content_key(sha256)}"
 
 
-def create_evaluation(session: Session, request: CreateEvaluation, principal: Principal) -> Evaluation:
+def create_evaluation(
+    session: Session, request: CreateEvaluation, principal: Principal
+) -> Evaluation:
     """A new, open run linked to one exact environment version (`latest` resolved now)."""
     env, ref = _resolve_environment(session, request.environments[0], principal)
     owner = session.get(Owner, env.owner_id)
@@ -201,9 +208,7 @@ def create_evaluation(session: Session, request: CreateEvaluation, principal: Pr
 def _writable(session: Session, evaluation_id: str, principal: Principal) -> Evaluation:
     """Lock the run for writing and check the caller may write to it and it is still open."""
     touched = session.execute(
-        sa.update(Evaluation)
-        .where(col(Evaluation.id) == evaluation_id)
-        .values(updated_at=utcnow())
+        sa.update(Evaluation).where(col(Evaluation.id) == evaluation_id).values(updated_at=utcnow())
     )
     evaluation = session.get(Evaluation, evaluation_id, populate_existing=True)
     env = session.get(Environment, evaluation.environment_id) if evaluation else None
@@ -212,7 +217,9 @@ def _writable(session: Session, evaluation_id: str, principal: Principal) -> Eva
     if not can_read_evaluation(session, evaluation, env, principal):
         raise _not_found(f"Evaluation {evaluation_id} not found.")
     if evaluation.user_id != principal.user.id:
-        raise EvalError(403, f"Evaluation {evaluation_id} was created by another user; only they can add to it.")
+        raise EvalError(
+            403, f"Evaluation {evaluation_id} was created by another user; only they can add to it."
+        )
     if evaluation.status != "running":
         raise EvalError(
             409,
@@ -252,9 +259,9 @@ def append_samples(
         key = batch_key(hashlib.sha256(blob).hexdigest())
         store.put_bytes(blob, key)
         seq = session.exec(
-            select(sa.func.count()).select_from(EvaluationBatch).where(
-                EvaluationBatch.evaluation_id == evaluation_id
-            )
+            select(sa.func.count())
+            .select_from(EvaluationBatch)
+            .where(EvaluationBatch.evaluation_id == evaluation_id)
         ).one()
         batch = EvaluationBatch(
             evaluation_id=evaluation_id,
@@ -290,7 +297,11 @@ def iter_samples(store: BlobStore, batches: list[EvaluationBatch]) -> Iterator[d
 
 
 def finalize_evaluation(
-    session: Session, store: BlobStore, evaluation_id: str, principal: Principal, metrics: dict[str, Any] | None
+    session: Session,
+    store: BlobStore,
+    evaluation_id: str,
+    principal: Principal,
+    metrics: dict[str, Any] | None,
 ) -> Evaluation:
     """Close the run: compute the summary from every stored sample; only now can it rank."""
     try:
@@ -321,10 +332,16 @@ def finalize_evaluation(
 # -- reads -------------------------------------------------------------------------------
 
 
-def get_evaluation(session: Session, evaluation_id: str, principal: Principal | None) -> tuple[Evaluation, Environment]:
+def get_evaluation(
+    session: Session, evaluation_id: str, principal: Principal | None
+) -> tuple[Evaluation, Environment]:
     evaluation = session.get(Evaluation, evaluation_id)
     env = session.get(Environment, evaluation.environment_id) if evaluation else None
-    if evaluation is None or env is None or not can_read_evaluation(session, evaluation, env, principal):
+    if (
+        evaluation is None
+        or env is None
+        or not can_read_evaluation(session, evaluation, env, principal)
+    ):
         raise _not_found(f"Evaluation {evaluation_id} not found.")
     return evaluation, env
 
@@ -333,10 +350,10 @@ def visible_runs(principal: Principal | None) -> sa.ColumnElement[bool]:
     """SQL form of `can_read_evaluation`; needs `Environment` and `Owner` joined in."""
     if principal is None:
         return sa.and_(col(Evaluation.is_public).is_(True), col(Environment.visibility) == "public")
-    run_ok = sa.or_(col(Evaluation.is_public).is_(True), col(Evaluation.user_id) == principal.user.id)
-    reach = (
-        sa.true() if principal.user.is_admin else col(Owner.id).in_(sorted(principal.owner_ids))
+    run_ok = sa.or_(
+        col(Evaluation.is_public).is_(True), col(Evaluation.user_id) == principal.user.id
     )
+    reach = sa.true() if principal.user.is_admin else col(Owner.id).in_(sorted(principal.owner_ids))
     scope_ok: list[sa.ColumnElement[bool]] = []
     for scope in principal.scopes:
         if scope in ("all", "read"):

@@ -86,9 +86,7 @@ class SummaryBuilder:
         summary.n_examples = len(self._per_example)
         if rewards:
             summary.mean_reward = math.fsum(rewards) / len(rewards)
-        summary.stderr = standard_error(
-            [math.fsum(r) / len(r) for r in self._per_example.values()]
-        )
+        summary.stderr = standard_error([math.fsum(r) / len(r) for r in self._per_example.values()])
         summary.metrics = {
             name: self._metric_sums[name] / self._metric_counts[name]
             for name in sorted(self._metric_sums)

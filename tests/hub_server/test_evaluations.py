@@ -790,10 +790,23 @@ def concurrent_pushes(hub: RunningHub, evaluation_id: str) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     url = f"/api/v1/evaluations/{evaluation_id}/samples"
-    batches = [[rollout(example, 0, 1.0) for example in range(b * 10, b * 10 + 10)] for b in range(8)]
+    batches = [
+        [rollout(example, 0, 1.0) for example in range(b * 10, b * 10 + 10)] for b in range(8)
+    ]
     with ThreadPoolExecutor(10) as pool:
-        codes = list(pool.map(lambda batch: hub.post(url, "alice", json={"samples": batch}).status_code, batches))
-        racing = list(pool.map(lambda _: hub.post(url, "alice", json={"samples": [rollout(999, 0, 0.0)]}).status_code, range(2)))
+        codes = list(
+            pool.map(
+                lambda batch: hub.post(url, "alice", json={"samples": batch}).status_code, batches
+            )
+        )
+        racing = list(
+            pool.map(
+                lambda _: (
+                    hub.post(url, "alice", json={"samples": [rollout(999, 0, 0.0)]}).status_code
+                ),
+                range(2),
+            )
+        )
     assert codes == [200] * 8
     assert sorted(racing) == [200, 409]
     stored = hub.get(url, "alice", params={"per_page": 1000}).json()
@@ -803,7 +816,9 @@ def concurrent_pushes(hub: RunningHub, evaluation_id: str) -> None:
 
 def test_http_concurrent_batches_on_sqlite(running_hub: RunningHub) -> None:
     created = running_hub.post(
-        "/api/v1/evaluations/", "alice", json={"name": "c", "environments": [{"slug": "alice/wordle"}], "model_name": "c"}
+        "/api/v1/evaluations/",
+        "alice",
+        json={"name": "c", "environments": [{"slug": "alice/wordle"}], "model_name": "c"},
     )
     concurrent_pushes(running_hub, created.json()["evaluation_id"])
 
@@ -819,7 +834,9 @@ def test_http_on_postgres_and_s3(tmp_path: Path) -> None:
         hub = RunningHub(tmp_path, {"PRIME_HUB_DATABASE_URL": database_url, **s3_env})
         try:
             hub.upload("alice", "alice", "wordle", "0.1.0")
-            evaluation_id = hub.run_eval("alice", "alice/wordle", "pg-model", [1.0, 0.0, None, 1.0], batch=2)
+            evaluation_id = hub.run_eval(
+                "alice", "alice/wordle", "pg-model", [1.0, 0.0, None, 1.0], batch=2
+            )
             board = hub.get("/api/v1/environmentshub/alice/wordle/leaderboard").json()["data"]
             assert [(r["model"], r["rollouts"], r["errors"]) for r in board] == [("pg-model", 3, 1)]
             assert board[0]["mean_reward"] == pytest.approx(2 / 3)
@@ -827,10 +844,21 @@ def test_http_on_postgres_and_s3(tmp_path: Path) -> None:
             assert [s["example_index"] for s in samples["data"]] == [0, 1, 2, 3]
             assert not (tmp_path / "hub" / "hub.sqlite3").exists()
             created = hub.post(
-                "/api/v1/evaluations/", "alice", json={"name": "c", "environments": [{"slug": "alice/wordle"}], "model_name": "c"}
+                "/api/v1/evaluations/",
+                "alice",
+                json={"name": "c", "environments": [{"slug": "alice/wordle"}], "model_name": "c"},
             )
             concurrent_pushes(hub, created.json()["evaluation_id"])
-            private = hub.post("/api/v1/evaluations/", "bob", json={"name": "p", "environments": [{"slug": "alice/wordle"}], "model_name": "p"})
-            assert hub.get(f"/api/v1/evaluations/{private.json()['evaluation_id']}", "alice").status_code == 404
+            private = hub.post(
+                "/api/v1/evaluations/",
+                "bob",
+                json={"name": "p", "environments": [{"slug": "alice/wordle"}], "model_name": "p"},
+            )
+            assert (
+                hub.get(
+                    f"/api/v1/evaluations/{private.json()['evaluation_id']}", "alice"
+                ).status_code
+                == 404
+            )
         finally:
             hub.close()

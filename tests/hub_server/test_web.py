@@ -21,12 +21,20 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningHub,
     hub = RunningHub(tmp_path_factory.mktemp("web-hub"))
     hub.upload("alice", "alice", "wordle", "0.1.0", summary="Play wordle")
     hub.upload("alice", "alice", "wordle", "0.2.0", summary="Play wordle")
-    hub.set_env("alice", "alice", "wordle", tags=["game", "multi-turn"], description="Guess the word <b>fast</b>")
+    hub.set_env(
+        "alice",
+        "alice",
+        "wordle",
+        tags=["game", "multi-turn"],
+        description="Guess the word <b>fast</b>",
+    )
     hub.upload("bob", "bob", "reverse-text", "1.0.0", summary="Reverse a string")
     hub.upload("alice", "acme", "secret", "1.0.0", summary="A private one")
     hub.set_env("alice", "acme", "secret", visibility="private")
     runs = {
-        "big": hub.run_eval("alice", "alice/wordle", "openai/gpt-4.1-mini", [1.0, 1.0, 0.0, 1.0, None]),
+        "big": hub.run_eval(
+            "alice", "alice/wordle", "openai/gpt-4.1-mini", [1.0, 1.0, 0.0, 1.0, None]
+        ),
         "small": hub.run_eval("bob", "alice/wordle", "local/smollm2-135m", [0.0, 1.0, 0.0, 0.0]),
         "xss": hub.run_eval("bob", "alice/wordle", XSS_MODEL, [0.0]),
         "secret": hub.run_eval("alice", "acme/secret", "secret-model", [1.0]),
@@ -39,14 +47,21 @@ def text_of(html: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
 
 
-def test_home_lists_public_environments_with_search_and_tags(site: tuple[RunningHub, dict[str, str]]) -> None:
+def test_home_lists_public_environments_with_search_and_tags(
+    site: tuple[RunningHub, dict[str, str]],
+) -> None:
     hub, _ = site
     page = hub.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert 'href="/alice/wordle"' in page.text and 'href="/bob/reverse-text"' in page.text
     assert "acme/secret" not in page.text
     shown = text_of(page.text)
-    assert "v0.2.0" in shown and "game" in shown and "multi-turn" in shown and "2 environments" in shown
+    assert (
+        "v0.2.0" in shown
+        and "game" in shown
+        and "multi-turn" in shown
+        and "2 environments" in shown
+    )
     assert "Guess the word &lt;b&gt;fast&lt;/b&gt;" in page.text  # descriptions are escaped
     found = hub.get("/", params={"q": "REVERSE"}).text
     assert "bob/reverse-text" in found and "alice/wordle" not in found
@@ -56,12 +71,16 @@ def test_home_lists_public_environments_with_search_and_tags(site: tuple[Running
     assert "acme/secret" in hub.get("/", "alice").text  # a reader with access sees private ones
 
 
-def test_environment_page_shows_readme_install_versions_and_leaderboard(site: tuple[RunningHub, dict[str, str]]) -> None:
+def test_environment_page_shows_readme_install_versions_and_leaderboard(
+    site: tuple[RunningHub, dict[str, str]],
+) -> None:
     hub, runs = site
     page = hub.get("/alice/wordle")
     assert page.status_code == 200
     html = page.text
-    assert "<h1>Wordle</h1>" in html and "<strong>hidden word</strong>" in html and "<table>" in html
+    assert (
+        "<h1>Wordle</h1>" in html and "<strong>hidden word</strong>" in html and "<table>" in html
+    )
     assert "<script>alert" not in html and "&lt;script&gt;" in html  # README HTML is not rendered
     assert 'href="javascript:' not in html
     assert "prime env install alice/wordle" in html
@@ -84,12 +103,20 @@ def test_run_page_shows_summary_and_first_samples(site: tuple[RunningHub, dict[s
     shown = text_of(page.text)
     assert "openai/gpt-4.1-mini" in shown and "alice/wordle@0.2.0" in shown and "completed" in shown
     assert "0.750 ± 0.250" in shown
-    assert "example 4 · rollout 0" in shown and "error: RateLimitError" in shown and "429 after 5 retries" in shown
+    assert (
+        "example 4 · rollout 0" in shown
+        and "error: RateLimitError" in shown
+        and "429 after 5 retries" in shown
+    )
     assert "q0" in shown and "a0" in shown
-    assert hub.get(f"/bob/reverse-text/evals/{runs['big']}").status_code == 404  # not this env's run
+    assert (
+        hub.get(f"/bob/reverse-text/evals/{runs['big']}").status_code == 404
+    )  # not this env's run
 
 
-def test_private_environment_pages_are_404_to_others(site: tuple[RunningHub, dict[str, str]]) -> None:
+def test_private_environment_pages_are_404_to_others(
+    site: tuple[RunningHub, dict[str, str]],
+) -> None:
     hub, runs = site
     for who in (None, "bob"):
         for path in ("/acme/secret", f"/acme/secret/evals/{runs['secret']}"):
@@ -112,7 +139,9 @@ def test_owner_pages_and_unknown_paths(site: tuple[RunningHub, dict[str, str]]) 
     assert hub.get("/static/..%2Fweb.py").status_code == 404
 
 
-def test_browser_shows_the_leaderboard(site: tuple[RunningHub, dict[str, str]], tmp_path: Path) -> None:
+def test_browser_shows_the_leaderboard(
+    site: tuple[RunningHub, dict[str, str]], tmp_path: Path
+) -> None:
     """Chromium (Debian's) renders the environment page; the leaderboard row is visible."""
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
     require(Path(chromium).exists(), "Debian's chromium")
@@ -149,7 +178,9 @@ def test_browser_shows_the_leaderboard(site: tuple[RunningHub, dict[str, str]], 
             browser.close()
 
 
-def test_pages_do_not_shadow_index_files_of_a_project_named_evals(site: tuple[RunningHub, dict[str, str]]) -> None:
+def test_pages_do_not_shadow_index_files_of_a_project_named_evals(
+    site: tuple[RunningHub, dict[str, str]],
+) -> None:
     """`/{owner}/files/evals/{file}` is a download, though it has the shape of a run page URL."""
     hub, _ = site
     hub.upload("bob", "bob", "evals", "0.1.0", summary="named like the run pages")
