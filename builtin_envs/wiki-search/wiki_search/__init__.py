@@ -1,0 +1,102 @@
+"""wiki-search: answer questions by searching a corpus with tools (agentic search).
+
+The model gets `search_pages(query)`, `view_sections(page_id)` and `read_section(section_id)`
+over a BM25 index and must find the fact a question asks for. The default corpus is real
+Wikipedia text available offline; pass `corpus=` (a directory of Markdown/text files, a JSONL
+file, or a local `datasets` dataset) and `questions=` to make it search your own documents.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from prime_env import Environment, JudgeRubric, ModelClient, Rubric, State, ToolLoop, XMLParser
+
+from .corpus import Corpus, load_corpus
+from .questions import load_questions, normalize
+from .search import SearchIndex, make_tools
+
+__all__ = ["Corpus", "PARSER", "SearchIndex", "load_corpus", "load_environment", "make_tools", "normalize"]
+
+PARSER = XMLParser(fields=("answer",), answer_field="answer")
+
+SYSTEM_PROMPT = """You answer questions using a searchable wiki. Tools:
+- search_pages(query): find pages (returns page_id, title, snippet)
+- view_sections(page_id): list a page's sections (returns section_id, heading)
+- read_section(section_id): read a section's full text
+Search, read the relevant section, then reply with the answer only, as <answer>...</answer>."""
+
+JUDGE_CRITERION = "Does the model's response give the same answer as the reference answer?"
+
+
+def exact_match(completion: list[dict[str, Any]], answer: str) -> float:
+    """1.0 when the <answer> equals the reference after normalisation (case, punctuation, articles)."""
+    parsed = PARSER.parse_answer(completion)
+    return 1.0 if parsed is not None and normalize(parsed) == normalize(str(answer)) else 0.0
+
+
+def tool_calls(state: State) -> float:
+    return float(state.get("tool_calls", 0))
+
+
+def read_the_source(state: State, info: dict[str, Any]) -> float:
+    """1.0 when the model read the section the question was made from (shipped questions only)."""
+    wanted = info.get("section_id")
+    if not wanted:
+        return 0.0
+    for message in state.completion:
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            if function.get("name") == "read_section" and wanted in (function.get("arguments") or ""):
+                return 1.0
+    return 0.0
+
+
+@lru_cache(maxsize=4)
+def _index_for(corpus: Corpus) -> SearchIndex:
+    # Building the BM25 index takes seconds on the default corpus; share it between loads.
+    return SearchIndex(corpus)
+
+
+def _judge_client(judge: str | ModelClient) -> ModelClient:
+    if not isinstance(judge, str):
+        return judge
+    from prime_env.clients.registry import resolve_model
+
+    return resolve_model(judge).create_client()
+
+
+def load_environment(
+    corpus: Any = None,
+    questions: str | None = None,
+    max_turns: int = 8,
+    num_eval_examples: int = 100,
+    judge: str | ModelClient | None = None,
+    seed: int = 0,
+) -> Environment:
+    """`corpus`: None (Wikipedia Vital Articles), a directory, a .jsonl file or a datasets Dataset.
+    `questions`: a .jsonl/.json/.csv of {question, answer}; required with a custom corpus.
+    `judge`: a model name (e.g. "openai/gpt-4.1-mini") or ModelClient; when given, the reward is
+    the judge's verdict and exact match becomes a metric.
+    """
+    if corpus is not None and questions is None:
+        raise ValueError(
+            "a custom corpus needs its own questions: pass questions=<file.jsonl with question and answer fields>"
+        )
+    if max_turns < 2:
+        raise ValueError(f"max_turns must be at least 2 (search, then answer), got {max_turns}")
+    loaded = load_corpus(corpus)
+    tasks = load_questions(questions)
+    if not 1 <= num_eval_examples < len(tasks):
+        raise ValueError(f"num_eval_examples must be between 1 and {len(tasks) - 1}, got {num_eval_examples}")
+    train, evals = tasks.split(eval_size=num_eval_examples, seed=seed)
+    metrics = [tool_calls, read_the_source, PARSER.format_reward]
+    if judge is None:
+        rubric: Rubric = Rubric([exact_match], metrics=metrics, parser=PARSER)
+    else:
+        rubric = JudgeRubric(
+            _judge_client(judge), {"judge_correct": JUDGE_CRITERION}, metrics=[exact_match, *metrics], parser=PARSER
+        )
+    harness = ToolLoop(make_tools(_index_for(loaded)), max_turns=max_turns, system_prompt=SYSTEM_PROMPT)
+    return Environment(train, harness, rubric, name="wiki-search", eval_tasks=evals)

@@ -1,0 +1,187 @@
+"""wiki-search: corpus loaders, BM25 tools, question answerability, oracle/anti-oracle runs."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from prime_env import run_rollouts, summarize
+from tests.builtin_envs.policy import PolicyClient, tool_call
+
+from wiki_search import load_corpus, load_environment, make_tools
+from wiki_search.corpus import default_corpus, split_markdown
+from wiki_search.questions import BLANK, default_questions
+from wiki_search.search import SearchIndex
+
+
+@pytest.fixture(scope="module")
+def index() -> SearchIndex:
+    return SearchIndex(default_corpus())
+
+
+def test_default_corpus_is_the_vital_articles(index: SearchIndex) -> None:
+    corpus = default_corpus()
+    assert len(corpus) > 9000
+    page = corpus.pages["2001_a_space_odyssey"]
+    assert page.title == "2001: A Space Odyssey" and "Stanley Kubrick" in page.sections[0].text
+    assert index.search("Kubrick science fiction film 1968", 3)[0][0] == "2001_a_space_odyssey"
+
+
+def test_every_question_is_answerable_from_the_corpus_with_the_tools(index: SearchIndex) -> None:
+    """For all shipped questions: the answer is in the cited section, the cloze is that sentence
+    with the answer blanked, and search_pages on the question lists the source page."""
+    corpus = index.corpus
+    search_pages, _, read_section = make_tools(index)
+    rows = default_questions()
+    assert len(rows) >= 300 and len({r["id"] for r in rows}) == len(rows)
+    unreachable = []
+    for row in rows:
+        text = read_section(row["section_id"])
+        assert row["sentence"] in text and row["answer"] in row["sentence"]
+        cloze = row["question"].split('"', 1)[1].rsplit('"', 1)[0]
+        assert cloze.replace(BLANK, row["answer"]) == row["sentence"]
+        assert row["section_id"].startswith(row["page_id"] + ":") and row["page_id"] in corpus.pages
+        hits = [hit["page_id"] for hit in json.loads(search_pages(cloze))]
+        if row["page_id"] not in hits:
+            unreachable.append(row["id"])
+    assert unreachable == []
+
+
+def test_tools_explain_bad_ids(index: SearchIndex) -> None:
+    search_pages, view_sections, read_section = make_tools(index)
+    with pytest.raises(ValueError, match="no page with page_id 'nope'; use a page_id from search_pages"):
+        view_sections("nope")
+    with pytest.raises(ValueError, match="use a section_id from view_sections"):
+        read_section("nope:0")
+    with pytest.raises(ValueError, match="the query is empty"):
+        search_pages("   ")
+    assert search_pages("qqqzzzxxv") == "No pages matched; try other keywords."
+
+
+def _cloze(question: str) -> str:
+    return question.split('"', 1)[1].rsplit('"', 1)[0]
+
+
+def searcher_policy(messages: list[dict]) -> dict | str:
+    """A real agent: search with the question, open the hits' sections in rank order, read until a
+    sentence matches the cloze, and answer with the year read from the tool output."""
+    question = next(m["content"] for m in messages if m["role"] == "user")
+    cloze = _cloze(question)
+    pattern = re.compile(re.escape(cloze).replace(re.escape(BLANK), r"(\d{4})"))
+    calls = {c["id"]: c["function"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []}
+    results = [(calls[m["tool_call_id"]], m["content"]) for m in messages if m["role"] == "tool"]
+    pages: list[str] = []
+    sections: list[str] = []
+    viewed, read = set(), set()
+    for function, content in results:
+        args = json.loads(function["arguments"])
+        if function["name"] == "search_pages":
+            pages = [hit["page_id"] for hit in json.loads(content)]
+        elif function["name"] == "view_sections":
+            viewed.add(args["page_id"])
+            sections += [s["section_id"] for s in json.loads(content)]
+        else:
+            read.add(args["section_id"])
+            found = pattern.search(content)
+            if found:
+                return f"<answer>{found.group(1)}</answer>"
+    step = len(results)
+    if not pages:
+        return tool_call("search_pages", f"call_{step}", query=cloze)
+    unread = [s for s in sections if s not in read]
+    if unread:
+        return tool_call("read_section", f"call_{step}", section_id=unread[0])
+    unviewed = [p for p in pages if p not in viewed]
+    if unviewed:
+        return tool_call("view_sections", f"call_{step}", page_id=unviewed[0])
+    return "<answer>unknown</answer>"
+
+
+async def test_searching_oracle_answers_through_real_tool_calls() -> None:
+    env = load_environment()
+    records = await run_rollouts(env, PolicyClient(searcher_policy), n=100, r=1, concurrency=8)
+    summary = summarize(records)
+    assert summary.errors == 0 and summary.reward_mean >= 0.99
+    assert all(r.metrics["tool_calls"] >= 3 for r in records)
+    assert sum(r.metrics["read_the_source"] for r in records) >= 99
+    tool_names = [m["name"] for m in records[0].completion if m["role"] == "tool"]
+    assert tool_names[:3] == ["search_pages", "view_sections", "read_section"]
+
+
+async def test_guessing_without_tools_and_empty_policies_score_low() -> None:
+    env = load_environment()
+    rng = random.Random(0)
+    guess = await run_rollouts(env, PolicyClient(lambda m: f"<answer>{rng.randint(1500, 2020)}</answer>"), n=50)
+    empty = await run_rollouts(env, PolicyClient(lambda m: ""), n=20)
+    assert summarize(guess).reward_mean < 0.1
+    assert summarize(empty).reward_mean == 0.0
+
+
+async def test_a_company_corpus_as_a_template(tmp_path: Path) -> None:
+    docs = tmp_path / "handbook"
+    (docs / "policies").mkdir(parents=True)
+    (docs / "policies" / "travel.md").write_text(
+        "# Travel policy\nBook through the portal.\n\n## Per diem\nThe daily meal allowance is 45 euros.\n\n"
+        "## Flights\nEconomy class for flights under 6 hours.\n"
+    )
+    (docs / "onboarding.txt").write_text("New starters get a laptop on their first day.\n")
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(
+        json.dumps({"question": "What is the daily meal allowance?", "answer": "45 euros"}) + "\n"
+        + json.dumps({"question": "What do new starters get on day one?", "answer": "a laptop"}) + "\n"
+    )
+    corpus = load_corpus(docs)
+    assert sorted(corpus.pages) == ["onboarding", "travel_policy"]
+    assert [s.heading for s in corpus.pages["travel_policy"].sections] == ["Introduction", "Per diem", "Flights"]
+    env = load_environment(corpus=str(docs), questions=str(questions), num_eval_examples=1)
+
+    def policy(messages: list[dict]) -> dict | str:
+        meal = "allowance" in next(m["content"] for m in messages if m["role"] == "user")
+        tools = [m for m in messages if m["role"] == "tool"]
+        if not tools:
+            return tool_call("search_pages", "c1", query="daily meal allowance" if meal else "new starters")
+        if len(tools) == 1:
+            top = json.loads(tools[0]["content"])[0]["page_id"]
+            assert top == ("travel_policy" if meal else "onboarding")
+            return tool_call("read_section", "c2", section_id="travel_policy:1" if meal else "onboarding:0")
+        return "<answer>45 Euros.</answer>" if "45 euros" in tools[-1]["content"] else "<answer>A laptop</answer>"
+
+    records = await run_rollouts(env, PolicyClient(policy), n=1)
+    assert records[0].reward == 1.0, records[0]
+
+
+def test_jsonl_and_dataset_corpora(tmp_path: Path) -> None:
+    rows = [{"title": "Alpha", "text": "First page.\n## Details\nMore about alpha."}, {"title": "Beta", "text": "Second."}]
+    jsonl = tmp_path / "pages.jsonl"
+    jsonl.write_text("\n".join(json.dumps(r) for r in rows))
+    corpus = load_corpus(jsonl)
+    assert [s.id for s in corpus.pages["alpha"].sections] == ["alpha:0", "alpha:1"]
+    datasets = pytest.importorskip("datasets")
+    saved = tmp_path / "saved"
+    datasets.Dataset.from_list(rows).save_to_disk(str(saved))
+    assert sorted(load_corpus(saved).pages) == ["alpha", "beta"]
+    assert sorted(load_corpus(datasets.Dataset.from_list(rows)).pages) == ["alpha", "beta"]
+
+
+def test_markdown_splitting_keeps_text_before_the_first_heading() -> None:
+    title, sections = split_markdown("# Title\nLead.\n## A\nx\n### B\ny", "fallback")
+    assert title == "Title" and sections == [("Introduction", "Lead."), ("A", "x"), ("B", "y")]
+
+
+def test_bad_corpus_and_arguments_are_rejected_clearly(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="a custom corpus needs its own questions"):
+        load_environment(corpus=str(tmp_path))
+    with pytest.raises(ValueError, match="does not exist"):
+        load_corpus(tmp_path / "missing")
+    with pytest.raises(ValueError, match="no Markdown or text files"):
+        load_corpus(tmp_path)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"title": "x"}\n')
+    with pytest.raises(ValueError, match="row 0: needs string 'title' and 'text'"):
+        load_corpus(bad)
+    with pytest.raises(ValueError, match="max_turns must be at least 2"):
+        load_environment(max_turns=1)
