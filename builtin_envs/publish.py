@@ -1,0 +1,110 @@
+"""Publish the built-in environments to a hub under the owner `prime`.
+
+    from builtin_envs.publish import publish_builtins
+    publish_builtins("http://127.0.0.1:8000", token)   # a token of user `prime`
+
+Each environment is built into a wheel and an sdist with `python -m build` and uploaded with
+`twine upload` to the hub's standard upload endpoint (`/legacy/`, owner taken from the token),
+exactly what an author would do by hand. The SDK wheel (`prime-envhub`, built from this
+checkout) goes up with them by default: the environments depend on it and it is not on PyPI,
+so `pip install --index-url HUB/prime/simple/ --extra-index-url PYPI wordle` resolves in a
+fresh virtualenv. Re-running is safe: the hub answers identical re-uploads with 200.
+
+This runs from a source checkout (the environment sources live beside this file).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+BUILTINS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BUILTINS_DIR.parent
+BUILTIN_NAMES: tuple[str, ...] = ("wordle", "wiki-search", "reverse-text", "arithmetic", "python-code")
+_SKIP = shutil.ignore_patterns(
+    ".git", ".venv", "__pycache__", "*.pyc", "build", "dist", "*.egg-info", "node_modules",
+    ".pytest_cache", ".mypy_cache", ".ruff_cache", "outputs", ".prime-data", ".cache", "builtin_envs",
+)
+
+
+class PublishError(RuntimeError):
+    """Building or uploading failed; the message carries the tool's own output."""
+
+
+def _run(cmd: Sequence[str], what: str, env: dict[str, str] | None = None) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        tail = (proc.stdout + proc.stderr).strip()[-2000:]
+        raise PublishError(f"{what} failed (exit {proc.returncode}):\n{tail}")
+
+
+def build_distributions(source: Path, out_dir: Path, *, sdist: bool = True) -> list[Path]:
+    """Build `source` (a project directory) in a scratch copy so the checkout stays clean."""
+    with tempfile.TemporaryDirectory(prefix="prime-build-") as scratch:
+        copy = Path(scratch) / source.name
+        shutil.copytree(source, copy, ignore=_SKIP)
+        before = set(out_dir.glob("*"))
+        formats = ["--wheel", "--sdist"] if sdist else ["--wheel"]
+        # --no-isolation: build with the setuptools installed here (no index needed); setuptools
+        # >= 70.1 builds wheels itself, so the `wheel` package some pyprojects list is not required.
+        _run([sys.executable, "-m", "build", "--no-isolation", "--skip-dependency-check", *formats, "--outdir", str(out_dir), str(copy)],
+             f"building {source.name}")
+        return sorted(set(out_dir.glob("*")) - before)
+
+
+def upload(hub_url: str, token: str, files: Iterable[Path]) -> None:
+    files = [str(f) for f in files]
+    env = {**os.environ, "TWINE_USERNAME": "__token__", "TWINE_PASSWORD": token}
+    _run(
+        [sys.executable, "-m", "twine", "upload", "--non-interactive", "--disable-progress-bar",
+         "--repository-url", hub_url.rstrip("/") + "/legacy/", *files],
+        "twine upload",
+        env=env,
+    )
+
+
+def publish_builtins(
+    hub_url: str,
+    token: str,
+    names: Sequence[str] = BUILTIN_NAMES,
+    *,
+    include_sdk: bool = True,
+) -> list[str]:
+    """Build and upload the named built-ins (default: all five); returns the uploaded file names."""
+    unknown = [n for n in names if n not in BUILTIN_NAMES]
+    if unknown:
+        raise ValueError(f"unknown built-in environment(s) {unknown}; choose from {list(BUILTIN_NAMES)}")
+    with tempfile.TemporaryDirectory(prefix="prime-builtins-") as out:
+        out_dir = Path(out)
+        files: list[Path] = []
+        if include_sdk:
+            files += build_distributions(REPO_ROOT, out_dir, sdist=False)
+        for name in names:
+            files += build_distributions(BUILTINS_DIR / name, out_dir)
+        upload(hub_url, token, files)
+        return [f.name for f in files]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m builtin_envs.publish HUB_URL` with the token in $PRIME_HUB_TOKEN."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    token = os.environ.get("PRIME_HUB_TOKEN", "")
+    if len(args) != 1 or not token:
+        print("usage: PRIME_HUB_TOKEN=<token of user prime> python -m builtin_envs.publish HUB_URL", file=sys.stderr)
+        return 2
+    try:
+        uploaded = publish_builtins(args[0], token)
+    except (PublishError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print("\n".join(f"uploaded {name}" for name in uploaded))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
