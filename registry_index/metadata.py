@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tarfile
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -19,6 +20,17 @@ from packaging.version import Version
 from registry_index.errors import InvalidUpload
 
 MAX_METADATA_SIZE = 8 * 1024 * 1024
+# What the stdlib archive readers raise on corrupt input (found by fuzzing with mutated
+# archives); each is turned into an InvalidUpload so that bad bytes never become a 500.
+ARCHIVE_ERRORS: tuple[type[Exception], ...] = (
+    zipfile.BadZipFile,
+    tarfile.TarError,
+    EOFError,
+    OSError,
+    zlib.error,
+    NotImplementedError,
+    RuntimeError,
+)
 
 
 @dataclass(frozen=True)
@@ -101,7 +113,7 @@ def read_wheel_metadata(path_or_file: str | Path | IO[bytes]) -> CoreMetadata:
             member = find_wheel_metadata_member(archive)
             with archive.open(member) as stream:
                 raw = read_capped(stream, MAX_METADATA_SIZE, member)
-    except (zipfile.BadZipFile, EOFError, OSError) as exc:
+    except ARCHIVE_ERRORS as exc:
         raise InvalidUpload(
             f"The wheel is not a readable zip archive ({exc}); rebuild it and upload again."
         ) from None
@@ -124,7 +136,7 @@ def read_sdist_metadata(path: str | Path) -> CoreMetadata:
                         break
                     raw = read_capped(stream, MAX_METADATA_SIZE, member.name)
                     return parse_core_metadata(raw, member.name)
-    except (tarfile.TarError, EOFError, OSError) as exc:
+    except ARCHIVE_ERRORS as exc:
         raise InvalidUpload(
             f"The sdist is not a readable .tar.gz archive ({exc}); rebuild it and upload again."
         ) from None

@@ -17,7 +17,6 @@ import io
 import posixpath
 import tarfile
 import zipfile
-import zlib
 from dataclasses import dataclass
 from email.parser import BytesHeaderParser
 from email.policy import compat32
@@ -27,6 +26,7 @@ from typing import IO
 from registry_index.errors import InvalidUpload
 from registry_index.filenames import DistFilename, has_control_chars, parse_filename
 from registry_index.metadata import (
+    ARCHIVE_ERRORS,
     MAX_METADATA_SIZE,
     CoreMetadata,
     parse_core_metadata,
@@ -262,7 +262,7 @@ def _validate_wheel(path: Path, parsed: DistFilename, limits: UploadLimits, size
         check_zip_framing(handle, size)
         try:
             archive = zipfile.ZipFile(handle)
-        except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        except ARCHIVE_ERRORS as exc:
             raise InvalidUpload(
                 f"The wheel is not a valid zip archive ({exc}); rebuild it and upload again."
             ) from None
@@ -286,7 +286,7 @@ def _validate_wheel(path: Path, parsed: DistFilename, limits: UploadLimits, size
                     _check_wheel_file(read_capped(stream, 1 * MiB, "WHEEL"), f"{dist_info}/WHEEL")
                 with archive.open(record_name) as stream:
                     record = _parse_record(read_capped(stream, 64 * MiB, record_name), record_name)
-            except (zipfile.BadZipFile, EOFError, OSError, RuntimeError) as exc:
+            except ARCHIVE_ERRORS as exc:
                 raise InvalidUpload(
                     f"The wheel is corrupt ({exc}); rebuild it and upload again."
                 ) from None
@@ -408,7 +408,7 @@ def _validate_sdist(path: Path, parsed: DistFilename, limits: UploadLimits, size
                         handle = archive.extractfile(member)
                         if handle is not None:
                             pkg_info = read_capped(handle, MAX_METADATA_SIZE, name)
-    except (tarfile.TarError, EOFError, OSError, gzip.BadGzipFile, zlib.error) as exc:
+    except ARCHIVE_ERRORS as exc:
         raise InvalidUpload(
             f"The sdist is not a valid .tar.gz archive ({exc}); rebuild it with "
             "python -m build --sdist."
