@@ -163,30 +163,42 @@ def list_evaluations(
     principal: PrincipalDep,
     env: Annotated[str | None, Query(description="owner/name")] = None,
     environment_id: str | None = None,
+    environment_name: Annotated[
+        str | None, Query(description="owner/name, or a bare name under any owner")
+    ] = None,
     model: str | None = None,
     status: Annotated[str | None, Query(pattern="^(running|completed)$")] = None,
     page: Annotated[int, Query(ge=1)] = 1,
     per_page: Annotated[int, Query(ge=1, le=100)] = 20,
+    skip: Annotated[int | None, Query(ge=0, description="offset (stock prime client)")] = None,
+    limit: Annotated[int | None, Query(ge=1, le=100, description="alias of per_page")] = None,
 ) -> dict[str, Any]:
     environment = None
-    if env:
-        owner, sep, name = env.partition("/")
+    bare_name = None
+    slug = env or (environment_name if environment_name and "/" in environment_name else None)
+    if slug:
+        owner, sep, name = slug.partition("/")
         if not sep or not owner or not name:
-            raise service.EvalError(400, f"env={env!r} is not of the form owner/name.")
+            raise service.EvalError(400, f"env={slug!r} is not of the form owner/name.")
         environment = service.find_environment(session, owner, name, principal)
     elif environment_id:
         found = session.get(Environment, environment_id)
         if found is None or not service.can_read_environment(session, found, principal):
             raise service.EvalError(404, f"Environment with id {environment_id} not found.")
         environment = found
+    elif environment_name:
+        bare_name = environment_name
+    size = limit or per_page
+    offset = skip if skip is not None else (page - 1) * size
     result = service.list_evaluations(
         session,
         principal,
         env=environment,
+        env_name=bare_name,
         model=model,
         status=status,
-        page=page,
-        per_page=per_page,
+        offset=offset,
+        limit=size,
     )
     return {
         "data": [
@@ -194,8 +206,8 @@ def list_evaluations(
             for run, _env, _owner in result.items
         ],
         "total_count": result.total,
-        "page": page,
-        "per_page": per_page,
+        "page": offset // size + 1,
+        "per_page": size,
     }
 
 

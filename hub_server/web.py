@@ -196,7 +196,7 @@ def environment_page(
     versions = version_infos(session, base, own, env)
     latest = next((v for v in versions if v.semantic_version == summary.latest_version), None)
     runs = service.list_evaluations(
-        session, principal, env=env, model=None, status=None, page=1, per_page=10
+        session, principal, env=env, model=None, status=None, offset=0, limit=10
     )
     return _page(
         request,

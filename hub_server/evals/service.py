@@ -36,6 +36,7 @@ from hub_server.evals.samples import (
 from hub_server.evals.schemas import CreateEvaluation, EnvironmentRef
 from hub_server.evals.stats import Summary, SummaryBuilder
 from hub_server.models import Environment, Owner, Version, utcnow
+from registry_index.names import normalize
 
 
 class EvalError(HubError):
@@ -390,15 +391,18 @@ def list_evaluations(
     principal: Principal | None,
     *,
     env: Environment | None,
+    env_name: str | None = None,
     model: str | None,
     status: str | None,
-    page: int,
-    per_page: int,
+    offset: int,
+    limit: int,
 ) -> Page:
-    """Runs the reader may see, newest first."""
+    """Runs the reader may see, newest first; `env_name` matches a bare name under any owner."""
     query = runs_query(principal)
     if env is not None:
         query = query.where(Evaluation.environment_id == env.id)
+    if env_name:
+        query = query.where(Environment.normalized_name == normalize(env_name))
     if model:
         query = query.where(Evaluation.model_name == model)
     if status:
@@ -406,8 +410,8 @@ def list_evaluations(
     total = session.exec(select(sa.func.count()).select_from(query.subquery())).one()
     rows = session.exec(
         query.order_by(col(Evaluation.created_at).desc(), col(Evaluation.id))
-        .offset((page - 1) * per_page)
-        .limit(per_page)
+        .offset(offset)
+        .limit(limit)
     ).all()
     return Page(items=[tuple(row) for row in rows], total=int(total))
 

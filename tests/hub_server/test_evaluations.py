@@ -380,14 +380,14 @@ def test_runs_on_a_private_environment_are_invisible_to_outsiders(hub: Hub) -> N
     with hub.session() as session:
         for outsider in (None, hub.principal("bob")):
             page = service.list_evaluations(
-                session, outsider, env=None, model=None, status=None, page=1, per_page=20
+                session, outsider, env=None, model=None, status=None, offset=0, limit=20
             )
             assert page.total == 0
             with pytest.raises(HubError) as caught:
                 service.get_evaluation(session, run.id, outsider)
             assert caught.value.status == 404
         mine = service.list_evaluations(
-            session, hub.principal("alice"), env=None, model=None, status=None, page=1, per_page=20
+            session, hub.principal("alice"), env=None, model=None, status=None, offset=0, limit=20
         )
         assert [e.id for e, _env, _owner in mine.items] == [run.id]
 
@@ -862,3 +862,55 @@ def test_http_on_postgres_and_s3(tmp_path: Path) -> None:
             )
         finally:
             hub.close()
+
+
+def test_stock_prime_evals_sdk_round_trip(
+    running_hub: RunningHub, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The public `prime-evals` SDK from PyPI, pointed at this hub by PRIME_API_BASE_URL."""
+    try:
+        from prime_evals import APIClient, EvalsClient
+    except ImportError:
+        from tests.support import require
+
+        require(False, "prime-evals (dev extra)")
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.prime/config.json of the machine
+    monkeypatch.setenv("PRIME_API_BASE_URL", f"{running_hub.url}/api/v1")
+    monkeypatch.setenv("PRIME_API_KEY", running_hub.tokens["bob"])
+    client = EvalsClient(APIClient())
+    created = client.create_evaluation(
+        name="wordle--stock-sdk",
+        environments=[{"slug": "alice/wordle"}],  # resolved by the SDK via GET …/@latest
+        model_name="stock-sdk-model",
+        framework="verifiers",
+        metadata={"num_examples": 3, "rollouts_per_example": 2},
+        metrics={"avg_reward": 0.5},
+        is_public=True,
+    )
+    evaluation_id = created["evaluation_id"]
+    rows = [  # verifiers' flat rows: example id only, rollouts numbered by the hub
+        {
+            "example_id": i // 2,
+            "reward": float(i % 2),
+            "task": "wordle",
+            "prompt": [],
+            "completion": [],
+        }
+        for i in range(6)
+    ]
+    assert client.push_samples(evaluation_id, rows)["samples_pushed"] == 6
+    client.finalize_evaluation(evaluation_id, metrics={"avg_reward": 0.5})
+    got = client.get_evaluation(evaluation_id)["data"]
+    assert got["environment"]["version"] == "0.2.0" and got["summary"]["n_examples"] == 3
+    samples = client.get_samples(evaluation_id, page=1, limit=4)["data"]
+    assert [(s["example_index"], s["rollout_index"]) for s in samples] == [
+        (0, 0),
+        (0, 1),
+        (1, 0),
+        (1, 1),
+    ]
+    listed = client.list_evaluations(env_name="alice/wordle", limit=100)["data"]
+    assert evaluation_id in [e["id"] for e in listed]
+    board = running_hub.get("/api/v1/environmentshub/alice/wordle/leaderboard").json()["data"]
+    row = next(r for r in board if r["model"] == "stock-sdk-model")
+    assert (row["mean_reward"], row["rollouts"], row["user"]) == (0.5, 6, "bob")
