@@ -13,6 +13,7 @@ import inspect
 import time
 import uuid
 from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -224,3 +225,14 @@ def _record(
         policy_version=policy_version,
         turns=turns,
     )
+
+
+def run_rollouts_sync(env: Environment, client: ModelClient, **kwargs: Any) -> list[RolloutRecord]:
+    """`run_rollouts` for synchronous callers, including ones inside a running event loop
+    (Jupyter), where `asyncio.run` would fail: then it runs on a fresh loop in a thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(run_rollouts(env, client, **kwargs))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, run_rollouts(env, client, **kwargs)).result()

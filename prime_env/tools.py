@@ -8,7 +8,6 @@ pydantic model validates the model's arguments, so a wrong call gets a precise m
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 from collections.abc import Callable, Collection
@@ -16,6 +15,8 @@ from typing import Any, get_type_hints
 
 import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from .calling import call_user
 
 ToolSpec = dict[str, Any]
 
@@ -62,7 +63,6 @@ class Tool:
             "type": "function",
             "function": {"name": self.name, "description": description, "parameters": schema},
         }
-        self._is_async = inspect.iscoroutinefunction(fn)
 
     async def call(self, arguments: str | dict[str, Any] | None, hidden: dict[str, Any]) -> str:
         """Validate the model's arguments, run the function (sync ones in a thread), return text."""
@@ -89,10 +89,7 @@ class Tool:
                 "harness setup hook: state.tool_args[name] = value"
             )
         kwargs.update({name: hidden[name] for name in self.hidden})
-        if self._is_async:
-            result = await self.fn(**kwargs)
-        else:
-            result = await asyncio.to_thread(self.fn, **kwargs)
+        result = await call_user(self.fn, **kwargs)
         return result if isinstance(result, str) else json.dumps(result, default=str)
 
 

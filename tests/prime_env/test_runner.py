@@ -227,3 +227,14 @@ def test_resume_property_exactly_n_times_r_unique_records(n, r, done, fail_every
         assert (rec.error is None) == (rec.reward is not None)
         if rec.error is None:
             assert rec.reward == 1.5
+
+
+def test_run_rollouts_sync_outside_and_inside_a_running_loop() -> None:
+    from prime_env import run_rollouts_sync
+
+    assert len(run_rollouts_sync(make_env(), answering_client(), n=2)) == 2
+
+    async def notebook_cell():
+        return run_rollouts_sync(make_env(), answering_client(), n=3)
+
+    assert len(asyncio.run(notebook_cell())) == 3

@@ -191,3 +191,19 @@ async def test_async_generator_setup_wraps_the_episode_even_on_model_error() -> 
     with pytest.raises(ModelError):
         await harness.rollout(client, TASK)
     assert events == ["acquire", "release", "acquire", "release"]
+
+
+async def test_blocking_sync_tools_run_in_parallel_beyond_asyncio_default_pool() -> None:
+    """32 rollouts block in a sync tool at once: asyncio's default pool (6 threads on 2 cores)
+    would deadlock this barrier; our pool lets all 32 run together."""
+    barrier = threading.Barrier(32, timeout=10)
+
+    def slow_lookup(key: str) -> str:
+        """Look a key up in a slow blocking service."""
+        barrier.wait()
+        return "ok"
+
+    env = Environment([{"question": str(i)} for i in range(32)], ToolLoop([slow_lookup], max_turns=1), Rubric([lambda completion: 1.0]))
+    client = ScriptedClient(lambda m, t: {"role": "assistant", "content": None, "tool_calls": [tool_call("slow_lookup", '{"key": "k"}')]})
+    records = await run_rollouts(env, client, concurrency=32)
+    assert [r.completion[1]["content"] for r in records] == ["ok"] * 32
