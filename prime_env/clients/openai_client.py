@@ -33,6 +33,9 @@ def classify(exc: BaseException) -> Failure:
     if common is not None:
         return common
     if isinstance(exc, openai.APITimeoutError):
+        cause = str(exc.__cause__ or "")
+        if "Cannot connect" in cause:  # the aiohttp transport reports a refused connect as a timeout
+            return Failure("connection_error", f"connection failed: {cause}", retryable=True)
         return Failure("timeout", "the request timed out", retryable=True)
     if isinstance(exc, openai.APIConnectionError):
         return Failure("connection_error", f"connection failed: {exc}", retryable=True)

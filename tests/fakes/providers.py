@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tests.fakes.behaviour import FaultPlan, Reply, logprob, reply, token_id
-from tests.fakes.http import Request, Responder
+from tests.fakes.http_server import Request, Responder
 
 _JSON = {"content-type": "application/json"}
 _SSE = {"content-type": "text/event-stream", "cache-control": "no-cache"}

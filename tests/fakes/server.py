@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from tests.fakes.behaviour import FaultPlan
-from tests.fakes.http import serve, wait_forever
+from tests.fakes.http_server import serve, wait_forever
 from tests.fakes.providers import FakeAnthropic, FakeOpenAI
 from tests.support import free_port
 

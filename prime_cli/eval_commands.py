@@ -1,0 +1,521 @@
+"""`prime eval …`: run an environment against one or more models, resume, push, read back.
+
+The command is a shell: model strings are resolved by `prime_env.clients.registry`, runs are
+created, resumed and summarised by `prime_env.evaluation`, rollouts are run by the SDK's
+runner. What lives here is argument handling, the live display, tables, and the hub upload
+(the hub client is a CLI concern; prime_env never talks to the hub).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from prime_cli import config as cfg
+from prime_cli.env_install import (
+    InstallError,
+    choose_installer,
+    fetch_wheel,
+    install_command,
+    resolve,
+    run_installer,
+    target_python,
+)
+from prime_cli.hub_client import HubClient, HubError
+from prime_env.clients.base import ModelClient
+from prime_env.clients.registry import ModelConfigError, ModelSpec, default_model, resolve_model
+from prime_env.clients.retry import RetryPolicy
+from prime_env.errors import EnvironmentNotFound
+from prime_env.evaluation import (
+    METADATA,
+    RESULTS,
+    EvalError,
+    EvalRun,
+    RunConfig,
+    execute,
+    load_env,
+    read_results,
+    resume_run,
+    normalize_sampling,
+    start_run,
+    stored_config,
+)
+from prime_env.record import RolloutRecord
+from prime_env.summary import Summary
+from registry_index.resolve import parse_env_ref
+
+console = Console()
+err_console = Console(stderr=True)
+
+SAMPLE_BATCH_BYTES = 8 * 1024 * 1024
+"""Pushed sample batches stay well under the hub's 32 MiB request limit."""
+
+_EXPECTED = (EvalError, ModelConfigError, EnvironmentNotFound, HubError, InstallError,
+             cfg.ConfigError)
+
+
+def _json_option(text: str | None, what: str) -> dict[str, Any]:
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"{what} is not valid JSON ({exc.msg} at column {exc.colno}); "
+                                 f"""example: '{{"key": 1}}'""") from None
+    if not isinstance(value, dict):
+        raise click.BadParameter(f"{what} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+@click.group("eval")
+def eval_group() -> None:
+    """Evaluate models on environments, resume runs, push results to the hub."""
+
+
+# ------------------------------------------------------------------ run
+
+
+def _install_from_hub(spec: str) -> None:
+    """`prime env install`'s code path: resolve on the hub, verify the wheel, install the file."""
+    settings = cfg.load_settings()
+    err_console.print(f"{spec} is not installed here; installing it from {settings.hub_url}")
+    with HubClient.from_settings(settings, console=err_console) as client:
+        resolved = resolve(client, parse_env_ref(spec))
+        wheel = fetch_wheel(client, resolved)
+    run_installer(install_command({resolved.package_name: wheel}, target_python(None),
+                                  choose_installer("auto")))
+
+
+def _explicit(ctx: click.Context, name: str) -> bool:
+    return ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+
+
+@dataclass
+class _Tracker:
+    """Running numbers for one model's live display line."""
+
+    total: int
+    done: int = 0
+    reward_sum: float = 0.0
+    scored: int = 0
+    errors: int = 0
+    tokens: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    def add(self, record: RolloutRecord) -> None:
+        self.done += 1
+        self.tokens += record.usage.completion_tokens
+        if record.error is not None:
+            self.errors += 1
+        elif record.reward is not None:
+            self.scored += 1
+            self.reward_sum += record.reward
+
+    def fields(self) -> dict[str, str]:
+        mean = f"{self.reward_sum / self.scored:.3f}" if self.scored else "-"
+        rate = self.tokens / max(time.perf_counter() - self.started, 1e-6)
+        return {"reward": mean, "errors": str(self.errors), "tps": f"{rate:,.0f}"}
+
+
+async def _run_all(
+    runs: list[tuple[EvalRun, ModelClient]], concurrency: int, progress: Progress
+) -> list[Summary]:
+    async def one(run: EvalRun, client: ModelClient) -> Summary:
+        tracker = _Tracker(total=run.total)
+        for rec in run.done:
+            tracker.add(rec)
+        task = progress.add_task(run.spec.name, total=run.total, completed=tracker.done,
+                                 **tracker.fields())
+
+        def on_record(record: RolloutRecord) -> None:
+            tracker.add(record)
+            progress.update(task, advance=1, **tracker.fields())
+
+        try:
+            return await execute(run, client, concurrency=concurrency, on_record=on_record)
+        finally:
+            await client.aclose()
+
+    return list(await asyncio.gather(*(one(run, client) for run, client in runs)))
+
+
+def _progress(disable: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("reward {task.fields[reward]}"), TextColumn("errors {task.fields[errors]}"),
+        TextColumn("{task.fields[tps]} tok/s"), TimeElapsedColumn(),
+        console=err_console, disable=disable, refresh_per_second=4,
+    )
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _summary_row(spec_name: str, summary: Summary, cost: float | None) -> dict[str, Any]:
+    return {"model": spec_name, "summary": summary.model_dump(), "cost_usd": cost}
+
+
+def _table(rows: list[tuple[EvalRun, Summary]]) -> Table:
+    metric_names = sorted({name for _, s in rows for name in [*s.rewards, *s.metrics]})
+    ks = sorted({k for _, s in rows for k in s.pass_at_k}, key=int)
+    table = Table(title=f"{rows[0][0].env.id}: n={rows[0][0].config.n}, r={rows[0][0].config.r}")
+    for column in ["model", "reward (mean ± se)", *[f"pass@{k}" for k in ks], *metric_names,
+                   "errors", "tokens in/out", "cost"]:
+        table.add_column(column, overflow="fold")
+    for run, s in rows:
+        cost = run.spec.cost(s.prompt_tokens, s.completion_tokens)
+        means = {**s.rewards, **s.metrics}
+        errors = str(s.errors) + (
+            f" ({', '.join(f'{t}: {c}' for t, c in s.error_types.items())})" if s.errors else "")
+        table.add_row(
+            run.spec.name, f"{_fmt(s.reward_mean)} ± {_fmt(s.reward_stderr)}",
+            *[_fmt(s.pass_at_k.get(k)) for k in ks], *[_fmt(means.get(m)) for m in metric_names],
+            errors, f"{s.prompt_tokens:,}/{s.completion_tokens:,}",
+            "-" if cost is None else f"${cost:.4f}")
+    return table
+
+
+@eval_group.command("run")
+@click.argument("env_spec", metavar="ENV", required=False)
+@click.option("-m", "--model", "models", multiple=True,
+              help="provider/model, an endpoints.toml alias, or any name with --base-url "
+                   "(repeat to compare models). Default: openai/gpt-4.1-mini when OPENAI_API_KEY "
+                   "is set, else local/smollm2-135m.")
+@click.option("-n", "--num-examples", "n", type=int, default=5, show_default=True,
+              help="tasks to evaluate (-1: all)")
+@click.option("-r", "--rollouts-per-example", "r", type=int, default=3, show_default=True)
+@click.option("-c", "--max-concurrent", "concurrency", type=click.IntRange(min=1), default=32,
+              show_default=True, help="rollouts in flight per model")
+@click.option("-a", "--env-args", help="JSON object passed to load_environment")
+@click.option("-S", "--sampling-args", help="JSON object of sampling settings (provider extras pass through)")
+@click.option("-t", "--max-tokens", type=click.IntRange(min=1))
+@click.option("-T", "--temperature", type=click.FloatRange(min=0))
+@click.option("-b", "--base-url", help="an OpenAI-compatible server to send -m NAME to")
+@click.option("-k", "--api-key-var", help="environment variable holding the API key")
+@click.option("--endpoints", type=click.Path(dir_okay=False, path_type=Path),
+              help="endpoints.toml (default: ./endpoints.toml, ~/.config/prime/endpoints.toml)")
+@click.option("-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("outputs"), show_default=True)
+@click.option("--resume", "resume_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="finish an interrupted run directory (same settings required)")
+@click.option("--stream/--no-stream", default=False, help="stream responses (SSE)")
+@click.option("--max-retries", type=click.IntRange(min=0), default=5, show_default=True,
+              help="retries per model call for transport errors, timeouts, 429 and 5xx")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=120.0,
+              show_default=True, help="seconds per model call")
+@click.option("--push", is_flag=True, help="upload the results to the hub when done")
+@click.option("--public", is_flag=True, help="with --push: make the run public (leaderboard)")
+@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.pass_context
+def run(
+    ctx: click.Context, env_spec: str | None, models: tuple[str, ...], n: int, r: int,
+    concurrency: int, env_args: str | None, sampling_args: str | None, max_tokens: int | None,
+    temperature: float | None, base_url: str | None, api_key_var: str | None,
+    endpoints: Path | None, output_dir: Path, resume_dir: Path | None, stream: bool,
+    max_retries: int, timeout_s: float, push: bool, public: bool, output: str,
+) -> None:
+    """Evaluate ENV (a path, an installed name, or OWNER/NAME[@VERSION] from the hub)."""
+    if r < 1:
+        raise click.BadParameter("must be at least 1", param_hint="-r")
+    args = _json_option(env_args, "--env-args")
+    sampling = _json_option(sampling_args, "--sampling-args")
+    if max_tokens is not None:
+        sampling["max_tokens"] = max_tokens
+    if temperature is not None:
+        sampling["temperature"] = temperature
+    try:
+        if resume_dir is not None:
+            if len(models) > 1:
+                raise click.UsageError("--resume continues one run; give at most one -m")
+            stored = stored_config(resume_dir)
+            env_spec = env_spec or stored.env
+            models = models or (stored.model,)
+            n = n if _explicit(ctx, "n") else stored.n
+            r = r if _explicit(ctx, "r") else stored.r
+            args = args if env_args is not None else stored.env_args
+            sampling = sampling if (sampling_args or max_tokens is not None
+                                    or temperature is not None) else stored.sampling
+            base_url = base_url if base_url is not None else stored.base_url
+        if env_spec is None:
+            raise click.UsageError("missing ENV: a path, an installed environment or OWNER/NAME")
+        specs = [resolve_model(m, base_url=base_url, api_key_var=api_key_var, endpoints=endpoints)
+                 for m in (models or (default_model(),))]
+        if len({s.name for s in specs}) != len(specs):
+            raise click.UsageError("the same -m is given twice")
+        env = load_env(env_spec, args, install=_install_from_hub)
+        policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
+        clients = [spec.create_client(stream=stream, policy=policy) for spec in specs]
+        runs: list[EvalRun] = []
+        for spec in specs:
+            config = RunConfig(env=env_spec, env_version=env.version, env_args=args,
+                               model=spec.name, base_url=base_url, n=n, r=r,
+                               sampling=normalize_sampling(sampling))
+            runs.append(resume_run(resume_dir, env, spec, config) if resume_dir is not None
+                        else start_run(env, spec, config, output_dir))
+    except _EXPECTED as exc:
+        raise click.ClickException(str(exc)) from exc
+    for run_ in runs:
+        verb = "resuming" if resume_dir else "writing"
+        err_console.print(f"{verb} {run_.directory} ({len(run_.done)}/{run_.total} done)")
+    progress = _progress(disable=output == "json")
+    try:
+        with progress:
+            summaries = asyncio.run(_run_all(list(zip(runs, clients)), concurrency, progress))
+    except KeyboardInterrupt:
+        dirs = " ".join(str(run_.directory) for run_ in runs)
+        raise click.ClickException(
+            f"interrupted; finished rollouts are saved. Continue with: prime eval run --resume {dirs}"
+        ) from None
+    rows = list(zip(runs, summaries))
+    pushed: dict[Path, str] = {}
+    if push:
+        with _hub() as hub:
+            for run_, _ in rows:
+                pushed[run_.directory] = push_run(hub, run_.directory, public=public)
+    if output == "json":
+        click.echo(json.dumps({"runs": [
+            {**_summary_row(run_.spec.name, s, run_.spec.cost(s.prompt_tokens, s.completion_tokens)),
+             "env": run_.env.id, "run_id": run_.run_id, "directory": str(run_.directory),
+             "evaluation_id": pushed.get(run_.directory)}
+            for run_, s in rows]}, indent=2))
+    else:
+        console.print(_table(rows))
+        for run_, _ in rows:
+            console.print(f"{run_.spec.name}: {run_.directory}")
+        for directory, evaluation_id in pushed.items():
+            console.print(f"pushed {directory} as evaluation {evaluation_id}")
+    failed = [run_.spec.name for run_, s in rows if s.rollouts and s.scored == 0]
+    if failed:
+        raise click.ClickException(
+            f"every rollout of {', '.join(failed)} failed (see the errors column), so nothing "
+            "was scored; fix the cause (key, URL, model name) and start a new run")
+
+
+# ------------------------------------------------------------------ hub
+
+
+def _hub() -> HubClient:
+    try:
+        return HubClient.from_settings(cfg.load_settings(), console=err_console)
+    except cfg.ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _batches(records: list[RolloutRecord]) -> Iterator[list[dict[str, Any]]]:
+    batch: list[dict[str, Any]] = []
+    size = 0
+    for record in records:
+        text = record.to_json()
+        if batch and size + len(text) > SAMPLE_BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+        batch.append(json.loads(text))
+        size += len(text)
+    if batch:
+        yield batch
+
+
+def push_run(hub: HubClient, directory: Path, *, env: str | None = None, public: bool = False,
+             name: str | None = None) -> str:
+    """Upload one run: create the evaluation, push samples in batches, finalize. Returns its id."""
+    meta_path = directory / METADATA
+    if not meta_path.is_file():
+        raise click.ClickException(f"{directory} is not an eval run directory (no {METADATA})")
+    meta = json.loads(meta_path.read_text())
+    if meta.get("status") != "completed":
+        raise click.ClickException(
+            f"{directory} is not finished (status {meta.get('status')!r}); finish it with "
+            f"prime eval run --resume {directory}")
+    slug = env or meta.get("env") or ""
+    if "/" not in slug:
+        raise click.ClickException(
+            f"the run's environment {slug!r} has no hub owner; pass --env OWNER/NAME naming the "
+            "published environment these results belong to")
+    try:
+        records = read_results(directory / RESULTS)
+    except EvalError as exc:
+        raise click.ClickException(str(exc)) from exc
+    environment: dict[str, Any] = {"slug": slug.split("@")[0]}
+    if meta.get("env_version"):
+        environment["version"] = meta["env_version"]
+    metrics = {k: v for k, v in meta.items() if k.startswith("avg_") and v is not None}
+    body = {
+        "name": name or f"{slug.split('@')[0]}--{meta['model']}",
+        "environments": [environment], "model_name": meta["model"], "framework": "prime",
+        "metadata": {k: meta.get(k) for k in ("run_id", "num_examples", "rollouts_per_example",
+                                              "sampling_args", "env_args", "model_info",
+                                              "started_at", "ended_at", "pass_at_k")},
+        "metrics": metrics, "tags": [], "is_public": public,
+    }
+    try:
+        created = hub.request("POST", "/evaluations/", "create evaluation", json=body)
+        evaluation_id = str(created["evaluation_id"])
+        for batch in _batches(records):
+            hub.request("POST", f"/evaluations/{evaluation_id}/samples", "push samples",
+                        json={"samples": batch})
+        hub.request("POST", f"/evaluations/{evaluation_id}/finalize", "finalize evaluation",
+                    json={"metrics": metrics})
+    except HubError as exc:
+        raise click.ClickException(str(exc)) from exc
+    meta.setdefault("pushes", []).append({"hub": hub.base_url, "evaluation_id": evaluation_id})
+    tmp = meta_path.with_name(f".{METADATA}.tmp")
+    tmp.write_text(json.dumps(meta, indent=2) + "\n")
+    tmp.replace(meta_path)
+    return evaluation_id
+
+
+@eval_group.command("push")
+@click.argument("directories", nargs=-1, required=True,
+                type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("-e", "--env", help="OWNER/NAME the results belong to (default: from metadata.json)")
+@click.option("--name", help="a display name for the evaluation")
+@click.option("--public", is_flag=True, help="make the run public (appears on the leaderboard)")
+@click.option("--force", is_flag=True, help="push again even if already pushed to this hub")
+@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def push(directories: tuple[Path, ...], env: str | None, name: str | None, public: bool,
+         force: bool, output: str) -> None:
+    """Upload finished run DIRECTORIES (outputs/evals/<env>--<model>/<run_id>) to the hub."""
+    results = []
+    with _hub() as hub:
+        for directory in directories:
+            meta_path = directory / METADATA
+            previous = json.loads(meta_path.read_text()).get("pushes", []) \
+                if meta_path.is_file() else []
+            done = [p for p in previous if p.get("hub") == hub.base_url]
+            if done and not force:
+                raise click.ClickException(
+                    f"{directory} was already pushed to {hub.base_url} as evaluation "
+                    f"{done[-1]['evaluation_id']}; use --force to push it again")
+            evaluation_id = push_run(hub, directory, env=env, public=public, name=name)
+            results.append({"directory": str(directory), "evaluation_id": evaluation_id})
+    if output == "json":
+        click.echo(json.dumps({"pushed": results}, indent=2))
+    else:
+        for item in results:
+            console.print(f"pushed {item['directory']} as evaluation {item['evaluation_id']}")
+
+
+# ------------------------------------------------------------------ read back
+
+
+def _local_runs(root: Path) -> list[dict[str, Any]]:
+    runs = []
+    for meta_path in sorted((root / "evals").glob(f"*/*/{METADATA}")):
+        try:
+            meta = json.loads(meta_path.read_text())
+        except ValueError:
+            continue
+        meta["directory"] = str(meta_path.parent)
+        runs.append(meta)
+    return runs
+
+
+def _hub_summary_cells(item: dict[str, Any]) -> list[str]:
+    summary = item.get("summary") or {}
+    return [_fmt(summary.get("mean_reward")), _fmt(summary.get("stderr")),
+            str(summary.get("n_rollouts", "-")), str(summary.get("n_errors", "-"))]
+
+
+@eval_group.command("list")
+@click.option("--local", "local_root", type=click.Path(file_okay=False, path_type=Path),
+              is_flag=False, flag_value=Path("outputs"), default=None,
+              help="list run directories under this output dir (default outputs) instead of the hub")
+@click.option("-e", "--env", help="only this environment (OWNER/NAME)")
+@click.option("-m", "--model", help="only this model")
+@click.option("--page", type=click.IntRange(min=1), default=1)
+@click.option("--per-page", type=click.IntRange(1, 100), default=20)
+@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def list_cmd(local_root: Path | None, env: str | None, model: str | None, page: int,
+             per_page: int, output: str) -> None:
+    """List evaluations on the hub (or local run directories with --local)."""
+    if local_root is not None:
+        runs = [m for m in _local_runs(local_root)
+                if (env is None or m.get("env") == env) and (model is None or m.get("model") == model)]
+        if output == "json":
+            click.echo(json.dumps({"runs": runs}, indent=2))
+            return
+        table = Table(title=f"runs under {local_root}")
+        for column in ("directory", "env", "model", "n×r", "reward", "errors", "status"):
+            table.add_column(column, overflow="fold")
+        for m in runs:
+            s = m.get("summary") or {}
+            table.add_row(m["directory"], str(m.get("env_id")), str(m.get("model")),
+                          f"{m.get('num_examples')}×{m.get('rollouts_per_example')}",
+                          f"{_fmt(s.get('reward_mean'))} ± {_fmt(s.get('reward_stderr'))}",
+                          str(s.get("errors", "-")), str(m.get("status")))
+        console.print(table)
+        return
+    params: dict[str, Any] = {"page": page, "per_page": per_page}
+    if env:
+        params["env"] = env
+    if model:
+        params["model"] = model
+    try:
+        with _hub() as hub:
+            body = hub.request("GET", "/evaluations/", "list evaluations", params=params)
+    except HubError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if output == "json":
+        click.echo(json.dumps(body, indent=2))
+        return
+    table = Table(title=f"evaluations ({body.get('total_count', 0)} total, page {page})")
+    for column in ("id", "environment", "model", "reward", "stderr", "rollouts", "errors",
+                   "status", "created"):
+        table.add_column(column, overflow="fold")
+    for item in body.get("data", []):
+        environment = item.get("environment") or {}
+        table.add_row(str(item.get("id")), f"{environment.get('slug')}@{environment.get('version')}",
+                      str(item.get("model_name")), *_hub_summary_cells(item),
+                      str(item.get("status")), str(item.get("created_at", ""))[:19])
+    console.print(table)
+
+
+@eval_group.command("show")
+@click.argument("target")
+@click.option("--samples", type=click.IntRange(min=0), default=0, help="also print this many samples")
+@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def show(target: str, samples: int, output: str) -> None:
+    """Show a run: a local run DIRECTORY, or an evaluation ID on the hub."""
+    directory = Path(target)
+    if (directory / METADATA).is_file():
+        meta = json.loads((directory / METADATA).read_text())
+        try:
+            records = read_results(directory / RESULTS)[:samples] if samples else []
+        except EvalError as exc:
+            raise click.ClickException(str(exc)) from exc
+        payload = {"data": meta, "samples": [json.loads(rec.to_json()) for rec in records]}
+    else:
+        try:
+            with _hub() as hub:
+                payload = {"data": hub.request("GET", f"/evaluations/{target}",
+                                               "show evaluation")["data"]}
+                if samples:
+                    payload["samples"] = hub.request(
+                        "GET", f"/evaluations/{target}/samples", "read samples",
+                        params={"per_page": samples})["data"]
+        except HubError as exc:
+            raise click.ClickException(
+                f"{exc} (TARGET is neither a run directory nor a readable evaluation id)") from exc
+    if output == "json":
+        click.echo(json.dumps(payload, indent=2))
+        return
+    table = Table(show_header=False, title=str(target))
+    for key, value in payload["data"].items():
+        if key in ("config", "model_info"):
+            continue
+        table.add_row(key, value if isinstance(value, str) else json.dumps(value))
+    console.print(table)
+    for sample in payload.get("samples", []):
+        console.print_json(json.dumps(sample))

@@ -1,0 +1,224 @@
+"""`local/<name>`: a chat model run in this process with torch + transformers on CPU.
+
+It makes `prime eval run` work offline on a fresh machine. Concurrent rollouts are batched:
+requests arriving within a few milliseconds (and all that arrive while a batch is generating)
+are left-padded and generated together, which on CPU gives several times the throughput of one
+request at a time. Generation runs in a worker thread so the event loop keeps scoring and
+writing results meanwhile. Token ids and per-token logprobs are returned, like vLLM does.
+
+torch is imported here only, and this module only when a local model is asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from prime_env.clients.base import ChatResponse, Message, ModelError, SamplingArgs, ToolSpec, Usage
+from prime_env.clients.local_models import gguf_path
+
+DEFAULT_MAX_TOKENS = 256
+_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+
+
+@dataclass
+class _Job:
+    messages: list[Message]
+    tools: list[ToolSpec] | None
+    sampling: SamplingArgs
+    future: asyncio.Future[ChatResponse] = field(repr=False)
+
+    def batch_key(self) -> tuple[Any, ...]:
+        s = self.sampling
+        return (s.temperature, s.top_p, s.seed)
+
+
+def _template_messages(messages: list[Message]) -> list[dict[str, str]]:
+    """Flatten OpenAI messages to role/content strings a plain ChatML template can render."""
+    flat = []
+    for message in messages:
+        content = message.get("content") or ""
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if p.get("type") == "text")
+        for call in message.get("tool_calls") or []:
+            function = call["function"]
+            payload = {"name": function["name"], "arguments": json.loads(function["arguments"] or "{}")}
+            content += f"<tool_call>{json.dumps(payload)}</tool_call>"
+        flat.append({"role": message["role"], "content": content})
+    return flat
+
+
+class LocalClient:
+    """A ModelClient over a transformers model loaded from a GGUF file shipped in a wheel."""
+
+    provider = "local"
+    base_url: str | None = None
+
+    def __init__(
+        self,
+        name: str = "smollm2-135m",
+        *,
+        max_batch: int = 32,
+        batch_window_ms: float = 5.0,
+        threads: int | None = None,
+    ) -> None:
+        self.model = f"local/{name}"
+        self._name = name
+        self.max_batch = max_batch
+        self.batch_window_s = batch_window_ms / 1000
+        # One thread by default: on a shared or small machine, OpenMP threads spinning against
+        # other processes make generation many times slower; PRIME_LOCAL_THREADS raises it.
+        self.threads = threads or int(os.environ.get("PRIME_LOCAL_THREADS", "1"))
+        self._pending: list[_Job] = []
+        self._drainer: asyncio.Task[None] | None = None
+        self._loading: asyncio.Task[None] | None = None
+        self._tokenizer: Any = None
+        self._model: Any = None
+        self.batches: list[int] = []  # sizes of the batches generated, for tests and tuning
+
+    def _load(self) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        torch.set_num_threads(self.threads)
+        path = gguf_path(self._name)
+        # The GGUF reader draws its own tqdm bar, which would tear through the live eval display.
+        previous = os.environ.get("TQDM_DISABLE")
+        os.environ["TQDM_DISABLE"] = "1"
+        try:
+            self._tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+            self._model = AutoModelForCausalLM.from_pretrained(
+                path.parent, gguf_file=path.name, dtype=torch.float32)
+        finally:
+            if previous is None:
+                os.environ.pop("TQDM_DISABLE", None)
+            else:
+                os.environ["TQDM_DISABLE"] = previous
+        self._model.eval()
+
+    async def _ensure_loaded(self) -> None:
+        if self._model is not None:
+            return
+        if self._loading is None:
+            self._loading = asyncio.ensure_future(asyncio.to_thread(self._load))
+        try:
+            await asyncio.shield(self._loading)
+        except Exception as exc:
+            raise ModelError("local_model_unavailable", f"cannot load {self.model}: {exc}") from exc
+
+    async def chat(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        sampling: SamplingArgs | None = None,
+    ) -> ChatResponse:
+        await self._ensure_loaded()
+        future: asyncio.Future[ChatResponse] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Job(messages, tools, sampling or SamplingArgs(), future))
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        while self._pending:
+            await asyncio.sleep(self.batch_window_s)
+            batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch:]
+            groups: dict[tuple[Any, ...], list[_Job]] = {}
+            for job in batch:
+                groups.setdefault(job.batch_key(), []).append(job)
+            for jobs in groups.values():
+                self.batches.append(len(jobs))
+                try:
+                    results = await asyncio.to_thread(self._generate, jobs)
+                except Exception as exc:  # a torch failure is infrastructure, not a model answer
+                    for job in jobs:
+                        if not job.future.done():
+                            job.future.set_exception(ModelError("local_model_error", repr(exc)))
+                    continue
+                for job, result in zip(jobs, results):
+                    if not job.future.done():
+                        job.future.set_result(result)
+
+    def _generate(self, jobs: list[_Job]) -> list[ChatResponse]:
+        import torch
+
+        tok, model = self._tokenizer, self._model
+        prompts: list[list[int]] = [
+            list(tok.apply_chat_template(_template_messages(j.messages), tools=j.tools or None,
+                                         add_generation_prompt=True, tokenize=True, return_dict=False))
+            for j in jobs
+        ]
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        width = max(len(p) for p in prompts)
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        limits = [j.sampling.max_tokens or DEFAULT_MAX_TOKENS for j in jobs]
+        first = jobs[0].sampling
+        temperature = 1.0 if first.temperature is None else first.temperature
+        options: dict[str, Any] = {"do_sample": temperature > 0}
+        if temperature > 0:
+            options.update(temperature=temperature, top_p=first.top_p or 1.0, top_k=0)
+        if first.seed is not None:
+            torch.manual_seed(first.seed)
+        with torch.inference_mode():
+            out = model.generate(
+                input_ids=ids, attention_mask=mask, max_new_tokens=max(limits),
+                pad_token_id=pad, output_logits=True, return_dict_in_generate=True, **options)
+        generated = out.sequences[:, width:]
+        # Logprobs of the sampled tokens under the model's raw distribution (vLLM's default),
+        # one step at a time so a [batch, steps, vocab] tensor is never materialised.
+        logprobs = torch.stack([
+            torch.log_softmax(step.float(), dim=-1).gather(1, generated[:, t:t + 1]).squeeze(1)
+            for t, step in enumerate(out.logits)
+        ], dim=1) if out.logits else torch.zeros((len(jobs), 0))
+        return [
+            self._response(jobs[i], prompts[i], generated[i].tolist(), logprobs[i].tolist(), limits[i])
+            for i in range(len(jobs))
+        ]
+
+    def _response(
+        self, job: _Job, prompt: list[int], tokens: list[int], logprobs: list[float], limit: int
+    ) -> ChatResponse:
+        eos = self._tokenizer.eos_token_id
+        finish = "length"
+        end = min(limit, len(tokens))
+        if eos in tokens[:end]:
+            end = tokens.index(eos) + 1  # the EOS the model chose is part of what it generated
+            finish = "stop"
+        tokens, logprobs = tokens[:end], logprobs[:end]
+        text = self._tokenizer.decode(tokens, skip_special_tokens=True)
+        for stop in job.sampling.stop or []:
+            if stop in text:
+                text, finish = text[: text.index(stop)], "stop"
+        message: Message = {"role": "assistant", "content": text}
+        calls = _TOOL_CALL.findall(text) if job.tools else []
+        parsed = []
+        for raw in calls:
+            try:
+                payload = json.loads(raw)
+                parsed.append({"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+                               "function": {"name": str(payload["name"]),
+                                            "arguments": json.dumps(payload.get("arguments", {}))}})
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue  # a malformed call stays visible as text, as a real server would
+        if parsed:
+            message = {"role": "assistant", "content": _TOOL_CALL.sub("", text).strip() or None,
+                       "tool_calls": parsed}
+            finish = "tool_calls"
+        return ChatResponse(
+            message=message, finish_reason=finish,
+            usage=Usage(prompt_tokens=len(prompt), completion_tokens=len(tokens)),
+            prompt_token_ids=prompt, completion_token_ids=tokens, completion_logprobs=logprobs)
+
+    async def aclose(self) -> None:
+        if self._drainer is not None:
+            await asyncio.gather(self._drainer, return_exceptions=True)
+        self._model = self._tokenizer = None

@@ -1,0 +1,367 @@
+"""Evaluation runs on disk: where results go, how a run is resumed, what metadata.json says.
+
+A run directory is `outputs/evals/<env>--<model>/<run_id>/` with
+- `results.jsonl`: one `prime.rollout/1` record per line, appended and flushed as each rollout
+  finishes, so a crash (even SIGKILL) loses at most the line being written;
+- `metadata.json`: the run's configuration (what `--resume` must match) and, once finished,
+  its summary. It is replaced atomically (write + rename), never left half-written.
+
+This is library code (the `prime eval` CLI is a thin shell around it) so notebooks, the trainer
+and scripts get the same layout and resume rules.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import tomllib
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from .clients.base import ModelClient, SamplingArgs
+from .clients.registry import ModelSpec
+from .environment import Environment
+from .errors import EnvironmentNotFound
+from .loading import load, parse_env_id
+from .record import RolloutRecord
+from .runner import run_rollouts
+from .summary import Summary, summarize
+
+RESULTS = "results.jsonl"
+METADATA = "metadata.json"
+METADATA_SCHEMA = "prime.eval/1"
+
+
+class EvalError(Exception):
+    """A run cannot start or resume; the message says what is wrong and how to fix it."""
+
+
+# ------------------------------------------------------------------ environments
+
+
+def load_env(
+    spec: str,
+    env_args: dict[str, Any],
+    install: Callable[[str], None] | None = None,
+) -> Environment:
+    """Load ENV given as a .py file, an environment project directory, an installed name, or
+    `owner/name[@version]` (installed through `install` when missing or at another version)."""
+    path = Path(spec)
+    if path.suffix == ".py" or path.is_dir() or os.sep in spec and path.exists():
+        if not path.exists():
+            raise EvalError(f"environment path {spec} does not exist")
+        return _load_path(path, env_args)
+    try:
+        owner, name, version = parse_env_id(spec)
+    except ValueError as exc:
+        raise EvalError(str(exc)) from None
+    try:
+        env = load(spec, **env_args)
+    except EnvironmentNotFound:
+        if owner is None or install is None:
+            raise
+        install(spec)
+        importlib.invalidate_caches()
+        return load(spec, **env_args)
+    if version and owner and install is not None and env.version and env.version != version:
+        install(spec)
+        raise EvalError(
+            f"installed {owner}/{name} {version} (was {env.version}); run the command again to "
+            "evaluate it (a Python process cannot reload an imported environment)"
+        )
+    return env
+
+
+def _load_path(path: Path, env_args: dict[str, Any]) -> Environment:
+    if path.is_dir():
+        pyproject = path / "pyproject.toml"
+        if not pyproject.is_file():
+            raise EvalError(f"{path} has no pyproject.toml; pass an environment project or a .py file")
+        project = tomllib.loads(pyproject.read_text()).get("project", {})
+        if "name" not in project:
+            raise EvalError(f"{pyproject} has no [project] name")
+        for root in (path / "src", path):
+            if root.is_dir() and str(root.resolve()) not in sys.path:
+                sys.path.insert(0, str(root.resolve()))
+        env = load(project["name"], **env_args)
+        env.version = env.version or project.get("version")
+        return env
+    module_name = path.stem.replace("-", "_")
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise EvalError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_name] = module
+    module_spec.loader.exec_module(module)
+    factory = getattr(module, "load_environment", None)
+    if factory is None:
+        raise EvalError(f"{path} defines no load_environment(**kwargs)")
+    env = factory(**env_args)
+    if not isinstance(env, Environment):
+        raise EvalError(f"{path}: load_environment returned {type(env).__name__}, not an Environment")
+    env.name = env.name or path.stem
+    env.env_args = dict(env_args)
+    return env
+
+
+# ------------------------------------------------------------------ configuration
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What makes two runs comparable; `--resume` refuses when any of it differs.
+
+    `base_url` is the one the user gave (--base-url), None for named providers.
+    """
+
+    env: str
+    env_version: str | None
+    env_args: dict[str, Any]
+    model: str
+    base_url: str | None
+    n: int
+    r: int
+    sampling: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"env": self.env, "env_version": self.env_version, "env_args": self.env_args,
+                "model": self.model, "base_url": self.base_url, "n": self.n, "r": self.r,
+                "sampling": self.sampling}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunConfig:
+        return cls(**{k: data.get(k) for k in ("env", "env_version", "env_args", "model",
+                                                 "base_url", "n", "r", "sampling")})
+
+    def differences(self, other: RunConfig) -> list[str]:
+        mine, theirs = self.to_json(), other.to_json()
+        return [f"{key}: run has {theirs[key]!r}, command has {mine[key]!r}"
+                for key in mine if mine[key] != theirs[key]]
+
+
+def sampling_to_json(sampling: SamplingArgs) -> dict[str, Any]:
+    data = {k: v for k, v in vars(sampling).items() if v not in (None, False) and k != "extra"}
+    data.update(sampling.extra)
+    return data
+
+
+def normalize_sampling(data: dict[str, Any]) -> dict[str, Any]:
+    """Sampling settings as stored in a run config: known keys checked, extras kept."""
+    known = {"max_tokens": int, "temperature": (int, float), "top_p": (int, float),
+             "stop": list, "seed": int, "logprobs": bool}
+    for key, kind in known.items():
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            raise EvalError(f"sampling argument {key}={data[key]!r} has the wrong type")
+    return sampling_to_json(sampling_from_json(data))
+
+
+def sampling_from_json(data: dict[str, Any]) -> SamplingArgs:
+    known = {"max_tokens", "temperature", "top_p", "stop", "seed", "logprobs"}
+    return SamplingArgs(**{k: v for k, v in data.items() if k in known},
+                        extra={k: v for k, v in data.items() if k not in known})
+
+
+def _slug(text: str) -> str:
+    return text.replace("/", "--").replace("@", "-").replace(" ", "_")
+
+
+def run_dir_for(output_root: Path, env: Environment, model: str, run_id: str) -> Path:
+    return output_root / "evals" / f"{_slug(env.name or 'env')}--{_slug(model)}" / run_id
+
+
+# ------------------------------------------------------------------ results file
+
+
+def read_results(path: Path, repair: bool = False) -> list[RolloutRecord]:
+    """Records of a results file, first occurrence of each key; a torn last line is ignored
+    (and cut off the file when `repair`, so appending continues on a clean line)."""
+    records: dict[tuple[int, int], RolloutRecord] = {}
+    good_end = 0
+    if not path.exists():
+        return []
+    with path.open("rb") as fh:
+        data = fh.read()
+    offset = 0
+    for raw in data.splitlines(keepends=True):
+        offset += len(raw)
+        if not raw.endswith(b"\n"):
+            break  # torn by a crash mid-write
+        try:
+            record = RolloutRecord.model_validate_json(raw)
+        except ValueError:
+            if offset == len(data):
+                break
+            raise EvalError(f"{path}: line ending at byte {offset} is not a rollout record") from None
+        records.setdefault(record.key, record)
+        good_end = offset
+    if repair and good_end != len(data):
+        with path.open("r+b") as fh:
+            fh.truncate(good_end)
+    return sorted(records.values(), key=lambda rec: rec.key)
+
+
+def _write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
+    os.replace(tmp, path)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+# ------------------------------------------------------------------ runs
+
+
+@dataclass
+class EvalRun:
+    """One (environment, model) run directory and its configuration."""
+
+    directory: Path
+    run_id: str
+    config: RunConfig
+    spec: ModelSpec
+    env: Environment
+    started_at: str
+    done: list[RolloutRecord] = field(default_factory=list)
+
+    @property
+    def results_path(self) -> Path:
+        return self.directory / RESULTS
+
+    @property
+    def metadata_path(self) -> Path:
+        return self.directory / METADATA
+
+    @property
+    def total(self) -> int:
+        return len(self.env.get_eval_tasks().head(self.config.n)) * self.config.r
+
+    def metadata(self, summary: Summary | None, status: str) -> dict[str, Any]:
+        """metadata.json: config, model (never a key), times, summary in verifiers' names too."""
+        payload: dict[str, Any] = {
+            "schema": METADATA_SCHEMA,
+            "run_id": self.run_id,
+            "status": status,
+            "env": self.env.name, "env_id": self.env.id, "env_version": self.env.version,
+            "env_args": self.config.env_args,
+            "model": self.spec.name, "provider": self.spec.provider, "base_url": self.spec.base_url,
+            "model_info": self.spec.describe(),
+            "sampling_args": self.config.sampling,
+            "num_examples": self.config.n, "rollouts_per_example": self.config.r,
+            "config": self.config.to_json(),
+            "started_at": self.started_at,
+            "ended_at": _now() if status == "completed" else None,
+        }
+        if summary is not None:
+            cost = self.spec.cost(summary.prompt_tokens, summary.completion_tokens)
+            payload["summary"] = summary.model_dump() | {"cost_usd": cost}
+            payload["avg_reward"] = summary.reward_mean
+            payload.update({f"avg_{name}": value for name, value in summary.metrics.items()})
+            payload["pass_at_k"] = summary.pass_at_k
+        return payload
+
+    def write_metadata(self, summary: Summary | None, status: str) -> None:
+        previous = self.read_metadata()
+        payload = self.metadata(summary, status)
+        if "pushes" in previous:
+            payload["pushes"] = previous["pushes"]
+        _write_json_atomic(self.metadata_path, payload)
+
+    def read_metadata(self) -> dict[str, Any]:
+        if not self.metadata_path.exists():
+            return {}
+        return dict(json.loads(self.metadata_path.read_text()))
+
+
+def start_run(
+    env: Environment, spec: ModelSpec, config: RunConfig, output_root: Path
+) -> EvalRun:
+    run_id = uuid.uuid4().hex[:8]
+    directory = run_dir_for(output_root, env, spec.name, run_id)
+    directory.mkdir(parents=True, exist_ok=False)
+    run = EvalRun(directory, run_id, config, spec, env, _now())
+    run.write_metadata(None, "running")
+    run.results_path.touch()
+    return run
+
+
+def stored_config(directory: Path) -> RunConfig:
+    """The configuration of an existing run directory (what `--resume` fills defaults from)."""
+    meta_path = directory / METADATA
+    if not meta_path.is_file():
+        raise EvalError(f"{directory} is not an eval run directory (no {METADATA})")
+    try:
+        meta = json.loads(meta_path.read_text())
+        return RunConfig.from_json(meta["config"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise EvalError(f"{meta_path} is not a prime eval metadata file: {exc}") from None
+
+
+def resume_run(directory: Path, env: Environment, spec: ModelSpec, config: RunConfig) -> EvalRun:
+    """Reopen a run: refuse if anything that defines it differs; drop a torn last line and,
+    for environments with group rewards, incomplete groups (they are rerun whole)."""
+    stored = stored_config(directory)
+    differences = config.differences(stored)
+    if differences:
+        raise EvalError(
+            f"refusing to resume {directory}: it was run with different settings ("
+            + "; ".join(differences) + "). Start a new run instead (drop --resume)."
+        )
+    meta = json.loads((directory / METADATA).read_text())
+    run = EvalRun(directory, meta["run_id"], config, spec, env, meta.get("started_at") or _now())
+    records = read_results(run.results_path, repair=True)
+    if env.rubric.has_group_funcs:
+        sizes: dict[int, int] = {}
+        for rec in records:
+            sizes[rec.example_index] = sizes.get(rec.example_index, 0) + 1
+        complete = [rec for rec in records if sizes[rec.example_index] == config.r]
+        if len(complete) != len(records):
+            _rewrite(run.results_path, complete)
+        records = complete
+    run.done = records
+    return run
+
+
+def _rewrite(path: Path, records: Iterable[RolloutRecord]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w") as fh:
+        for rec in records:
+            fh.write(rec.to_json() + "\n")
+    os.replace(tmp, path)
+
+
+async def execute(
+    run: EvalRun,
+    client: ModelClient,
+    *,
+    concurrency: int,
+    on_record: Callable[[RolloutRecord], None] | None = None,
+) -> Summary:
+    """Run what is missing of `run`, appending each record as it completes; return the summary
+    over the whole run (earlier records included)."""
+    sampling = sampling_from_json(run.config.sampling)
+    fh: IO[str]
+    with run.results_path.open("a") as fh:
+
+        def write(record: RolloutRecord) -> None:
+            fh.write(record.to_json() + "\n")
+            fh.flush()
+            if on_record is not None:
+                on_record(record)
+
+        new = await run_rollouts(
+            run.env, client, n=run.config.n, r=run.config.r, concurrency=concurrency,
+            sampling=sampling, skip={rec.key for rec in run.done}, on_record=write,
+            run_id=run.run_id)
+    records = sorted([*run.done, *new], key=lambda rec: rec.key)
+    summary = summarize(records)
+    run.write_metadata(summary, "completed")
+    return summary
