@@ -98,3 +98,26 @@ async def test_interception_endpoint_requires_the_rollout_secret() -> None:
     [[bad, model, junk, url]] = seen
     assert (bad, model, junk) == (401, "scripted-model", 400)
     assert url.startswith("http://127.0.0.1:")
+
+
+async def test_concurrent_programs_are_isolated() -> None:
+    """Four agents at once: each rollout's record holds only its own conversation."""
+
+    def per_task(messages, tools):
+        n = int(messages[-1]["content"]) if messages[-1]["role"] == "tool" else None
+        if n is not None:
+            return {"role": "assistant", "content": f"result {n}"}
+        a = messages[-1]["content"].split()[-1]
+        return {"role": "assistant", "content": None, "tool_calls": [tool_call("calc", json.dumps({"expr": f"{a}*{a}"}), f"c{a}")]}
+
+    tasks = [{"question": f"square {i}", "answer": str(i * i)} for i in range(2, 6)]
+
+    def correct(state, answer):
+        return state["stdout"].strip() == f"result {answer}"
+
+    env = Environment(tasks, Program([sys.executable, AGENT], timeout=60), Rubric([correct]))
+    records = await run_rollouts(env, ScriptedClient(per_task), concurrency=4)
+    assert [r.reward for r in records] == [1.0] * 4
+    for i, rec in enumerate(records, start=2):
+        assert rec.completion[1]["content"] == str(i * i)
+        assert rec.completion[2]["content"] == f"result {i * i}"
