@@ -81,7 +81,13 @@ class Sandbox(ABC):
             return self
         try:
             self._channel = self._launch()
-            self._call({"op": "ping"}, _START_TIMEOUT_S)
+            hello = self._call({"op": "ping"}, _START_TIMEOUT_S)
+            if not hello.get("sealed"):
+                raise SandboxError(
+                    f"the {self.backend} sandbox's Python cannot protect the agent's channel from the "
+                    "programs it runs (no ctypes / prctl): use an image with Debian's full `python3` "
+                    "(prime sandbox build-image)"
+                )
         except BaseException:
             self.stop()
             raise

@@ -151,3 +151,24 @@ def test_env_and_missing_program(backend: str, limits: SandboxLimits) -> None:
         assert box.exec("echo $A$B", env={"B": "2"}).stdout == b"12\n"
         missing = box.exec(["no-such-program"])
         assert missing.exit_code == 127 and b"no-such-program" in missing.stderr
+
+
+FORGE = r"""
+import os
+opened = []
+for pid in (int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()):
+    for fd, flags in ((0, os.O_RDONLY | os.O_NONBLOCK), (1, os.O_WRONLY)):
+        try:
+            os.close(os.open(f'/proc/{pid}/fd/{fd}', flags))
+            opened.append((pid, fd))
+        except OSError:
+            pass
+print(opened)
+"""
+
+
+def test_programs_cannot_reach_the_agent_channel(backend: str, limits: SandboxLimits) -> None:
+    """A program that could write to the agent's stdout could forge a passing result."""
+    with open_sandbox(backend, limits=limits) as box:
+        result = box.exec(["python3", "-c", FORGE])
+        assert result.stdout == b"[]\n", result
