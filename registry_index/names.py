@@ -7,10 +7,13 @@ Every lookup, URL and uniqueness check in the hub goes through `normalize`, so `
 from __future__ import annotations
 
 import re
+import sys
 
 from registry_index.errors import InvalidUpload
 
 _SEPARATORS = re.compile(r"[-_.]+")
+_ULTRA_DROP = str.maketrans({".": None, "_": None, "-": None})
+_ULTRA_MAP = str.maketrans({"l": "1", "i": "1", "o": "0"})
 _VALID_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])\Z", re.IGNORECASE)
 MAX_NAME_LENGTH = 128
 
@@ -38,3 +41,17 @@ def validate_project_name(name: str) -> None:
             f"{name!r} is not a valid project name: use only ASCII letters, digits, '.', '_' "
             "and '-', starting and ending with a letter or digit."
         )
+
+
+def ultranormalize(name: str) -> str:
+    """Warehouse's confusable form: separators dropped, `l`/`i` -> `1`, `o` -> `0`.
+
+    Two names with the same ultranormal form (`wordle`, `w0rdle`, `word-le`) are too similar to
+    coexist in one namespace: a typo would install the other one.
+    """
+    return name.lower().translate(_ULTRA_DROP).translate(_ULTRA_MAP)
+
+
+def is_stdlib_name(name: str) -> bool:
+    """True when `name` normalises to a standard-library module (PyPI reserves those)."""
+    return normalize(name).replace("-", "_") in sys.stdlib_module_names

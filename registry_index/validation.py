@@ -10,6 +10,7 @@ compression, declared *and* actual sizes while decompressing (zip bombs), the re
 from __future__ import annotations
 
 import base64
+import configparser
 import csv
 import gzip
 import hashlib
@@ -134,13 +135,14 @@ def _validate_wheel_members(archive: zipfile.ZipFile, limits: UploadLimits, size
     seen: set[str] = set()
     declared_total = 0
     for info in infos:
-        check_member_name(info.filename, "wheel")
-        if info.filename in seen:
+        # Compare normalised paths: 'a//b', 'a/./b' and the directory 'a/b/' all land on 'a/b'.
+        key = check_member_name(info.filename, "wheel").as_posix()
+        if key in seen:
             raise InvalidUpload(
                 f"The wheel contains {info.filename!r} twice; duplicate members let tools see "
                 "different files. Rebuild the wheel."
             )
-        seen.add(info.filename)
+        seen.add(key)
         if info.flag_bits & 0x1:
             raise InvalidUpload(f"The wheel member {info.filename!r} is encrypted; rebuild it.")
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
@@ -245,6 +247,20 @@ def _check_wheel_file(raw: bytes, member: str) -> None:
         )
 
 
+def _check_entry_points(raw: bytes, member: str) -> None:
+    """entry_points.txt must parse: it is how `prime_env.load` finds an environment."""
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    try:
+        parser.read_string(raw.decode("utf-8"), source=member)
+    except (configparser.Error, UnicodeDecodeError) as exc:
+        message = str(exc).splitlines()[0]
+        raise InvalidUpload(
+            f"The wheel's {member} cannot be parsed ({message}); fix the entry points in "
+            "pyproject.toml and rebuild the wheel."
+        ) from None
+
+
 def parse_email_headers(raw: bytes, member: str) -> dict[str, str]:
     """Parse an RFC 822 style file (WHEEL) into a dict of its first values."""
     try:
@@ -286,6 +302,12 @@ def _validate_wheel(path: Path, parsed: DistFilename, limits: UploadLimits, size
                     _check_wheel_file(read_capped(stream, 1 * MiB, "WHEEL"), f"{dist_info}/WHEEL")
                 with archive.open(record_name) as stream:
                     record = _parse_record(read_capped(stream, 64 * MiB, record_name), record_name)
+                entry_points = f"{dist_info}/entry_points.txt"
+                if entry_points in hashes:
+                    with archive.open(entry_points) as stream:
+                        _check_entry_points(
+                            read_capped(stream, 1 * MiB, entry_points), entry_points
+                        )
             except ARCHIVE_ERRORS as exc:
                 raise InvalidUpload(
                     f"The wheel is corrupt ({exc}); rebuild it and upload again."

@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 from packaging.utils import canonicalize_name
 
 from registry_index.errors import InvalidUpload
-from registry_index.names import is_valid_project_name, normalize, validate_project_name
+from registry_index.names import (
+    is_stdlib_name,
+    is_valid_project_name,
+    normalize,
+    ultranormalize,
+    validate_project_name,
+)
 
 names = st.from_regex(r"\A[A-Za-z0-9]([A-Za-z0-9._-]{0,30}[A-Za-z0-9])?\Z")
 
@@ -52,3 +58,22 @@ def test_invalid_names_explain_the_rule(bad: str) -> None:
     with pytest.raises(InvalidUpload, match=r"project name|not a valid project name"):
         validate_project_name(bad)
     assert not is_valid_project_name(bad)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("wordle", "w0rdle"), ("wordle", "Word-Le"), ("pillow", "p1ll0w"), ("mail", "ma1l")],
+)
+def test_confusable_names_share_an_ultranormal_form(first: str, second: str) -> None:
+    assert ultranormalize(first) == ultranormalize(second)
+
+
+def test_distinct_names_stay_distinct() -> None:
+    assert ultranormalize("wordle") != ultranormalize("wordly")
+
+
+@pytest.mark.parametrize(
+    ("name", "reserved"), [("json", True), ("Asyncio", True), ("wordle", False)]
+)
+def test_stdlib_names(name: str, reserved: bool) -> None:
+    assert is_stdlib_name(name) is reserved

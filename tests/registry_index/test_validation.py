@@ -372,3 +372,21 @@ def test_sdist_not_gzip(tmp_path: Path) -> None:
     sdist = tmp_path / "demo_env-1.0.0.tar.gz"
     sdist.write_bytes(b"definitely not gzip")
     assert "not a valid .tar.gz" in refused(sdist)
+
+
+def test_entry_points_are_parsed(tmp_path: Path) -> None:
+    good = b"[prime.environments]\ndemo-env = demo_env:load_environment\n"
+    ok = write_zip(
+        tmp_path / WHEEL, wheel_members(extra={"demo_env-1.0.0.dist-info/entry_points.txt": good})
+    )
+    validate_distribution(ok, ok.name)
+    bad = b"demo-env = demo_env:load_environment\n"  # no section header
+    wheel = write_zip(
+        tmp_path / WHEEL, wheel_members(extra={"demo_env-1.0.0.dist-info/entry_points.txt": bad})
+    )
+    assert "entry_points.txt cannot be parsed" in refused(wheel)
+
+
+def test_duplicate_after_path_normalisation(tmp_path: Path) -> None:
+    wheel = write_zip(tmp_path / WHEEL, wheel_members(extra={"demo_env//__init__.py": b"evil"}))
+    assert "twice" in refused(wheel)
