@@ -123,7 +123,7 @@ async def create(
 async def push_samples(
     evaluation_id: str, request: Request, hub: HubDep, session: SessionDep, principal: AuthDep
 ) -> dict[str, Any]:
-    """Body `{"samples": [rollout record, …]}`, at most 10,000 samples and 32 MiB per batch."""
+    """Body `{"samples": [rollout record, …]}`, at most 100,000 samples and 32 MiB per batch."""
     body = await _read_json(request, MAX_BATCH_BYTES)
     if not isinstance(body, dict) or "samples" not in body:
         raise service.EvalError(400, 'The body must be {"samples": [ {…rollout record…}, … ]}.')

@@ -17,8 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-SCHEMA = "prime.rollout/1"
-MAX_SAMPLES_PER_BATCH = 10_000
+# Clients split batches by bytes only (the stock SDK at 25 MiB), so the count limit is loose:
+# it only bounds the memory a batch of tiny records takes once parsed.
+MAX_SAMPLES_PER_BATCH = 100_000
 # The prime client splits batches at 25 MiB of JSON; leave room for its framing.
 MAX_BATCH_BYTES = 32 * 1024 * 1024
 

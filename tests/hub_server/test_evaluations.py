@@ -23,6 +23,7 @@ from hub_server.evals import service
 from hub_server.evals.leaderboard import leaderboard
 from hub_server.evals.models import Evaluation, EvaluationBatch
 from hub_server.evals.samples import (
+    MAX_SAMPLES_PER_BATCH,
     SampleError,
     assign_keys,
     decode_batch,
@@ -95,7 +96,7 @@ def test_malformed_samples_are_refused_with_the_position(samples: list[Any], mes
 
 def test_too_many_samples_is_413() -> None:
     with pytest.raises(SampleError) as caught:
-        validate_batch([rollout(i) for i in range(10_001)])
+        validate_batch([rollout(i) for i in range(MAX_SAMPLES_PER_BATCH + 1)])
     assert caught.value.status == 413
 
 
@@ -729,10 +730,14 @@ def test_http_bad_input_is_a_clear_4xx_and_changes_nothing(running_hub: RunningH
         hub.post(
             samples_url,
             "alice",
-            json={"samples": [{"example_index": i, "reward": 1.0} for i in range(10_001)]},
+            json={
+                "samples": [
+                    {"example_index": i, "reward": 1} for i in range(MAX_SAMPLES_PER_BATCH + 1)
+                ]
+            },
         ),
         413,
-        "at most 10000",
+        "at most 100000",
     )
     huge = (
         b'{"samples": ['
