@@ -11,7 +11,9 @@ package-index routes; `/{owner}/{name}` has no trailing slash, so `/{owner}/simp
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -145,14 +147,35 @@ def owner_page(
     return _page(request, "owner.html", owner=found.name, environments=_cards(session, pairs))
 
 
-@lru_cache(maxsize=256)
-def _readme(metadata_sha256: str, raw: bytes) -> Markup | None:
-    """The long description of a wheel's METADATA (its README) as safe HTML; cached by hash."""
-    try:
-        description = parse_core_metadata(raw, "METADATA").description
-    except InvalidUpload:
-        return None
-    return render_markdown(description)
+class _ReadmeCache:
+    """Rendered READMEs by METADATA sha256 (immutable, so never stale), least recently used out.
+
+    Keyed by hash only, so the cache holds rendered HTML, never the raw METADATA bytes.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[str, Markup | None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, sha256: str, load: Callable[[], bytes]) -> Markup | None:
+        with self._lock:
+            if sha256 in self._items:
+                self._items.move_to_end(sha256)
+                return self._items[sha256]
+        try:
+            description = parse_core_metadata(load(), "METADATA").description
+            html = render_markdown(description)
+        except InvalidUpload:
+            html = None
+        with self._lock:
+            self._items[sha256] = html
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+        return html
+
+
+_readmes = _ReadmeCache(128)
 
 
 def _latest_readme(
@@ -169,9 +192,13 @@ def _latest_readme(
     ).first()
     if wheel is None or wheel.metadata_blob_key is None or wheel.metadata_sha256 is None:
         return None
-    with store.open(wheel.metadata_blob_key) as handle:
-        raw = handle.read()
-    return _readme(wheel.metadata_sha256, raw)
+    key = wheel.metadata_blob_key
+
+    def load() -> bytes:
+        with store.open(key) as handle:
+            return handle.read()
+
+    return _readmes.get(wheel.metadata_sha256, load)
 
 
 @router.get("/{owner}/{name}", response_class=HTMLResponse)
