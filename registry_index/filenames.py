@@ -110,7 +110,8 @@ def _check_tags(filename: str, tags: frozenset[Tag]) -> None:
         if _ABI.match(tag.abi) is None:
             raise InvalidUpload(
                 f"Invalid wheel filename {filename!r}: {tag.abi!r} is not an ABI tag "
-                "(expected e.g. 'none' or 'cp311'); rebuild the wheel with a standard build backend."
+                "(expected e.g. 'none' or 'cp311'); rebuild the wheel with a standard build "
+                "backend."
             )
         if not is_valid_platform_tag(tag.platform):
             raise InvalidUpload(
@@ -147,7 +148,8 @@ def parse_filename(filename: str) -> DistFilename:
             name, version = parse_sdist_filename(filename)
         except InvalidSdistFilename as exc:
             raise InvalidUpload(
-                f"Invalid sdist filename {filename!r}: {exc}. Expected '{{name}}-{{version}}.tar.gz'."
+                f"Invalid sdist filename {filename!r}: {exc}. Expected "
+                "'{name}-{version}.tar.gz'."
             ) from None
         _reject_local(filename, version)
         return DistFilename(filename, str(name), version, "sdist")

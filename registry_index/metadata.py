@@ -81,7 +81,8 @@ def read_capped(stream: IO[bytes], limit: int, what: str) -> bytes:
     data = stream.read(limit + 1)
     if len(data) > limit:
         raise InvalidUpload(
-            f"The archive member {what} is larger than {limit // (1024 * 1024)} MiB; shorten the long description."
+            f"The archive member {what} is larger than {limit // (1024 * 1024)} MiB; shorten "
+            "the long description."
         )
     return data
 

@@ -193,7 +193,8 @@ def _parse_record(raw: bytes, record_name: str) -> dict[str, tuple[str, str]]:
             continue
         if len(row) != 3:
             raise InvalidUpload(
-                f"The wheel's {record_name} has a malformed line {','.join(row)!r}; each line must be "
+                f"The wheel's {record_name} has a malformed line {','.join(row)!r}; each line "
+                "must be "
                 "'path,hash,size'. Rebuild the wheel."
             )
         entries[row[0]] = (row[1], row[2])
@@ -242,7 +243,8 @@ def _check_wheel_file(raw: bytes, member: str) -> None:
     version = meta.get("Wheel-Version", "")
     if not version.startswith("1."):
         raise InvalidUpload(
-            f"The wheel's {member} declares Wheel-Version {version or '(missing)'!r}; this index accepts "
+            f"The wheel's {member} declares Wheel-Version {version or '(missing)'!r}; this "
+            "index accepts "
             "wheel format 1.x."
         )
 
@@ -339,7 +341,8 @@ def _check_record(
     for member in record:
         if member not in hashes and not member.endswith("/"):
             raise InvalidUpload(
-                f"The wheel's {record_name} lists {member!r}, which is not in the wheel; rebuild the wheel."
+                f"The wheel's {record_name} lists {member!r}, which is not in the wheel; "
+                "rebuild the wheel."
             )
 
 
@@ -392,10 +395,11 @@ def _check_sdist_member(member: tarfile.TarInfo, top: str) -> None:
         return
     if not (member.isreg() or member.isdir()):
         raise InvalidUpload(
-            f"The sdist member {member.name!r} is a device, FIFO or sparse file; an sdist may "
-            "hold only regular files, directories and links."
+            f"The sdist member {member.name!r} is a device or FIFO; an sdist may hold only "
+            "regular files, directories and links."
         )
-    if member.type == tarfile.GNUTYPE_SPARSE or member.sparse is not None:  # type: ignore[attr-defined]
+    sparse = getattr(member, "sparse", None)  # set by tarfile for GNU sparse members
+    if member.type == tarfile.GNUTYPE_SPARSE or sparse is not None:
         raise InvalidUpload(
             f"The sdist member {member.name!r} is a sparse file; rebuild the sdist."
         )
@@ -419,7 +423,8 @@ def _validate_sdist(path: Path, parsed: DistFilename, limits: UploadLimits, size
                     count += 1
                     if count > limits.max_members:
                         raise InvalidUpload(
-                            f"The sdist has more than {limits.max_members} members; make it smaller."
+                            f"The sdist has more than {limits.max_members} members; make it "
+                            "smaller."
                         )
                     name = member.name.rstrip("/")
                     if name in seen:

@@ -130,8 +130,9 @@ def _central_entries(handle: IO[bytes], total: int, cd_offset: int, cd_end: int)
     while pos < len(directory):
         if pos + _CENTRAL.size > len(directory):
             raise _refuse("its central directory is truncated")
-        (sig, _made, _need, flags, method, _t, _d, crc, csize, usize, name_len, extra_len,
-         comment_len, disk, _iattr, _eattr, offset) = _CENTRAL.unpack_from(directory, pos)  # fmt: skip
+        fields = _CENTRAL.unpack_from(directory, pos)
+        sig, flags, method, crc, csize, usize = fields[0], *fields[3:5], *fields[7:10]
+        name_len, extra_len, comment_len, disk, offset = *fields[10:14], fields[16]
         if sig != _CENTRAL_SIG:
             raise _refuse("its central directory is corrupt")
         if disk not in (0, _MAX16):

@@ -449,6 +449,8 @@ def main() -> None:
            args.uploads, args.installs) < 1:  # fmt: skip
         parser.error("every count must be at least 1")
 
+    # SIGTERM unwinds like Ctrl-C, so both servers are stopped and the temp dir removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="bench-registry-") as tmp:
         results = measure(args, Path(tmp))
     hub, ref = results["hub"], results["pypiserver"]
