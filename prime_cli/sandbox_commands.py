@@ -25,13 +25,31 @@ def sandbox() -> None:
 
 @sandbox.command(context_settings={"ignore_unknown_options": True})
 @click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True)
-@click.option("--image", default=None, help="Docker image (default: prime-sandbox/python:bookworm).")
-@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds before the command is killed.")
-@click.option("--memory", "memory_mb", type=int, default=512, show_default=True, help="Memory limit in MB.")
-@click.option("--stdin", "use_stdin", is_flag=True, help="Pass this command's stdin to the sandboxed command.")
+@click.option(
+    "--image", default=None, help="Docker image (default: prime-sandbox/python:bookworm)."
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds before the command is killed.",
+)
+@click.option(
+    "--memory", "memory_mb", type=int, default=512, show_default=True, help="Memory limit in MB."
+)
+@click.option(
+    "--stdin", "use_stdin", is_flag=True, help="Pass this command's stdin to the sandboxed command."
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(backend: str, image: str | None, timeout: float, memory_mb: int, use_stdin: bool,
-        command: tuple[str, ...]) -> None:
+def run(
+    backend: str,
+    image: str | None,
+    timeout: float,
+    memory_mb: int,
+    use_stdin: bool,
+    command: tuple[str, ...],
+) -> None:
     """Run COMMAND in a fresh sandbox and exit with its status: prime sandbox run -- python3 -c 'print(1)'."""
     if timeout <= 0 or memory_mb <= 0:
         _fail("--timeout and --memory must be positive")
@@ -100,19 +118,34 @@ def gc(backend: str) -> None:
 @sandbox.command(name="build-image")
 @click.option("--tag", default=None, help="Image tag (default: prime-sandbox/python:bookworm).")
 @click.option("--force", is_flag=True, help="Rebuild even if the tag exists.")
-@click.option("--pull", "pull_ref", default="docker.io/library/python:3.11-slim-bookworm", show_default=True,
-              help="Registry image to try first; '' to skip.")
-@click.option("--suite", default="bookworm", show_default=True, help="Debian suite for debootstrap.")
+@click.option(
+    "--pull",
+    "pull_ref",
+    default="docker.io/library/python:3.11-slim-bookworm",
+    show_default=True,
+    help="Registry image to try first; '' to skip.",
+)
+@click.option(
+    "--suite", default="bookworm", show_default=True, help="Debian suite for debootstrap."
+)
 @click.option("--mirror", default=None, help="Debian mirror URL for debootstrap.")
-def build_image_command(tag: str | None, force: bool, pull_ref: str, suite: str, mirror: str | None) -> None:
+def build_image_command(
+    tag: str | None, force: bool, pull_ref: str, suite: str, mirror: str | None
+) -> None:
     """Make the default sandbox image: pull it, or build it with debootstrap + docker import."""
     from sandbox.image import build_image
     from sandbox.limits import DEFAULT_IMAGE
 
     target = tag or DEFAULT_IMAGE
     try:
-        how = build_image(target, force=force, pull=pull_ref or None, suite=suite, mirror=mirror,
-                          say=lambda message: click.echo(message, err=True))
+        how = build_image(
+            target,
+            force=force,
+            pull=pull_ref or None,
+            suite=suite,
+            mirror=mirror,
+            say=lambda message: click.echo(message, err=True),
+        )
     except SandboxError as exc:
         _fail(str(exc))
         return

@@ -46,7 +46,7 @@ def encode(message):
         elif isinstance(value, (bytes, bytearray, memoryview)):
             kind, raw = b"b", bytes(value)
         else:
-            raise TypeError("cannot encode %s for field %r" % (type(value).__name__, key))
+            raise TypeError(f"cannot encode {type(value).__name__} for field {key!r}")
         parts.append(_FIELD.pack(len(raw_key)) + raw_key + kind + _LEN.pack(len(raw)) + raw)
     payload = b"".join(parts)
     return _HEADER.pack(len(payload)) + payload
@@ -61,16 +61,16 @@ def decode(payload):
             raise ValueError("truncated field")
         key_len = payload[pos]
         pos += 1
-        key = bytes(payload[pos:pos + key_len]).decode("ascii")
+        key = bytes(payload[pos : pos + key_len]).decode("ascii")
         pos += key_len
         if pos + 5 > end:
             raise ValueError("truncated field header")
-        kind = payload[pos:pos + 1]
+        kind = payload[pos : pos + 1]
         (length,) = _LEN.unpack_from(payload, pos + 1)
         pos += 5
         if pos + length > end:
-            raise ValueError("field %r overruns the frame" % key)
-        raw = bytes(payload[pos:pos + length])
+            raise ValueError(f"field {key!r} overruns the frame")
+        raw = bytes(payload[pos : pos + length])
         pos += length
         if kind == b"n":
             value = None
@@ -85,7 +85,7 @@ def decode(payload):
         elif kind == b"b":
             value = raw
         else:
-            raise ValueError("unknown field type %r" % kind)
+            raise ValueError(f"unknown field type {kind!r}")
         message[key] = value
     return message
 
@@ -147,8 +147,12 @@ class Agent:
     def handle(self, request):
         op = request.get("op")
         if op == "ping":
-            return {"pid": os.getpid(), "uid": os.getuid(), "workdir": self.workdir,
-                    "sealed": self.sealed}
+            return {
+                "pid": os.getpid(),
+                "uid": os.getuid(),
+                "workdir": self.workdir,
+                "sealed": self.sealed,
+            }
         if op == "exec":
             return self.exec(request)
         if op == "write":
@@ -159,7 +163,7 @@ class Agent:
             return self.unzip(request)
         if op == "reset":
             return self.reset()
-        raise ValueError("unknown op %r" % op)
+        raise ValueError(f"unknown op {op!r}")
 
     def _path(self, path):
         return path if os.path.isabs(path) else os.path.join(self.workdir, path)
@@ -179,7 +183,7 @@ class Agent:
         with open(self._path(request["path"]), "rb") as handle:
             data = handle.read(limit + 1)
         if len(data) > limit:
-            raise ValueError("%s is larger than %d bytes" % (request["path"], limit))
+            raise ValueError(f"{request['path']} is larger than {limit} bytes")
         return {"data": data}
 
     def unzip(self, request):
@@ -232,8 +236,12 @@ class Agent:
             # The program could not start (not found, not executable): the shell's convention.
             code = 127 if isinstance(exc, FileNotFoundError) else 126
             return {
-                "exit_code": code, "stdout": b"", "stderr": (str(exc) + "\n").encode(),
-                "stdout_truncated": False, "stderr_truncated": False, "timed_out": False,
+                "exit_code": code,
+                "stdout": b"",
+                "stderr": (str(exc) + "\n").encode(),
+                "stdout_truncated": False,
+                "stderr_truncated": False,
+                "timed_out": False,
                 "wall_ms": (time.monotonic() - started) * 1000.0,
             }
         outputs = {proc.stdout: bytearray(), proc.stderr: bytearray()}

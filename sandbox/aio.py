@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import TypeVar
+from typing import Self, TypeVar
 
 from sandbox.core import Command, Sandbox
 from sandbox.result import ExecResult
@@ -49,7 +49,7 @@ class AsyncSandbox:
     def alive(self) -> bool:
         return self.sync.alive
 
-    async def start(self) -> AsyncSandbox:
+    async def start(self) -> Self:
         await run_blocking(self.sync.start)
         return self
 
@@ -61,7 +61,9 @@ class AsyncSandbox:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
     ) -> ExecResult:
-        return await run_blocking(lambda: self.sync.exec(cmd, stdin=stdin, timeout=timeout, env=env, cwd=cwd))
+        return await run_blocking(
+            lambda: self.sync.exec(cmd, stdin=stdin, timeout=timeout, env=env, cwd=cwd)
+        )
 
     async def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
         await run_blocking(lambda: self.sync.write_file(path, data, mode))
@@ -78,10 +80,13 @@ class AsyncSandbox:
     async def stop(self) -> None:
         await run_blocking(self.sync.stop)
 
-    async def __aenter__(self) -> AsyncSandbox:
+    async def __aenter__(self) -> Self:
         return await self.start()
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         await self.stop()

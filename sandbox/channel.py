@@ -133,7 +133,9 @@ class DockerAttachChannel:
 
     def _fill(self, size: int, max_size: int, deadline: float) -> None:
         while len(self.payload) < size:
-            kind, length = _DOCKER_FRAME.unpack(self.reader.read_exact(_DOCKER_FRAME.size, deadline))
+            kind, length = _DOCKER_FRAME.unpack(
+                self.reader.read_exact(_DOCKER_FRAME.size, deadline)
+            )
             _check_size(length, max_size + _HEADER.size)
             chunk = self.reader.read_exact(length, deadline)
             if kind == 2:

@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from sandbox.agent import decode, encode, pack_list
 from sandbox.channel import Channel
@@ -75,7 +75,7 @@ class Sandbox(ABC):
     def _describe_death(self) -> str:
         """Why the sandbox stopped answering, for the SandboxError message."""
 
-    def start(self) -> Sandbox:
+    def start(self) -> Self:
         """Launch the sandbox and wait until its agent answers."""
         if self._channel is not None:
             return self
@@ -105,20 +105,27 @@ class Sandbox(ABC):
     def alive(self) -> bool:
         return self._channel is not None and self._dead is None
 
-    def __enter__(self) -> Sandbox:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.stop()
 
     # -- requests ----------------------------------------------------------------------------
-    def _call(self, request: dict[str, Any], timeout: float, max_reply: int | None = None) -> dict[str, Any]:
+    def _call(
+        self, request: dict[str, Any], timeout: float, max_reply: int | None = None
+    ) -> dict[str, Any]:
         if self._dead is not None and self._channel is None:
             raise SandboxError(f"{self.backend} sandbox {self.id} is not running ({self._dead})")
         if self._channel is None:
-            raise SandboxError("the sandbox is not started: call start() or use it as a context manager")
+            raise SandboxError(
+                "the sandbox is not started: call start() or use it as a context manager"
+            )
         limit = max_reply or (2 * max(self.limits.output_bytes, self.limits.transfer_bytes) + 4096)
         with self._lock:
             if self._dead is not None:
@@ -202,7 +209,9 @@ class Sandbox(ABC):
 
     def read_file(self, path: str) -> bytes:
         """Read a file from the sandbox; FileNotFoundError if it is not there."""
-        reply = self._call({"op": "read", "path": path, "max_bytes": self.limits.transfer_bytes}, 60.0)
+        reply = self._call(
+            {"op": "read", "path": path, "max_bytes": self.limits.transfer_bytes}, 60.0
+        )
         return bytes(reply["data"])
 
     def upload_dir(self, local_dir: str | os.PathLike[str], remote_dir: str = ".") -> None:

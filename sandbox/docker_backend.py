@@ -43,7 +43,9 @@ def docker_client() -> Any:
     try:
         import docker
     except ImportError as exc:
-        raise SandboxUnavailable("the docker SDK is missing: pip install 'prime-envhub[sandbox]'") from exc
+        raise SandboxUnavailable(
+            "the docker SDK is missing: pip install 'prime-envhub[sandbox]'"
+        ) from exc
     try:
         client = docker.from_env(timeout=120)
         client.ping()
@@ -82,7 +84,9 @@ def _remove(container_id: str) -> None:
     except docker.errors.APIError as exc:
         # auto_remove is already removing it: wait for that instead of racing it.
         if "already in progress" not in str(exc):
-            raise SandboxError(f"cannot remove sandbox container {container_id[:12]}: {exc}") from exc
+            raise SandboxError(
+                f"cannot remove sandbox container {container_id[:12]}: {exc}"
+            ) from exc
     try:
         api.wait(container_id, condition="removed", timeout=30)
     except docker.errors.NotFound:
@@ -119,11 +123,16 @@ def list_sandboxes() -> list[dict[str, str]]:
             pid = str(owner.pid)
         except ValueError:
             orphaned, pid = True, "?"
-        rows.append({
-            "backend": "docker", "id": container["Id"][:12], "owner_pid": pid,
-            "status": "orphaned" if orphaned else container.get("State", ""),
-            "run": labels.get(LABEL_RUN, ""), "image": container.get("Image", ""),
-        })
+        rows.append(
+            {
+                "backend": "docker",
+                "id": container["Id"][:12],
+                "owner_pid": pid,
+                "status": "orphaned" if orphaned else container.get("State", ""),
+                "run": labels.get(LABEL_RUN, ""),
+                "image": container.get("Image", ""),
+            }
+        )
     return rows
 
 
@@ -143,8 +152,12 @@ class DockerSandbox(Sandbox):
     backend = "docker"
     workdir = "/work"
 
-    def __init__(self, image: str | None = None, limits: SandboxLimits | None = None,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        image: str | None = None,
+        limits: SandboxLimits | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(limits, env)
         self.image = image or DEFAULT_IMAGE
         self.container: Any = None
@@ -172,8 +185,10 @@ class DockerSandbox(Sandbox):
                 network_mode="none",
                 read_only=True,
                 # exec: compiled or chmod +x programs must run from the work directory.
-                tmpfs={self.workdir: f"rw,exec,nosuid,nodev,{size},uid={uid},gid={gid},mode=0755",
-                       "/tmp": f"rw,exec,nosuid,nodev,{size},mode=1777"},
+                tmpfs={
+                    self.workdir: f"rw,exec,nosuid,nodev,{size},uid={uid},gid={gid},mode=0755",
+                    "/tmp": f"rw,exec,nosuid,nodev,{size},mode=1777",
+                },
                 mem_limit=f"{limits.memory_mb}m",
                 memswap_limit=f"{limits.memory_mb}m",
                 nano_cpus=int(limits.cpus * 1e9),
@@ -181,17 +196,29 @@ class DockerSandbox(Sandbox):
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
                 # Per-process limits as Docker ulimits (the image's Python may lack `resource`).
-                ulimits=[Ulimit(name="nofile", soft=limits.nofile, hard=limits.nofile),
-                         Ulimit(name="cpu", soft=limits.cpu_seconds, hard=limits.cpu_seconds),
-                         Ulimit(name="fsize", soft=limits.file_size_mb << 20,
-                                hard=limits.file_size_mb << 20),
-                         Ulimit(name="core", soft=0, hard=0)],
+                ulimits=[
+                    Ulimit(name="nofile", soft=limits.nofile, hard=limits.nofile),
+                    Ulimit(name="cpu", soft=limits.cpu_seconds, hard=limits.cpu_seconds),
+                    Ulimit(
+                        name="fsize", soft=limits.file_size_mb << 20, hard=limits.file_size_mb << 20
+                    ),
+                    Ulimit(name="core", soft=0, hard=0),
+                ],
                 auto_remove=True,
             )
             created = client.api.create_container(
                 self.image,
-                command=["python3", "-I", "-S", "-c", agent_source, self.workdir,
-                         str(int(limits.ttl_s)), "", "1"],
+                command=[
+                    "python3",
+                    "-I",
+                    "-S",
+                    "-c",
+                    agent_source,
+                    self.workdir,
+                    str(int(limits.ttl_s)),
+                    "",
+                    "1",
+                ],
                 user=SANDBOX_UID,
                 working_dir=self.workdir,
                 environment={"LANG": "C.UTF-8", "TMPDIR": "/tmp", "HOME": self.workdir},
@@ -214,7 +241,9 @@ class DockerSandbox(Sandbox):
             )
             self.container.start()
         except docker.errors.DockerException as exc:
-            raise SandboxError(f"cannot start a sandbox container from {self.image!r}: {exc}") from exc
+            raise SandboxError(
+                f"cannot start a sandbox container from {self.image!r}: {exc}"
+            ) from exc
         return DockerAttachChannel(sock)
 
     def _describe_death(self) -> str:
@@ -226,8 +255,10 @@ class DockerSandbox(Sandbox):
         try:
             self.container.reload()
             state = self.container.attrs["State"]
-            status = (f"container {state['Status']}, exit code {state['ExitCode']}"
-                      f"{', killed for memory' if state.get('OOMKilled') else ''}")
+            status = (
+                f"container {state['Status']}, exit code {state['ExitCode']}"
+                f"{', killed for memory' if state.get('OOMKilled') else ''}"
+            )
         except docker.errors.NotFound:
             status = "container is gone"
         except docker.errors.DockerException as exc:

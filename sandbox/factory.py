@@ -20,7 +20,9 @@ def resolve_backend(backend: str, image: str | None = None) -> str:
     An explicit `image` means Docker: falling back to the host would silently ignore it.
     """
     if backend not in BACKENDS:
-        raise ValueError(f"unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        raise ValueError(
+            f"unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}"
+        )
     if backend != "auto":
         return backend
     from sandbox.docker_backend import docker_available, image_exists
@@ -46,7 +48,9 @@ def open_sandbox(
 
         return DockerSandbox(image=image, limits=limits, env=dict(env or {}))
     if image is not None:
-        raise SandboxUnavailable("the local backend cannot use an image; drop --image or use --backend docker")
+        raise SandboxUnavailable(
+            "the local backend cannot use an image; drop --image or use --backend docker"
+        )
     from sandbox.local_backend import LocalSandbox
 
     return LocalSandbox(limits=limits, env=dict(env or {}))

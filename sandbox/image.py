@@ -22,8 +22,12 @@ from sandbox.limits import DEFAULT_IMAGE
 
 DEFAULT_REGISTRY_IMAGE = "docker.io/library/python:3.11-slim-bookworm"
 DEFAULT_SUITE = "bookworm"
-_IMPORT_CHANGES = ["ENV LANG=C.UTF-8", "ENV PATH=/usr/local/bin:/usr/bin:/bin", "WORKDIR /work",
-                   'CMD ["python3"]']
+_IMPORT_CHANGES = [
+    "ENV LANG=C.UTF-8",
+    "ENV PATH=/usr/local/bin:/usr/bin:/bin",
+    "WORKDIR /work",
+    'CMD ["python3"]',
+]
 
 
 def _pull(reference: str, tag: str) -> bool:
@@ -42,10 +46,14 @@ def _pull(reference: str, tag: str) -> bool:
 def _debootstrap(tag: str, suite: str, mirror: str | None, say: Callable[[str], None]) -> None:
     debootstrap = shutil.which("debootstrap")
     if debootstrap is None:
-        raise SandboxUnavailable("debootstrap is not installed (apt-get install debootstrap) and no "
-                                 "registry is reachable: cannot build the sandbox image")
+        raise SandboxUnavailable(
+            "debootstrap is not installed (apt-get install debootstrap) and no "
+            "registry is reachable: cannot build the sandbox image"
+        )
     if os.geteuid() != 0:
-        raise SandboxUnavailable("building the image from a root filesystem needs root (debootstrap)")
+        raise SandboxUnavailable(
+            "building the image from a root filesystem needs root (debootstrap)"
+        )
     with tempfile.TemporaryDirectory(prefix="prime-sandbox-image-") as scratch:
         root = Path(scratch) / "rootfs"
         argv = [debootstrap, "--variant=minbase", "--include=python3", suite, str(root)]
@@ -66,11 +74,16 @@ def _debootstrap(tag: str, suite: str, mirror: str | None, say: Callable[[str], 
                     entry.unlink()
         archive = Path(scratch) / "rootfs.tar"
         say("packing the root filesystem...")
-        subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(archive), "."], check=True)
+        subprocess.run(
+            ["tar", "-C", str(root), "--numeric-owner", "-cf", str(archive), "."], check=True
+        )
         say(f"docker import as {tag}...")
         repository, _, version = tag.rpartition(":")
         docker_client().api.import_image_from_file(
-            str(archive), repository=repository or tag, tag=version or "latest", changes=_IMPORT_CHANGES
+            str(archive),
+            repository=repository or tag,
+            tag=version or "latest",
+            changes=_IMPORT_CHANGES,
         )
     if not image_exists(tag):
         raise SandboxError(f"docker import did not produce {tag}")

@@ -37,7 +37,13 @@ from sandbox.owner import Owner
 UID_BASE = 2_100_000_000
 UID_COUNT = 1_000_000
 _SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-_ETC_FILES = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/localtime", "/etc/ssl", "/etc/mime.types")
+_ETC_FILES = (
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/etc/ssl",
+    "/etc/mime.types",
+)
 
 
 @cache
@@ -56,7 +62,11 @@ def bwrap_path() -> str | None:
 
 def state_dir() -> Path:
     """Where claim files live: one per running local sandbox, named by its uid."""
-    base = Path(os.environ.get("PRIME_SANDBOX_STATE", Path(tempfile.gettempdir()) / f"prime-sandbox-{os.getuid()}"))
+    base = Path(
+        os.environ.get(
+            "PRIME_SANDBOX_STATE", Path(tempfile.gettempdir()) / f"prime-sandbox-{os.getuid()}"
+        )
+    )
     base.mkdir(mode=0o700, parents=True, exist_ok=True)
     return base
 
@@ -80,7 +90,9 @@ def _write_claim(claim: _Claim) -> Path:
     path = state_dir() / f"{claim.uid if claim.uid is not None else 'u'}-{claim.root.name}"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as handle:
-        handle.write(f"{claim.uid if claim.uid is not None else ''}\n{claim.root}\n{claim.owner.encode()}\n")
+        handle.write(
+            f"{claim.uid if claim.uid is not None else ''}\n{claim.root}\n{claim.owner.encode()}\n"
+        )
     return path
 
 
@@ -125,8 +137,14 @@ def kill_uid(uid: int) -> None:
         if not processes_of(uid):
             return
         # kill(-1) run *as* that uid reaches exactly that uid's processes (and spares the caller).
-        subprocess.run(["kill", "-9", "-1"], user=uid, group=uid, extra_groups=[],
-                       capture_output=True, check=False)
+        subprocess.run(
+            ["kill", "-9", "-1"],
+            user=uid,
+            group=uid,
+            extra_groups=[],
+            capture_output=True,
+            check=False,
+        )
         time.sleep(0.01)
     raise SandboxError(f"could not kill the processes of sandbox uid {uid}")
 
@@ -155,11 +173,15 @@ def list_sandboxes() -> list[dict[str, str]]:
     for path in sorted(state_dir().iterdir()):
         claim = _read_claim(path)
         if claim is not None:
-            rows.append({
-                "backend": "local", "id": claim.root.name, "owner_pid": str(claim.owner.pid),
-                "status": "running" if claim.owner.alive() else "orphaned",
-                "uid": str(claim.uid or ""),
-            })
+            rows.append(
+                {
+                    "backend": "local",
+                    "id": claim.root.name,
+                    "owner_pid": str(claim.owner.pid),
+                    "status": "running" if claim.owner.alive() else "orphaned",
+                    "uid": str(claim.uid or ""),
+                }
+            )
     return rows
 
 
@@ -168,13 +190,19 @@ class LocalSandbox(Sandbox):
 
     backend = "local"
 
-    def __init__(self, limits: SandboxLimits | None = None, env: dict[str, str] | None = None,
-                 use_bwrap: bool | None = None) -> None:
+    def __init__(
+        self,
+        limits: SandboxLimits | None = None,
+        env: dict[str, str] | None = None,
+        use_bwrap: bool | None = None,
+    ) -> None:
         super().__init__(limits, env)
         self.use_bwrap = bwrap_path() is not None if use_bwrap is None else use_bwrap
         if self.use_bwrap and bwrap_path() is None:
-            raise SandboxError("bubblewrap (bwrap) is not usable here: install the Debian package "
-                               "'bubblewrap' or pass use_bwrap=False")
+            raise SandboxError(
+                "bubblewrap (bwrap) is not usable here: install the Debian package "
+                "'bubblewrap' or pass use_bwrap=False"
+            )
         self.uid: int | None = None
         self.root: Path | None = None
         self._claim_path: Path | None = None
@@ -206,36 +234,77 @@ class LocalSandbox(Sandbox):
         kill_all = "1" if (self.use_bwrap or self.uid is not None) else "0"
         with open(_agent_file) as handle:
             agent_source = handle.read()
-        argv = [*prefix, _python(), "-I", "-S", "-c", agent_source, self.workdir,
-                str(int(self.limits.ttl_s)), self.limits.child_rlimits(), kill_all]
+        argv = [
+            *prefix,
+            _python(),
+            "-I",
+            "-S",
+            "-c",
+            agent_source,
+            self.workdir,
+            str(int(self.limits.ttl_s)),
+            self.limits.child_rlimits(),
+            kill_all,
+        ]
         # Limits and parent-death signal by util-linux wrappers rather than a preexec_fn, which
         # is unsafe in a threaded host (the pool runs sandboxes from worker threads).
         limits = self.limits
         confine = [
-            "setpriv", "--pdeathsig", "KILL", "--",
-            "prlimit", f"--as={limits.memory_mb << 20}", f"--cpu={limits.cpu_seconds}",
-            f"--fsize={limits.file_size_mb << 20}", f"--nofile={limits.nofile}", "--core=0",
-            *([f"--nproc={limits.pids}"] if self.uid is not None else []), "--",
+            "setpriv",
+            "--pdeathsig",
+            "KILL",
+            "--",
+            "prlimit",
+            f"--as={limits.memory_mb << 20}",
+            f"--cpu={limits.cpu_seconds}",
+            f"--fsize={limits.file_size_mb << 20}",
+            f"--nofile={limits.nofile}",
+            "--core=0",
+            *([f"--nproc={limits.pids}"] if self.uid is not None else []),
+            "--",
         ]
         try:
             self._proc = subprocess.Popen(
                 [*confine, *argv],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": tmpdir, "HOME": self.workdir},
-                cwd=str(work), start_new_session=True,
-                user=self.uid, group=self.uid, extra_groups=[] if self.uid is not None else None,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={
+                    "PATH": "/usr/bin:/bin",
+                    "LANG": "C.UTF-8",
+                    "TMPDIR": tmpdir,
+                    "HOME": self.workdir,
+                },
+                cwd=str(work),
+                start_new_session=True,
+                user=self.uid,
+                group=self.uid,
+                extra_groups=[] if self.uid is not None else None,
             )
         except OSError as exc:
             raise SandboxError(f"cannot start the local sandbox agent: {exc}") from exc
         assert self._proc.stdin and self._proc.stdout and self._proc.stderr
-        return PipeChannel(os.dup(self._proc.stdin.fileno()), os.dup(self._proc.stdout.fileno()),
-                           os.dup(self._proc.stderr.fileno()))
+        return PipeChannel(
+            os.dup(self._proc.stdin.fileno()),
+            os.dup(self._proc.stdout.fileno()),
+            os.dup(self._proc.stderr.fileno()),
+        )
 
     def _bwrap_argv(self, work: Path, tmp: Path) -> list[str]:
         bwrap = bwrap_path()
         assert bwrap is not None
-        argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session",
-                "--hostname", "sandbox", "--proc", "/proc", "--dev", "/dev"]
+        argv = [
+            bwrap,
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--hostname",
+            "sandbox",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+        ]
         for path in _SYSTEM_PATHS:
             if os.path.islink(path):
                 argv += ["--symlink", os.readlink(path), path]
@@ -244,8 +313,19 @@ class LocalSandbox(Sandbox):
         for path in _ETC_FILES:
             if os.path.exists(path):
                 argv += ["--ro-bind", path, path]
-        argv += ["--bind", str(work), "/work", "--bind", str(tmp), "/tmp", "--remount-ro", "/",
-                 "--chdir", "/work", "--"]
+        argv += [
+            "--bind",
+            str(work),
+            "/work",
+            "--bind",
+            str(tmp),
+            "/tmp",
+            "--remount-ro",
+            "/",
+            "--chdir",
+            "/work",
+            "--",
+        ]
         return argv
 
     def _describe_death(self) -> str:
@@ -253,7 +333,11 @@ class LocalSandbox(Sandbox):
             return ""
         code = self._proc.poll()
         stderr = self._channel.diagnostics() if self._channel is not None else ""
-        state = "still running but not answering" if code is None else f"agent exited with status {code}"
+        state = (
+            "still running but not answering"
+            if code is None
+            else f"agent exited with status {code}"
+        )
         return f"{state}. {stderr.strip()[-2000:]}".strip()
 
     def _destroy(self) -> None:

@@ -11,9 +11,10 @@ records), never a silent hang.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
+from typing import Any, Self
 
 from sandbox.aio import AsyncSandbox
 from sandbox.errors import SandboxError
@@ -51,20 +52,30 @@ class SandboxPool:
         self._uses: dict[int, int] = {}
         self._all: set[AsyncSandbox] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._errors = 0  # SandboxErrors waiting in the queue for the next acquirers
         self._started = False
         self._closed = False
 
-    async def start(self) -> SandboxPool:
+    async def start(self) -> Self:
         """Start `size` sandboxes (concurrently) and wait until they all answer."""
         if self._started:
             return self
         self._started = True
         self.backend = resolve_backend(self.backend, self.image)
-        await asyncio.gather(*(self._refill() for _ in range(self.size)))
-        failures = [item for item in list(self._ready._queue) if isinstance(item, SandboxError)]
+        started = await asyncio.gather(
+            *(self._new() for _ in range(self.size)), return_exceptions=True
+        )
+        failures = [item for item in started if isinstance(item, BaseException)]
+        for item in started:
+            if isinstance(item, AsyncSandbox):
+                self._ready.put_nowait(item)
         if failures:
             await self.close()
-            raise SandboxError(f"the sandbox pool could not start: {failures[0]}")
+            if isinstance(failures[0], SandboxError):
+                raise SandboxError(
+                    f"the sandbox pool could not start: {failures[0]}"
+                ) from failures[0]
+            raise failures[0]
         return self
 
     async def _new(self) -> AsyncSandbox:
@@ -82,6 +93,7 @@ class SandboxPool:
         try:
             self._ready.put_nowait(await self._new())
         except SandboxError as exc:
+            self._errors += 1
             self._ready.put_nowait(exc)
 
     async def _retire(self, sandbox: AsyncSandbox) -> None:
@@ -104,8 +116,8 @@ class SandboxPool:
         await self._retire(sandbox)
         await self._refill()
 
-    def _spawn(self, coro: object) -> None:
-        task = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -117,6 +129,7 @@ class SandboxPool:
         await self.start()
         item = await self._ready.get()
         if isinstance(item, SandboxError):
+            self._errors -= 1
             self._spawn(self._refill())  # keep the pool's size: try again for the next caller
             raise item
         self._uses[id(item)] = self._uses.get(id(item), 0) + 1
@@ -132,17 +145,21 @@ class SandboxPool:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
         while not self._ready.empty():
             self._ready.get_nowait()
+        self._errors = 0
         await asyncio.gather(*(self._retire(sb) for sb in list(self._all)), return_exceptions=True)
 
     @property
     def idle(self) -> int:
         """Sandboxes ready to hand out right now."""
-        return sum(1 for item in list(self._ready._queue) if not isinstance(item, SandboxError))
+        return self._ready.qsize() - self._errors
 
-    async def __aenter__(self) -> SandboxPool:
+    async def __aenter__(self) -> Self:
         return await self.start()
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         await self.close()

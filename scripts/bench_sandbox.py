@@ -36,9 +36,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sandbox import SandboxPool, open_sandbox  # noqa: E402
-from sandbox.docker_backend import docker_available, docker_client, image_exists  # noqa: E402
-from sandbox.limits import DEFAULT_IMAGE  # noqa: E402
+from sandbox import SandboxPool, open_sandbox
+from sandbox.docker_backend import docker_available, docker_client, image_exists
+from sandbox.limits import DEFAULT_IMAGE
 
 WORKLOAD = ["python3", "-c", "print(1+1)"]
 
@@ -102,13 +102,20 @@ async def warm(backend: str, acquires: int, execs: int, seconds: float) -> dict[
 
 
 def docker_run_baseline(n: int) -> list[float]:
-    return timed(lambda: subprocess.run(["docker", "run", "--rm", "--network", "none", DEFAULT_IMAGE, "true"],
-                                        check=True, capture_output=True), n)
+    return timed(
+        lambda: subprocess.run(
+            ["docker", "run", "--rm", "--network", "none", DEFAULT_IMAGE, "true"],
+            check=True,
+            capture_output=True,
+        ),
+        n,
+    )
 
 
 def docker_exec_baseline(n: int) -> list[float]:
-    container = docker_client().containers.run(DEFAULT_IMAGE, ["sleep", "600"], detach=True,
-                                               network_mode="none", remove=True)
+    container = docker_client().containers.run(
+        DEFAULT_IMAGE, ["sleep", "600"], detach=True, network_mode="none", remove=True
+    )
     try:
         return timed(lambda: container.exec_run(["true"]), n)
     finally:
@@ -122,7 +129,9 @@ def row(name: str, ours: list[float], base: list[float] | None) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--cold", type=int, default=10, help="cold starts per backend")
     parser.add_argument("--acquires", type=int, default=200)
     parser.add_argument("--execs", type=int, default=200)
@@ -130,8 +139,10 @@ def main() -> None:
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
     args = parser.parse_args()
     if not (docker_available() and image_exists(DEFAULT_IMAGE)):
-        sys.exit("bench_sandbox needs the Docker daemon and the image (scripts/start_services.sh, "
-                 "prime sandbox build-image)")
+        sys.exit(
+            "bench_sandbox needs the Docker daemon and the image (scripts/start_services.sh, "
+            "prime sandbox build-image)"
+        )
 
     run_ms = docker_run_baseline(args.cold)
     exec_api_ms = docker_exec_baseline(min(args.execs, 50))
@@ -154,11 +165,18 @@ def main() -> None:
             row(f"{backend}: exec round trip `true` (vs docker exec API)", execs, exec_api_ms),
         ]
         rate = float(measured["rate"])  # type: ignore[arg-type]
-        rates.append(f"| {backend}: pool of 4, 4 concurrent rollouts | {rate:.1f} | {rate / run_rate:.2f} |"
-                     + (f" ({measured['failures']} wrong outputs)" if measured["failures"] else ""))
+        rates.append(
+            f"| {backend}: pool of 4, 4 concurrent rollouts | {rate:.1f} | {rate / run_rate:.2f} |"
+            + (f" ({measured['failures']} wrong outputs)" if measured["failures"] else "")
+        )
     table = "\n".join(lines)
-    rate_table = "\n".join([f"| sustained `{' '.join(WORKLOAD)}` | executions/s | ratio vs docker run |",
-                            "|---|---|---|", *rates])
+    rate_table = "\n".join(
+        [
+            f"| sustained `{' '.join(WORKLOAD)}` | executions/s | ratio vs docker run |",
+            "|---|---|---|",
+            *rates,
+        ]
+    )
     print(table)
     print()
     print(rate_table)

@@ -72,8 +72,11 @@ def host_footprint() -> dict[str, int]:
     containers = 0
     if docker_backend.docker_available():
         client = docker_backend.docker_client()
-        containers = len(client.containers.list(
-            all=True, filters={"label": f"{docker_backend.LABEL_RUN}={docker_backend.RUN_ID}"}))
+        containers = len(
+            client.containers.list(
+                all=True, filters={"label": f"{docker_backend.LABEL_RUN}={docker_backend.RUN_ID}"}
+            )
+        )
     claims = [p for p in local_backend.state_dir().iterdir() if f"{os.getpid()}:" in p.read_text()]
     return {
         "containers": containers,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -61,8 +62,13 @@ def test_sigkilled_owner_leaves_nothing_after_the_next_start() -> None:
     from sandbox import local_backend
     from sandbox.docker_backend import LABEL, docker_client
 
-    child = subprocess.Popen([sys.executable, "-c", CHILD], cwd=ROOT, stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert child.stdout is not None
     info = json.loads(child.stdout.readline())
     bwrap_uid, plain_uid = info["uids"]
@@ -84,8 +90,13 @@ def test_sigkilled_owner_leaves_nothing_after_the_next_start() -> None:
     assert not any(Path(root).exists() for root in info["roots"])
     claims = [p.read_text() for p in local_backend.state_dir().iterdir()]
     assert not any(f"{child.pid}:" in text for text in claims)
-    assert _wait_for(lambda: not docker_client().containers.list(
-        all=True, filters={"label": LABEL, "id": info["container"]}))
+    assert _wait_for(
+        lambda: (
+            not docker_client().containers.list(
+                all=True, filters={"label": LABEL, "id": info["container"]}
+            )
+        )
+    )
 
 
 def _dead_owner() -> Owner:
@@ -98,6 +109,8 @@ def _dead_owner() -> Owner:
 
 @pytest.mark.usefixtures("docker_ready")
 def test_reaper_removes_orphans_and_expired_but_keeps_live_containers() -> None:
+    import docker.errors
+
     from sandbox.docker_backend import (
         DEFAULT_IMAGE,
         LABEL,
@@ -118,20 +131,22 @@ def test_reaper_removes_orphans_and_expired_but_keeps_live_containers() -> None:
     ids = {}
     for name, (owner, expires) in specs.items():
         container = client.containers.run(
-            DEFAULT_IMAGE, ["sleep", "1000"], detach=True, network_mode="none",
-            labels={LABEL: "1", LABEL_OWNER: owner.encode(), LABEL_EXPIRES: str(int(expires))})
+            DEFAULT_IMAGE,
+            ["sleep", "1000"],
+            detach=True,
+            network_mode="none",
+            labels={LABEL: "1", LABEL_OWNER: owner.encode(), LABEL_EXPIRES: str(int(expires))},
+        )
         ids[name] = container.id
     try:
         assert reap_orphans() >= 2
-        remaining = {c.id for c in client.containers.list(all=True, filters={"label": LABEL})}
+        remaining = {c["Id"] for c in client.api.containers(all=True, filters={"label": LABEL})}
         assert ids["orphan"] not in remaining and ids["expired"] not in remaining
         assert ids["live"] in remaining and ids["other-host"] in remaining
     finally:
         for container_id in ids.values():
-            try:
-                client.containers.get(container_id).remove(force=True)
-            except Exception:  # already reaped
-                pass
+            with contextlib.suppress(docker.errors.NotFound):  # already reaped
+                client.api.remove_container(container_id, force=True)
 
 
 @pytest.mark.usefixtures("no_leaks")
@@ -151,7 +166,9 @@ def test_dead_sandbox_raises_sandbox_error_not_a_result(backend: str) -> None:
         box.stop()
 
 
-def test_unreachable_daemon_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_unreachable_daemon_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from sandbox import SandboxUnavailable, docker_backend
 
     monkeypatch.setattr(docker_backend, "_client", None)

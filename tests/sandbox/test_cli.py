@@ -11,14 +11,27 @@ PRIME = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "prime")
 
 
 def prime(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PRIME, "sandbox", *args], capture_output=True, text=True, input=stdin,
-                          timeout=120, check=False)
+    return subprocess.run(
+        [PRIME, "sandbox", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.mark.usefixtures("no_leaks")
 def test_run_passes_output_and_exit_status_through(backend: str) -> None:
-    done = prime("run", "--backend", backend, "--", "python3", "-c",
-                 "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)")
+    done = prime(
+        "run",
+        "--backend",
+        backend,
+        "--",
+        "python3",
+        "-c",
+        "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)",
+    )
     assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
 
 
@@ -39,7 +52,10 @@ def test_run_with_stdin(backend: str) -> None:
 def test_bad_input_is_a_clear_error_without_traceback(docker_ready: None) -> None:
     for args, message in [
         (("run", "--image", "prime-sandbox/nope:0", "--", "true"), "prime sandbox build-image"),
-        (("run", "--backend", "local", "--image", "x", "--", "true"), "local backend cannot use an image"),
+        (
+            ("run", "--backend", "local", "--image", "x", "--", "true"),
+            "local backend cannot use an image",
+        ),
         (("run", "--timeout", "0", "--", "true"), "must be positive"),
         (("run", "--backend", "podman", "--", "true"), "Invalid value for '--backend'"),
     ]:

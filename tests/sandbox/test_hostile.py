@@ -23,8 +23,10 @@ def process_names(box: Sandbox) -> list[str]:
 
 def test_well_behaved_program(backend: str, limits: SandboxLimits) -> None:
     with open_sandbox(backend, limits=limits) as box:
-        result = box.exec(["python3", "-c", "import sys, json; print(json.dumps(sys.stdin.read()[::-1]))"],
-                          stdin="abc")
+        result = box.exec(
+            ["python3", "-c", "import sys, json; print(json.dumps(sys.stdin.read()[::-1]))"],
+            stdin="abc",
+        )
         assert result.ok and result.stdout == b'"cba"\n' and not result.timed_out
         failing = box.exec("echo oops >&2; exit 3")
         assert (failing.exit_code, failing.stderr, failing.ok) == (3, b"oops\n", False)
@@ -56,7 +58,9 @@ def test_infinite_loop_times_out(backend: str, limits: SandboxLimits) -> None:
         assert 1400 <= result.wall_ms < 8000
 
 
-def test_sleeping_past_the_timeout_kills_its_children_too(backend: str, limits: SandboxLimits) -> None:
+def test_sleeping_past_the_timeout_kills_its_children_too(
+    backend: str, limits: SandboxLimits
+) -> None:
     with open_sandbox(backend, limits=limits) as box:
         result = box.exec("sleep 60 & sleep 60", timeout=1)
         assert result.timed_out
@@ -65,14 +69,16 @@ def test_sleeping_past_the_timeout_kills_its_children_too(backend: str, limits: 
 
 def test_huge_output_is_truncated_and_flagged(backend: str, limits: SandboxLimits) -> None:
     with open_sandbox(backend, limits=limits) as box:
-        result = box.exec(["python3", "-c", "import sys\nfor _ in range(200): sys.stdout.write('y' * 100000)\n"
-                           "sys.stderr.write('e' * 10)"])
+        program = "import sys\nfor _ in range(200): sys.stdout.write('y' * 100000)\nsys.stderr.write('e' * 10)"
+        result = box.exec(["python3", "-c", program])
         assert result.exit_code == 0
         assert len(result.stdout) == limits.output_bytes and result.stdout_truncated
         assert result.stderr == b"e" * 10 and not result.stderr_truncated
 
 
-def test_writes_outside_the_workdir_fail(backend: str, limits: SandboxLimits, tmp_path: Path) -> None:
+def test_writes_outside_the_workdir_fail(
+    backend: str, limits: SandboxLimits, tmp_path: Path
+) -> None:
     tmp_path.chmod(0o777)
     target = tmp_path / "escaped"
     with open_sandbox(backend, limits=limits) as box:
@@ -83,8 +89,9 @@ def test_writes_outside_the_workdir_fail(backend: str, limits: SandboxLimits, tm
     assert not target.exists() and not Path("/usr/evil").exists() and not Path("/evil").exists()
 
 
-def test_host_secrets_are_unreadable(backend: str, limits: SandboxLimits, tmp_path: Path,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_host_secrets_are_unreadable(
+    backend: str, limits: SandboxLimits, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("hunter2")
     secret.chmod(0o644)  # world-readable on the host: only isolation keeps it away
@@ -111,8 +118,10 @@ def test_network_connection_fails(backend: str, limits: SandboxLimits) -> None:
         except OSError:
             pass
 
-    probe = (f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
-             "s.sendall(b'leak')\nprint('connected')")
+    probe = (
+        f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
+        "s.sendall(b'leak')\nprint('connected')"
+    )
     try:
         with open_sandbox(backend, limits=limits) as box:
             result = box.exec(["python3", "-c", probe], timeout=10)
@@ -120,7 +129,9 @@ def test_network_connection_fails(backend: str, limits: SandboxLimits) -> None:
             thread.start()
             thread.join()
             assert result.exit_code != 0 and b"connected" not in result.stdout, result
-            outside = box.exec(["python3", "-c", "import socket; socket.create_connection(('1.1.1.1', 53), 2)"])
+            outside = box.exec(
+                ["python3", "-c", "import socket; socket.create_connection(('1.1.1.1', 53), 2)"]
+            )
             assert outside.exit_code != 0
     finally:
         listener.close()

@@ -18,7 +18,9 @@ async def test_reused_sandbox_is_clean_for_the_next_rollout(backend: str) -> Non
         async with pool.acquire() as box:
             first_id = box.id
             await box.write_file("answer.txt", "42")
-            await box.exec("setsid sleep 300 </dev/null >/dev/null 2>&1 & sleep 0.3; echo x > /tmp/t")
+            await box.exec(
+                "setsid sleep 300 </dev/null >/dev/null 2>&1 & sleep 0.3; echo x > /tmp/t"
+            )
         async with pool.acquire() as box:
             assert box.id == first_id  # reused, not restarted
             listing = await box.exec("ls -A . /tmp; cat /proc/[0-9]*/comm")
@@ -62,6 +64,7 @@ async def test_a_sandbox_that_dies_in_use_is_replaced(backend: str) -> None:
 
 async def test_concurrent_rollouts_share_the_pool(backend: str) -> None:
     async with SandboxPool(3, backend=backend) as pool:
+
         async def rollout(i: int) -> bytes:
             async with pool.acquire() as box:
                 await box.write_file("in.txt", str(i))
@@ -87,7 +90,7 @@ def test_bad_pool_arguments_are_rejected() -> None:
 
 
 async def test_pool_limits_apply(backend: str) -> None:
-    async with SandboxPool(1, backend=backend, limits=SandboxLimits(output_bytes=10)) as pool:
-        async with pool.acquire() as box:
-            result = await box.exec("echo 0123456789abcdef")
-            assert result.stdout == b"0123456789" and result.stdout_truncated
+    limits = SandboxLimits(output_bytes=10)
+    async with SandboxPool(1, backend=backend, limits=limits) as pool, pool.acquire() as box:
+        result = await box.exec("echo 0123456789abcdef")
+        assert result.stdout == b"0123456789" and result.stdout_truncated

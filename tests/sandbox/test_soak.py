@@ -16,7 +16,11 @@ HOSTILE = [
     ("huge output", "head -c 5000000 /dev/zero", 10.0),
     ("write outside", "echo x > /usr/pwned; echo x > /etc/pwned", 5.0),
     ("host secret", "cat /etc/shadow /root/.ssh/id_rsa", 5.0),
-    ("network", "python3 -c \"import socket; socket.create_connection(('127.0.0.1', 22), 1)\"", 5.0),
+    (
+        "network",
+        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', 22), 1)\"",
+        5.0,
+    ),
     ("sleep past timeout", "sleep 30 & sleep 30", 0.5),
     ("escape the group", "setsid sleep 300 </dev/null >/dev/null 2>&1 & sleep 0.2", 5.0),
 ]
@@ -38,6 +42,7 @@ async def test_hundred_hostile_runs_leave_the_host_as_it_was(backend: str) -> No
     before = _host_state()
     outcomes: list[tuple[str, bool, int]] = []
     async with SandboxPool(4, backend=backend, limits=limits) as pool:
+
         async def run(index: int) -> None:
             name, command, timeout = HOSTILE[index % len(HOSTILE)]
             async with pool.acquire() as box:
