@@ -64,7 +64,7 @@ def parse_env_ref(ref: str) -> EnvRef:
     return EnvRef(owner=owner, name=normalize(name), spec=spec or None)
 
 
-def _parse_spec(spec: str, ref: str) -> Version | SpecifierSet:
+def _parse_spec(spec: str, ref: str | None = None) -> Version | SpecifierSet:
     """An exact version (`1.2`, `==1.2`) as a Version, anything else as a SpecifierSet."""
     try:
         return Version(spec)
@@ -73,8 +73,9 @@ def _parse_spec(spec: str, ref: str) -> Version | SpecifierSet:
     try:
         specifiers = SpecifierSet(spec)
     except InvalidSpecifier:
+        where = f" in {ref!r}" if ref else ""
         raise ValueError(
-            f"{spec!r} in {ref!r} is neither a version nor a version specifier; write e.g. "
+            f"{spec!r}{where} is neither a version nor a version specifier; write e.g. "
             "'1.2.0', '==1.2.0' or '>=1.2,<2'."
         ) from None
     return specifiers
@@ -91,8 +92,12 @@ def _exact_pin(specifiers: SpecifierSet) -> Version | None:
 
 
 def select_version(available: list[tuple[Version, bool]], spec: str | None) -> Version:
-    """Pick the version to install from `(version, yanked)` pairs, or raise `LookupError`."""
-    parsed = _parse_spec(spec, spec) if spec else None
+    """Pick the version to install from `(version, yanked)` pairs.
+
+    `spec` is None or "latest", an exact version, or a specifier set. Raises `LookupError`
+    (listing what exists) when nothing fits, `ValueError` when `spec` cannot be parsed.
+    """
+    parsed = _parse_spec(spec) if spec and spec != "latest" else None
     pin = parsed if isinstance(parsed, Version) else None
     if isinstance(parsed, SpecifierSet):
         pin = _exact_pin(parsed)

@@ -103,6 +103,12 @@ def test_not_found_lists_available_versions() -> None:
         select_version([], None)
 
 
+def test_latest_and_bad_specs() -> None:
+    assert select_version(AVAILABLE, "latest") == Version("1.1.0")
+    with pytest.raises(ValueError, match="'>>1' is neither a version nor a version specifier"):
+        select_version(AVAILABLE, ">>1")
+
+
 def test_all_yanked_without_pin_is_not_found() -> None:
     with pytest.raises(LookupError, match="yanked"):
         select_version([(Version("1.0"), True)], None)
