@@ -4,11 +4,12 @@
     publish_builtins("http://127.0.0.1:8000", token)   # a token of user `prime`
 
 Each environment is built into a wheel and an sdist with `python -m build` and uploaded with
-`twine upload` to the hub's standard upload endpoint (`/legacy/`, owner taken from the token),
+`twine upload` to the hub's standard upload endpoint (`/prime/legacy/`),
 exactly what an author would do by hand. The SDK wheel (`prime-envhub`, built from this
 checkout) goes up with them by default: the environments depend on it and it is not on PyPI,
 so `pip install --index-url HUB/prime/simple/ --extra-index-url PYPI wordle` resolves in a
-fresh virtualenv. Re-running is safe: the hub answers identical re-uploads with 200.
+fresh virtualenv. Re-running is safe: files already on the hub are skipped, since published
+versions are immutable.
 
 This runs from a source checkout (the environment sources live beside this file).
 """
@@ -23,8 +24,11 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import httpx
+
 BUILTINS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BUILTINS_DIR.parent
+OWNER = "prime"
 BUILTIN_NAMES: tuple[str, ...] = ("wordle", "wiki-search", "reverse-text", "arithmetic", "python-code")
 _SKIP = shutil.ignore_patterns(
     ".git", ".venv", "__pycache__", "*.pyc", "build", "dist", "*.egg-info", "node_modules",
@@ -52,17 +56,41 @@ def build_distributions(source: Path, out_dir: Path, *, sdist: bool = True) -> l
         formats = ["--wheel", "--sdist"] if sdist else ["--wheel"]
         # --no-isolation: build with the setuptools installed here (no index needed); setuptools
         # >= 70.1 builds wheels itself, so the `wheel` package some pyprojects list is not required.
-        _run([sys.executable, "-m", "build", "--no-isolation", "--skip-dependency-check", *formats, "--outdir", str(out_dir), str(copy)],
-             f"building {source.name}")
+        # A fixed SOURCE_DATE_EPOCH makes the archives byte-identical across builds, so seeding a
+        # hub again re-uploads identical files (accepted) rather than new bytes under an old name.
+        env = {**os.environ, "SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH", "315532800")}
+        _run(
+            [sys.executable, "-m", "build", "--no-isolation", "--skip-dependency-check", *formats,
+             "--outdir", str(out_dir), str(copy)],
+            f"building {source.name}",
+            env=env,
+        )
         return sorted(set(out_dir.glob("*")) - before)
 
 
-def upload(hub_url: str, token: str, files: Iterable[Path]) -> None:
-    files = [str(f) for f in files]
+def published_files(hub_url: str, token: str, project: str, owner: str = OWNER) -> set[str]:
+    """File names the hub already has for `owner/project` (PEP 691 JSON simple index)."""
+    response = httpx.get(
+        f"{hub_url.rstrip('/')}/{owner}/simple/{project}/",
+        headers={"Accept": "application/vnd.pypi.simple.v1+json"},
+        auth=("__token__", token),
+        timeout=30,
+    )
+    if response.status_code == 404:
+        return set()
+    if response.status_code != 200:
+        raise PublishError(
+            f"the hub answered {response.status_code} for {owner}/{project}: {response.text[:300]} "
+            "(is the token one of user prime's?)"
+        )
+    return {entry["filename"] for entry in response.json().get("files", [])}
+
+
+def upload(hub_url: str, token: str, files: Iterable[Path], owner: str = OWNER) -> None:
     env = {**os.environ, "TWINE_USERNAME": "__token__", "TWINE_PASSWORD": token}
     _run(
         [sys.executable, "-m", "twine", "upload", "--non-interactive", "--disable-progress-bar",
-         "--repository-url", hub_url.rstrip("/") + "/legacy/", *files],
+         "--repository-url", f"{hub_url.rstrip('/')}/{owner}/legacy/", *(str(f) for f in files)],
         "twine upload",
         env=env,
     )
@@ -75,7 +103,8 @@ def publish_builtins(
     *,
     include_sdk: bool = True,
 ) -> list[str]:
-    """Build and upload the named built-ins (default: all five); returns the uploaded file names."""
+    """Build and upload the named built-ins (default: all five) as `prime`; returns the file
+    names uploaded (files the hub already has are skipped)."""
     unknown = [n for n in names if n not in BUILTIN_NAMES]
     if unknown:
         raise ValueError(f"unknown built-in environment(s) {unknown}; choose from {list(BUILTIN_NAMES)}")
@@ -86,8 +115,20 @@ def publish_builtins(
             files += build_distributions(REPO_ROOT, out_dir, sdist=False)
         for name in names:
             files += build_distributions(BUILTINS_DIR / name, out_dir)
-        upload(hub_url, token, files)
-        return [f.name for f in files]
+        # Published versions are immutable: files the hub already has are kept, not re-sent
+        # (sdists are not byte-reproducible, so a re-upload would be refused as a conflict).
+        present: set[str] = set()
+        for project in {_project(f.name) for f in files}:
+            present |= published_files(hub_url, token, project)
+        missing = [f for f in files if f.name not in present]
+        if missing:
+            upload(hub_url, token, missing)
+        return [f.name for f in missing]
+
+
+def _project(filename: str) -> str:
+    """'wiki_search-0.1.0-py3-none-any.whl' / 'wiki_search-0.1.0.tar.gz' -> 'wiki-search'."""
+    return filename.split("-", 1)[0].replace("_", "-").lower()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
