@@ -44,7 +44,7 @@ templates = build_templates()
 PER_PAGE = 24
 SAMPLES_SHOWN = 20
 # First path segments that belong to the API, the index or static files, never to an owner.
-_RESERVED = {"api", "static", "legacy", "docs", "redoc", "openapi.json", "favicon.ico", "health"}
+_RESERVED = {"api", "static", "legacy", "docs", "redoc", "openapi.json", "favicon.ico", "healthz"}
 
 
 _STATIC_FILES = {path.name: path for path in STATIC_DIR.iterdir() if path.is_file()}
