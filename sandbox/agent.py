@@ -217,6 +217,8 @@ class Agent:
         argv = unpack_list(request["argv"])
         env = dict(item.split("=", 1) for item in unpack_list(request.get("env") or b""))
         cwd = self._path(request.get("cwd") or ".")
+        if not os.path.isdir(cwd):
+            raise NotADirectoryError(f"the working directory {cwd} does not exist in the sandbox")
         cap = request["max_output"]
         timeout = request["timeout"]
         stdin_data = request.get("stdin")

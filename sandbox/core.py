@@ -166,6 +166,12 @@ class Sandbox(ABC):
         if limit <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
         merged = {**self.base_env(), **self.env, **(env or {})}
+        if any("\0" in arg for arg in argv) or any(
+            "\0" in key or "=" in key or not key or "\0" in value for key, value in merged.items()
+        ):
+            raise ValueError(
+                "exec arguments and environment may not contain NUL bytes (nor '=' in names)"
+            )
         data = stdin.encode() if isinstance(stdin, str) else stdin
         reply = self._call(
             {

@@ -162,6 +162,13 @@ def test_env_and_missing_program(backend: str, limits: SandboxLimits) -> None:
         assert box.exec("echo $A$B", env={"B": "2"}).stdout == b"12\n"
         missing = box.exec(["no-such-program"])
         assert missing.exit_code == 127 and b"no-such-program" in missing.stderr
+        with pytest.raises(NotADirectoryError, match="does not exist"):
+            box.exec("true", cwd="nowhere")
+        with pytest.raises(ValueError, match="NUL"):
+            box.exec(["echo", "a\0b"])
+        with pytest.raises(ValueError, match="NUL"):
+            box.exec("true", env={"A=B": "1"})
+        assert box.exec("echo still fine").stdout == b"still fine\n"
 
 
 FORGE = r"""

@@ -26,7 +26,9 @@ def test_build_image_from_a_root_filesystem_runs_sandboxes() -> None:
         assert any("debootstrap" in message for message in messages)
         assert build_image(TAG, pull=None) == "present"
         with open_sandbox("docker", image=TAG) as box:
-            result = box.exec(["python3", "-c", "import json, sqlite3, ssl; print(json.dumps([1]))"])
+            result = box.exec(
+                ["python3", "-c", "import json, sqlite3, ssl; print(json.dumps([1]))"]
+            )
             assert result.stdout == b"[1]\n", result
     finally:
         with contextlib.suppress(docker.errors.ImageNotFound):
