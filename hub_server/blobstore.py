@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
 
@@ -38,6 +39,7 @@ class BlobStore:
 
     def __init__(self, url: str, s3_endpoint_url: str | None = None) -> None:
         self.url = url.rstrip("/")
+        self._writers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="blob-write")
         self.is_local = "://" not in url or url.startswith("file://")
         if self.is_local:
             self.root = Path(url.removeprefix("file://")).expanduser()
@@ -107,12 +109,24 @@ class BlobStore:
             temp.unlink(missing_ok=True)
             source.unlink(missing_ok=True)
 
-    def put_bytes(self, data: bytes, key: str) -> None:
-        """Store `data` under `key`, atomically."""
+    def scratch_copy(self, data: bytes) -> Path:
+        """`data` in a new scratch file (to be consumed by `put_file`)."""
         with self.scratch_file() as handle:
             handle.write(data)
-            path = Path(handle.name)
-        self.put_file(path, key)
+            return Path(handle.name)
+
+    def put_bytes(self, data: bytes, key: str) -> None:
+        """Store `data` under `key`, atomically."""
+        self.put_file(self.scratch_copy(data), key)
+
+    def put_files(self, items: list[tuple[Path, str]]) -> None:
+        """Store several scratch files at once; their fsyncs overlap instead of queueing."""
+        if len(items) == 1:
+            self.put_file(*items[0])
+            return
+        futures = [self._writers.submit(self.put_file, path, key) for path, key in items]
+        for future in futures:
+            future.result()
 
     def write_stream(self, key: str, chunks: Iterator[bytes], max_bytes: int) -> tuple[str, int]:
         """Write a stream to `key` atomically; return (sha256, size). Aborts past `max_bytes`."""

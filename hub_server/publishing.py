@@ -172,12 +172,10 @@ def publish_file(
                     return existing
         # Blobs are content-addressed: writing them before the rows means a row never points
         # at a missing blob, and a lost race leaves no stray bytes (the winner wrote the same key).
-        store.put_file(source, content_key(new.sha256))
-        if new.metadata_raw is not None and new.metadata_sha256 is not None:
-            store.put_bytes(new.metadata_raw, content_key(new.metadata_sha256))
-        for _attempt in range(_ATTEMPTS):
+        store.put_files(_blobs(store, new, source))
+        for attempt in range(_ATTEMPTS):
             try:
-                return _record(engine, target, normalized, new, user_id)
+                return _record(engine, target, normalized, new, user_id, recheck=attempt > 0)
             except IntegrityError:
                 continue  # a concurrent upload won a unique constraint; look again
             except BadRequest:
@@ -186,6 +184,14 @@ def publish_file(
         raise RuntimeError(f"could not record {new.filename} after {_ATTEMPTS} attempts")
     finally:
         source.unlink(missing_ok=True)
+
+
+def _blobs(store: BlobStore, new: NewFile, source: Path) -> list[tuple[Path, str]]:
+    """The file and its PEP 658 metadata, as (scratch path, key) pairs to store together."""
+    blobs = [(source, content_key(new.sha256))]
+    if new.metadata_raw is not None and new.metadata_sha256 is not None:
+        blobs.append((store.scratch_copy(new.metadata_raw), content_key(new.metadata_sha256)))
+    return blobs
 
 
 def _drop_unreferenced(engine: Engine, store: BlobStore, new: NewFile) -> None:
@@ -197,9 +203,13 @@ def _drop_unreferenced(engine: Engine, store: BlobStore, new: NewFile) -> None:
 
 
 def _record(
-    engine: Engine, target: EnvTarget, normalized: str, new: NewFile, user_id: str
+    engine: Engine, target: EnvTarget, normalized: str, new: NewFile, user_id: str, recheck: bool
 ) -> PublishResult:
-    """One transaction: get-or-create environment and version, insert the file row."""
+    """One transaction: get-or-create environment and version, insert the file row.
+
+    The caller already looked for an existing file; only a retry after losing a race on a
+    unique constraint (`recheck`) needs to look again.
+    """
     with session_scope(engine) as session:
         env = _find_env(session, target, normalized)
         if env is None:
@@ -207,7 +217,7 @@ def _record(
                 session, target.owner, target.name,
                 visibility=target.visibility, description=new.summary,
             )  # fmt: skip
-        existing = _existing(session, env, new)
+        existing = _existing(session, env, new) if recheck else None
         if existing is not None:
             return existing
         version = _get_or_create_version(session, env, new)
