@@ -29,10 +29,29 @@ import httpx
 BUILTINS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BUILTINS_DIR.parent
 OWNER = "prime"
-BUILTIN_NAMES: tuple[str, ...] = ("wordle", "wiki-search", "reverse-text", "arithmetic", "python-code")
+BUILTIN_NAMES: tuple[str, ...] = (
+    "wordle",
+    "wiki-search",
+    "reverse-text",
+    "arithmetic",
+    "python-code",
+)
 _SKIP = shutil.ignore_patterns(
-    ".git", ".venv", "__pycache__", "*.pyc", "build", "dist", "*.egg-info", "node_modules",
-    ".pytest_cache", ".mypy_cache", ".ruff_cache", "outputs", ".prime-data", ".cache", "builtin_envs",
+    ".git",
+    ".venv",
+    "__pycache__",
+    "*.pyc",
+    "build",
+    "dist",
+    "*.egg-info",
+    "node_modules",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    "outputs",
+    ".prime-data",
+    ".cache",
+    "builtin_envs",
 )
 
 
@@ -41,7 +60,7 @@ class PublishError(RuntimeError):
 
 
 def _run(cmd: Sequence[str], what: str, env: dict[str, str] | None = None) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         tail = (proc.stdout + proc.stderr).strip()[-2000:]
         raise PublishError(f"{what} failed (exit {proc.returncode}):\n{tail}")
@@ -60,8 +79,17 @@ def build_distributions(source: Path, out_dir: Path, *, sdist: bool = True) -> l
         # hub again re-uploads identical files (accepted) rather than new bytes under an old name.
         env = {**os.environ, "SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH", "315532800")}
         _run(
-            [sys.executable, "-m", "build", "--no-isolation", "--skip-dependency-check", *formats,
-             "--outdir", str(out_dir), str(copy)],
+            [
+                sys.executable,
+                "-m",
+                "build",
+                "--no-isolation",
+                "--skip-dependency-check",
+                *formats,
+                "--outdir",
+                str(out_dir),
+                str(copy),
+            ],
             f"building {source.name}",
             env=env,
         )
@@ -89,8 +117,17 @@ def published_files(hub_url: str, token: str, project: str, owner: str = OWNER) 
 def upload(hub_url: str, token: str, files: Iterable[Path], owner: str = OWNER) -> None:
     env = {**os.environ, "TWINE_USERNAME": "__token__", "TWINE_PASSWORD": token}
     _run(
-        [sys.executable, "-m", "twine", "upload", "--non-interactive", "--disable-progress-bar",
-         "--repository-url", f"{hub_url.rstrip('/')}/{owner}/legacy/", *(str(f) for f in files)],
+        [
+            sys.executable,
+            "-m",
+            "twine",
+            "upload",
+            "--non-interactive",
+            "--disable-progress-bar",
+            "--repository-url",
+            f"{hub_url.rstrip('/')}/{owner}/legacy/",
+            *(str(f) for f in files),
+        ],
         "twine upload",
         env=env,
     )
@@ -107,7 +144,9 @@ def publish_builtins(
     names uploaded (files the hub already has are skipped)."""
     unknown = [n for n in names if n not in BUILTIN_NAMES]
     if unknown:
-        raise ValueError(f"unknown built-in environment(s) {unknown}; choose from {list(BUILTIN_NAMES)}")
+        raise ValueError(
+            f"unknown built-in environment(s) {unknown}; choose from {list(BUILTIN_NAMES)}"
+        )
     with tempfile.TemporaryDirectory(prefix="prime-builtins-") as out:
         out_dir = Path(out)
         files: list[Path] = []
@@ -136,7 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     token = os.environ.get("PRIME_HUB_TOKEN", "")
     if len(args) != 1 or not token:
-        print("usage: PRIME_HUB_TOKEN=<token of user prime> python -m builtin_envs.publish HUB_URL", file=sys.stderr)
+        print(
+            "usage: PRIME_HUB_TOKEN=<token of user prime> python -m builtin_envs.publish HUB_URL",
+            file=sys.stderr,
+        )
         return 2
     try:
         uploaded = publish_builtins(args[0], token)

@@ -42,9 +42,15 @@ class PolicyClient:
             reply = await reply  # type: ignore[misc]
         message = {"role": "assistant", "content": reply} if isinstance(reply, str) else dict(reply)
         text = message.get("content") or ""
-        usage = Usage(prompt_tokens=sum(len(str(m.get("content") or "")) for m in messages) // 4,
-                      completion_tokens=max(1, len(text) // 4))
-        return ChatResponse(message=message, finish_reason="tool_calls" if message.get("tool_calls") else "stop", usage=usage)
+        usage = Usage(
+            prompt_tokens=sum(len(str(m.get("content") or "")) for m in messages) // 4,
+            completion_tokens=max(1, len(text) // 4),
+        )
+        return ChatResponse(
+            message=message,
+            finish_reason="tool_calls" if message.get("tool_calls") else "stop",
+            usage=usage,
+        )
 
     async def aclose(self) -> None:
         return None
@@ -56,6 +62,10 @@ def tool_call(name: str, call_id: str, **arguments: Any) -> Message:
         "role": "assistant",
         "content": None,
         "tool_calls": [
-            {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
         ],
     }

@@ -6,17 +6,16 @@ import random
 import re
 
 import pytest
+from arithmetic import LEVELS, generate, load_environment, shortest_correct
 
 from prime_env import run_rollouts, summarize
 from tests.builtin_envs.policy import PolicyClient
-
-from arithmetic import LEVELS, generate, load_environment, shortest_correct
 
 
 def _reference_value(expression: str) -> int:
     # Python's own parser and precedence rules as an independent check of the tree renderer.
     assert re.fullmatch(r"[\d+\-*() ]+", expression)
-    return eval(compile(expression, "<problem>", "eval"), {"__builtins__": {}})  # noqa: S307
+    return eval(compile(expression, "<problem>", "eval"), {"__builtins__": {}})
 
 
 @pytest.mark.parametrize("difficulty", sorted(LEVELS))
@@ -29,8 +28,10 @@ def test_rendered_expression_evaluates_to_the_answer(difficulty: int) -> None:
 
 def test_difficulty_grows() -> None:
     rng = random.Random(0)
+
     def mean_ops(d: int) -> float:
         return sum(len(re.findall(r" [+\-*] ", generate(d, rng)[0])) for _ in range(200)) / 200
+
     assert mean_ops(1) < mean_ops(3) < mean_ops(5)
 
 
@@ -48,7 +49,13 @@ def _boxed(value: int, padding: str = "") -> dict:
 
 
 def test_group_bonus_goes_to_the_shortest_correct_completions_only() -> None:
-    completions = [_boxed(7, "So it is "), _boxed(7), _boxed(7), _boxed(8), [{"role": "assistant", "content": "7"}]]
+    completions = [
+        _boxed(7, "So it is "),
+        _boxed(7),
+        _boxed(7),
+        _boxed(8),
+        [{"role": "assistant", "content": "7"}],
+    ]
     assert shortest_correct(completions, [7] * 5) == [0.0, 1.0, 1.0, 0.0, 0.0]
     assert shortest_correct([_boxed(1), _boxed(2)], [3, 3]) == [0.0, 0.0]
 
@@ -68,7 +75,9 @@ async def test_verbose_correct_answers_lose_the_group_bonus() -> None:
     env = load_environment(difficulty=3, num_eval_examples=5)
     answers = {t.prompt[-1]["content"]: t.answer for t in env.get_eval_tasks()}
     calls = iter(range(1000))
-    client = PolicyClient(lambda m: "Working. " * (next(calls) % 3) + f"\\boxed{{{answers[m[-1]['content']]}}}")
+    client = PolicyClient(
+        lambda m: "Working. " * (next(calls) % 3) + f"\\boxed{{{answers[m[-1]['content']]}}}"
+    )
     records = await run_rollouts(env, client, n=5, r=3, concurrency=1)
     for index in range(5):
         group = [r for r in records if r.example_index == index]
@@ -79,7 +88,9 @@ async def test_verbose_correct_answers_lose_the_group_bonus() -> None:
 async def test_guessing_and_empty_policies_score_low() -> None:
     env = load_environment(difficulty=3, num_eval_examples=40)
     rng = random.Random(0)
-    guess = await run_rollouts(env, PolicyClient(lambda m: f"\\boxed{{{rng.randint(-100, 1000)}}}"), n=40)
+    guess = await run_rollouts(
+        env, PolicyClient(lambda m: f"\\boxed{{{rng.randint(-100, 1000)}}}"), n=40
+    )
     empty = await run_rollouts(env, PolicyClient(lambda m: ""), n=40)
     assert summarize(guess).reward_mean < 0.1
     assert summarize(empty).reward_mean == 0.0

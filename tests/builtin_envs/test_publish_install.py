@@ -25,15 +25,20 @@ PRIME = str(BIN / "prime")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     data = tmp_path_factory.mktemp("hub-data")
     added = subprocess.run(
-        [PRIME, "hub", "user", "add", "prime", "--data-dir", str(data)], capture_output=True, text=True, check=True
+        [PRIME, "hub", "user", "add", "prime", "--data-dir", str(data)],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     token = added.stdout.strip().splitlines()[-1]
     port = free_port()
-    log = open(data / "server.log", "w")
-    server = subprocess.Popen(
-        [PRIME, "hub", "serve", "--data-dir", str(data), "--port", str(port)], stdout=log, stderr=subprocess.STDOUT
-    )
     url = f"http://127.0.0.1:{port}"
+    with open(data / "server.log", "w") as log:
+        server = subprocess.Popen(
+            [PRIME, "hub", "serve", "--data-dir", str(data), "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         for _ in range(300):
             try:
@@ -48,10 +53,11 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     finally:
         server.terminate()
         server.wait(timeout=20)
-        log.close()
 
 
-def test_publish_then_install_by_name_into_a_fresh_virtualenv(hub: tuple[str, str], tmp_path: Path) -> None:
+def test_publish_then_install_by_name_into_a_fresh_virtualenv(
+    hub: tuple[str, str], tmp_path: Path
+) -> None:
     url, token = hub
     uploaded = publish_builtins(url, token)
     wheels = sorted(name for name in uploaded if name.endswith(".whl"))
@@ -60,17 +66,26 @@ def test_publish_then_install_by_name_into_a_fresh_virtualenv(hub: tuple[str, st
     # Re-publishing the same files is a no-op, not an error (identical re-upload).
     publish_builtins(url, token, ["arithmetic"], include_sdk=False)
 
-    index = httpx.get(f"{url}/prime/simple/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}).json()
-    assert {"wordle", "wiki-search", "reverse-text", "arithmetic", "python-code"} <= {p["name"] for p in index["projects"]}
+    index = httpx.get(
+        f"{url}/prime/simple/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+    ).json()
+    assert {"wordle", "wiki-search", "reverse-text", "arithmetic", "python-code"} <= {
+        p["name"] for p in index["projects"]
+    }
 
     venv = tmp_path / "fresh"
-    subprocess.run([str(BIN / "uv"), "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
+    subprocess.run(
+        [str(BIN / "uv"), "venv", "--quiet", "--python", sys.executable, str(venv)], check=True
+    )
     python = venv / "bin" / "python"
     refs = ["prime/prime-envhub", *(f"prime/{name}" for name in BUILTIN_NAMES)]
     env = {**os.environ, "PRIME_HUB_URL": url, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     installed = subprocess.run(
         [PRIME, "env", "install", *refs, "--python", str(python), "--output", "json"],
-        capture_output=True, text=True, env=env,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
     )
     assert installed.returncode == 0, installed.stderr[-3000:]
 
@@ -81,7 +96,9 @@ def test_publish_then_install_by_name_into_a_fresh_virtualenv(hub: tuple[str, st
         "loaded = {n: len(prime_env.load('prime/' + n).get_eval_tasks()) for n in names}\n"
         "print(json.dumps({'found': found, 'loaded': loaded}))\n"
     )
-    run = subprocess.run([str(python), "-c", script], capture_output=True, text=True, cwd=tmp_path)
+    run = subprocess.run(
+        [str(python), "-c", script], capture_output=True, text=True, cwd=tmp_path, check=False
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads(run.stdout.strip().splitlines()[-1])
     assert set(BUILTIN_NAMES) <= set(report["found"])

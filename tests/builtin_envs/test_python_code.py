@@ -7,12 +7,11 @@ import asyncio
 import os
 
 import pytest
+from python_code import PARSER, Executor, load_environment, problems
 
 from prime_env import run_rollouts, summarize
 from tests.builtin_envs.policy import PolicyClient
 from tests.support import require
-
-from python_code import PARSER, Executor, load_environment, problems
 
 FENCE = "```"
 
@@ -43,7 +42,10 @@ def _by_prompt(env) -> dict[str, dict]:
     ("text", "expected"),
     [
         (f"{FENCE}python\ndef f():\n    return 1\n{FENCE}", "def f():\n    return 1"),
-        (f"a\n{FENCE}py\nx = 1\n{FENCE}\nb\n{FENCE}python\ny = 2\n{FENCE}", "y = 2"),  # the last block
+        (
+            f"a\n{FENCE}py\nx = 1\n{FENCE}\nb\n{FENCE}python\ny = 2\n{FENCE}",
+            "y = 2",
+        ),  # the last block
         (f"{FENCE}\nz = 3\n{FENCE}", "z = 3"),
         (f"{FENCE}python\ndef f():\n    return 1\n", None),  # unclosed
         ("def f(): return 1", None),  # no block
@@ -93,7 +95,11 @@ async def test_oracle_passes_everything_through_the_harness(backend: str) -> Non
 async def test_empty_and_stub_policies_score_zero(backend: str) -> None:
     env = load_environment(backend=backend)
     by_prompt = _by_prompt(env)
-    stub = PolicyClient(lambda m: _reply(f"def {by_prompt[m[-1]['content']]['entry_point']}(*args):\n    return None"))
+    stub = PolicyClient(
+        lambda m: _reply(
+            f"def {by_prompt[m[-1]['content']]['entry_point']}(*args):\n    return None"
+        )
+    )
     empty = PolicyClient(lambda m: "I don't know.")
     stub_records = await run_rollouts(env, stub, n=6, concurrency=3)
     empty_records = await run_rollouts(env, empty, n=6)
@@ -115,7 +121,9 @@ HOSTILE = {
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
-async def test_hostile_candidates_fail_their_tests_without_erroring(backend: str, name: str) -> None:
+async def test_hostile_candidates_fail_their_tests_without_erroring(
+    backend: str, name: str
+) -> None:
     executor = Executor(backend, per_test_timeout=2.0)
     tests = ["assert add(1, 2) == 3", "assert add(0, 0) == 0"]
     outcome = await executor.run(HOSTILE[name], tests)
@@ -126,7 +134,12 @@ async def test_hostile_candidates_fail_their_tests_without_erroring(backend: str
 
 async def test_partial_solution_gets_partial_credit(backend: str) -> None:
     executor = Executor(backend)
-    tests = ["assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(-1, 1) == 0", "assert add(5, 5) == 10"]
+    tests = [
+        "assert add(1, 2) == 3",
+        "assert add(2, 2) == 4",
+        "assert add(-1, 1) == 0",
+        "assert add(5, 5) == 10",
+    ]
     outcome = await executor.run("def add(a, b):\n    return 4 if a == 2 else a * b + 2", tests)
     # 1*2+2 = 4 (wrong), 2 -> 4 (right), -1*1+2 = 1 (wrong), 5*5+2 (wrong)
     assert outcome.fraction_passed == 0.25

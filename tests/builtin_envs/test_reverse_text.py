@@ -5,11 +5,10 @@ from __future__ import annotations
 import random
 
 import pytest
+from reverse_text import lcs_ratio, load_environment
 
 from prime_env import run_rollouts, summarize
 from tests.builtin_envs.policy import PolicyClient
-
-from reverse_text import lcs_ratio, load_environment
 
 
 def _text(messages: list[dict]) -> str:
@@ -58,7 +57,11 @@ async def test_copying_scrambling_and_empty_policies_score_low() -> None:
     copy = await run_rollouts(env, PolicyClient(lambda m: f"<reversed>{_text(m)}</reversed>"), n=40)
     rng = random.Random(0)
     shuffled = await run_rollouts(
-        env, PolicyClient(lambda m: "<reversed>" + "".join(rng.sample(_text(m), len(_text(m)))) + "</reversed>"), n=40
+        env,
+        PolicyClient(
+            lambda m: "<reversed>" + "".join(rng.sample(_text(m), len(_text(m)))) + "</reversed>"
+        ),
+        n=40,
     )
     empty = await run_rollouts(env, PolicyClient(lambda m: ""), n=40)
     assert summarize(copy).reward_mean < 0.4

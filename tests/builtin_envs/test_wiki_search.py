@@ -8,14 +8,13 @@ import re
 from pathlib import Path
 
 import pytest
-
-from prime_env import run_rollouts, summarize
-from tests.builtin_envs.policy import PolicyClient, tool_call
-
 from wiki_search import load_corpus, load_environment, make_tools
 from wiki_search.corpus import default_corpus, split_markdown
 from wiki_search.questions import BLANK, default_questions
 from wiki_search.search import SearchIndex
+
+from prime_env import run_rollouts, summarize
+from tests.builtin_envs.policy import PolicyClient, tool_call
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +52,9 @@ def test_every_question_is_answerable_from_the_corpus_with_the_tools(index: Sear
 
 def test_tools_explain_bad_ids(index: SearchIndex) -> None:
     search_pages, view_sections, read_section = make_tools(index)
-    with pytest.raises(ValueError, match="no page with page_id 'nope'; use a page_id from search_pages"):
+    with pytest.raises(
+        ValueError, match="no page with page_id 'nope'; use a page_id from search_pages"
+    ):
         view_sections("nope")
     with pytest.raises(ValueError, match="use a section_id from view_sections"):
         read_section("nope:0")
@@ -72,7 +73,12 @@ def searcher_policy(messages: list[dict]) -> dict | str:
     question = next(m["content"] for m in messages if m["role"] == "user")
     cloze = _cloze(question)
     pattern = re.compile(re.escape(cloze).replace(re.escape(BLANK), r"(\d{4})"))
-    calls = {c["id"]: c["function"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []}
+    calls = {
+        c["id"]: c["function"]
+        for m in messages
+        if m["role"] == "assistant"
+        for c in m.get("tool_calls") or []
+    }
     results = [(calls[m["tool_call_id"]], m["content"]) for m in messages if m["role"] == "tool"]
     pages: list[str] = []
     sections: list[str] = []
@@ -115,7 +121,9 @@ async def test_searching_oracle_answers_through_real_tool_calls() -> None:
 async def test_guessing_without_tools_and_empty_policies_score_low() -> None:
     env = load_environment()
     rng = random.Random(0)
-    guess = await run_rollouts(env, PolicyClient(lambda m: f"<answer>{rng.randint(1500, 2020)}</answer>"), n=50)
+    guess = await run_rollouts(
+        env, PolicyClient(lambda m: f"<answer>{rng.randint(1500, 2020)}</answer>"), n=50
+    )
     empty = await run_rollouts(env, PolicyClient(lambda m: ""), n=20)
     assert summarize(guess).reward_mean < 0.1
     assert summarize(empty).reward_mean == 0.0
@@ -131,31 +139,48 @@ async def test_a_company_corpus_as_a_template(tmp_path: Path) -> None:
     (docs / "onboarding.txt").write_text("New starters get a laptop on their first day.\n")
     questions = tmp_path / "questions.jsonl"
     questions.write_text(
-        json.dumps({"question": "What is the daily meal allowance?", "answer": "45 euros"}) + "\n"
-        + json.dumps({"question": "What do new starters get on day one?", "answer": "a laptop"}) + "\n"
+        json.dumps({"question": "What is the daily meal allowance?", "answer": "45 euros"})
+        + "\n"
+        + json.dumps({"question": "What do new starters get on day one?", "answer": "a laptop"})
+        + "\n"
     )
     corpus = load_corpus(docs)
     assert sorted(corpus.pages) == ["onboarding", "travel_policy"]
-    assert [s.heading for s in corpus.pages["travel_policy"].sections] == ["Introduction", "Per diem", "Flights"]
+    assert [s.heading for s in corpus.pages["travel_policy"].sections] == [
+        "Introduction",
+        "Per diem",
+        "Flights",
+    ]
     env = load_environment(corpus=str(docs), questions=str(questions), num_eval_examples=1)
 
     def policy(messages: list[dict]) -> dict | str:
         meal = "allowance" in next(m["content"] for m in messages if m["role"] == "user")
         tools = [m for m in messages if m["role"] == "tool"]
         if not tools:
-            return tool_call("search_pages", "c1", query="daily meal allowance" if meal else "new starters")
+            return tool_call(
+                "search_pages", "c1", query="daily meal allowance" if meal else "new starters"
+            )
         if len(tools) == 1:
             top = json.loads(tools[0]["content"])[0]["page_id"]
             assert top == ("travel_policy" if meal else "onboarding")
-            return tool_call("read_section", "c2", section_id="travel_policy:1" if meal else "onboarding:0")
-        return "<answer>45 Euros.</answer>" if "45 euros" in tools[-1]["content"] else "<answer>A laptop</answer>"
+            return tool_call(
+                "read_section", "c2", section_id="travel_policy:1" if meal else "onboarding:0"
+            )
+        return (
+            "<answer>45 Euros.</answer>"
+            if "45 euros" in tools[-1]["content"]
+            else "<answer>A laptop</answer>"
+        )
 
     records = await run_rollouts(env, PolicyClient(policy), n=1)
     assert records[0].reward == 1.0, records[0]
 
 
 def test_jsonl_and_dataset_corpora(tmp_path: Path) -> None:
-    rows = [{"title": "Alpha", "text": "First page.\n## Details\nMore about alpha."}, {"title": "Beta", "text": "Second."}]
+    rows = [
+        {"title": "Alpha", "text": "First page.\n## Details\nMore about alpha."},
+        {"title": "Beta", "text": "Second."},
+    ]
     jsonl = tmp_path / "pages.jsonl"
     jsonl.write_text("\n".join(json.dumps(r) for r in rows))
     corpus = load_corpus(jsonl)

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import random
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import wordle
+from wordle import load_environment, pattern
+from wordle.solver import OPENER, Solver, _encode, best_guess, code_of, pattern_codes
+from wordle.words import all_words, answers, valid_guesses
 
 from prime_env import run_rollouts, summarize
 from tests.builtin_envs.policy import PolicyClient
-
-import wordle
-from wordle import load_environment, pattern
-from wordle.solver import OPENER, Solver, best_guess, code_of, pattern_codes, _encode
-from wordle.words import all_words, answers, valid_guesses
 
 # (guess, answer, expected): the repeated-letter cases one-pass implementations get wrong.
 TRICKY = [
@@ -146,7 +144,9 @@ async def test_random_and_empty_policies_score_low() -> None:
         ("<guess>crane", "reply with exactly one guess"),
     ],
 )
-async def test_invalid_guesses_get_a_clear_message_and_cost_a_turn(reply: str, message: str) -> None:
+async def test_invalid_guesses_get_a_clear_message_and_cost_a_turn(
+    reply: str, message: str
+) -> None:
     env = load_environment(num_eval_examples=1, max_guesses=2)
     replies = iter([reply, "<guess>about</guess>"])
     records = await run_rollouts(env, PolicyClient(lambda m: next(replies)), n=1, r=1)

@@ -10,11 +10,19 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from prime_env import BoxedParser, Environment, Rubric, SingleTurn, Task, TaskSet, last_assistant_text
+from prime_env import (
+    BoxedParser,
+    Environment,
+    Rubric,
+    SingleTurn,
+    Task,
+    TaskSet,
+    last_assistant_text,
+)
 
 from .problems import LEVELS, generate
 
-__all__ = ["PARSER", "LEVELS", "correct", "generate", "load_environment", "shortest_correct"]
+__all__ = ["LEVELS", "PARSER", "correct", "generate", "load_environment", "shortest_correct"]
 
 PARSER = BoxedParser()
 
@@ -55,7 +63,9 @@ def completion_tokens(state: dict[str, Any]) -> float:
     return float(state["usage"]["completion_tokens"])
 
 
-def _tasks(difficulty: int, count: int, rng: random.Random, exclude: set[str], prefix: str) -> TaskSet:
+def _tasks(
+    difficulty: int, count: int, rng: random.Random, exclude: set[str], prefix: str
+) -> TaskSet:
     tasks: list[Task] = []
     seen = set(exclude)
     attempts = 0
@@ -94,11 +104,15 @@ def load_environment(
         raise ValueError("num_train_examples must be >= 0 and num_eval_examples >= 1")
     rng = random.Random(f"arithmetic-{seed}-{difficulty}")
     evals = _tasks(difficulty, num_eval_examples, rng, set(), "eval")
-    train = _tasks(difficulty, num_train_examples, rng, {t.info["expression"] for t in evals}, "train")
+    train = _tasks(
+        difficulty, num_train_examples, rng, {t.info["expression"] for t in evals}, "train"
+    )
     rubric = Rubric(
         [correct, shortest_correct],
         weights=[1.0, 0.2],
         metrics=[completion_chars, completion_tokens, PARSER.format_reward],
         parser=PARSER,
     )
-    return Environment(train, SingleTurn(system_prompt=SYSTEM_PROMPT), rubric, name="arithmetic", eval_tasks=evals)
+    return Environment(
+        train, SingleTurn(system_prompt=SYSTEM_PROMPT), rubric, name="arithmetic", eval_tasks=evals
+    )

@@ -46,7 +46,12 @@ PARSER = CodeBlockParser()
 @lru_cache(maxsize=1)
 def problems() -> tuple[dict[str, Any], ...]:
     """All problems with their hidden tests and reference solutions (package data)."""
-    text = resources.files("python_code").joinpath("data").joinpath("problems.jsonl").read_text("utf-8")
+    text = (
+        resources.files("python_code")
+        .joinpath("data")
+        .joinpath("problems.jsonl")
+        .read_text("utf-8")
+    )
     return tuple(json.loads(line) for line in text.splitlines() if line)
 
 
@@ -89,7 +94,9 @@ def load_environment(
         code = PARSER.parse_answer(completion)
         tests = _hidden_tests(task.id)
         if code is None:
-            outcome = TestOutcome([{"passed": False, "error": "no code block"} for _ in tests], "no_code")
+            outcome = TestOutcome(
+                [{"passed": False, "error": "no code block"} for _ in tests], "no_code"
+            )
         else:
             outcome = await executor.run(code, tests)  # SandboxError propagates: an error, not 0
         state["test_results"] = outcome.results
@@ -103,9 +110,17 @@ def load_environment(
     def timed_out(state: State) -> float:
         """1.0 when the candidate's code hit a time limit (a test or the whole run)."""
         results = state.get("test_results") or []
-        hit = state.get("test_status") == "timeout" or any("timed out" in (r["error"] or "") for r in results)
+        hit = state.get("test_status") == "timeout" or any(
+            "timed out" in (r["error"] or "") for r in results
+        )
         return 1.0 if hit else 0.0
 
-    rubric = Rubric([tests_passed], metrics=[all_passed, timed_out, PARSER.format_reward], parser=PARSER)
-    train, evals = TaskSet(_task(p) for p in problems()).split(eval_size=num_eval_examples, seed=seed)
-    return Environment(train, SingleTurn(system_prompt=SYSTEM_PROMPT), rubric, name="python-code", eval_tasks=evals)
+    rubric = Rubric(
+        [tests_passed], metrics=[all_passed, timed_out, PARSER.format_reward], parser=PARSER
+    )
+    train, evals = TaskSet(_task(p) for p in problems()).split(
+        eval_size=num_eval_examples, seed=seed
+    )
+    return Environment(
+        train, SingleTurn(system_prompt=SYSTEM_PROMPT), rubric, name="python-code", eval_tasks=evals
+    )

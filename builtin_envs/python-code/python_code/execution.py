@@ -50,7 +50,9 @@ class Executor:
 
     async def run(self, source: str, tests: list[str]) -> TestOutcome:
         marker = "@@prime-python-code-" + secrets.token_hex(8) + "@@"
-        spec = json.dumps({"source": source, "tests": tests, "timeout": self.per_test_timeout, "marker": marker})
+        spec = json.dumps(
+            {"source": source, "tests": tests, "timeout": self.per_test_timeout, "marker": marker}
+        )
         budget = self.per_test_timeout * len(tests) + 15.0
         async with open_async_sandbox(self.backend, limits=self.limits) as sb:
             await sb.write_file("test_runner.py", RUNNER)
@@ -67,4 +69,6 @@ def _outcome(result: ExecResult, marker: str, count: int) -> TestOutcome:
     failed = [{"passed": False, "error": "the test run did not finish"} for _ in range(count)]
     if result.timed_out:
         return TestOutcome(failed, "timeout", "the test run exceeded its time budget")
-    return TestOutcome(failed, "crashed", f"exit status {result.exit_code}: {result.stderr_text[-300:]}")
+    return TestOutcome(
+        failed, "crashed", f"exit status {result.exit_code}: {result.stderr_text[-300:]}"
+    )

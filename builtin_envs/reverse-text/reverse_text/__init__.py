@@ -46,7 +46,9 @@ def answer_chars(completion: list[dict[str, Any]]) -> float:
 
 
 def _all_tasks() -> TaskSet:
-    lines = resources.files("reverse_text").joinpath("data").joinpath("texts.jsonl").read_text("utf-8")
+    lines = (
+        resources.files("reverse_text").joinpath("data").joinpath("texts.jsonl").read_text("utf-8")
+    )
     rows = [json.loads(line) for line in lines.splitlines() if line]
     return TaskSet(
         Task(

@@ -12,11 +12,11 @@ the package itself is never imported. Sentences of 30-90 printable-ASCII charact
 
 from __future__ import annotations
 
-import importlib.metadata as metadata
 import json
 import random
 import re
 import sys
+from importlib import metadata
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parents[1] / "reverse_text" / "data" / "texts.jsonl"

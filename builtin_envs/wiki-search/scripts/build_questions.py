@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from wiki_search.corpus import default_corpus  # noqa: E402
-from wiki_search.questions import BLANK, YEAR, cloze_question  # noqa: E402
-from wiki_search.search import SearchIndex  # noqa: E402
+from wiki_search.corpus import default_corpus
+from wiki_search.questions import BLANK, YEAR, cloze_question
+from wiki_search.search import SearchIndex
 
 OUT = Path(__file__).resolve().parents[1] / "wiki_search" / "data" / "questions.jsonl"
 COUNT = 500
@@ -46,7 +46,11 @@ def main() -> int:
             for sentence in SENTENCE.split(section.text):
                 sentence = sentence.strip()
                 years = YEAR.findall(sentence)
-                if not 60 <= len(sentence) <= 220 or len(years) != 1 or PRONOUN_START.match(sentence):
+                if (
+                    not 60 <= len(sentence) <= 220
+                    or len(years) != 1
+                    or PRONOUN_START.match(sentence)
+                ):
                     continue
                 cloze = YEAR.sub(BLANK, sentence)
                 if page_id in [pid for pid, _ in index.search(cloze, 3)]:

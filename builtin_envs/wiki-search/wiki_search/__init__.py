@@ -17,7 +17,15 @@ from .corpus import Corpus, load_corpus
 from .questions import load_questions, normalize
 from .search import SearchIndex, make_tools
 
-__all__ = ["Corpus", "PARSER", "SearchIndex", "load_corpus", "load_environment", "make_tools", "normalize"]
+__all__ = [
+    "PARSER",
+    "Corpus",
+    "SearchIndex",
+    "load_corpus",
+    "load_environment",
+    "make_tools",
+    "normalize",
+]
 
 PARSER = XMLParser(fields=("answer",), answer_field="answer")
 
@@ -48,7 +56,9 @@ def read_the_source(state: State, info: dict[str, Any]) -> float:
     for message in state.completion:
         for call in message.get("tool_calls") or []:
             function = call.get("function") or {}
-            if function.get("name") == "read_section" and wanted in (function.get("arguments") or ""):
+            if function.get("name") == "read_section" and wanted in (
+                function.get("arguments") or ""
+            ):
                 return 1.0
     return 0.0
 
@@ -89,14 +99,21 @@ def load_environment(
     loaded = load_corpus(corpus)
     tasks = load_questions(questions)
     if not 1 <= num_eval_examples < len(tasks):
-        raise ValueError(f"num_eval_examples must be between 1 and {len(tasks) - 1}, got {num_eval_examples}")
+        raise ValueError(
+            f"num_eval_examples must be between 1 and {len(tasks) - 1}, got {num_eval_examples}"
+        )
     train, evals = tasks.split(eval_size=num_eval_examples, seed=seed)
     metrics = [tool_calls, read_the_source, PARSER.format_reward]
     if judge is None:
         rubric: Rubric = Rubric([exact_match], metrics=metrics, parser=PARSER)
     else:
         rubric = JudgeRubric(
-            _judge_client(judge), {"judge_correct": JUDGE_CRITERION}, metrics=[exact_match, *metrics], parser=PARSER
+            _judge_client(judge),
+            {"judge_correct": JUDGE_CRITERION},
+            metrics=[exact_match, *metrics],
+            parser=PARSER,
         )
-    harness = ToolLoop(make_tools(_index_for(loaded)), max_turns=max_turns, system_prompt=SYSTEM_PROMPT)
+    harness = ToolLoop(
+        make_tools(_index_for(loaded)), max_turns=max_turns, system_prompt=SYSTEM_PROMPT
+    )
     return Environment(train, harness, rubric, name="wiki-search", eval_tasks=evals)

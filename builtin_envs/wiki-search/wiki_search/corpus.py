@@ -12,12 +12,12 @@
 
 from __future__ import annotations
 
-import importlib.metadata as metadata
 import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,9 @@ class Corpus:
             self.pages[page.id] = page
         if not self.pages:
             raise ValueError("the corpus is empty: no pages were found")
-        self.sections: dict[str, Section] = {s.id: s for p in self.pages.values() for s in p.sections}
+        self.sections: dict[str, Section] = {
+            s.id: s for p in self.pages.values() for s in p.sections
+        }
 
     def __len__(self) -> int:
         return len(self.pages)
@@ -130,7 +132,9 @@ def _from_rows(rows: Iterable[Mapping[str, Any]], where: str) -> Corpus:
     for index, row in enumerate(rows):
         title, text = row.get("title"), row.get("text")
         if not isinstance(title, str) or not isinstance(text, str) or not title.strip():
-            raise ValueError(f"{where} row {index}: needs string 'title' and 'text' fields, got keys {sorted(row)}")
+            raise ValueError(
+                f"{where} row {index}: needs string 'title' and 'text' fields, got keys {sorted(row)}"
+            )
         _, sections = split_markdown(text, title)
         pages.append((title, sections))
     return Corpus(_unique_ids(pages))
@@ -175,8 +179,17 @@ def default_corpus() -> Corpus:
     for key in sorted(data):
         entry = data[key]
         paragraphs = [p for p in entry.get("extract", "").split("\n") if p.strip()]
-        sections = [("Summary" if i == 0 else f"Summary, part {i + 1}", p) for i, p in enumerate(paragraphs)]
-        about = "; ".join(x for x in (entry.get("description"), f"topic: {entry['topic']}" if entry.get("topic") else None) if x)
+        sections = [
+            ("Summary" if i == 0 else f"Summary, part {i + 1}", p) for i, p in enumerate(paragraphs)
+        ]
+        about = "; ".join(
+            x
+            for x in (
+                entry.get("description"),
+                f"topic: {entry['topic']}" if entry.get("topic") else None,
+            )
+            if x
+        )
         if about:
             sections.append(("About", about))
         pages.append((entry.get("title") or key, sections))
@@ -192,14 +205,18 @@ def load_corpus(source: Any = None) -> Corpus:
     if isinstance(source, (str, Path)):
         path = Path(source).expanduser()
         if not path.exists():
-            raise ValueError(f"corpus {source!r} does not exist; pass a directory of .md/.txt files, a .jsonl file or a saved dataset")
+            raise ValueError(
+                f"corpus {source!r} does not exist; pass a directory of .md/.txt files, a .jsonl file or a saved dataset"
+            )
         if path.is_dir():
             if (path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists():
                 return from_hf(path)
             return from_directory(path)
         if path.suffix == ".jsonl":
             return from_jsonl(path)
-        raise ValueError(f"corpus file {path.name!r} is not .jsonl; use a JSONL file with title/text per line or a directory")
+        raise ValueError(
+            f"corpus file {path.name!r} is not .jsonl; use a JSONL file with title/text per line or a directory"
+        )
     if hasattr(source, "column_names"):
         return from_hf(source)
     raise ValueError(f"corpus must be a path or a datasets.Dataset, got {type(source).__name__}")

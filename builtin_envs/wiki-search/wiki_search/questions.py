@@ -28,7 +28,12 @@ def normalize(text: str) -> str:
 
 
 def default_questions() -> list[dict[str, Any]]:
-    text = resources.files("wiki_search").joinpath("data").joinpath("questions.jsonl").read_text("utf-8")
+    text = (
+        resources.files("wiki_search")
+        .joinpath("data")
+        .joinpath("questions.jsonl")
+        .read_text("utf-8")
+    )
     return [json.loads(line) for line in text.splitlines() if line]
 
 
@@ -47,8 +52,14 @@ def load_questions(source: str | Path | None) -> TaskSet:
         )
     path = Path(source).expanduser()
     if not path.is_file():
-        raise ValueError(f"questions file {source!r} does not exist; pass a .jsonl/.json/.csv with question and answer fields")
-    loader = {".jsonl": TaskSet.from_jsonl, ".json": TaskSet.from_json, ".csv": TaskSet.from_csv}.get(path.suffix)
+        raise ValueError(
+            f"questions file {source!r} does not exist; pass a .jsonl/.json/.csv with question and answer fields"
+        )
+    loader = {
+        ".jsonl": TaskSet.from_jsonl,
+        ".json": TaskSet.from_json,
+        ".csv": TaskSet.from_csv,
+    }.get(path.suffix)
     if loader is None:
         raise ValueError(f"questions file {path.name!r} must be .jsonl, .json or .csv")
     tasks = loader(path)

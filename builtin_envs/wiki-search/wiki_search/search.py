@@ -29,7 +29,9 @@ class SearchIndex:
 
     def search(self, query: str, k: int = 5) -> list[tuple[str, float]]:
         """(page_id, score) best first; empty when no query word is in the corpus."""
-        tokens = self.tokenizer.tokenize([query], update_vocab=False, show_progress=False, return_as="tuple")
+        tokens = self.tokenizer.tokenize(
+            [query], update_vocab=False, show_progress=False, return_as="tuple"
+        )
         if not any(tokens.ids[0]):
             return []
         k = min(k, len(self.page_ids))
@@ -56,7 +58,9 @@ def make_tools(index: SearchIndex, results: int = 5) -> list[Any]:
         hits = []
         for page_id, _score in index.search(query, results):
             page = corpus.pages[page_id]
-            hits.append({"page_id": page_id, "title": page.title, "snippet": page.text[:SNIPPET_CHARS]})
+            hits.append(
+                {"page_id": page_id, "title": page.title, "snippet": page.text[:SNIPPET_CHARS]}
+            )
         return json.dumps(hits) if hits else "No pages matched; try other keywords."
 
     def view_sections(page_id: str) -> str:
@@ -84,7 +88,9 @@ def make_tools(index: SearchIndex, results: int = 5) -> list[Any]:
         """
         section = corpus.sections.get(section_id)
         if section is None:
-            raise ValueError(f"no section with section_id {section_id!r}; use a section_id from view_sections")
+            raise ValueError(
+                f"no section with section_id {section_id!r}; use a section_id from view_sections"
+            )
         return section.text
 
     return [search_pages, view_sections, read_section]

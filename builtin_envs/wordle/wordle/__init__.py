@@ -54,7 +54,12 @@ def invalid_guesses(state: dict[str, Any]) -> float:
 
 def _tasks(words: tuple[str, ...], split: str, limit: int | None, seed: int) -> TaskSet:
     tasks = TaskSet(
-        Task(prompt=[{"role": "user", "content": USER_PROMPT}], answer=w, info={"split": split}, id=f"{split}-{w}")
+        Task(
+            prompt=[{"role": "user", "content": USER_PROMPT}],
+            answer=w,
+            info={"split": split},
+            id=f"{split}-{w}",
+        )
         for w in words
     ).shuffle(seed)
     return tasks.head(limit) if limit is not None else tasks

@@ -8,10 +8,12 @@ guess list) whose feedback splits those candidates most evenly. Feedback pattern
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 import numpy as np
 
 from .feedback import pattern
 from .words import all_words, answers
+
 
 def _encode(words: Sequence[str]) -> np.ndarray:
     return np.frombuffer("".join(words).encode("ascii"), dtype=np.uint8).reshape(len(words), 5)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 EVAL_FRACTION_PERCENT = 20
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read(name: str) -> tuple[str, ...]:
     text = resources.files("wordle").joinpath("data", name).read_text(encoding="utf-8")
     return tuple(line for line in text.splitlines() if line)
