@@ -180,14 +180,15 @@ class AnthropicClient:
             kwargs["system"] = system
         if tools:
             kwargs["tools"] = to_anthropic_tools(tools)
-        if sampling.temperature is not None:
-            kwargs["temperature"] = sampling.temperature
-        if sampling.top_p is not None:
-            kwargs["top_p"] = sampling.top_p
         if sampling.stop:
             kwargs["stop_sequences"] = sampling.stop
-        if sampling.extra:
-            kwargs["extra_body"] = dict(sampling.extra)
+        # temperature/top_p go through extra_body: they are Messages API fields, but recent SDK
+        # releases dropped them from create()'s typed signature.
+        extra = {k: v for k, v in (("temperature", sampling.temperature),
+                                   ("top_p", sampling.top_p)) if v is not None}
+        extra.update(sampling.extra)
+        if extra:
+            kwargs["extra_body"] = extra
         return kwargs
 
     async def chat(

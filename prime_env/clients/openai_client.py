@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import aiohttp
 import openai
 
 from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec, Usage
@@ -33,9 +34,9 @@ def classify(exc: BaseException) -> Failure:
     if common is not None:
         return common
     if isinstance(exc, openai.APITimeoutError):
-        cause = str(exc.__cause__ or "")
-        if "Cannot connect" in cause:  # the aiohttp transport reports a refused connect as a timeout
-            return Failure("connection_error", f"connection failed: {cause}", retryable=True)
+        dropped = _connection_cause(exc)
+        if dropped is not None:
+            return Failure("connection_error", f"connection failed: {dropped}", retryable=True)
         return Failure("timeout", "the request timed out", retryable=True)
     if isinstance(exc, openai.APIConnectionError):
         return Failure("connection_error", f"connection failed: {exc}", retryable=True)
@@ -44,6 +45,17 @@ def classify(exc: BaseException) -> Failure:
     if isinstance(exc, openai.APIResponseValidationError):
         return Failure("malformed_response", str(exc), retryable=True)
     return Failure(type(exc).__name__, str(exc), retryable=False)
+
+
+def _connection_cause(exc: BaseException) -> BaseException | None:
+    """The aiohttp transport reports refused and dropped connections as connect *timeouts*;
+    find the real connection error in the cause chain so it is recorded as what it was."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, aiohttp.ClientConnectionError) and not isinstance(seen, TimeoutError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 class OpenAIClient:

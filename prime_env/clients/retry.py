@@ -42,8 +42,8 @@ class RetryPolicy:
         """Delay before attempt `attempt + 1`: full jitter, floored by Retry-After."""
         ceiling = min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
         delay = random.uniform(0, ceiling)
-        if retry_after_s is not None:
-            delay = max(delay, min(retry_after_s, self.max_delay_s * 3))
+        if retry_after_s is not None:  # the server knows best; max_elapsed_s still bounds it
+            delay = max(delay, retry_after_s)
         return delay
 
 
