@@ -7,6 +7,8 @@ with no scored rollout never rank.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlmodel import Session, col
 
 from hub_server.auth import Principal
@@ -15,55 +17,58 @@ from hub_server.evals.schemas import LeaderboardRow
 from hub_server.evals.service import runs_query
 from hub_server.models import Environment, User
 
+_COLUMNS = (
+    Evaluation.id,
+    Evaluation.model_name,
+    Evaluation.mean_reward,
+    Evaluation.stderr,
+    Evaluation.n_examples,
+    Evaluation.n_rollouts,
+    Evaluation.n_errors,
+    Evaluation.env_version,
+    Evaluation.finalized_at,
+    User.username,
+)
+
 
 def leaderboard(
     session: Session, env: Environment, principal: Principal | None, version: str | None = None
 ) -> list[LeaderboardRow]:
-    query = runs_query(principal).where(
-        Evaluation.environment_id == env.id,
-        Evaluation.status == "completed",
-        col(Evaluation.mean_reward).is_not(None),
+    query = (
+        runs_query(principal, *_COLUMNS)
+        .join(User, col(User.id) == col(Evaluation.user_id))
+        .where(
+            Evaluation.environment_id == env.id,
+            Evaluation.status == "completed",
+            col(Evaluation.mean_reward).is_not(None),
+        )
     )
     if version:
         query = query.where(Evaluation.env_version == version)
-    best: dict[str, Evaluation] = {}
-    for evaluation, _env, _owner in session.exec(query):
-        current = best.get(evaluation.model_name)
-        if current is None or _rank_key(evaluation) > _rank_key(current):
-            best[evaluation.model_name] = evaluation
+    best: dict[str, Any] = {}
+    for run in session.exec(query):
+        current = best.get(run.model_name)
+        if current is None or _rank_key(run) > _rank_key(current):
+            best[run.model_name] = run
     ordered = sorted(best.values(), key=_rank_key, reverse=True)
-    names = _usernames(session, {run.user_id for run in ordered})
     return [
         LeaderboardRow(
             rank=position,
             model=run.model_name,
             evaluation_id=run.id,
-            mean_reward=float(run.mean_reward or 0.0),
+            mean_reward=float(run.mean_reward),
             stderr=run.stderr,
             n=run.n_examples,
             rollouts=run.n_rollouts,
             errors=run.n_errors,
             env_version=run.env_version,
-            date=run.finalized_at or run.created_at,
-            user=names.get(run.user_id, "?"),
+            date=run.finalized_at,
+            user=run.username,
         )
         for position, run in enumerate(ordered, start=1)
     ]
 
 
-def _rank_key(run: Evaluation) -> tuple[float, int, str]:
-    finished = run.finalized_at or run.created_at
-    return (
-        run.mean_reward if run.mean_reward is not None else float("-inf"),
-        run.n_rollouts,
-        finished.isoformat(),
-    )
-
-
-def _usernames(session: Session, user_ids: set[str]) -> dict[str, str]:
-    names = {}
-    for user_id in user_ids:
-        user = session.get(User, user_id)
-        if user is not None:
-            names[user_id] = user.username
-    return names
+def _rank_key(run: Any) -> tuple[float, int, str]:
+    """Higher mean first, then more scored rollouts, then the newer run."""
+    return (float(run.mean_reward), int(run.n_rollouts), run.finalized_at.isoformat())

@@ -370,10 +370,15 @@ def visible_runs(principal: Principal | None) -> sa.ColumnElement[bool]:
     return sa.and_(run_ok, env_ok)
 
 
-def runs_query(principal: Principal | None) -> Any:
-    """Evaluations joined with their environment and owner, limited to what the reader may see."""
+def runs_query(principal: Principal | None, *columns: Any) -> Any:
+    """Evaluations joined with their environment and owner, limited to what the reader may see.
+
+    Selects `columns` when given (a leaderboard needs a few numbers, not the JSON blobs of
+    every run), else the three rows.
+    """
     return (
-        select(Evaluation, Environment, Owner)
+        select(*(columns or (Evaluation, Environment, Owner)))
+        .select_from(Evaluation)
         .join(Environment, col(Environment.id) == col(Evaluation.environment_id))
         .join(Owner, col(Owner.id) == col(Environment.owner_id))
         .where(visible_runs(principal))
