@@ -160,9 +160,12 @@ def choose_installer(requested: str) -> str:
 
 
 def run_installer(cmd: list[str]) -> None:
-    """Run the installer, passing its output through; a failure becomes an InstallError."""
+    """Run the installer with its output on stderr (stdout is for our result, e.g. JSON).
+
+    A failure becomes an InstallError.
+    """
     try:
-        proc = subprocess.run(cmd, check=False)
+        proc = subprocess.run(cmd, check=False, stdout=sys.stderr)
     except OSError as exc:
         raise InstallError(f"cannot run {cmd[0]}: {exc.strerror}") from exc
     if proc.returncode != 0:
