@@ -38,7 +38,7 @@ def client_ip(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
-def get_principal(request: Request, hub: HubDep, session: SessionDep) -> Principal | None:
+def resolve_principal(request: Request, hub: Hub, session: Session) -> Principal | None:
     """The caller behind the Authorization header; None when anonymous.
 
     A wrong token is a 401 (never silently anonymous), and failed attempts are rate limited
@@ -61,6 +61,10 @@ def get_principal(request: Request, hub: HubDep, session: SessionDep) -> Princip
             "`prime hub token create`."
         )
     return principal
+
+
+def get_principal(request: Request, hub: HubDep, session: SessionDep) -> Principal | None:
+    return resolve_principal(request, hub, session)
 
 
 PrincipalDep = Annotated[Principal | None, Depends(get_principal)]

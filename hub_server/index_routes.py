@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, BackgroundTasks, Request, Response
 from fastapi.responses import FileResponse, RedirectResponse
-from sqlalchemy import update
+from sqlalchemy import Row, Select, bindparam, update
 from sqlmodel import Session, select
+from starlette.concurrency import run_in_threadpool
 
-from hub_server.access import can_read, env_not_found, find_owner
+from hub_server.access import can_read, env_not_found, find_owner, readable_environment
 from hub_server.auth import Principal
-from hub_server.deps import HubDep, PrincipalDep, SessionDep
+from hub_server.deps import HubDep, PrincipalDep, SessionDep, resolve_principal
 from hub_server.errors import HubError, NotFound
 from hub_server.models import DistFile, Environment, Owner, Version
 from hub_server.state import Hub
@@ -58,32 +59,64 @@ def _sees_all(principal: Principal | None, owner: Owner) -> bool:
     return reaches and any(s in ("all", "read", f"upload:{owner.name}") for s in principal.scopes)
 
 
+# Anonymous requests (pip and uv without credentials) take a fast path: one Core query on the
+# event loop for the serial, then the cached page; no thread hop, no ORM session.
+_OWNER_SERIAL = select(Owner.id, Owner.serial).where(Owner.name == bindparam("owner"))
+_PROJECT_SERIAL = (
+    select(Environment.id, Environment.serial, Environment.visibility)
+    .join(Owner, Owner.id == Environment.owner_id)  # type: ignore[arg-type]
+    .where(Owner.name == bindparam("owner"), Environment.normalized_name == bindparam("name"))
+)
+
+
+def _first(hub: Hub, statement: Select, **params: str) -> Row | None:  # type: ignore[type-arg]
+    with hub.engine.connect() as connection:
+        return connection.execute(statement, params).first()
+
+
+def _page(page: bytes, content_type: str) -> Response:
+    return Response(page, media_type=content_type, headers=_VARY)
+
+
 @router.api_route(
     "/{owner_name}/simple/",
     methods=["GET", "HEAD"],
     summary="Project list of one owner (PEP 503/691)",
 )
-def simple_index(
-    owner_name: str, request: Request, hub: HubDep, session: SessionDep, principal: PrincipalDep
-) -> Response:
+async def simple_index(owner_name: str, request: Request) -> Response:
+    hub: Hub = request.app.state.hub
     fmt, content_type = _negotiate(request)
-    owner = _owner_or_404(session, owner_name)
-    audience = "all" if _sees_all(principal, owner) else "public"
-    key = ("index", owner.id, owner.serial, audience, fmt)
-    page = hub.pages.get(key) if principal is None or audience == "all" else None
-    if page is None:
+    if "authorization" not in request.headers:
+        row = _first(hub, _OWNER_SERIAL, owner=owner_name.lower())
+        if row is None:
+            raise NotFound(f"No owner named {owner_name!r} on this hub.")
+        page = hub.pages.get(("index", row.id, row.serial, "public", fmt))
+        if page is not None:
+            return _page(page, content_type)
+    page = await run_in_threadpool(_render_index, request, hub, owner_name, fmt)
+    return _page(page, content_type)
+
+
+def _render_index(request: Request, hub: Hub, owner_name: str, fmt: str) -> bytes:
+    with Session(hub.engine, expire_on_commit=False) as session:
+        principal = resolve_principal(request, hub, session)
+        owner = _owner_or_404(session, owner_name)
+        audience = "all" if _sees_all(principal, owner) else "public"
+        shared = principal is None or audience == "all"
+        key = ("index", owner.id, owner.serial, audience, fmt)
+        page = hub.pages.get(key) if shared else None
+        if page is not None:
+            return page
         envs = session.exec(
             select(Environment)
             .where(Environment.owner_id == owner.id)
-            .order_by(
-                Environment.normalized_name  # type: ignore[arg-type]
-            )
+            .order_by(Environment.normalized_name)  # type: ignore[arg-type]
         ).all()
         visible = [e.name for e in envs if audience == "all" or can_read(principal, owner, e)]
         page = render_index_page(visible, fmt).encode()  # type: ignore[arg-type]
-        if principal is None or audience == "all":
+        if shared:
             hub.pages.put(key, page)
-    return Response(page, media_type=content_type, headers=_VARY)
+        return page
 
 
 @router.get("/{owner_name}/simple/{project}", include_in_schema=False)
@@ -96,32 +129,33 @@ def simple_project_no_slash(owner_name: str, project: str) -> Response:
     methods=["GET", "HEAD"],
     summary="One project's files (PEP 503/691)",
 )
-def simple_project(
-    owner_name: str,
-    project: str,
-    request: Request,
-    hub: HubDep,
-    session: SessionDep,
-    principal: PrincipalDep,
-) -> Response:
+async def simple_project(owner_name: str, project: str, request: Request) -> Response:
+    hub: Hub = request.app.state.hub
     fmt, content_type = _negotiate(request)
     normalized = normalize(project)
     if normalized != project:
         return RedirectResponse(f"/{owner_name}/simple/{normalized}/", status_code=301)
-    row = session.exec(
-        select(Environment, Owner)
-        .join(Owner, Owner.id == Environment.owner_id)  # type: ignore[arg-type]
-        .where(Owner.name == owner_name.lower(), Environment.normalized_name == normalized)
-    ).first()
-    if row is None or not can_read(principal, row[1], row[0]):
-        raise env_not_found(owner_name, project)
-    env, _owner = row
-    key = ("project", env.id, env.serial, fmt)
-    page = hub.pages.get(key)
-    if page is None:
-        page = _render_project(session, env, fmt).encode()
-        hub.pages.put(key, page)
-    return Response(page, media_type=content_type, headers=_VARY)
+    if "authorization" not in request.headers:
+        row = _first(hub, _PROJECT_SERIAL, owner=owner_name.lower(), name=normalized)
+        if row is None or row.visibility != "public":
+            raise env_not_found(owner_name, project)
+        page = hub.pages.get(("project", row.id, row.serial, fmt))
+        if page is not None:
+            return _page(page, content_type)
+    page = await run_in_threadpool(_project_page, request, hub, owner_name, normalized, fmt)
+    return _page(page, content_type)
+
+
+def _project_page(request: Request, hub: Hub, owner_name: str, normalized: str, fmt: str) -> bytes:
+    with Session(hub.engine, expire_on_commit=False) as session:
+        principal = resolve_principal(request, hub, session)
+        _owner, env = readable_environment(session, principal, owner_name, normalized)
+        key = ("project", env.id, env.serial, fmt)
+        page = hub.pages.get(key)
+        if page is None:
+            page = _render_project(session, env, fmt).encode()
+            hub.pages.put(key, page)
+        return page
 
 
 def _render_project(session: Session, env: Environment, fmt: str) -> str:

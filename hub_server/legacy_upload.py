@@ -20,9 +20,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from hub_server.access import find_owner, readable_environment, require_upload
-from hub_server.auth import Principal, authenticate, credentials_from_header
-from hub_server.deps import check_upload_rate, client_ip
-from hub_server.errors import BadRequest, HubError, NotFound, RateLimited, TooLarge, Unauthorized
+from hub_server.auth import Principal
+from hub_server.deps import check_upload_rate, resolve_principal
+from hub_server.errors import BadRequest, HubError, NotFound, TooLarge, Unauthorized
 from hub_server.http_protocol import REASON_HEADER, latin1_reason
 from hub_server.publishing import EnvTarget, NewFile, publish_file
 from hub_server.state import Hub
@@ -75,21 +75,11 @@ async def _upload(request: Request, owner_name: str | None) -> Response:
 
 
 def _authenticate(request: Request, hub: Hub) -> Principal:
-    token = credentials_from_header(request.headers.get("authorization"))
-    if token is None:
+    with Session(hub.engine, expire_on_commit=False) as session:
+        principal = resolve_principal(request, hub, session)
+    if principal is None:
         raise Unauthorized(
             "Uploading needs an API token: use username __token__ and your token as the password."
-        )
-    ip = client_ip(request)
-    wait = hub.login_limiter.retry_after(ip)
-    if wait is not None:
-        raise RateLimited(f"Too many failed logins from {ip}; wait {wait} s.", wait)
-    with Session(hub.engine, expire_on_commit=False) as session:
-        principal = authenticate(session, token)
-    if principal is None:
-        hub.login_limiter.hit(ip)
-        raise Unauthorized(
-            "Invalid or revoked API token; create one with `prime hub token create`."
         )
     return principal
 
