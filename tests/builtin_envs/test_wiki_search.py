@@ -210,3 +210,21 @@ def test_bad_corpus_and_arguments_are_rejected_clearly(tmp_path: Path) -> None:
         load_corpus(bad)
     with pytest.raises(ValueError, match="max_turns must be at least 2"):
         load_environment(max_turns=1)
+
+
+async def test_judge_rubric_scores_with_the_judge_and_keeps_exact_match_as_a_metric() -> None:
+    def judge_policy(messages: list[dict]) -> str:
+        prompt = messages[-1]["content"]
+        reference = prompt.split("Reference answer (may be empty):\n", 1)[1].split("\n", 1)[0]
+        response = prompt.split("Model's response:\n", 1)[1].split("\n\nQuestion:", 1)[0]
+        return "yes" if reference and reference in response else "no"
+
+    judge = PolicyClient(judge_policy, model="judge")
+    env = load_environment(judge=judge)
+    records = await run_rollouts(env, PolicyClient(searcher_policy), n=10)
+    assert summarize(records).reward_mean >= 0.99 and judge.calls == 10
+    assert all(
+        r.rewards == {"judge_correct": 1.0} and r.metrics["exact_match"] == 1.0 for r in records
+    )
+    wrong = await run_rollouts(env, PolicyClient(lambda m: "<answer>1066</answer>"), n=10)
+    assert summarize(wrong).reward_mean <= 0.1
