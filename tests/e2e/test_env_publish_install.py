@@ -57,8 +57,22 @@ def normal_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     log = (packages.parent / "pypiserver.log").open("wb")
     proc = subprocess.Popen(
-        [str(PYPI_SERVER), "run", "-i", "127.0.0.1", "-p", str(port), "-a", ".", "-P", ".",
-         "--disable-fallback", "--backend", "simple-dir", str(packages)],
+        [
+            str(PYPI_SERVER),
+            "run",
+            "-i",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-a",
+            ".",
+            "-P",
+            ".",
+            "--disable-fallback",
+            "--backend",
+            "simple-dir",
+            str(packages),
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -101,7 +115,9 @@ def cli_env(tmp_path: Path, hub: HubProcess, normal_index: str) -> dict[str, str
     return env
 
 
-def prime(env: dict[str, str], *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
+def prime(
+    env: dict[str, str], *args: str, token: str | None = None
+) -> subprocess.CompletedProcess[str]:
     run_env = dict(env)
     if token is not None:
         run_env["PRIME_API_KEY"] = token
@@ -133,11 +149,15 @@ def fresh_venv(path: Path, env: dict[str, str], *, with_pip: bool = False) -> Pa
     else:
         uv = find_uv()
         require(uv is not None, "uv")
-        subprocess.run([str(uv), "venv", "-q", "--python", sys.executable, str(path)], check=True, env=env)
+        subprocess.run(
+            [str(uv), "venv", "-q", "--python", sys.executable, str(path)], check=True, env=env
+        )
     python = path / "bin" / "python"
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     sdk_site = sysconfig.get_paths()["purelib"]
     Path(site, "_prime_sdk.pth").write_text(f"import site; site.addsitedir({sdk_site!r})\n")
@@ -150,7 +170,9 @@ def py(python: Path, code: str) -> str:
     return result.stdout.strip()
 
 
-def make_env(env: dict[str, str], parent: Path, name: str, *, deps: list[str], version: str = "0.1.0") -> Path:
+def make_env(
+    env: dict[str, str], parent: Path, name: str, *, deps: list[str], version: str = "0.1.0"
+) -> Path:
     """`prime env init`, then declare `deps` (served by the normal index) and `version`."""
     ok(prime(env, "env", "init", name, "--path", str(parent)))
     root = parent / name
@@ -180,7 +202,9 @@ def installed_version(python: Path, dist: str) -> str | None:
 # --------------------------------------------------------------------------- the main flow
 
 
-def test_init_build_push_install_import(tmp_path: Path, cli_env: dict[str, str], tokens: dict[str, str]) -> None:
+def test_init_build_push_install_import(
+    tmp_path: Path, cli_env: dict[str, str], tokens: dict[str, str]
+) -> None:
     alice = tokens["alice"]
     root = make_env(cli_env, tmp_path / "src", "calc-env", deps=["tiny-dep"])
 
@@ -199,8 +223,19 @@ def test_init_build_push_install_import(tmp_path: Path, cli_env: dict[str, str],
     ok(prime(cli_env, "env", "push", str(shadow), token=alice))
 
     python = fresh_venv(tmp_path / "venv", cli_env)
-    out = ok(prime(cli_env, "env", "install", "alice/calc-env@0.1.0", "--python", str(python),
-                   "--output", "json", token=alice))
+    out = ok(
+        prime(
+            cli_env,
+            "env",
+            "install",
+            "alice/calc-env@0.1.0",
+            "--python",
+            str(python),
+            "--output",
+            "json",
+            token=alice,
+        )
+    )
     record = json.loads(out)
     assert record["installer"] == "uv"
     assert record["installed"][0]["environment"] == "alice/calc-env"
@@ -222,7 +257,9 @@ def test_init_build_push_install_import(tmp_path: Path, cli_env: dict[str, str],
     bump(root, "0.1.0", "0.2.0")
     assert "alice/calc-env@0.2.0" in ok(prime(cli_env, "env", "push", str(root), token=alice))
 
-    versions = json.loads(ok(prime(cli_env, "env", "versions", "alice/calc-env", "--output", "json")))
+    versions = json.loads(
+        ok(prime(cli_env, "env", "versions", "alice/calc-env", "--output", "json"))
+    )
     assert [v["semantic_version"] for v in versions["versions"]] == ["0.2.0", "0.1.0"]
 
     # A specifier resolves on the hub; an exact pin stays exact.
@@ -236,10 +273,14 @@ def test_init_build_push_install_import(tmp_path: Path, cli_env: dict[str, str],
     ok(prime(cli_env, "env", "pull", "alice/calc-env@0.2.0", "--target", str(target)))
     for name in ("pyproject.toml", "README.md", "calc_env.py"):
         assert (target / name).read_bytes() == (root / name).read_bytes()
-    one_line_error(prime(cli_env, "env", "pull", "alice/calc-env@0.2.0", "--target", str(target)), "not empty")
+    one_line_error(
+        prime(cli_env, "env", "pull", "alice/calc-env@0.2.0", "--target", str(target)), "not empty"
+    )
 
 
-def test_listing_info_yank_json(tmp_path: Path, cli_env: dict[str, str], tokens: dict[str, str]) -> None:
+def test_listing_info_yank_json(
+    tmp_path: Path, cli_env: dict[str, str], tokens: dict[str, str]
+) -> None:
     alice = tokens["alice"]
     root = make_env(cli_env, tmp_path / "src", "listed-env", deps=[])
     ok(prime(cli_env, "env", "push", str(root), token=alice))
@@ -255,12 +296,19 @@ def test_listing_info_yank_json(tmp_path: Path, cli_env: dict[str, str], tokens:
     assert info["version"]["wheel_filename"] == "listed_env-0.1.0-py3-none-any.whl"
 
     ok(prime(cli_env, "env", "yank", "alice/listed-env@0.1.0", "--reason", "broken", token=alice))
-    versions = json.loads(ok(prime(cli_env, "env", "versions", "alice/listed-env", "--output", "json")))
+    versions = json.loads(
+        ok(prime(cli_env, "env", "versions", "alice/listed-env", "--output", "json"))
+    )
     assert versions["versions"][0]["yanked"] is True
     # bob may not yank alice's environment
-    assert prime(cli_env, "env", "unyank", "alice/listed-env@0.1.0", token=tokens["bob"]).returncode == 1
+    assert (
+        prime(cli_env, "env", "unyank", "alice/listed-env@0.1.0", token=tokens["bob"]).returncode
+        == 1
+    )
     ok(prime(cli_env, "env", "unyank", "alice/listed-env@0.1.0", token=alice))
-    versions = json.loads(ok(prime(cli_env, "env", "versions", "alice/listed-env", "--output", "json")))
+    versions = json.loads(
+        ok(prime(cli_env, "env", "versions", "alice/listed-env", "--output", "json"))
+    )
     assert versions["versions"][0]["yanked"] is False
 
 
@@ -276,7 +324,9 @@ def test_private_environment_is_invisible_to_others(
 
     for token in (bob, None):
         one_line_error(prime(cli_env, "env", "info", "alice/secret-env", token=token), "not found")
-        one_line_error(prime(cli_env, "env", "versions", "alice/secret-env", token=token), "not found")
+        one_line_error(
+            prime(cli_env, "env", "versions", "alice/secret-env", token=token), "not found"
+        )
         listing = json.loads(ok(prime(cli_env, "env", "list", "--output", "json", token=token)))
         assert "secret-env" not in {item["name"] for item in listing["environments"]}
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -298,13 +348,26 @@ def test_private_environment_is_invisible_to_others(
 
 @pytest.mark.parametrize("installer", ["uv", "pip"])
 def test_unknown_name_never_falls_through(
-    tmp_path: Path, cli_env: dict[str, str], tokens: dict[str, str], normal_index: str, installer: str
+    tmp_path: Path,
+    cli_env: dict[str, str],
+    tokens: dict[str, str],
+    normal_index: str,
+    installer: str,
 ) -> None:
     """`ghost-env` exists on the normal index but not on the hub: install must refuse."""
     python = fresh_venv(tmp_path / "venv", cli_env, with_pip=installer == "pip")
     assert httpx.get(normal_index + "ghost-env/").status_code == 200
-    result = prime(cli_env, "env", "install", "alice/ghost-env", "--python", str(python),
-                   "--with", installer, token=tokens["alice"])
+    result = prime(
+        cli_env,
+        "env",
+        "install",
+        "alice/ghost-env",
+        "--python",
+        str(python),
+        "--with",
+        installer,
+        token=tokens["alice"],
+    )
     one_line_error(result, "not found", "nothing was installed")
     assert installed_version(python, "ghost-env") is None
 
@@ -315,8 +378,21 @@ def test_pip_installer_uses_normal_index_for_dependencies(
     root = make_env(cli_env, tmp_path / "src", "pip-env", deps=["tiny-dep"])
     ok(prime(cli_env, "env", "push", str(root), token=tokens["alice"]))
     python = fresh_venv(tmp_path / "venv", cli_env, with_pip=True)
-    out = ok(prime(cli_env, "env", "install", "alice/pip-env", "--python", str(python),
-                   "--with", "pip", "--output", "json", token=tokens["alice"]))
+    out = ok(
+        prime(
+            cli_env,
+            "env",
+            "install",
+            "alice/pip-env",
+            "--python",
+            str(python),
+            "--with",
+            "pip",
+            "--output",
+            "json",
+            token=tokens["alice"],
+        )
+    )
     assert json.loads(out)["installer"] == "pip"
     assert installed_version(python, "pip-env") == "0.1.0"
     assert installed_version(python, "tiny-dep") == "1.0"
@@ -325,7 +401,9 @@ def test_pip_installer_uses_normal_index_for_dependencies(
 # --------------------------------------------------------------------------- errors
 
 
-def test_errors_are_one_clear_line(tmp_path: Path, hub: HubProcess, cli_env: dict[str, str], tokens: dict[str, str]) -> None:
+def test_errors_are_one_clear_line(
+    tmp_path: Path, hub: HubProcess, cli_env: dict[str, str], tokens: dict[str, str]
+) -> None:
     root = make_env(cli_env, tmp_path / "src", "err-env", deps=[])
     python = fresh_venv(tmp_path / "venv", cli_env)
 
@@ -336,26 +414,40 @@ def test_errors_are_one_clear_line(tmp_path: Path, hub: HubProcess, cli_env: dic
 
     dead = dict(cli_env, PRIME_HUB_URL=f"http://127.0.0.1:{free_port()}")
     one_line_error(prime(dead, "env", "list"), "cannot reach the hub", "PRIME_HUB_URL")
-    one_line_error(prime(dead, "env", "install", "alice/err-env", "--python", str(python)), "cannot reach the hub")
-    one_line_error(prime(dead, "login", "--url", dead["PRIME_HUB_URL"], "--token", tokens["alice"]), "nothing saved")
+    one_line_error(
+        prime(dead, "env", "install", "alice/err-env", "--python", str(python)),
+        "cannot reach the hub",
+    )
+    one_line_error(
+        prime(dead, "login", "--url", dead["PRIME_HUB_URL"], "--token", tokens["alice"]),
+        "nothing saved",
+    )
 
     one_line_error(prime(cli_env, "env", "info", "alice/no-such-env"), "not found")
     ok(prime(cli_env, "env", "push", str(root), token=tokens["alice"]))
     one_line_error(
-        prime(cli_env, "env", "install", "alice/err-env@9.9", "--python", str(python)), "9.9", "0.1.0"
+        prime(cli_env, "env", "install", "alice/err-env@9.9", "--python", str(python)),
+        "9.9",
+        "0.1.0",
     )
     usage = prime(cli_env, "env", "install", "not-a-reference", "--python", str(python))
-    assert usage.returncode == 2 and "OWNER/NAME" in usage.stderr and "Traceback" not in usage.stderr
+    assert (
+        usage.returncode == 2 and "OWNER/NAME" in usage.stderr and "Traceback" not in usage.stderr
+    )
 
     (root / "pyproject.toml").write_text("[project\n")
-    one_line_error(prime(cli_env, "env", "push", str(root), token=tokens["alice"]), "not valid TOML")
+    one_line_error(
+        prime(cli_env, "env", "push", str(root), token=tokens["alice"]), "not valid TOML"
+    )
 
 
 def test_login_saves_settings_used_by_later_commands(
     tmp_path: Path, hub: HubProcess, cli_env: dict[str, str], tokens: dict[str, str]
 ) -> None:
     env = {k: v for k, v in cli_env.items() if k != "PRIME_HUB_URL"}
-    one_line_error(prime(env, "login", "--url", hub.url, "--token", "phub_" + "y" * 43), "nothing saved")
+    one_line_error(
+        prime(env, "login", "--url", hub.url, "--token", "phub_" + "y" * 43), "nothing saved"
+    )
     assert not (tmp_path / "home" / ".config" / "prime" / "config.toml").exists()
     ok(prime(env, "login", "--url", hub.url, "--token", tokens["bob"]))
     path = tmp_path / "home" / ".config" / "prime" / "config.toml"

@@ -20,7 +20,10 @@ def test_set_writes_mode_0600_and_round_trips() -> None:
     path = cfg.set_value("hub_url", "http://127.0.0.1:9999/api/v1/")
     cfg.set_value("api_key", "phub_secret_value_123")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert cfg.load_file() == {"hub_url": "http://127.0.0.1:9999", "api_key": "phub_secret_value_123"}
+    assert cfg.load_file() == {
+        "hub_url": "http://127.0.0.1:9999",
+        "api_key": "phub_secret_value_123",
+    }
     # no temp files left beside it
     assert sorted(p.name for p in path.parent.iterdir()) == ["config.toml"]
 

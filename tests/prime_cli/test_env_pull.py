@@ -32,7 +32,9 @@ def test_extracts_a_normal_archive(tmp_path: Path) -> None:
     archive = _archive(tmp_path / "ok.tar.gz", [_member("pyproject.toml"), _member("pkg/mod.py")])
     dest = extract_archive(archive, tmp_path / "out")
     assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*")) == [
-        "pkg", "pkg/mod.py", "pyproject.toml"
+        "pkg",
+        "pkg/mod.py",
+        "pyproject.toml",
     ]
 
 

@@ -26,11 +26,22 @@ def test_init_build_validate_and_load(tmp_path: Path, monkeypatch: pytest.Monkey
     entry = pyproject["project"]["entry-points"]["prime.environments"]
     assert entry == {"demo-math": "demo_math:load_environment"}
     readme = (root / "README.md").read_text()
-    for section in ("Overview", "Datasets", "Task", "Quickstart", "Environment Arguments", "Metrics"):
+    for section in (
+        "Overview",
+        "Datasets",
+        "Task",
+        "Quickstart",
+        "Environment Arguments",
+        "Metrics",
+    ):
         assert f"## {section}" in readme
 
     project = load_project(root)
-    assert (project.name, project.version, project.tags) == ("demo-math", "0.1.0", ["single-turn", "example"])
+    assert (project.name, project.version, project.tags) == (
+        "demo-math",
+        "0.1.0",
+        ["single-turn", "example"],
+    )
     built = build_distributions(project, tmp_path / "dist")
     checked = validate_distribution(built.wheel, built.wheel.name)
     assert checked.metadata.name == "demo-math" and str(checked.metadata.version) == "0.1.0"

@@ -1,0 +1,102 @@
+"""The hub client against a real hub on loopback: errors, transfers, token handling."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from prime_cli.hub_client import HubClient, HubError, NotFound
+from tests.hub_server.hubproc import HubProcess, start_hub
+from tests.support import free_port
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
+    with start_hub(tmp_path_factory.mktemp("hub")) as running:
+        yield running
+
+
+def test_unreachable_hub_says_how_to_fix() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    with HubClient(url, timeout=5) as client, pytest.raises(HubError) as caught:
+        client.request("GET", "/environmentshub/", "list environments")
+    message = str(caught.value)
+    assert message.startswith(f"cannot reach the hub at {url}")
+    assert "PRIME_HUB_URL" in message and "prime login" in message
+
+
+def test_bad_token_is_401_with_a_fix(hub: HubProcess) -> None:
+    with HubClient(hub.url, "phub_" + "z" * 43) as client, pytest.raises(HubError) as caught:
+        client.request("GET", "/user/whoami", "whoami")
+    assert caught.value.status == 401
+    assert "not authenticated" in str(caught.value) and "prime login" in str(caught.value)
+    with HubClient(hub.url) as anonymous, pytest.raises(HubError, match="PRIME_API_KEY"):
+        anonymous.request("GET", "/user/whoami", "whoami")
+
+
+def test_missing_environment_is_not_found(hub: HubProcess) -> None:
+    with HubClient(hub.url, hub.admin_token) as client, pytest.raises(NotFound) as caught:
+        client.request("GET", "/environmentshub/admin/nothing-here", "info admin/nothing-here")
+    assert caught.value.status == 404 and "nothing-here" in str(caught.value)
+
+
+def test_whoami_with_a_good_token(hub: HubProcess) -> None:
+    with HubClient(hub.url, hub.admin_token) as client:
+        data = client.request("GET", "/user/whoami", "whoami")["data"]
+    assert data["username"] == "admin"
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """A plain file server that records the Authorization header it receives."""
+
+    seen: list[str | None] = []
+    body = b"payload bytes"
+
+    def do_GET(self) -> None:
+        type(self).seen.append(self.headers.get("Authorization"))
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def other_origin() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Recorder.seen = []
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def test_download_checks_sha256_and_never_leaks_the_token(
+    tmp_path: Path, other_origin: str
+) -> None:
+    hub_url = f"http://127.0.0.1:{free_port()}"  # the token belongs to this (other) origin
+    good = hashlib.sha256(_Recorder.body).hexdigest()
+    with HubClient(hub_url, "phub_secret") as client:
+        dest = client.download(f"{other_origin}/file.bin", tmp_path / "file.bin", sha256=good)
+        assert dest.read_bytes() == _Recorder.body
+        with pytest.raises(HubError, match="sha256 mismatch"):
+            client.download(f"{other_origin}/file.bin", tmp_path / "bad.bin", sha256="0" * 64)
+    assert _Recorder.seen == [None, None]  # no Authorization sent to a foreign origin
+    assert not list(tmp_path.glob("*.bin.part")) and not (tmp_path / "bad.bin").exists()
+
+
+def test_non_hub_server_is_a_clear_error(other_origin: str) -> None:
+    with (
+        HubClient(other_origin) as client,
+        pytest.raises(HubError, match="did not answer with JSON"),
+    ):
+        client.request("GET", "/environmentshub/", "list environments")
