@@ -122,7 +122,7 @@ def prime(
     if token is not None:
         run_env["PRIME_API_KEY"] = token
     return subprocess.run(
-        [str(PRIME), *args], env=run_env, capture_output=True, text=True, timeout=300
+        [str(PRIME), *args], check=False, env=run_env, capture_output=True, text=True, timeout=300
     )
 
 
@@ -165,7 +165,9 @@ def fresh_venv(path: Path, env: dict[str, str], *, with_pip: bool = False) -> Pa
 
 
 def py(python: Path, code: str) -> str:
-    result = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [str(python), "-c", code], check=False, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
 

@@ -7,6 +7,7 @@ import http.server
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -54,8 +55,8 @@ def test_whoami_with_a_good_token(hub: HubProcess) -> None:
 class _Recorder(http.server.BaseHTTPRequestHandler):
     """A plain file server that records the Authorization header it receives."""
 
-    seen: list[str | None] = []
-    body = b"payload bytes"
+    seen: ClassVar[list[str | None]] = []
+    body: ClassVar[bytes] = b"payload bytes"
 
     def do_GET(self) -> None:
         type(self).seen.append(self.headers.get("Authorization"))
