@@ -108,7 +108,10 @@ def reap_orphans() -> int:
         except (KeyError, ValueError):
             owner_alive, expired = False, True  # a malformed label is nobody's container
         if expired or not owner_alive:
-            _remove(container["Id"])
+            try:
+                _remove(container["Id"])
+            except SandboxError:
+                continue  # one stuck orphan must not stop new sandboxes; `prime sandbox gc` retries
             reaped += 1
     return reaped
 
