@@ -22,8 +22,7 @@ def fail(message: str) -> click.ClickException:
 
 def fetch_whoami(client: HubClient) -> dict[str, Any]:
     """The account behind the client's token (`GET /api/v1/user/whoami`)."""
-    body = client.request("GET", "/user/whoami", "whoami")
-    data = body.get("data") if isinstance(body, dict) else None
+    data = client.data("GET", "/user/whoami", "whoami")
     if not isinstance(data, dict) or "username" not in data:
         raise HubError(f"whoami: unexpected answer from {client.base_url}; is it a prime hub?")
     return data

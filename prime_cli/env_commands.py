@@ -51,6 +51,7 @@ _EXPECTED = (
     ScaffoldError,
     PullError,
     cfg.ConfigError,
+    OSError,
 )
 
 OUTPUT = click.option(
@@ -312,6 +313,8 @@ def _list_envs(
         params["mine"] = "true"
     with _client() as client:
         body = client.request("GET", "/environmentshub/", "list environments", params=params)
+    if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+        raise HubError(f"list environments: unexpected answer from {client.base_url}")
     items: list[dict[str, Any]] = body.get("data") or []
     if output == "json":
         _echo_json(
@@ -392,14 +395,14 @@ def info(ref: str, output: str) -> None:
     """Show one environment, or one version with OWNER/NAME@VERSION."""
     env_ref = _ref(ref)
     with _client() as client:
-        summary = client.request(
+        summary = client.data(
             "GET", env_path(env_ref.owner, env_ref.name), f"info {env_ref.owner}/{env_ref.name}"
-        )["data"]
-        record = client.request(
+        )
+        record = client.data(
             "GET",
             f"{env_path(env_ref.owner, env_ref.name)}/@{quote(env_ref.spec or 'latest', safe='')}",
             f"info {env_ref}",
-        )["data"]
+        )
     if output == "json":
         _echo_json({"environment": summary, "version": record})
         return
@@ -436,11 +439,11 @@ def versions(ref: str, output: str) -> None:
     """List every version of OWNER/NAME, newest first (yanked ones marked)."""
     env_ref = _ref(ref)
     with _client() as client:
-        items: list[dict[str, Any]] = client.request(
+        items: list[dict[str, Any]] = client.data(
             "GET",
             f"{env_path(env_ref.owner, env_ref.name)}/versions",
             f"versions of {env_ref.owner}/{env_ref.name}",
-        )["data"]
+        )
     if output == "json":
         _echo_json({"environment": f"{env_ref.owner}/{env_ref.name}", "versions": items})
         return
@@ -482,12 +485,12 @@ def yank(ref: str, reason: str | None) -> None:
     """Yank OWNER/NAME@VERSION: hidden from new resolutions, still installable by exact pin."""
     env_ref = _exact_version(ref)
     with _client() as client:
-        data = client.request(
+        data = client.data(
             "POST",
             f"{env_path(env_ref.owner, env_ref.name)}/@{quote(env_ref.spec or '', safe='')}/yank",
             f"yank {env_ref}",
             json={"reason": reason},
-        )["data"]
+        )
     console.print(f"Yanked {env_ref.owner}/{env_ref.name}@{data.get('semantic_version')}")
 
 
@@ -498,9 +501,9 @@ def unyank(ref: str) -> None:
     """Undo a yank of OWNER/NAME@VERSION."""
     env_ref = _exact_version(ref)
     with _client() as client:
-        data = client.request(
+        data = client.data(
             "POST",
             f"{env_path(env_ref.owner, env_ref.name)}/@{quote(env_ref.spec or '', safe='')}/unyank",
             f"unyank {env_ref}",
-        )["data"]
+        )
     console.print(f"Unyanked {env_ref.owner}/{env_ref.name}@{data.get('semantic_version')}")

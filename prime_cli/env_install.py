@@ -58,7 +58,7 @@ def resolve(client: HubClient, ref: EnvRef) -> ResolvedEnv:
     spec = ref.spec or "latest"
     what = f"resolve {ref}"
     try:
-        body = client.request(
+        data: dict[str, Any] = client.data(
             "GET", f"{env_path(ref.owner, ref.name)}/@{quote(spec, safe='')}", what
         )
     except NotFound as exc:
@@ -67,7 +67,6 @@ def resolve(client: HubClient, ref: EnvRef) -> ResolvedEnv:
             "the hub, never on another index)",
             exc.status,
         ) from exc
-    data: dict[str, Any] = body["data"]
     if not data.get("wheel_url") or not data.get("wheel_sha256"):
         raise HubError(
             f"{ref.owner}/{ref.name} {data.get('semantic_version')} has no wheel on the hub; "

@@ -51,10 +51,9 @@ def _bump_hint(version: str) -> str:
 
 def _existing_versions(client: HubClient, owner: str, name: str) -> list[dict[str, Any]]:
     try:
-        body = client.request("GET", env_path(owner, name) + "/versions", "list versions")
+        return list(client.data("GET", env_path(owner, name) + "/versions", "list versions"))
     except NotFound:
         return []
-    return list(body.get("data") or [])
 
 
 def check_not_published(
@@ -82,17 +81,17 @@ def _upload_flow(
     client: HubClient, env_id: str, kind: str, path: Path, body: dict[str, Any]
 ) -> dict[str, Any]:
     """Reserve an upload, PUT the bytes, finalize; `kind` is `wheels` or `versions`."""
-    reserved = client.request(
+    reserved = client.data(
         "POST", f"/environmentshub/{env_id}/{kind}", f"reserve upload of {path.name}", json=body
-    )["data"]
+    )
     upload_id = reserved.get("wheel_id") or reserved.get("version_id")
     client.upload(reserved["upload_url"], path, label=f"upload {path.name}")
-    done = client.request(
+    done = client.data(
         "POST",
         f"/environmentshub/{env_id}/{kind}/{upload_id}/finalize",
         f"finalize upload of {path.name}",
     )
-    return dict(done.get("data") or {})
+    return dict(done or {})
 
 
 def write_push_metadata(project: EnvProject, result: PushResult) -> Path:
@@ -148,7 +147,7 @@ def push_environment(
             raise ProjectError(f"the built wheel would be refused by the hub: {exc}") from exc
         archive = source_archive(project, files, content_hash, out / "src")
 
-        resolved = client.request(
+        resolved = client.data(
             "POST",
             "/environmentshub/resolve",
             f"resolve {owner}/{project.name}",
@@ -159,7 +158,7 @@ def push_environment(
                 "description": project.description or None,
                 "tags": project.tags or None,
             },
-        )["data"]
+        )
         env_id = str(resolved["id"])
         metadata = {
             "description": project.description,

@@ -25,9 +25,7 @@ class PullError(Exception):
 def pull_source(client: HubClient, ref: EnvRef, target: Path | None) -> tuple[Path, str]:
     """Extract the source of `ref` into `target` (default ./NAME-VERSION); return it and the version."""
     spec = quote(ref.spec or "latest", safe="")
-    record = client.request("GET", f"{env_path(ref.owner, ref.name)}/@{spec}", f"pull {ref}")[
-        "data"
-    ]
+    record = client.data("GET", f"{env_path(ref.owner, ref.name)}/@{spec}", f"pull {ref}")
     version = str(record["semantic_version"])
     source_url = record.get("source_url")
     if not source_url:

@@ -180,6 +180,24 @@ class HubClient:
                 "is PRIME_HUB_URL pointing at a prime hub?"
             ) from exc
 
+    def data(
+        self,
+        method: str,
+        path: str,
+        what: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Like `request`, but return the `data` member of the hub's `{"data": …}` envelope."""
+        body = self.request(method, path, what, json=json, params=params)
+        if not isinstance(body, dict) or "data" not in body:
+            raise HubError(
+                f"{what}: unexpected answer from {self.base_url} (no 'data' member); "
+                "is PRIME_HUB_URL pointing at a prime hub?"
+            )
+        return body["data"]
+
     # ----------------------------------------------------------------- transfers
 
     def upload(self, url: str, path: Path, *, label: str | None = None) -> None:
