@@ -29,6 +29,7 @@ from .clients.base import ModelClient, SamplingArgs
 from .clients.registry import ModelSpec
 from .environment import Environment
 from .errors import EnvironmentNotFound
+from .loading import _call_factory as call_factory
 from .loading import load, parse_env_id
 from .record import RolloutRecord
 from .runner import run_rollouts
@@ -52,7 +53,20 @@ def load_env(
     install: Callable[[str], None] | None = None,
 ) -> Environment:
     """Load ENV given as a .py file, an environment project directory, an installed name, or
-    `owner/name[@version]` (installed through `install` when missing or at another version)."""
+    `owner/name[@version]` (installed through `install` when missing or at another version).
+
+    Wrong `env_args` become an EvalError naming the arguments load_environment accepts."""
+    try:
+        return _load_env(spec, env_args, install)
+    except TypeError as exc:
+        raise EvalError(str(exc)) from None
+
+
+def _load_env(
+    spec: str,
+    env_args: dict[str, Any],
+    install: Callable[[str], None] | None,
+) -> Environment:
     path = Path(spec)
     if path.suffix == ".py" or path.is_dir() or os.sep in spec and path.exists():
         if not path.exists():
@@ -103,9 +117,7 @@ def _load_path(path: Path, env_args: dict[str, Any]) -> Environment:
     factory = getattr(module, "load_environment", None)
     if factory is None:
         raise EvalError(f"{path} defines no load_environment(**kwargs)")
-    env = factory(**env_args)
-    if not isinstance(env, Environment):
-        raise EvalError(f"{path}: load_environment returned {type(env).__name__}, not an Environment")
+    env = call_factory(str(path), factory, env_args)
     env.name = env.name or path.stem
     env.env_args = dict(env_args)
     return env

@@ -1,0 +1,36 @@
+"""Helpers for the `prime eval` end-to-end tests: run the CLI, find and read run directories."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+PRIME = Path(sys.executable).with_name("prime")
+ROOT = Path(__file__).resolve().parents[2]
+SAY_ENV = ROOT / "tests" / "fakes" / "envs" / "say_env.py"
+
+
+def prime_env(**extra: str) -> dict[str, str]:
+    """The environment for a `prime` subprocess: no real provider keys, this checkout importable."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["PYTHONPATH"] = str(ROOT)
+    env.update(extra)
+    return env
+
+
+def prime(*args: str, cwd: Path, env: dict[str, str] | None = None,
+          timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(PRIME), *args], cwd=cwd, env=env or prime_env(), text=True,
+                          capture_output=True, timeout=timeout)
+
+
+def run_dirs(out: Path) -> list[Path]:
+    return sorted(p.parent for p in out.glob("evals/*/*/metadata.json"))
+
+
+def records(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
