@@ -8,6 +8,7 @@ file, or a local `datasets` dataset) and `questions=` to make it search your own
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -103,7 +104,7 @@ def load_environment(
             f"num_eval_examples must be between 1 and {len(tasks) - 1}, got {num_eval_examples}"
         )
     train, evals = tasks.split(eval_size=num_eval_examples, seed=seed)
-    metrics = [tool_calls, read_the_source, PARSER.format_reward]
+    metrics: list[Callable[..., Any]] = [tool_calls, read_the_source, PARSER.format_reward]
     if judge is None:
         rubric: Rubric = Rubric([exact_match], metrics=metrics, parser=PARSER)
     else:
