@@ -192,7 +192,7 @@ def push(path: Path, visibility: str | None, owner: str | None) -> None:
         f"Pushed [bold]{slug}@{result.version}[/] "
         f"({'new environment' if result.created else 'new version'})"
     )
-    console.print(f"  wheel   {result.wheel.filename.filename}  sha256 {result.wheel.sha256[:16]}…")
+    console.print(f"  wheel   {result.wheel_filename}  sha256 {result.wheel_sha256[:16]}…")
     console.print(f"  source  {result.source_filename}  content hash {result.content_hash[:16]}…")
     console.print(f"  install prime env install {slug}@{result.version}")
     console.print(f"  record  {meta}")

@@ -22,7 +22,7 @@ from prime_cli.env_project import EnvProject, ProjectError, build_distributions,
 from prime_cli.hub_client import HubClient, HubError, NotFound, env_path
 from registry_index.content_hash import iter_tree_files, tree_content_hash
 from registry_index.errors import InvalidUpload
-from registry_index.validation import ValidatedDistribution, validate_distribution
+from registry_index.validation import validate_distribution
 
 
 class PushRefused(Exception):
@@ -36,7 +36,8 @@ class PushResult:
     version: str
     environment_id: str
     content_hash: str
-    wheel: ValidatedDistribution
+    wheel_filename: str
+    wheel_sha256: str
     source_filename: str
     created: bool
 
@@ -58,16 +59,26 @@ def _existing_versions(client: HubClient, owner: str, name: str) -> list[dict[st
 
 def check_not_published(
     versions: list[dict[str, Any]], project: EnvProject, owner: str, content_hash: str
-) -> None:
-    """Refuse unchanged content, and a version number already used by other content."""
+) -> dict[str, Any] | None:
+    """Refuse unchanged content, and a version number already used by other content.
+
+    Returns the already-uploaded wheel's file record when this exact version and content were
+    pushed but the upload stopped before the source archive: the push then only adds it.
+    """
     slug = f"{owner}/{project.name}"
     for info in versions:
-        if info.get("content_hash") == content_hash:
-            raise PushRefused(
-                f"nothing to push: {slug} {info.get('semantic_version')} already has exactly this "
-                f"content (content hash {content_hash[:12]}…); change the environment and bump "
-                "[project] version in pyproject.toml to publish a new version"
-            )
+        if info.get("content_hash") != content_hash:
+            continue
+        files = info.get("files") or []
+        wheels = [f for f in files if f.get("kind") == "wheel"]
+        has_source = any(f.get("kind") == "source" for f in files)
+        if info.get("semantic_version") == project.version and wheels and not has_source:
+            return dict(wheels[0])
+        raise PushRefused(
+            f"nothing to push: {slug} {info.get('semantic_version')} already has exactly this "
+            f"content (content hash {content_hash[:12]}…); change the environment and bump "
+            "[project] version in pyproject.toml to publish a new version"
+        )
     for info in versions:
         if info.get("semantic_version") == project.version:
             raise PushRefused(
@@ -75,6 +86,7 @@ def check_not_published(
                 f"versions are immutable; bump [project] version in pyproject.toml "
                 f"(e.g. to {_bump_hint(project.version)}) and push again"
             )
+    return None
 
 
 def _upload_flow(
@@ -106,7 +118,7 @@ def write_push_metadata(project: EnvProject, result: PushResult) -> Path:
         "version": result.version,
         "content_hash": result.content_hash,
         "pushed_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
-        "wheel_sha256": result.wheel.sha256,
+        "wheel_sha256": result.wheel_sha256,
     }
     fd, tmp = tempfile.mkstemp(dir=meta_dir, prefix=".env-metadata.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -133,7 +145,7 @@ def push_environment(
             "replace them with regular files"
         )
     content_hash = tree_content_hash(project.root)
-    check_not_published(
+    uploaded_wheel = check_not_published(
         _existing_versions(client, owner, project.name), project, owner, content_hash
     )
 
@@ -169,20 +181,29 @@ def push_environment(
             "original_filename": built.wheel.name,
             "requires_dist": list(wheel.metadata.requires_dist),
         }
-        _upload_flow(
-            client,
-            env_id,
-            "wheels",
-            built.wheel,
-            {
-                "content_hash": content_hash,
-                "filename": built.wheel.name,
-                "sha256": wheel.sha256,
-                "size": wheel.size,
-                "semantic_version": project.version,
-                "metadata": metadata,
-            },
-        )
+        if uploaded_wheel is None:
+            _upload_flow(
+                client,
+                env_id,
+                "wheels",
+                built.wheel,
+                {
+                    "content_hash": content_hash,
+                    "filename": built.wheel.name,
+                    "sha256": wheel.sha256,
+                    "size": wheel.size,
+                    "semantic_version": project.version,
+                    "metadata": metadata,
+                },
+            )
+            wheel_filename, wheel_sha256 = built.wheel.name, wheel.sha256
+        else:
+            # An earlier push stored the wheel and stopped before the source archive.
+            console.print(
+                f"The wheel of {project.version} is already on the hub; adding its source."
+            )
+            wheel_filename = str(uploaded_wheel.get("filename"))
+            wheel_sha256 = str(uploaded_wheel.get("sha256"))
         _upload_flow(
             client,
             env_id,
@@ -205,7 +226,8 @@ def push_environment(
         version=project.version,
         environment_id=env_id,
         content_hash=content_hash,
-        wheel=wheel,
+        wheel_filename=wheel_filename,
+        wheel_sha256=wheel_sha256,
         source_filename=archive.name,
         created=bool(resolved.get("created")),
     )

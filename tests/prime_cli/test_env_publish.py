@@ -1,0 +1,74 @@
+"""`prime env push` decisions: refuse unchanged content, hint a bump, resume a cut-off push."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from prime_cli.env_project import build_distributions, load_project
+from prime_cli.env_publish import PushRefused, _upload_flow, check_not_published, push_environment
+from prime_cli.env_scaffold import create_scaffold
+from prime_cli.hub_client import HubClient
+from registry_index.content_hash import tree_content_hash
+from registry_index.validation import validate_distribution
+from tests.hub_server.hubproc import HubProcess, start_hub
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
+    with start_hub(tmp_path_factory.mktemp("hub")) as running:
+        yield running
+
+
+def _version(version: str, content_hash: str, kinds: list[str]) -> dict[str, object]:
+    files = [{"kind": kind, "filename": f"f.{kind}", "sha256": "ab" * 32} for kind in kinds]
+    return {"semantic_version": version, "content_hash": content_hash, "files": files}
+
+
+def test_check_not_published(tmp_path: Path) -> None:
+    project = load_project(create_scaffold("decide-env", tmp_path))
+    assert check_not_published([], project, "alice", "h1") is None
+    with pytest.raises(PushRefused, match="nothing to push"):
+        check_not_published([_version("0.0.9", "h1", ["wheel", "source"])], project, "alice", "h1")
+    with pytest.raises(PushRefused, match=r"e\.g\. to 0\.1\.1"):
+        check_not_published([_version("0.1.0", "h0", ["wheel", "source"])], project, "alice", "h1")
+    resumed = check_not_published([_version("0.1.0", "h1", ["wheel"])], project, "alice", "h1")
+    assert resumed is not None and resumed["kind"] == "wheel"
+
+
+def test_push_resumes_after_the_wheel(tmp_path: Path, hub: HubProcess) -> None:
+    """A push cut off after the wheel (e.g. network loss) is completed by pushing again."""
+    project = load_project(create_scaffold("resume-env", tmp_path))
+    content_hash = tree_content_hash(project.root)
+    built = build_distributions(project, tmp_path / "dist", sdist=False)
+    checked = validate_distribution(built.wheel, built.wheel.name)
+    with HubClient(hub.url, hub.admin_token, console=Console(stderr=True)) as client:
+        env_id = client.data(
+            "POST", "/environmentshub/resolve", "resolve", json={"name": "resume-env"}
+        )["id"]
+        _upload_flow(
+            client,
+            env_id,
+            "wheels",
+            built.wheel,
+            {
+                "content_hash": content_hash,
+                "filename": built.wheel.name,
+                "sha256": checked.sha256,
+                "size": checked.size,
+                "semantic_version": "0.1.0",
+            },
+        )
+        result = push_environment(
+            client, project, "admin", visibility=None, console=Console(stderr=True)
+        )
+        assert result.wheel_sha256 == checked.sha256
+        versions = client.data("GET", "/environmentshub/admin/resume-env/versions", "versions")
+        assert sorted(f["kind"] for f in versions[0]["files"]) == ["source", "wheel"]
+        with pytest.raises(PushRefused, match="nothing to push"):
+            push_environment(
+                client, project, "admin", visibility=None, console=Console(stderr=True)
+            )
