@@ -222,9 +222,6 @@ def environment_page(
     (summary,) = summaries(session, [(env, own)])
     versions = version_infos(session, base, own, env)
     latest = next((v for v in versions if v.semantic_version == summary.latest_version), None)
-    runs = service.list_evaluations(
-        session, principal, env=env, model=None, status=None, offset=0, limit=10
-    )
     return _page(
         request,
         "environment.html",
@@ -238,7 +235,7 @@ def environment_page(
         ],
         readme_html=_latest_readme(session, hub.store, env, latest.id if latest else None),
         leaderboard=leaderboard(session, env, principal),
-        runs=[run for run, _env, _owner in runs.items],
+        runs=service.recent_runs(session, principal, env, limit=10),
     )
 
 

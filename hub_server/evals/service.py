@@ -421,6 +421,24 @@ def list_evaluations(
     return Page(items=[tuple(row) for row in rows], total=int(total))
 
 
+def recent_runs(
+    session: Session, principal: Principal | None, env: Environment, limit: int
+) -> list[Any]:
+    """The newest runs on `env` the reader may see: id, model, status and date only."""
+    query = runs_query(
+        principal,
+        Evaluation.id,
+        Evaluation.model_name,
+        Evaluation.status,
+        Evaluation.created_at,
+    ).where(Evaluation.environment_id == env.id)
+    return list(
+        session.exec(
+            query.order_by(col(Evaluation.created_at).desc(), col(Evaluation.id)).limit(limit)
+        )
+    )
+
+
 def read_samples(
     session: Session, store: BlobStore, evaluation: Evaluation, page: int, per_page: int
 ) -> list[dict[str, Any]]:
