@@ -159,7 +159,9 @@ class AnthropicClient:
         self.policy = policy or RetryPolicy()
         self.stream = stream
         self._client = anthropic.AsyncAnthropic(
-            base_url=base_url, api_key=api_key, max_retries=0, timeout=self.policy.timeout_s
+            # A placeholder key for keyless self-hosted endpoints, as the OpenAI client does.
+            base_url=base_url, api_key=api_key or "EMPTY", max_retries=0,
+            timeout=self.policy.timeout_s,
         )
         self.base_url: str | None = str(self._client.base_url).rstrip("/")
         self.limiter = limiter or limiter_for(self.base_url or "")
