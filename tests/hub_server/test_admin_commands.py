@@ -1,0 +1,78 @@
+"""`prime hub user|org|token …`: work without a server, print the token last, refuse bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.hub_server.hubproc import HubProcess
+
+PRIME = str(Path(sys.executable).with_name("prime"))
+
+
+def prime(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PRIME, *args], capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_admin_commands_bootstrap_a_hub_offline(tmp_path: Path) -> None:
+    data = str(tmp_path / "hub")
+    created = prime("hub", "user", "add", "alice", "--admin", "--data-dir", data)
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.strip().splitlines()[-1]
+    assert token.startswith("phub_") and len(token) > 40
+    assert prime("hub", "user", "add", "bob", "--data-dir", data).returncode == 0
+    org = prime("hub", "org", "add", "acme", "--member", "alice", "--data-dir", data)
+    assert org.returncode == 0, org.stderr
+    assert prime("hub", "org", "add-member", "acme", "bob", "--data-dir", data).returncode == 0
+    scoped = prime(
+        "hub", "token", "create", "bob", "--scope", "upload:acme/wordle", "--data-dir", data
+    )
+    assert scoped.returncode == 0 and "upload:acme/wordle" in scoped.stdout
+    bob_token = scoped.stdout.strip().splitlines()[-1]
+    assert bob_token.startswith("phub_") and bob_token != token
+    assert bob_token not in (tmp_path / "hub" / "hub.sqlite3").read_bytes().decode("latin-1")
+
+    hub = HubProcess(
+        url="", data_dir=tmp_path / "hub", env={}, port=0, log_path=tmp_path / "server.log"
+    )
+    from tests.support import free_port
+
+    hub.port = free_port()
+    hub.url = f"http://127.0.0.1:{hub.port}"
+    hub.start()
+    try:
+        me = httpx.get(
+            f"{hub.url}/api/v1/user/whoami", headers={"Authorization": f"Bearer {bob_token}"}
+        )
+        assert me.json()["data"]["organizations"] == ["acme"]
+        revoked = prime("hub", "token", "revoke", bob_token, "--data-dir", data)
+        assert revoked.returncode == 0
+        after = httpx.get(
+            f"{hub.url}/api/v1/user/whoami", headers={"Authorization": f"Bearer {bob_token}"}
+        )
+        assert after.status_code == 401
+    finally:
+        hub.stop()
+
+
+def test_admin_commands_refuse_bad_input(tmp_path: Path) -> None:
+    data = str(tmp_path / "hub")
+    assert prime("hub", "user", "add", "carol", "--data-dir", data).returncode == 0
+    cases = [
+        (("hub", "user", "add", "carol"), "already taken"),
+        (("hub", "user", "add", "Bad Name!"), "not a valid"),
+        (("hub", "org", "add", "carol"), "already taken"),
+        (("hub", "org", "add", "team", "--member", "nobody"), "No user named 'nobody'"),
+        (("hub", "token", "create", "nobody"), "No user named"),
+        (("hub", "token", "create", "carol", "--scope", "write-everything"), "Unknown scope"),
+        (("hub", "token", "revoke", "phub_not-a-token"), "No such token"),
+    ]
+    for args, message in cases:
+        result = prime(*args, "--data-dir", data)
+        assert result.returncode != 0, args
+        assert message in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr
+    assert prime("hub", "org", "add", "team", "--data-dir", data).returncode == 0
