@@ -451,8 +451,10 @@ def main() -> None:
 
     # SIGTERM unwinds like Ctrl-C, so both servers are stopped and the temp dir removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-registry-") as tmp:
         results = measure(args, Path(tmp))
+    load_after = os.getloadavg()[0]
     hub, ref = results["hub"], results["pypiserver"]
     files = args.projects * args.files_per_project
     rows = [
@@ -484,7 +486,13 @@ def main() -> None:
         ),
         (
             "Requests alternate between the two servers so that load from other processes on "
-            "the machine falls on both alike; p99 figures are noisy on a shared machine."
+            "the machine falls on both alike; p99 figures are noisy on a shared machine "
+            f"(1-minute load average {load_before:.1f} at the start, {load_after:.1f} at the end)."
+        ),
+        (
+            "pypiserver scans every file it holds to answer one project page "
+            "(`find_project_packages`), so its project-page time grows with the index; the hub "
+            "answers from an indexed database query and caches rendered pages."
         ),
     ]
     if args.write_docs:
