@@ -919,3 +919,24 @@ def test_stock_prime_evals_sdk_round_trip(
     board = running_hub.get("/api/v1/environmentshub/alice/wordle/leaderboard").json()["data"]
     row = next(r for r in board if r["model"] == "stock-sdk-model")
     assert (row["mean_reward"], row["rollouts"], row["user"]) == (0.5, 6, "bob")
+
+
+def test_migration_is_on_one_linear_history_and_downgrades(tmp_path: Path) -> None:
+    from alembic import command
+    from alembic.script import ScriptDirectory
+    from sqlalchemy import inspect
+
+    from hub_server.db import alembic_config, make_engine, migrate
+
+    config = alembic_config()
+    assert len(ScriptDirectory.from_config(config).get_heads()) == 1
+    engine = make_engine(f"sqlite:///{tmp_path / 'hub.sqlite3'}")
+    migrate(engine)
+    assert {"evaluation", "evaluationbatch"} <= set(inspect(engine).get_table_names())
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "hub_0001")
+    assert "evaluation" not in inspect(engine).get_table_names()
+    migrate(engine)
+    assert "evaluationbatch" in inspect(engine).get_table_names()
+    engine.dispose()
