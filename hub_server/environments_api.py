@@ -41,7 +41,7 @@ SortField = Literal["name", "created_at", "updated_at", "downloads"]
 
 def _visible_clause(principal: Principal | None) -> ColumnElement[bool]:
     """SQL condition: public, or private and readable by the caller (mirrors Principal.can_read)."""
-    public = Environment.visibility == "public"
+    public = col(Environment.visibility) == "public"
     if principal is None:
         return public
     broad = any(s in ("all", "read") for s in principal.scopes)
@@ -57,9 +57,9 @@ def _visible_clause(principal: Principal | None) -> ColumnElement[bool]:
         owners = select(Owner.id).where(Owner.name == owner_name)
         if not principal.user.is_admin:
             owners = owners.where(col(Owner.id).in_(principal.owner_ids))
-        clause = col(Environment.owner_id).in_(owners)
+        clause: ColumnElement[bool] = col(Environment.owner_id).in_(owners)
         if env_name:
-            clause = and_(clause, Environment.normalized_name == env_name)
+            clause = and_(clause, col(Environment.normalized_name) == env_name)
         clauses.append(clause)
     return or_(*clauses)
 

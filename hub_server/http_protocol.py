@@ -26,7 +26,7 @@ def latin1_reason(message: str, limit: int = 400) -> str:
 class _ReasonConnection(h11.Connection):
     """An h11 connection that takes a response's reason phrase from `x-hub-reason`."""
 
-    def send(self, event: Any) -> bytes | None:
+    def send(self, event: Any) -> bytes | None:  # type: ignore[override]
         if isinstance(event, h11.Response):
             reason = None
             kept = []

@@ -229,5 +229,5 @@ def _spool(hub: Hub, stream: IO[bytes], digests: dict[str, str]) -> Path:
 
 def _hasher(algo: str) -> hashlib._Hash:
     if algo == "blake2b":
-        return hashlib.blake2b(digest_size=32)
+        return hashlib.blake2b(digest_size=32)  # type: ignore[return-value]
     return hashlib.new(algo)

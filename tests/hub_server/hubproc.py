@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import httpx
 
@@ -108,7 +109,7 @@ class HubProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
 
-    def __enter__(self) -> HubProcess:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

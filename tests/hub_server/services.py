@@ -21,7 +21,11 @@ from tests.support import free_port
 def postgres_bin() -> Path | None:
     """The newest installed PostgreSQL server binaries, or None."""
     root = Path("/usr/lib/postgresql")
-    versions = sorted(root.glob("*/bin/postgres"), key=lambda p: int(p.parent.parent.name)) if root.is_dir() else []
+    versions = (
+        sorted(root.glob("*/bin/postgres"), key=lambda p: int(p.parent.parent.name))
+        if root.is_dir()
+        else []
+    )
     return versions[-1].parent if versions else None
 
 
@@ -61,7 +65,9 @@ def postgres_cluster() -> Iterator[str]:
         deadline = time.monotonic() + 30
         while True:
             ready = subprocess.run(
-                [str(bin_dir / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)], capture_output=True, check=False
+                [str(bin_dir / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)],
+                capture_output=True,
+                check=False,
             )
             if ready.returncode == 0:
                 break
@@ -96,9 +102,7 @@ def s3_server(bucket: str) -> Iterator[dict[str, str]]:
     try:
         import boto3
 
-        s3 = boto3.client("s3", endpoint_url=endpoint, **{
-            "aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"
-        })  # fmt: skip
+        s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1")  # fmt: skip
         s3.create_bucket(Bucket=bucket)
         yield {
             **credentials,

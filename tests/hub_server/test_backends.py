@@ -22,16 +22,17 @@ from tests.support import require
 @pytest.fixture(scope="module")
 def pg_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
     require(postgres_bin() is not None, "PostgreSQL (Debian package postgresql)")
-    with postgres_cluster() as url:
-        with start_hub(tmp_path_factory.mktemp("pghub"), {"PRIME_HUB_DATABASE_URL": url}) as hub:
-            yield hub
+    with (
+        postgres_cluster() as url,
+        start_hub(tmp_path_factory.mktemp("pghub"), {"PRIME_HUB_DATABASE_URL": url}) as hub,
+    ):
+        yield hub
 
 
 @pytest.fixture(scope="module")
 def s3_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubProcess, dict[str, str]]]:
-    with s3_server("hub-blobs") as env:
-        with start_hub(tmp_path_factory.mktemp("s3hub"), env) as hub:
-            yield hub, env
+    with s3_server("hub-blobs") as env, start_hub(tmp_path_factory.mktemp("s3hub"), env) as hub:
+        yield hub, env
 
 
 @pytest.mark.postgres
@@ -52,7 +53,9 @@ def test_postgres_upload_install_and_race(pg_hub: HubProcess, tmp_path: Path) ->
             range(20),
         ))  # fmt: skip
     assert codes == [200] * 20
-    versions = httpx.get(f"{pg_hub.url}/api/v1/environmentshub/petra/pg-race/versions").json()["data"]
+    versions = httpx.get(f"{pg_hub.url}/api/v1/environmentshub/petra/pg-race/versions").json()[
+        "data"
+    ]
     assert len(versions) == 1 and len(versions[0]["files"]) == 1
 
     pushed = push(client(pg_hub, token), "pg-pushed", "2.0.0", visibility="private")
@@ -66,7 +69,9 @@ def test_s3_store_presigned_upload_and_install(
     hub, env = s3_hub
     token = hub.add_user("sid")
     api = client(hub, token)
-    env_id = api.post("/api/v1/environmentshub/resolve", json={"name": "s3-env"}).json()["data"]["id"]
+    env_id = api.post("/api/v1/environmentshub/resolve", json={"name": "s3-env"}).json()["data"][
+        "id"
+    ]
     wheel = wheel_bytes("s3-env", "1.0.0", module_source="STORE = 's3'\n")
     reserved = api.post(
         f"/api/v1/environmentshub/{env_id}/wheels",
@@ -94,5 +99,7 @@ def test_s3_store_presigned_upload_and_install(
     run(str(BIN / "uv"), "pip", "install", "--no-cache", "--python", str(python),
         "--index-url", f"{hub.url}/sid/simple/", "s3-env", "s3-twine")  # fmt: skip
     assert run(str(python), "-c", "import s3_env; print(s3_env.STORE)").stdout.strip() == "s3"
-    metadata = httpx.get(f"{hub.url}/sid/files/s3-env/s3_env-1.0.0-py3-none-any.whl.metadata", follow_redirects=True)
+    metadata = httpx.get(
+        f"{hub.url}/sid/files/s3-env/s3_env-1.0.0-py3-none-any.whl.metadata", follow_redirects=True
+    )
     assert metadata.status_code == 200 and b"Name: s3-env" in metadata.content

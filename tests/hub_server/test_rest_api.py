@@ -46,7 +46,9 @@ def push(
     assert done.status_code == 200, done.text
     result = done.json()["data"]
     if source:
-        archive = source_archive_bytes({"pyproject.toml": b"[project]\n", f"{name}.py": module.encode()})
+        archive = source_archive_bytes(
+            {"pyproject.toml": b"[project]\n", f"{name}.py": module.encode()}
+        )
         reserved = api.post(
             f"{API}/{env_id}/versions",
             json={"content_hash": content_hash, "filename": f"{name}-{version}-{content_hash[:8]}.tar.gz",
@@ -78,7 +80,10 @@ def test_push_protocol_and_install_record(hub: HubProcess) -> None:
     assert record["semantic_version"] == "0.1.0"
     assert record["simple_index_url"] == f"{hub.url}/pam/simple/"
     wheel = httpx.get(record["wheel_url"])
-    assert wheel.status_code == 200 and hashlib.sha256(wheel.content).hexdigest() == record["wheel_sha256"]
+    assert (
+        wheel.status_code == 200
+        and hashlib.sha256(wheel.content).hexdigest() == record["wheel_sha256"]
+    )
     source = httpx.get(record["source_url"])
     with tarfile.open(fileobj=io.BytesIO(source.content), mode="r:gz") as archive:
         assert sorted(archive.getnames()) == ["pyproject.toml", "wordle.py"]
@@ -108,15 +113,26 @@ def test_yank_shows_in_index_and_latest(hub: HubProcess) -> None:
     push(api, "yankee", "1.1.0", source=False, module="VALUE = 3\n")
     yanked = api.post(f"{API}/yara/yankee/@1.1.0/yank", json={"reason": "broken scorer"})
     assert yanked.status_code == 200 and yanked.json()["data"]["yanked"] is True
-    assert httpx.get(f"{hub.url}{API}/yara/yankee/@latest").json()["data"]["semantic_version"] == "1.0.0"
+    assert (
+        httpx.get(f"{hub.url}{API}/yara/yankee/@latest").json()["data"]["semantic_version"]
+        == "1.0.0"
+    )
     assert httpx.get(f"{hub.url}{API}/yara/yankee/@1.1.0").json()["data"]["yanked"] is True
-    page = httpx.get(f"{hub.url}/yara/simple/yankee/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}).json()
+    page = httpx.get(
+        f"{hub.url}/yara/simple/yankee/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+    ).json()
     states = {f["filename"]: f["yanked"] for f in page["files"]}
-    assert states == {"yankee-1.0.0-py3-none-any.whl": False, "yankee-1.1.0-py3-none-any.whl": "broken scorer"}
+    assert states == {
+        "yankee-1.0.0-py3-none-any.whl": False,
+        "yankee-1.1.0-py3-none-any.whl": "broken scorer",
+    }
     html = httpx.get(f"{hub.url}/yara/simple/yankee/").text
     assert 'data-yanked="broken scorer"' in html
     assert api.post(f"{API}/yara/yankee/@1.1.0/unyank").json()["data"]["yanked"] is False
-    assert httpx.get(f"{hub.url}{API}/yara/yankee/@latest").json()["data"]["semantic_version"] == "1.1.0"
+    assert (
+        httpx.get(f"{hub.url}{API}/yara/yankee/@latest").json()["data"]["semantic_version"]
+        == "1.1.0"
+    )
     # Others may not yank.
     other = client(hub, hub.add_user("yves"))
     assert other.post(f"{API}/yara/yankee/@1.0.0/yank").status_code == 403
@@ -130,11 +146,15 @@ def test_list_search_tags_sort_and_paging(hub: HubProcess) -> None:
     listing = httpx.get(f"{hub.url}{API}/", params={"owner": "lena", "sort": "name"}).json()
     assert [e["name"] for e in listing["data"]] == ["alpha-env", "beta-env", "gamma-env"]
     assert listing["total_count"] == 3
-    tagged = httpx.get(f"{hub.url}{API}/", params={"owner": "lena", "tag": ["math", "games"]}).json()
+    tagged = httpx.get(
+        f"{hub.url}{API}/", params={"owner": "lena", "tag": ["math", "games"]}
+    ).json()
     assert [e["name"] for e in tagged["data"]] == ["beta-env"]
     found = httpx.get(f"{hub.url}{API}/", params={"search": "GAMMA"}).json()
     assert [e["name"] for e in found["data"]] == ["gamma-env"]
-    page2 = httpx.get(f"{hub.url}{API}/", params={"owner": "lena", "sort": "name", "per_page": 2, "page": 2}).json()
+    page2 = httpx.get(
+        f"{hub.url}{API}/", params={"owner": "lena", "sort": "name", "per_page": 2, "page": 2}
+    ).json()
     assert [e["name"] for e in page2["data"]] == ["gamma-env"] and page2["total_count"] == 3
     bad = httpx.get(f"{hub.url}{API}/", params={"per_page": 1000})
     assert bad.status_code == 400 and "per_page" in bad.json()["detail"]
@@ -146,7 +166,7 @@ def test_private_environment_is_404_for_everyone_else(hub: HubProcess) -> None:
     push(api, "secret-env", "1.0.0", visibility="private")
     wheel = "secret_env-1.0.0-py3-none-any.whl"
     routes = [
-        f"/priya/simple/secret-env/",
+        "/priya/simple/secret-env/",
         f"/priya/files/secret-env/{wheel}",
         f"/priya/files/secret-env/{wheel}.metadata",
         f"{API}/priya/secret-env",
@@ -162,10 +182,17 @@ def test_private_environment_is_404_for_everyone_else(hub: HubProcess) -> None:
             assert other.get(route).status_code == 404, (who, route)
         assert other.head(f"/priya/files/secret-env/{wheel}").status_code == 404
         assert "secret-env" not in other.get("/priya/simple/").text
-        assert all(e["name"] != "secret-env" for e in other.get(f"{API}/", params={"owner": "priya"}).json()["data"])
+        assert all(
+            e["name"] != "secret-env"
+            for e in other.get(f"{API}/", params={"owner": "priya"}).json()["data"]
+        )
         assert other.post(f"{API}/priya/secret-env/@1.0.0/yank").status_code in (401, 404)
-        assert other.patch(f"{API}/priya/secret-env", json={"visibility": "public"}).status_code in (401, 404)
-    resolve = client(hub, outsider).post(f"{API}/resolve", json={"name": "secret-env", "owner_slug": "priya"})
+        assert other.patch(
+            f"{API}/priya/secret-env", json={"visibility": "public"}
+        ).status_code in (401, 404)
+    resolve = client(hub, outsider).post(
+        f"{API}/resolve", json={"name": "secret-env", "owner_slug": "priya"}
+    )
     assert resolve.status_code == 404
     # The owner sees everything, also through pip-style basic auth on the index.
     for route in routes:
@@ -184,11 +211,19 @@ def test_token_scopes_and_organisations(hub: HubProcess) -> None:
     add_members(engine, "lab", ["sue"])
     engine.dispose()
     one_env = client(hub, hub.token_for("sam", ["upload:lab/only-this"]))
-    assert one_env.post(f"{API}/resolve", json={"name": "only-this", "owner_slug": "lab"}).status_code == 200
-    assert one_env.post(f"{API}/resolve", json={"name": "other", "owner_slug": "lab"}).status_code == 403
+    assert (
+        one_env.post(f"{API}/resolve", json={"name": "only-this", "owner_slug": "lab"}).status_code
+        == 200
+    )
+    assert (
+        one_env.post(f"{API}/resolve", json={"name": "other", "owner_slug": "lab"}).status_code
+        == 403
+    )
     assert one_env.post(f"{API}/resolve", json={"name": "mine"}).status_code == 403
     read_only = client(hub, hub.token_for("sue", ["read"]))
-    assert read_only.post(f"{API}/resolve", json={"name": "x", "owner_slug": "lab"}).status_code == 403
+    assert (
+        read_only.post(f"{API}/resolve", json={"name": "x", "owner_slug": "lab"}).status_code == 403
+    )
     whoami = read_only.get("/api/v1/user/whoami").json()["data"]
     assert whoami["username"] == "sue" and whoami["organizations"] == ["lab"]
     assert whoami["token"]["scopes"] == ["read"]
@@ -200,10 +235,14 @@ def test_token_scopes_and_organisations(hub: HubProcess) -> None:
 
 
 def test_bad_tokens_are_401_then_rate_limited(fresh_hub: HubProcess) -> None:
-    bad = httpx.get(f"{fresh_hub.url}/api/v1/user/whoami", headers={"Authorization": "Bearer phub_nope"})
+    bad = httpx.get(
+        f"{fresh_hub.url}/api/v1/user/whoami", headers={"Authorization": "Bearer phub_nope"}
+    )
     assert bad.status_code == 401 and "token" in bad.json()["detail"]
     codes = [
-        httpx.get(f"{fresh_hub.url}{API}/", headers={"Authorization": "Bearer phub_wrong"}).status_code
+        httpx.get(
+            f"{fresh_hub.url}{API}/", headers={"Authorization": "Bearer phub_wrong"}
+        ).status_code
         for _ in range(25)
     ]
     assert codes[:19] == [401] * 19 and codes[-1] == 429
