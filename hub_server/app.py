@@ -1,9 +1,9 @@
 """The hub's FastAPI application factory.
 
 `create_app(settings)` migrates the database, opens the blob store (dropping temp files a
-crash may have left) and mounts the routers. Other hub modules plug in through
-`_EXTENSIONS`: each is `module:attribute` naming an `APIRouter`, included when the module is
-part of this build (evaluations API, web pages).
+crash may have left, and expired upload reservations) and mounts the routers. Other hub
+modules plug in through `_EXTENSIONS`: each is `module:attribute` naming an `APIRouter`,
+included when the module is part of this build (evaluations API, web pages).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from hub_server import account_api, environments_api, index_routes, legacy_uploa
 from hub_server.admin import open_database
 from hub_server.blobstore import BlobStore
 from hub_server.errors import HubError
+from hub_server.pending_uploads import purge_expired
 from hub_server.ratelimit import SlidingWindowLimiter
 from hub_server.settings import HubSettings
 from hub_server.state import Hub
@@ -51,6 +52,7 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
     settings = settings or HubSettings.from_env()
     engine = open_database(settings)
     store = BlobStore(settings.resolved_storage_url, settings.s3_endpoint_url)
+    purge_expired(engine, store)
     app = FastAPI(
         title="Environments Hub",
         version="1",
