@@ -159,7 +159,7 @@ def _check_announcement(
             raise Conflict(
                 f"Environment {owner.name}/{env.name} version {same[0].version} already exists "
                 f"with the same content (content hash {body.content_hash[:12]}…); change the "
-                "environment before pushing, or bump nothing."
+                "environment's files before pushing again."
             )
 
 
