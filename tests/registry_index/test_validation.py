@@ -16,6 +16,7 @@ import pytest
 
 from registry_index.errors import InvalidUpload
 from registry_index.validation import DEFAULT_LIMITS, UploadLimits, validate_distribution
+from registry_index.zipframing import check_zip_framing
 from tests.registry_index.wheelmaker import (
     make_sdist,
     make_wheel,
@@ -53,7 +54,7 @@ def test_wheel_and_sdist_built_by_build_backend_pass(tmp_path: Path) -> None:
     (project / "src" / "hello_env").mkdir(parents=True)
     (project / "src" / "hello_env" / "__init__.py").write_text("def load_environment():\n    ...\n")
     (project / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=69"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
         '[project]\nname = "Hello.Env"\nversion = "0.3.0"\nrequires-python = ">=3.10"\n'
         'dependencies = ["packaging>=24"]\n'
     )
@@ -390,3 +391,38 @@ def test_entry_points_are_parsed(tmp_path: Path) -> None:
 def test_duplicate_after_path_normalisation(tmp_path: Path) -> None:
     wheel = write_zip(tmp_path / WHEEL, wheel_members(extra={"demo_env//__init__.py": b"evil"}))
     assert "twice" in refused(wheel)
+
+
+def test_zip64_member_headers_are_accepted(tmp_path: Path) -> None:
+    wheel = tmp_path / WHEEL
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        for member, data in wheel_members().items():
+            with archive.open(member, "w", force_zip64=True) as stream:
+                stream.write(data)
+    assert validate_distribution(wheel, wheel.name).metadata.name == "demo_env"
+
+
+def test_zip64_end_records_framing(tmp_path: Path) -> None:
+    """65,536 entries force zip64 end records; their framing is checked like the classic one."""
+    big = tmp_path / "big.zip"
+    with zipfile.ZipFile(big, "w") as archive:
+        for index in range(65_536):
+            archive.writestr(f"f{index}", b"")
+    with big.open("rb") as handle:
+        check_zip_framing(handle, big.stat().st_size)
+    junk = tmp_path / "junk.zip"
+    junk.write_bytes(b"prefix" + big.read_bytes())
+    with (
+        junk.open("rb") as handle,
+        pytest.raises(InvalidUpload, match="zip64 end record is malformed"),
+    ):
+        check_zip_framing(handle, junk.stat().st_size)
+
+
+def test_validation_extracts_nothing(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path)
+    sdist = make_sdist(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    validate_distribution(wheel, wheel.name)
+    validate_distribution(sdist, sdist.name)
+    assert sorted(tmp_path.rglob("*")) == before
