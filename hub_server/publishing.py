@@ -119,10 +119,21 @@ def _get_or_create_version(session: Session, env: Environment, new: NewFile) -> 
         )
         session.add(version)
         session.flush()
-    elif version.content_hash is None and new.content_hash is not None:
-        version.content_hash = new.content_hash
+    else:
+        _fill_in(version, new)
         session.add(version)
     return version
+
+
+def _fill_in(version: Version, new: NewFile) -> None:
+    """A version created by its source archive learns its package facts from the wheel."""
+    if version.content_hash is None:
+        version.content_hash = new.content_hash
+    if new.kind != "source":
+        version.summary = version.summary or new.summary
+        version.requires_python = version.requires_python or new.requires_python
+        if version.requires_dist == "[]":
+            version.requires_dist = json.dumps(list(new.requires_dist))
 
 
 def bump_serials(session: Session, env: Environment) -> None:
