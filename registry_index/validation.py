@@ -24,6 +24,8 @@ from email.policy import compat32
 from pathlib import Path, PurePosixPath
 from typing import IO
 
+from packaging.version import InvalidVersion, Version
+
 from registry_index.errors import InvalidUpload
 from registry_index.filenames import DistFilename, has_control_chars, parse_filename
 from registry_index.metadata import (
@@ -217,7 +219,7 @@ def _check_dist_info(archive: zipfile.ZipFile, parsed: DistFilename) -> str:
     dist_info = dist_infos.pop()
     stem = dist_info.removesuffix(".dist-info")
     name_part, _, version_part = stem.rpartition("-")
-    if normalize(name_part) != parsed.name or version_part != _filename_version(parsed):
+    if normalize(name_part) != parsed.name or not _same_version(version_part, parsed.version):
         raise InvalidUpload(
             f"The wheel's metadata directory {dist_info!r} does not match its filename "
             f"{parsed.filename!r}; rebuild the wheel instead of renaming it."
@@ -232,10 +234,12 @@ def _check_dist_info(archive: zipfile.ZipFile, parsed: DistFilename) -> str:
     return dist_info
 
 
-def _filename_version(parsed: DistFilename) -> str:
-    """The version exactly as spelled in the filename (the dist-info dir must use the same)."""
-    stem = parsed.filename.removesuffix(".whl")
-    return stem.split("-")[1]
+def _same_version(text: str, version: Version) -> bool:
+    """Equal as PEP 440 versions (`1.0` and `1.0.0` differ in spelling only, so they match)."""
+    try:
+        return Version(text) == version
+    except InvalidVersion:
+        return False
 
 
 def _check_wheel_file(raw: bytes, member: str) -> None:
