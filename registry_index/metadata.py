@@ -17,6 +17,7 @@ from typing import IO
 from packaging.metadata import Metadata
 from packaging.version import Version
 
+from registry_index.bounded_tar import open_tar_gz
 from registry_index.errors import InvalidUpload
 
 MAX_METADATA_SIZE = 8 * 1024 * 1024
@@ -121,14 +122,14 @@ def read_wheel_metadata(path_or_file: str | Path | IO[bytes]) -> CoreMetadata:
     return parse_core_metadata(raw, member)
 
 
-def read_sdist_metadata(path: str | Path) -> CoreMetadata:
+def read_sdist_metadata(path: str | Path, max_uncompressed: int = 1024**3) -> CoreMetadata:
     """Read `<top>/PKG-INFO` from a .tar.gz sdist, streaming, without extracting anything.
 
     Only a regular file exactly one directory deep is accepted, so a link or a crafted path
-    can never be followed.
+    can never be followed; decompression stops after `max_uncompressed` bytes.
     """
     try:
-        with tarfile.open(path, mode="r|gz") as archive:
+        with open_tar_gz(path, max_uncompressed) as archive:
             for member in archive:
                 parts = member.name.split("/")
                 if len(parts) == 2 and parts[1] == "PKG-INFO" and member.isreg():

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import configparser
 import csv
-import gzip
 import hashlib
 import io
 import posixpath
@@ -22,10 +21,10 @@ from dataclasses import dataclass
 from email.parser import BytesHeaderParser
 from email.policy import compat32
 from pathlib import Path, PurePosixPath
-from typing import IO
 
 from packaging.version import InvalidVersion, Version
 
+from registry_index.bounded_tar import open_tar_gz
 from registry_index.errors import InvalidUpload
 from registry_index.filenames import DistFilename, has_control_chars, parse_filename
 from registry_index.metadata import (
@@ -353,29 +352,6 @@ def _check_record(
 # --- sdists --------------------------------------------------------------------------------
 
 
-class _CountingReader(io.RawIOBase):
-    """Decompressed stream that refuses to produce more than `limit` bytes (gzip bombs)."""
-
-    def __init__(self, source: IO[bytes], limit: int) -> None:
-        self._source = source
-        self._limit = limit
-        self.count = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        data = self._source.read(len(buffer))
-        self.count += len(data)
-        if self.count > self._limit:
-            raise InvalidUpload(
-                f"The sdist unpacks to more than {_mib(self._limit)}; this looks like a "
-                "compression bomb. Make the source distribution smaller."
-            )
-        buffer[: len(data)] = data
-        return len(data)
-
-
 def _sdist_top(parsed: DistFilename) -> str:
     return parsed.filename.removesuffix(".tar.gz")
 
@@ -419,26 +395,22 @@ def _validate_sdist(path: Path, parsed: DistFilename, limits: UploadLimits, size
     seen: set[str] = set()
     count = 0
     try:
-        with path.open("rb") as raw, gzip.GzipFile(fileobj=raw) as unzipped:
-            counter = _CountingReader(unzipped, budget)  # type: ignore[arg-type]
-            stream = io.BufferedReader(counter, buffer_size=_CHUNK)
-            with tarfile.open(fileobj=stream, mode="r|") as archive:
-                for member in archive:
-                    count += 1
-                    if count > limits.max_members:
-                        raise InvalidUpload(
-                            f"The sdist has more than {limits.max_members} members; make it "
-                            "smaller."
-                        )
-                    name = member.name.rstrip("/")
-                    if name in seen:
-                        raise InvalidUpload(f"The sdist contains {name!r} twice; rebuild it.")
-                    seen.add(name)
-                    _check_sdist_member(member, top)
-                    if name == f"{top}/PKG-INFO" and member.isreg():
-                        handle = archive.extractfile(member)
-                        if handle is not None:
-                            pkg_info = read_capped(handle, MAX_METADATA_SIZE, name)
+        with open_tar_gz(path, budget) as archive:
+            for member in archive:
+                count += 1
+                if count > limits.max_members:
+                    raise InvalidUpload(
+                        f"The sdist has more than {limits.max_members} members; make it smaller."
+                    )
+                name = member.name.rstrip("/")
+                if name in seen:
+                    raise InvalidUpload(f"The sdist contains {name!r} twice; rebuild it.")
+                seen.add(name)
+                _check_sdist_member(member, top)
+                if name == f"{top}/PKG-INFO" and member.isreg():
+                    handle = archive.extractfile(member)
+                    if handle is not None:
+                        pkg_info = read_capped(handle, MAX_METADATA_SIZE, name)
     except ARCHIVE_ERRORS as exc:
         raise InvalidUpload(
             f"The sdist is not a valid .tar.gz archive ({exc}); rebuild it with "

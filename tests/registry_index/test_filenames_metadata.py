@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,13 @@ def test_unreadable_archives(tmp_path: Path) -> None:
         read_sdist_metadata(junk)
     with pytest.raises(InvalidUpload, match="has no '<name>-<version>/PKG-INFO'"):
         read_sdist_metadata(make_sdist(tmp_path, pkg_info=False))
+
+
+def test_read_sdist_metadata_stops_at_the_decompression_budget(tmp_path: Path) -> None:
+    sdist = tmp_path / "demo_env-1.0.0.tar.gz"
+    padding = tarfile.TarInfo("demo_env-1.0.0/zeros.bin")
+    padding.size = 4 * 1024 * 1024
+    with tarfile.open(sdist, "w:gz") as archive:
+        archive.addfile(padding, io.BytesIO(bytes(padding.size)))
+    with pytest.raises(InvalidUpload, match="compression bomb"):
+        read_sdist_metadata(sdist, max_uncompressed=1024 * 1024)

@@ -1,0 +1,52 @@
+"""Streaming .tar.gz reading with a cap on the decompressed bytes.
+
+Walking a tar inside gzip decompresses every byte before the member you want, so a small
+upload of zeros could burn minutes of CPU; counting the decompressed bytes and stopping at a
+budget turns that compression bomb into a clear refusal instead.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import tarfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+from registry_index.errors import InvalidUpload
+
+_BUFFER = 64 * 1024
+
+
+class _BoundedReader(io.RawIOBase):
+    """A decompressed stream that refuses to produce more than `limit` bytes."""
+
+    def __init__(self, source: IO[bytes], limit: int) -> None:
+        self._source = source
+        self._limit = limit
+        self._count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self._source.read(len(buffer))
+        self._count += len(data)
+        if self._count > self._limit:
+            raise InvalidUpload(
+                f"The sdist unpacks to more than {self._limit / (1024 * 1024):.1f} MiB; this "
+                "looks like a compression bomb. Make the source distribution smaller."
+            )
+        buffer[: len(data)] = data
+        return len(data)
+
+
+@contextmanager
+def open_tar_gz(path: str | Path, limit: int) -> Iterator[tarfile.TarFile]:
+    """A sequential (`r|`) TarFile over `path` that stops after `limit` decompressed bytes."""
+    with open(path, "rb") as raw, gzip.GzipFile(fileobj=raw) as unzipped:
+        bounded = io.BufferedReader(_BoundedReader(unzipped, limit), buffer_size=_BUFFER)  # type: ignore[arg-type]
+        with tarfile.open(fileobj=bounded, mode="r|") as archive:
+            yield archive
