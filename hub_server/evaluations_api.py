@@ -19,10 +19,17 @@ from hub_server.evals.leaderboard import leaderboard
 from hub_server.evals.models import Evaluation
 from hub_server.evals.samples import MAX_BATCH_BYTES
 from hub_server.evals.schemas import (
+    BatchAccepted,
+    BatchEnvelope,
     CreateEvaluation,
     EnvironmentLink,
+    EvaluationData,
+    EvaluationEnvelope,
     EvaluationInfo,
+    EvaluationPage,
     FinalizeEvaluation,
+    Leaderboard,
+    SamplePage,
     SummaryInfo,
 )
 from hub_server.models import Environment, Owner, User
@@ -110,19 +117,20 @@ def evaluation_info(session: SessionDep, evaluation: Evaluation) -> EvaluationIn
 @router.post("/evaluations/", summary="Create an evaluation linked to an exact environment version")
 async def create(
     request: Request, hub: HubDep, session: SessionDep, principal: AuthDep
-) -> dict[str, Any]:
+) -> EvaluationEnvelope:
     """Body: `CreateEvaluation`. `evaluation_id` is also top-level, where the stock `prime` reads it."""
     body = _parse(CreateEvaluation, await _read_json(request, _CREATE_BODY_LIMIT))
     check_upload_rate(request, hub, principal)
     evaluation = service.create_evaluation(session, body, principal)
-    info = evaluation_info(session, evaluation)
-    return {"evaluation_id": evaluation.id, "data": info.model_dump(mode="json")}
+    return EvaluationEnvelope(
+        evaluation_id=evaluation.id, data=evaluation_info(session, evaluation)
+    )
 
 
 @router.post("/evaluations/{evaluation_id}/samples", summary="Push one batch of samples")
 async def push_samples(
     evaluation_id: str, request: Request, hub: HubDep, session: SessionDep, principal: AuthDep
-) -> dict[str, Any]:
+) -> BatchEnvelope:
     """Body `{"samples": [rollout record, …]}`, at most 100,000 samples and 32 MiB per batch."""
     body = await _read_json(request, MAX_BATCH_BYTES)
     if not isinstance(body, dict) or "samples" not in body:
@@ -130,14 +138,14 @@ async def push_samples(
     batch = service.append_samples(session, hub.store, evaluation_id, principal, body["samples"])
     evaluation = session.get(Evaluation, evaluation_id)
     total = evaluation.sample_count if evaluation else batch.sample_count
-    return {
-        "data": {
-            "evaluation_id": evaluation_id,
-            "accepted": batch.sample_count,
-            "batch": batch.seq,
-            "sample_count": total,
-        }
-    }
+    return BatchEnvelope(
+        data=BatchAccepted(
+            evaluation_id=evaluation_id,
+            accepted=batch.sample_count,
+            batch=batch.seq,
+            sample_count=total,
+        )
+    )
 
 
 @router.post(
@@ -145,16 +153,15 @@ async def push_samples(
 )
 async def finalize(
     evaluation_id: str, request: Request, hub: HubDep, session: SessionDep, principal: AuthDep
-) -> dict[str, Any]:
+) -> EvaluationEnvelope:
     """Body `{"metrics": {…}}` (optional, the client's own figures, kept beside the hub's)."""
     body = _parse(FinalizeEvaluation, await _read_json(request, _CREATE_BODY_LIMIT, empty_ok=True))
     evaluation = service.finalize_evaluation(
         session, hub.store, evaluation_id, principal, body.metrics
     )
-    return {
-        "evaluation_id": evaluation.id,
-        "data": evaluation_info(session, evaluation).model_dump(mode="json"),
-    }
+    return EvaluationEnvelope(
+        evaluation_id=evaluation.id, data=evaluation_info(session, evaluation)
+    )
 
 
 @router.get("/evaluations/", summary="List evaluations the caller may read, newest first")
@@ -172,7 +179,7 @@ def list_evaluations(
     per_page: Annotated[int, Query(ge=1, le=100)] = 20,
     skip: Annotated[int | None, Query(ge=0, description="offset (stock prime client)")] = None,
     limit: Annotated[int | None, Query(ge=1, le=100, description="alias of per_page")] = None,
-) -> dict[str, Any]:
+) -> EvaluationPage:
     environment = None
     bare_name = None
     slug = env or (environment_name if environment_name and "/" in environment_name else None)
@@ -200,21 +207,18 @@ def list_evaluations(
         offset=offset,
         limit=size,
     )
-    return {
-        "data": [
-            evaluation_info(session, run).model_dump(mode="json")
-            for run, _env, _owner in result.items
-        ],
-        "total_count": result.total,
-        "page": offset // size + 1,
-        "per_page": size,
-    }
+    return EvaluationPage(
+        data=[evaluation_info(session, run) for run, _env, _owner in result.items],
+        total_count=result.total,
+        page=offset // size + 1,
+        per_page=size,
+    )
 
 
 @router.get("/evaluations/{evaluation_id}", summary="One evaluation with the hub-computed summary")
-def get(evaluation_id: str, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+def get(evaluation_id: str, session: SessionDep, principal: PrincipalDep) -> EvaluationData:
     evaluation, _env = service.get_evaluation(session, evaluation_id, principal)
-    return {"data": evaluation_info(session, evaluation).model_dump(mode="json")}
+    return EvaluationData(data=evaluation_info(session, evaluation))
 
 
 @router.get("/evaluations/{evaluation_id}/samples", summary="Samples in push order, paged")
@@ -226,11 +230,11 @@ def samples(
     page: Annotated[int, Query(ge=1)] = 1,
     per_page: Annotated[int | None, Query(ge=1, le=1000)] = None,
     limit: Annotated[int | None, Query(ge=1, le=1000, description="alias of per_page")] = None,
-) -> dict[str, Any]:
+) -> SamplePage:
     evaluation, _env = service.get_evaluation(session, evaluation_id, principal)
     size = per_page or limit or 100
     rows = service.read_samples(session, hub.store, evaluation, page, size)
-    return {"data": rows, "total_count": evaluation.sample_count, "page": page, "per_page": size}
+    return SamplePage(data=rows, total_count=evaluation.sample_count, page=page, per_page=size)
 
 
 @router.get(
@@ -244,10 +248,8 @@ def environment_leaderboard(
     session: SessionDep,
     principal: PrincipalDep,
     version: str | None = None,
-) -> dict[str, Any]:
+) -> Leaderboard:
     env = service.find_environment(session, owner, name, principal)
-    rows = leaderboard(session, env, principal, version)
-    return {
-        "data": [row.model_dump(mode="json") for row in rows],
-        "environment": f"{owner}/{env.name}",
-    }
+    return Leaderboard(
+        environment=f"{owner}/{env.name}", data=leaderboard(session, env, principal, version)
+    )

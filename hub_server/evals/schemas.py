@@ -132,3 +132,44 @@ class LeaderboardRow(BaseModel):
     env_version: str
     date: datetime
     user: str
+
+
+class EvaluationEnvelope(BaseModel):
+    """`evaluation_id` is top-level too: the stock `prime` client reads it there."""
+
+    evaluation_id: str
+    data: EvaluationInfo
+
+
+class EvaluationData(BaseModel):
+    data: EvaluationInfo
+
+
+class BatchAccepted(BaseModel):
+    evaluation_id: str
+    accepted: int
+    batch: int
+    sample_count: int
+
+
+class BatchEnvelope(BaseModel):
+    data: BatchAccepted
+
+
+class EvaluationPage(BaseModel):
+    data: list[EvaluationInfo]
+    total_count: int
+    page: int
+    per_page: int
+
+
+class SamplePage(BaseModel):
+    data: list[dict[str, Any]]
+    total_count: int
+    page: int
+    per_page: int
+
+
+class Leaderboard(BaseModel):
+    environment: str
+    data: list[LeaderboardRow]

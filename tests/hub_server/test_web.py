@@ -170,6 +170,7 @@ def test_browser_shows_the_leaderboard(
             assert page.locator("article.sample").count() == 5
             page.screenshot(path="/tmp/envhub-run-page.png", full_page=True)
             page.goto(f"{hub.url}/")
+            page.screenshot(path="/tmp/envhub-home.png", full_page=True)
             page.fill("input[name=q]", "reverse")
             page.keyboard.press("Enter")
             page.wait_for_url("**/?q=reverse")
