@@ -457,3 +457,25 @@ def test_login_saves_settings_used_by_later_commands(
     who = json.loads(ok(prime(env, "whoami", "--output", "json")))
     assert (who["username"], who["hub_url"]) == ("bob", hub.url)
     shutil.rmtree(tmp_path / "home" / ".config")
+
+
+def test_push_to_an_organisation(
+    tmp_path: Path, hub: HubProcess, cli_env: dict[str, str], tokens: dict[str, str]
+) -> None:
+    from hub_server.admin import create_org, open_database
+
+    engine = open_database(hub.settings)
+    try:
+        create_org(engine, "acme", ["alice"])
+    finally:
+        engine.dispose()
+    root = make_env(cli_env, tmp_path / "src", "org-env", deps=[])
+    refused = prime(cli_env, "env", "push", str(root), "--owner", "acme", token=tokens["bob"])
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    # The owner may also come from the settings (PRIME_OWNER / `prime config set owner`).
+    pushed = ok(
+        prime(dict(cli_env, PRIME_OWNER="acme"), "env", "push", str(root), token=tokens["alice"])
+    )
+    assert "Pushed acme/org-env@0.1.0" in pushed
+    info = json.loads(ok(prime(cli_env, "env", "info", "acme/org-env", "--output", "json")))
+    assert info["environment"]["owner"]["name"] == "acme"
