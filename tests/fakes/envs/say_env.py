@@ -10,11 +10,11 @@ from __future__ import annotations
 import prime_env as pe
 
 
-def exact(completion: list[dict], answer: str) -> float:
+async def exact(completion: list[dict], answer: str) -> float:
     return 1.0 if pe.last_assistant_text(completion).strip() == answer else 0.0
 
 
-def length(completion: list[dict]) -> float:
+async def length(completion: list[dict]) -> float:
     return float(len(pe.last_assistant_text(completion)))
 
 

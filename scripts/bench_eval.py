@@ -1,0 +1,205 @@
+"""Throughput of `prime eval run` against the fake OpenAI server, side by side with `vf-eval`.
+
+Both tools run the same single-turn task ("say: wN", reward 1 for answering wN) against the
+same fake server (tests/fakes, a separate process) at the same concurrency, with (a) zero
+latency and (b) 200 ms latency per request. Each tool is run twice per setting with
+different rollout counts and its steady-state rate is (N2 - N1) / (T2 - T1): process start-up,
+imports and model loading cancel out, so the two tools are compared on rollouts alone.
+
+vf-eval comes from the `verifiers` PyPI package, installed in a SEPARATE venv (its
+dependencies clash with ours):
+
+    python -m venv /tmp/vf-venv && /tmp/vf-venv/bin/pip install verifiers
+    python scripts/bench_eval.py [--vf-eval /tmp/vf-venv/bin/vf-eval] [--write-docs]
+
+verifiers 0.4 is the v1 API: a Taskset (written to a temp dir below) run by a harness program
+per rollout; the `null` harness (one chat call, no tools) on the subprocess runtime is its
+closest equivalent to a single-turn environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.fakes.server import FakeServer  # noqa: E402
+
+PRIME = Path(sys.executable).with_name("prime")
+SAY_ENV = ROOT / "tests" / "fakes" / "envs" / "say_env.py"
+DOCS = ROOT / "docs" / "benchmarks.md"
+HEADING = "## Eval runner"
+
+VF_TASKSET = '''
+import verifiers.v1 as vf
+
+
+class SayData(vf.TaskData):
+    answer: str
+
+
+class SayTask(vf.Task[SayData]):
+    @vf.reward(weight=1.0)
+    async def exact(self, trace: vf.Trace) -> float:
+        return 1.0 if trace.last_reply == self.data.answer else 0.0
+
+
+class SayConfig(vf.TasksetConfig):
+    num_tasks: int = 5000
+
+
+class SayTaskset(vf.Taskset[SayTask, SayConfig]):
+    def load(self) -> list[SayTask]:
+        return [SayTask(SayData(idx=i, prompt=f"say: w{i}", answer=f"w{i}"), self.config.task)
+                for i in range(self.config.num_tasks)]
+
+
+__all__ = ["SayTaskset"]
+'''
+
+
+@dataclass
+class Measure:
+    tool: str
+    latency_ms: int
+    counts: tuple[int, int]
+    seconds: tuple[float, float]
+
+    @property
+    def rate(self) -> float:
+        return (self.counts[1] - self.counts[0]) / max(self.seconds[1] - self.seconds[0], 1e-9)
+
+
+def _timed(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:3])} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return elapsed
+
+
+def prime_run(url: str, n: int, concurrency: int, work: Path) -> float:
+    cmd = [str(PRIME), "eval", "run", str(SAY_ENV), "-m", "fake-model", "--base-url", url,
+           "-n", str(n), "-r", "1", "-c", str(concurrency), "-a", f'{{"num_tasks": {n}}}',
+           "-o", str(work / "prime-out"), "--output", "json"]
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["PYTHONPATH"] = str(ROOT)
+    return _timed(cmd, env, work)
+
+
+def vf_run(vf_eval: Path, url: str, n: int, concurrency: int, work: Path) -> float:
+    cmd = [str(vf_eval), "say-vf", "-m", "fake-model", "-n", str(n), "-r", "1",
+           "-c", str(concurrency), "--no-push", "--client.base-url", url,
+           "--client.api-key-var", "FAKE_KEY", "--env.agent.runtime.type", "subprocess",
+           "--env.agent.harness.id", "null", "-o", str(work / "vf-out")]
+    path = os.pathsep.join([str(vf_eval.parent), os.environ.get("PATH", ""), str(PRIME.parent)])
+    env = {**os.environ, "PYTHONPATH": str(work / "vfpkg"), "FAKE_KEY": "x", "PATH": path}
+    return _timed(cmd, env, work)
+
+
+def measure(tool: str, latency_ms: int, counts: tuple[int, int], concurrency: int,
+            vf_eval: Path | None, work: Path) -> Measure:
+    with FakeServer("openai", latency_ms=latency_ms) as server:
+        times = []
+        for n in counts:
+            if tool == "prime":
+                times.append(prime_run(server.url, n, concurrency, work))
+            else:
+                assert vf_eval is not None
+                times.append(vf_run(vf_eval, server.url, n, concurrency, work))
+    result = Measure(tool, latency_ms, counts, (times[0], times[1]))
+    print(f"  {tool:6s} latency {latency_ms:3d} ms: N={counts} in "
+          f"{times[0]:.1f}s / {times[1]:.1f}s -> {result.rate:.1f} rollouts/s", flush=True)
+    return result
+
+
+def report(results: list[Measure], concurrency: int, load: str) -> str:
+    by = {(m.tool, m.latency_ms): m for m in results}
+    lines = [
+        HEADING, "",
+        f"`python scripts/bench_eval.py --write-docs` on {time.strftime('%Y-%m-%d')} "
+        f"(CPython {platform.python_version()}, {os.cpu_count()} CPUs shared with other work; "
+        f"load average at start: {load}). Single-turn env, fake OpenAI server in its own "
+        f"process, `-c {concurrency}`, steady-state rate (N2 - N1) / (T2 - T1) so start-up "
+        "cancels out. Targets: >= 300 rollouts/s at zero latency; at 200 ms >= 85% of the "
+        f"ideal c / latency = {concurrency / 0.2:.0f} rollouts/s.", "",
+        "| latency | prime eval run (rollouts/s) | vf-eval (rollouts/s) | prime / vf-eval | "
+        "prime vs ideal |",
+        "|---|---|---|---|---|",
+    ]
+    for latency in (0, 200):
+        p, v = by.get(("prime", latency)), by.get(("vf", latency))
+        ideal = f"{p.rate / (concurrency / (latency / 1000)):.0%}" if p and latency else "-"
+        ratio = f"{p.rate / v.rate:.1f}x" if p and v and v.rate > 0 else "-"
+        lines.append(f"| {latency} ms | {p.rate:.1f} | {f'{v.rate:.2f}' if v else '-'} | "
+                     f"{ratio} | {ideal} |" if p else f"| {latency} ms | - | - | - | - |")
+    lines += ["", "Rollout counts (N1, N2): " + "; ".join(
+        f"{m.tool} @ {m.latency_ms} ms: {m.counts}" for m in results) + ".",
+        "vf-eval 0.4 (verifiers v1) runs each rollout as a harness program (`null` harness, "
+        "subprocess runtime) behind an interception server, so its cost per rollout is a "
+        "process start; prime runs single-turn rollouts in-process on one event loop.", ""]
+    return "\n".join(lines)
+
+
+def write_docs(section: str) -> None:
+    text = DOCS.read_text() if DOCS.exists() else "# Benchmarks\n"
+    start = text.find(HEADING + "\n")
+    if start == -1:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        end = text.find("\n## ", start + len(HEADING))
+        text = text[:start] + section + (text[end + 1:] if end != -1 else "")
+    DOCS.write_text(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--vf-eval", type=Path, default=Path("/tmp/vf-venv/bin/vf-eval"))
+    parser.add_argument("-c", "--concurrency", type=int, default=128)
+    parser.add_argument("--prime-counts", default="500,3000", help="N1,N2 at zero latency")
+    parser.add_argument("--prime-latency-counts", default="256,1536", help="N1,N2 at 200 ms")
+    parser.add_argument("--vf-counts", default="16,80", help="N1,N2 for vf-eval")
+    parser.add_argument("--write-docs", action="store_true", help=f"update {HEADING!r} in docs/benchmarks.md")
+    args = parser.parse_args()
+
+    def pair(text: str) -> tuple[int, int]:
+        a, b = (int(x) for x in text.split(","))
+        return a, b
+
+    vf_eval = args.vf_eval if args.vf_eval.exists() else None
+    if vf_eval is None:
+        print(f"vf-eval not found at {args.vf_eval}; create it with: python -m venv /tmp/vf-venv "
+              "&& /tmp/vf-venv/bin/pip install verifiers (measuring prime only)", file=sys.stderr)
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    results: list[Measure] = []
+    with tempfile.TemporaryDirectory(prefix="bench-eval-") as tmp:
+        work = Path(tmp)
+        (work / "vfpkg" / "say_vf").mkdir(parents=True)
+        (work / "vfpkg" / "say_vf" / "__init__.py").write_text(VF_TASKSET)
+        for latency, prime_counts in ((0, pair(args.prime_counts)),
+                                      (200, pair(args.prime_latency_counts))):
+            results.append(measure("prime", latency, prime_counts, args.concurrency, None, work))
+            if vf_eval is not None:
+                results.append(measure("vf", latency, pair(args.vf_counts), args.concurrency,
+                                       vf_eval, work))
+            shutil.rmtree(work / "prime-out", ignore_errors=True)
+            shutil.rmtree(work / "vf-out", ignore_errors=True)
+    section = report(results, args.concurrency, load)
+    print("\n" + section)
+    if args.write_docs:
+        write_docs(section)
+
+
+if __name__ == "__main__":
+    main()
