@@ -34,7 +34,7 @@ from prime_cli.env_project import ProjectError, build_distributions, load_projec
 from prime_cli.env_publish import PushRefused, push_environment, write_push_metadata
 from prime_cli.env_pull import PullError, pull_source
 from prime_cli.env_scaffold import ScaffoldError, create_scaffold
-from prime_cli.hub_client import HubClient, HubError, env_path
+from prime_cli.hub_client import HubClient, HubError, NotFound, env_path
 from registry_index.resolve import EnvRef, parse_env_ref
 
 console = Console()
@@ -398,11 +398,16 @@ def info(ref: str, output: str) -> None:
         summary = client.data(
             "GET", env_path(env_ref.owner, env_ref.name), f"info {env_ref.owner}/{env_ref.name}"
         )
-        record = client.data(
-            "GET",
-            f"{env_path(env_ref.owner, env_ref.name)}/@{quote(env_ref.spec or 'latest', safe='')}",
-            f"info {env_ref}",
-        )
+        record: dict[str, Any] | None = None
+        try:
+            record = client.data(
+                "GET",
+                f"{env_path(env_ref.owner, env_ref.name)}/@{quote(env_ref.spec or 'latest', safe='')}",
+                f"info {env_ref}",
+            )
+        except NotFound:
+            if env_ref.spec:  # an explicit version that does not exist is an error
+                raise
     if output == "json":
         _echo_json({"environment": summary, "version": record})
         return
@@ -414,6 +419,10 @@ def info(ref: str, output: str) -> None:
     table.add_row("tags", ", ".join(summary.get("tags") or []) or "-")
     table.add_row("versions", str(summary.get("versions_count", "-")))
     table.add_row("downloads", str(summary.get("downloads", 0)))
+    if record is None:
+        table.add_row("version", "none installable (none pushed yet, or all yanked)")
+        console.print(table)
+        return
     table.add_row(
         "version",
         str(record.get("semantic_version")) + (" (yanked)" if record.get("yanked") else ""),
