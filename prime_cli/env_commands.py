@@ -23,6 +23,7 @@ from prime_cli import config as cfg
 from prime_cli.account_commands import fetch_whoami
 from prime_cli.env_install import (
     InstallError,
+    check_distinct_packages,
     choose_installer,
     fetch_wheel,
     install_command,
@@ -233,6 +234,7 @@ def install(
     tool = choose_installer(installer)
     with _client() as client:
         resolved = [resolve(client, ref) for ref in parsed]
+        check_distinct_packages(resolved)
         wheels = {env.package_name: fetch_wheel(client, env) for env in resolved}
     for env in resolved:
         if env.yanked:

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from packaging.utils import canonicalize_name
+
 from prime_cli.hub_client import HubClient, HubError, NotFound, env_path
 from registry_index.resolve import EnvRef
 
@@ -83,6 +85,21 @@ def resolve(client: HubClient, ref: EnvRef) -> ResolvedEnv:
         wheel_sha256=str(data["wheel_sha256"]).lower(),
         wheel_filename=str(data.get("wheel_filename") or data["wheel_url"].rsplit("/", 1)[-1]),
     )
+
+
+def check_distinct_packages(envs: list[ResolvedEnv]) -> None:
+    """Two references that are the same Python package (e.g. alice/x and bob/x) cannot both be
+    installed in one environment; say so instead of silently installing one of them."""
+    seen: dict[str, ResolvedEnv] = {}
+    for env in envs:
+        key = canonicalize_name(env.package_name)
+        other = seen.setdefault(key, env)
+        if other is not env and (other.ref.owner, other.version) != (env.ref.owner, env.version):
+            raise InstallError(
+                f"{other.ref.owner}/{other.ref.name}@{other.version} and "
+                f"{env.ref.owner}/{env.ref.name}@{env.version} are the same Python package "
+                f"{env.package_name!r}; install only one of them"
+            )
 
 
 def fetch_wheel(client: HubClient, env: ResolvedEnv) -> Path:
