@@ -49,7 +49,8 @@ def test_changes_in_content_or_layout_change_the_hash(tmp_path: Path) -> None:
 
 def test_boundaries_between_files_matter(tmp_path: Path) -> None:
     one, two = tmp_path / "one", tmp_path / "two"
-    one.mkdir(), two.mkdir()
+    one.mkdir()
+    two.mkdir()
     (one / "a").write_text("xb")
     (one / "b").write_text("")
     (two / "a").write_text("x")

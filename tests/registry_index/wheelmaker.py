@@ -62,13 +62,9 @@ def write_zip(
     return path
 
 
-def make_wheel(
-    directory: Path, name: str = "demo_env", version: str = "1.0.0", **kw: object
-) -> Path:
+def make_wheel(directory: Path, name: str = "demo_env", version: str = "1.0.0") -> Path:
     """Write a valid wheel `name-version-py3-none-any.whl` into `directory`."""
-    return write_zip(
-        directory / f"{name}-{version}-py3-none-any.whl", wheel_members(name, version, **kw)
-    )  # type: ignore[arg-type]
+    return write_zip(directory / f"{name}-{version}-py3-none-any.whl", wheel_members(name, version))
 
 
 def make_sdist(
