@@ -54,4 +54,7 @@ class EvaluationBatch(SQLModel, table=True):
     blob_key: str = Field(max_length=255)
     sample_count: int
     keys_json: str  # [[example_index, rollout_index], …] for duplicate checks without the blob
+    # SummaryBuilder.partial() of the batch, so finalize merges sums instead of re-reading blobs
+    # (null on batches pushed before migration evals_0002: those are read back from the blob).
+    partial_json: str | None = None
     created_at: datetime = Field(default_factory=utcnow)

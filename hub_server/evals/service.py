@@ -240,6 +240,13 @@ def _taken_keys(session: Session, evaluation_id: str) -> set[tuple[int, int]]:
     return taken
 
 
+def _partial(records: list[dict[str, Any]]) -> dict[str, Any]:
+    builder = SummaryBuilder()
+    for record in records:
+        builder.add(record)
+    return builder.partial()
+
+
 def append_samples(
     session: Session, store: BlobStore, evaluation_id: str, principal: Principal, raw_samples: Any
 ) -> EvaluationBatch:
@@ -270,6 +277,7 @@ def append_samples(
             blob_key=key,
             sample_count=len(records),
             keys_json=json.dumps([[r["example_index"], r["rollout_index"]] for r in records]),
+            partial_json=json.dumps(_partial(records)),
         )
         evaluation.sample_count += len(records)
         session.add(batch)
@@ -304,12 +312,16 @@ def finalize_evaluation(
     principal: Principal,
     metrics: dict[str, Any] | None,
 ) -> Evaluation:
-    """Close the run: compute the summary from every stored sample; only now can it rank."""
+    """Close the run: merge the batches' partial sums into the summary; only now can it rank."""
     try:
         evaluation = _writable(session, evaluation_id, principal)
         builder = SummaryBuilder()
-        for record in iter_samples(store, _batches(session, evaluation_id)):
-            builder.add(record)
+        for batch in _batches(session, evaluation_id):
+            if batch.partial_json is not None:
+                builder.merge(json.loads(batch.partial_json))
+            else:
+                for record in iter_samples(store, [batch]):
+                    builder.add(record)
         summary = builder.build()
         evaluation.status = "completed"
         evaluation.finalized_at = utcnow()

@@ -51,47 +51,76 @@ def _number(value: Any) -> float | None:
 
 
 class SummaryBuilder:
-    """Accumulates validated rollout records one at a time (samples are streamed from blobs)."""
+    """Accumulates rollout records, or the partials of earlier batches, into a summary.
+
+    Everything it keeps is a sum or a count (per example, per metric, per error type), so the
+    partial of one batch is computed once when the batch is pushed and finalize merges the
+    partials instead of decompressing every sample again.
+    """
 
     def __init__(self) -> None:
-        self._per_example: dict[int, list[float]] = defaultdict(list)
-        self._metric_sums: dict[str, float] = defaultdict(float)
-        self._metric_counts: dict[str, int] = defaultdict(int)
-        self._summary = Summary()
+        self._examples: dict[int, list[float]] = defaultdict(lambda: [0.0, 0])  # sum, count
+        self._metrics: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+        self._errors: dict[str, int] = defaultdict(int)
+        self._tokens = [0, 0]
 
     def add(self, record: dict[str, Any]) -> None:
         usage = record.get("usage") or {}
         if isinstance(usage, dict):
-            self._summary.prompt_tokens += int(_number(usage.get("prompt_tokens")) or 0)
-            self._summary.completion_tokens += int(_number(usage.get("completion_tokens")) or 0)
+            self._tokens[0] += int(_number(usage.get("prompt_tokens")) or 0)
+            self._tokens[1] += int(_number(usage.get("completion_tokens")) or 0)
         error = record.get("error")
         if error:
-            self._summary.n_errors += 1
-            kind = str(error.get("type", "Error"))
-            self._summary.errors_by_type[kind] = self._summary.errors_by_type.get(kind, 0) + 1
+            self._errors[str(error.get("type", "Error"))] += 1
             return
-        self._per_example[int(record["example_index"])].append(float(record["reward"]))
+        example = self._examples[int(record["example_index"])]
+        example[0] += float(record["reward"])
+        example[1] += 1
         for group in ("rewards", "metrics"):
-            values = record.get(group) or {}
-            for name, value in values.items():
+            for name, value in (record.get(group) or {}).items():
                 number = _number(value)
                 if number is not None:
-                    self._metric_sums[name] += number
-                    self._metric_counts[name] += 1
+                    metric = self._metrics[name]
+                    metric[0] += number
+                    metric[1] += 1
+
+    def partial(self) -> dict[str, Any]:
+        """The sums so far, as JSON-ready data for `merge`."""
+        return {
+            "examples": [[index, total, count] for index, (total, count) in self._examples.items()],
+            "metrics": {name: list(pair) for name, pair in self._metrics.items()},
+            "errors": dict(self._errors),
+            "tokens": list(self._tokens),
+        }
+
+    def merge(self, partial: dict[str, Any]) -> None:
+        for index, total, count in partial["examples"]:
+            example = self._examples[int(index)]
+            example[0] += total
+            example[1] += count
+        for name, (total, count) in partial["metrics"].items():
+            metric = self._metrics[name]
+            metric[0] += total
+            metric[1] += count
+        for kind, count in partial["errors"].items():
+            self._errors[kind] += count
+        self._tokens[0] += partial["tokens"][0]
+        self._tokens[1] += partial["tokens"][1]
 
     def build(self) -> Summary:
-        summary = self._summary
-        rewards = [reward for rollouts in self._per_example.values() for reward in rollouts]
-        summary.n_rollouts = len(rewards)
-        summary.n_examples = len(self._per_example)
-        if rewards:
-            summary.mean_reward = math.fsum(rewards) / len(rewards)
-        summary.stderr = standard_error([math.fsum(r) / len(r) for r in self._per_example.values()])
-        summary.metrics = {
-            name: self._metric_sums[name] / self._metric_counts[name]
-            for name in sorted(self._metric_sums)
-        }
-        return summary
+        scored = [pair for pair in self._examples.values() if pair[1]]
+        n_rollouts = int(sum(count for _total, count in scored))
+        return Summary(
+            mean_reward=math.fsum(t for t, _c in scored) / n_rollouts if n_rollouts else None,
+            stderr=standard_error([total / count for total, count in scored]),
+            n_examples=len(scored),
+            n_rollouts=n_rollouts,
+            n_errors=sum(self._errors.values()),
+            metrics={name: t / c for name, (t, c) in sorted(self._metrics.items()) if c},
+            errors_by_type=dict(sorted(self._errors.items())),
+            prompt_tokens=self._tokens[0],
+            completion_tokens=self._tokens[1],
+        )
 
 
 def standard_error(values: list[float]) -> float | None:

@@ -7,6 +7,7 @@ The running-hub helpers here (`RunningHub`, `build_wheel`) are shared with test_
 from __future__ import annotations
 
 import gzip
+import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -140,6 +141,42 @@ def test_summary_excludes_errors_and_takes_stderr_over_examples() -> None:
     # example means 0.5 and 1.0 -> sd 0.35355, / sqrt(2)
     assert summary.stderr == pytest.approx(math.sqrt(0.125) / math.sqrt(2))
     assert summary.metrics == {"turns": 3.0}
+
+
+def test_merged_batch_partials_equal_the_summary_of_all_records() -> None:
+    import random
+
+    from hub_server.evals.stats import SummaryBuilder
+
+    rng = random.Random(7)
+    records = validate_batch(
+        [
+            failed(i // 3, i % 3)
+            if rng.random() < 0.2
+            else rollout(
+                i // 3,
+                i % 3,
+                rng.random(),
+                metrics={"turns": rng.randint(1, 6)},
+                usage={"prompt_tokens": 3, "completion_tokens": 2},
+            )
+            for i in range(300)
+        ]
+    )
+    rng.shuffle(records)  # an example's rollouts land in different batches
+    merged = SummaryBuilder()
+    for start in range(0, len(records), 37):
+        part = SummaryBuilder()
+        for record in records[start : start + 37]:
+            part.add(record)
+        merged.merge(json.loads(json.dumps(part.partial())))
+    direct, combined = summarise(records), merged.build()
+    assert combined.n_rollouts == direct.n_rollouts and combined.n_examples == direct.n_examples
+    assert combined.n_errors == direct.n_errors and combined.errors_by_type == direct.errors_by_type
+    assert combined.mean_reward == pytest.approx(direct.mean_reward)
+    assert combined.stderr == pytest.approx(direct.stderr)
+    assert combined.metrics == pytest.approx(direct.metrics)
+    assert combined.prompt_tokens == direct.prompt_tokens == 3 * direct.n_rollouts
 
 
 def test_standard_error_needs_two_values() -> None:
@@ -323,6 +360,21 @@ def test_best_run_per_model_and_only_finalized_public_runs_rank(hub: Hub) -> Non
         as_bob = leaderboard(session, env, hub.principal("bob"))
     assert [(r.model, r.evaluation_id) for r in anonymous] == [("big", big), ("small", best_small)]
     assert [r.model for r in as_bob] == ["big", "hidden", "small"]
+
+
+def test_finalize_reads_blobs_of_batches_without_partials(hub: Hub) -> None:
+    """Batches pushed before migration evals_0002 have no partial sums: finalize reads them."""
+    run = create(hub, "alice", "alice/wordle")
+    push(hub, "alice", run.id, [rollout(0, 0, 1.0), rollout(0, 1, 0.0)])
+    push(hub, "alice", run.id, [rollout(1, 0, 1.0), failed(1, 1)])
+    with hub.session() as session:
+        old = session.exec(select(EvaluationBatch).where(EvaluationBatch.seq == 1)).one()
+        old.partial_json = None
+        session.add(old)
+        session.commit()
+    done = finalize(hub, "alice", run.id)
+    assert (done.n_rollouts, done.n_errors, done.n_examples) == (3, 1, 2)
+    assert done.mean_reward == pytest.approx(2 / 3)
 
 
 def test_finalize_twice_and_push_after_finalize_are_409_and_change_nothing(hub: Hub) -> None:

@@ -1,0 +1,30 @@
+"""Per-batch partial sums (`evaluationbatch.partial_json`) so finalize does not re-read blobs.
+
+Revision ID: evals_0002
+Revises: evals_0001
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+import sqlmodel
+from alembic import op
+
+revision: str = "evals_0002"
+down_revision: str | None = "evals_0001"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("evaluationbatch", schema=None) as batch_op:
+        batch_op.add_column(
+            sa.Column("partial_json", sqlmodel.sql.sqltypes.AutoString(), nullable=True)
+        )
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("evaluationbatch", schema=None) as batch_op:
+        batch_op.drop_column("partial_json")
