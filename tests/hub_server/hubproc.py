@@ -72,8 +72,8 @@ class HubProcess:
         finally:
             engine.dispose()
 
-    def start(self, timeout: float = 60.0) -> None:
-        """Start (or restart) the server process and wait until it answers."""
+    def start(self, timeout: float = 240.0) -> None:
+        """Start (or restart) the server and wait until it answers (generous: CI hosts get busy)."""
         command = [str(PRIME), "hub", "serve", "--host", "127.0.0.1", "--port", str(self.port)]
         command += ["--data-dir", str(self.data_dir)]
         log = self.log_path.open("ab")
