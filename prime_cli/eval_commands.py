@@ -338,7 +338,7 @@ def push_run(hub: HubClient, directory: Path, *, env: str | None = None, public:
         raise click.ClickException(
             f"{directory} is not finished (status {meta.get('status')!r}); finish it with "
             f"prime eval run --resume {directory}")
-    slug = env or meta.get("env") or ""
+    slug = env or meta.get("hub_env") or meta.get("env") or ""
     if "/" not in slug:
         raise click.ClickException(
             f"the run's environment {slug!r} has no hub owner; pass --env OWNER/NAME naming the "

@@ -180,6 +180,17 @@ def sampling_from_json(data: dict[str, Any]) -> SamplingArgs:
                         extra={k: v for k, v in data.items() if k not in known})
 
 
+def hub_slug(spec: str) -> str | None:
+    """`owner/name` when ENV was given as a hub id (what results are pushed against), else None."""
+    if spec.endswith(".py") or Path(spec).exists():
+        return None
+    try:
+        owner, name, _ = parse_env_id(spec)
+    except ValueError:
+        return None
+    return f"{owner}/{name}" if owner else None
+
+
 def _slug(text: str) -> str:
     return text.replace("/", "--").replace("@", "-").replace(" ", "_")
 
@@ -263,6 +274,7 @@ class EvalRun:
             "run_id": self.run_id,
             "status": status,
             "env": self.env.name, "env_id": self.env.id, "env_version": self.env.version,
+            "hub_env": hub_slug(self.config.env),
             "env_args": self.config.env_args,
             "model": self.spec.name, "provider": self.spec.provider, "base_url": self.spec.base_url,
             "model_info": self.spec.describe(),
