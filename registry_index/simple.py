@@ -157,7 +157,8 @@ def _json_file(file: ProjectFile) -> dict[str, object]:
         "requires-python": file.requires_python,
         "core-metadata": core,
         "dist-info-metadata": core,
-        "yanked": file.yanked,
+        # PEP 691: a reason must be a non-empty string; an empty reason is plain `true`.
+        "yanked": file.yanked if file.yanked != "" else True,
         "size": file.size,
         "upload-time": format_upload_time(file.upload_time),
     }

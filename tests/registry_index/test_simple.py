@@ -6,6 +6,8 @@ import json
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pip._internal.index.collector import IndexContent, parse_links
 
 from registry_index.simple import (
@@ -141,3 +143,46 @@ UV = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q
 def test_negotiation(accept: str | None, expected: tuple[str, str] | None) -> None:
     assert negotiate(accept) == expected
     assert negotiate_format(accept) == (expected[0] if expected else None)
+
+
+def _project_file(minor: int, wheel: bool, base: str, **fields: object) -> ProjectFile:
+    filename = f"demo_env-1.{minor}.0" + ("-py3-none-any.whl" if wheel else ".tar.gz")
+    return ProjectFile(filename=filename, url=f"{base}/{filename}", **fields)  # type: ignore[arg-type]
+
+
+_file = st.builds(
+    _project_file,
+    minor=st.integers(0, 50),
+    wheel=st.booleans(),
+    base=st.sampled_from(["/files/a", "../../files/b&c", "http://127.0.0.1:9/f/<z>"]),
+    sha256=st.from_regex(r"\A[0-9a-f]{64}\Z"),
+    size=st.integers(0, 2**40),
+    upload_time=st.datetimes(timezones=st.just(UTC)),
+    requires_python=st.sampled_from([None, ">=3.9", ">=3.8,<4", "!=3.0.*, >2.7"]),
+    yanked=st.one_of(st.booleans(), st.text(max_size=20)),
+    core_metadata_sha256=st.one_of(st.none(), st.from_regex(r"\A[0-9a-f]{64}\Z")),
+)
+
+
+def _summary(body: str, content_type: str) -> list[tuple[object, ...]]:
+    page = IndexContent(body.encode(), content_type, "utf-8", PAGE_URL, cache_link_parsing=False)
+    return [
+        (
+            link.filename,
+            link.url_without_fragment,
+            link.hash,
+            link.requires_python,
+            link.yanked_reason,
+            link.metadata_file_data.hashes if link.metadata_file_data else None,
+        )
+        for link in parse_links(page)
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_file, max_size=6, unique_by=lambda f: f.filename))
+def test_html_and_json_say_the_same_to_pip(files: list[ProjectFile]) -> None:
+    html = _summary(render_project_page("demo-env", files, "html"), "text/html")
+    data = _summary(render_project_page("demo-env", files, "json"), CONTENT_TYPE_JSON)
+    assert html == data
+    assert [row[0] for row in html] == [f.filename for f in files]

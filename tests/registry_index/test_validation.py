@@ -160,7 +160,7 @@ def test_data_descriptor_refused(tmp_path: Path) -> None:
         def write(self, data: bytes) -> int:  # type: ignore[override]
             return buffer.write(data)
 
-    with zipfile.ZipFile(Unseekable(), "w", zipfile.ZIP_DEFLATED) as archive:  # type: ignore[arg-type]
+    with zipfile.ZipFile(Unseekable(), "w", zipfile.ZIP_DEFLATED) as archive:
         for member, data in wheel_members().items():
             archive.writestr(member, data)
     wheel = tmp_path / WHEEL
