@@ -259,10 +259,12 @@ def main() -> None:
             f"{page[0] / baseline[0]:.2f} / {page[1] / baseline[1]:.2f} |"
         ),
         "",
-        "The push floor serialises and parses each record once; a push also serialises on the "
-        "client, parses and validates on the hub and re-serialises each batch for its gzip blob, so "
-        "a ratio near 2-3 is the cost of the API itself. Finalize merges the per-batch sums kept "
-        "at push time, so it does not grow with the number of samples.",
+        (
+            "The push floor serialises and parses each record once; a push also serialises on the "
+            "client, parses and validates on the hub and re-serialises each batch for its gzip blob, so "
+            "a ratio near 2-3 is the cost of the API itself. Finalize merges the per-batch sums kept "
+            "at push time, so it does not grow with the number of samples."
+        ),
         "",
     ]
     text = "\n".join(lines)
