@@ -128,10 +128,17 @@ class _Tracker:
         return {"reward": mean, "errors": str(self.errors), "tps": f"{rate:,.0f}"}
 
 
+@dataclass(frozen=True)
+class _Outcome:
+    summary: Summary
+    new_rollouts: int
+    elapsed_s: float  # wall time of this invocation's rollouts (start-up excluded)
+
+
 async def _run_all(
     runs: list[tuple[EvalRun, ModelClient]], concurrency: int, progress: Progress
-) -> list[Summary]:
-    async def one(run: EvalRun, client: ModelClient) -> Summary:
+) -> list[_Outcome]:
+    async def one(run: EvalRun, client: ModelClient) -> _Outcome:
         tracker = _Tracker(total=run.total)
         for rec in run.done:
             tracker.add(rec)
@@ -142,10 +149,12 @@ async def _run_all(
             tracker.add(record)
             progress.update(task, advance=1, **tracker.fields())
 
+        before, start = tracker.done, time.perf_counter()
         try:
-            return await execute(run, client, concurrency=concurrency, on_record=on_record)
+            summary = await execute(run, client, concurrency=concurrency, on_record=on_record)
         finally:
             await client.aclose()
+        return _Outcome(summary, tracker.done - before, time.perf_counter() - start)
 
     return list(await asyncio.gather(*(one(run, client) for run, client in runs)))
 
@@ -272,13 +281,13 @@ def run(
     progress = _progress(disable=output == "json")
     try:
         with progress:
-            summaries = asyncio.run(_run_all(list(zip(runs, clients)), concurrency, progress))
+            outcomes = asyncio.run(_run_all(list(zip(runs, clients)), concurrency, progress))
     except KeyboardInterrupt:
         dirs = " ".join(str(run_.directory) for run_ in runs)
         raise click.ClickException(
             f"interrupted; finished rollouts are saved. Continue with: prime eval run --resume {dirs}"
         ) from None
-    rows = list(zip(runs, summaries))
+    rows = [(run_, outcome.summary) for run_, outcome in zip(runs, outcomes)]
     pushed: dict[Path, str] = {}
     if push:
         with _hub() as hub:
@@ -288,8 +297,10 @@ def run(
         click.echo(json.dumps({"runs": [
             {**_summary_row(run_.spec.name, s, run_.spec.cost(s.prompt_tokens, s.completion_tokens)),
              "env": run_.env.id, "run_id": run_.run_id, "directory": str(run_.directory),
-             "evaluation_id": pushed.get(run_.directory)}
-            for run_, s in rows]}, indent=2))
+             "evaluation_id": pushed.get(run_.directory), "new_rollouts": o.new_rollouts,
+             "elapsed_s": round(o.elapsed_s, 3),
+             "rollouts_per_s": round(o.new_rollouts / max(o.elapsed_s, 1e-9), 1)}
+            for (run_, s), o in zip(rows, outcomes)]}, indent=2))
     else:
         console.print(_table(rows))
         for run_, _ in rows:

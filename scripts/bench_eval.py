@@ -2,9 +2,11 @@
 
 Both tools run the same single-turn task ("say: wN", reward 1 for answering wN) against the
 same fake server (tests/fakes, a separate process) at the same concurrency, with (a) zero
-latency and (b) 200 ms latency per request. Each tool is run twice per setting with
-different rollout counts and its steady-state rate is (N2 - N1) / (T2 - T1): process start-up,
-imports and model loading cancel out, so the two tools are compared on rollouts alone.
+latency and (b) 200 ms latency per request. Start-up (imports, loading) is excluded: prime
+reports the wall time of its rollout phase (`elapsed_s` in `--output json`); vf-eval is run
+twice with different rollout counts and its rate is (N2 - N1) / (T2 - T1). CPU seconds per
+rollout (tool + fake server) are measured too, because on a shared machine wall-clock rates
+depend on everyone else's load.
 
 vf-eval comes from the `verifiers` PyPI package, installed in a SEPARATE venv (its
 dependencies clash with ours):
@@ -20,8 +22,10 @@ closest equivalent to a single-turn environment.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -69,58 +73,96 @@ __all__ = ["SayTaskset"]
 
 
 @dataclass
+class Run:
+    wall_s: float
+    cpu_s: float  # the tool's processes (and the harness programs they reap)
+    server_cpu_s: float  # the fake server's process
+    load: float  # 1-minute load average when the run ended
+    phase_s: float | None = None  # prime's own timing of its rollouts (start-up excluded)
+
+
+@dataclass
 class Measure:
     tool: str
     latency_ms: int
     counts: tuple[int, int]
-    seconds: tuple[float, float]
+    runs: tuple[Run, Run]
+
+    def _delta(self, attr: str) -> float:
+        a, b = (getattr(run, attr) for run in self.runs)
+        return max(b - a, 1e-9)
 
     @property
     def rate(self) -> float:
-        return (self.counts[1] - self.counts[0]) / max(self.seconds[1] - self.seconds[0], 1e-9)
+        """Steady-state rollouts per wall-clock second: prime times its rollout phase itself;
+        for vf-eval, (N2 - N1) / (T2 - T1) cancels its start-up."""
+        if self.runs[1].phase_s:
+            return self.counts[1] / self.runs[1].phase_s
+        return (self.counts[1] - self.counts[0]) / self._delta("wall_s")
+
+    @property
+    def cpu_ms(self) -> float:
+        """CPU milliseconds per rollout, tool and server together: independent of other load."""
+        per = (self._delta("cpu_s") + self._delta("server_cpu_s")) / (self.counts[1] - self.counts[0])
+        return per * 1000
 
 
-def _timed(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
+def _proc_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _timed(cmd: list[str], env: dict[str, str], cwd: Path, server_pid: int) -> Run:
+    """Run one command; wall and CPU time, the server's CPU, the load, prime's own phase time."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server_before = _proc_cpu(server_pid)
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:3])} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return elapsed
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    phase = None
+    if proc.stdout.lstrip().startswith("{"):
+        phase = float(json.loads(proc.stdout)["runs"][0]["elapsed_s"])
+    return Run(elapsed, cpu, _proc_cpu(server_pid) - server_before, os.getloadavg()[0], phase)
 
 
-def prime_run(url: str, n: int, concurrency: int, work: Path) -> float:
+def prime_run(url: str, n: int, concurrency: int, work: Path, server_pid: int) -> Run:
     cmd = [str(PRIME), "eval", "run", str(SAY_ENV), "-m", "fake-model", "--base-url", url,
            "-n", str(n), "-r", "1", "-c", str(concurrency), "-a", f'{{"num_tasks": {n}}}',
            "-o", str(work / "prime-out"), "--output", "json"]
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env["PYTHONPATH"] = str(ROOT)
-    return _timed(cmd, env, work)
+    return _timed(cmd, env, work, server_pid)
 
 
-def vf_run(vf_eval: Path, url: str, n: int, concurrency: int, work: Path) -> float:
+def vf_run(vf_eval: Path, url: str, n: int, concurrency: int, work: Path, server_pid: int) -> Run:
     cmd = [str(vf_eval), "say-vf", "-m", "fake-model", "-n", str(n), "-r", "1",
            "-c", str(concurrency), "--no-push", "--client.base-url", url,
            "--client.api-key-var", "FAKE_KEY", "--env.agent.runtime.type", "subprocess",
            "--env.agent.harness.id", "null", "-o", str(work / "vf-out")]
     path = os.pathsep.join([str(vf_eval.parent), os.environ.get("PATH", ""), str(PRIME.parent)])
     env = {**os.environ, "PYTHONPATH": str(work / "vfpkg"), "FAKE_KEY": "x", "PATH": path}
-    return _timed(cmd, env, work)
+    return _timed(cmd, env, work, server_pid)
 
 
 def measure(tool: str, latency_ms: int, counts: tuple[int, int], concurrency: int,
             vf_eval: Path | None, work: Path) -> Measure:
     with FakeServer("openai", latency_ms=latency_ms) as server:
-        times = []
+        pid = server.pid
+        runs = []
         for n in counts:
             if tool == "prime":
-                times.append(prime_run(server.url, n, concurrency, work))
+                runs.append(prime_run(server.url, n, concurrency, work, pid))
             else:
                 assert vf_eval is not None
-                times.append(vf_run(vf_eval, server.url, n, concurrency, work))
-    result = Measure(tool, latency_ms, counts, (times[0], times[1]))
-    print(f"  {tool:6s} latency {latency_ms:3d} ms: N={counts} in "
-          f"{times[0]:.1f}s / {times[1]:.1f}s -> {result.rate:.1f} rollouts/s", flush=True)
+                runs.append(vf_run(vf_eval, server.url, n, concurrency, work, pid))
+    result = Measure(tool, latency_ms, counts, (runs[0], runs[1]))
+    print(f"  {tool:6s} latency {latency_ms:3d} ms: N={counts} in {runs[0].wall_s:.1f}s / "
+          f"{runs[1].wall_s:.1f}s -> {result.rate:.1f} rollouts/s, {result.cpu_ms:.2f} CPU ms/rollout "
+          f"(load {runs[0].load:.1f}, {runs[1].load:.1f})", flush=True)
     return result
 
 
@@ -131,21 +173,31 @@ def report(results: list[Measure], concurrency: int, load: str) -> str:
         f"`python scripts/bench_eval.py --write-docs` on {time.strftime('%Y-%m-%d')} "
         f"(CPython {platform.python_version()}, {os.cpu_count()} CPUs shared with other work; "
         f"load average at start: {load}). Single-turn env, fake OpenAI server in its own "
-        f"process, `-c {concurrency}`, steady-state rate (N2 - N1) / (T2 - T1) so start-up "
-        "cancels out. Targets: >= 300 rollouts/s at zero latency; at 200 ms >= 85% of the "
+        f"process, `-c {concurrency}`, start-up excluded (see below). Targets: >= 300 rollouts/s at zero latency; at 200 ms >= 85% of the "
         f"ideal c / latency = {concurrency / 0.2:.0f} rollouts/s.", "",
         "| latency | prime eval run (rollouts/s) | vf-eval (rollouts/s) | prime / vf-eval | "
-        "prime vs ideal |",
-        "|---|---|---|---|---|",
+        "prime vs ideal | CPU ms/rollout prime (vf-eval) | prime capacity on 2 idle cores |",
+        "|---|---|---|---|---|---|---|",
     ]
     for latency in (0, 200):
         p, v = by.get(("prime", latency)), by.get(("vf", latency))
-        ideal = f"{p.rate / (concurrency / (latency / 1000)):.0%}" if p and latency else "-"
-        ratio = f"{p.rate / v.rate:.1f}x" if p and v and v.rate > 0 else "-"
-        lines.append(f"| {latency} ms | {p.rate:.1f} | {f'{v.rate:.2f}' if v else '-'} | "
-                     f"{ratio} | {ideal} |" if p else f"| {latency} ms | - | - | - | - |")
-    lines += ["", "Rollout counts (N1, N2): " + "; ".join(
-        f"{m.tool} @ {m.latency_ms} ms: {m.counts}" for m in results) + ".",
+        if p is None:
+            continue
+        ideal = f"{p.rate / (concurrency / (latency / 1000)):.0%}" if latency else "-"
+        ratio = f"{p.rate / v.rate:.1f}x" if v and v.rate > 0 else "-"
+        vf_rate, vf_cpu = (f"{v.rate:.2f}", f" ({v.cpu_ms:.0f})") if v else ("-", "")
+        capacity = 2000 / p.cpu_ms
+        if latency:
+            capacity = min(capacity, concurrency / (latency / 1000))
+        lines.append(f"| {latency} ms | {p.rate:.1f} | {vf_rate} | {ratio} | {ideal} | "
+                     f"{p.cpu_ms:.2f}{vf_cpu} | {capacity:.0f} |")
+    lines += ["", "Rollout counts (N1, N2) and 1-minute load average at the end of each run: "
+              + "; ".join(f"{m.tool} @ {m.latency_ms} ms: {m.counts}, load "
+                          f"{m.runs[0].load:.1f}/{m.runs[1].load:.1f}" for m in results) + ".",
+        "CPU ms/rollout counts the tool's processes and the fake server's; \"capacity on 2 idle "
+        "cores\" is 2000 / that (capped at c / latency), i.e. what the same work gives when "
+        "nothing else competes for the CPUs. prime's rate is N2 / its own timing of the "
+        "rollout phase (`elapsed_s` in `--output json`); vf-eval's is (N2 - N1) / (T2 - T1).",
         "vf-eval 0.4 (verifiers v1) runs each rollout as a harness program (`null` harness, "
         "subprocess runtime) behind an interception server, so its cost per rollout is a "
         "process start; prime runs single-turn rollouts in-process on one event loop.", ""]

@@ -130,7 +130,8 @@ async def call_with_retries(
         remaining = policy.max_elapsed_s - (time.monotonic() - first)
         async with limiter.slot() as started:
             try:
-                result = await asyncio.wait_for(attempt(), min(policy.timeout_s, remaining))
+                async with asyncio.timeout(min(policy.timeout_s, remaining)):  # no extra task
+                    result = await attempt()
             except (Exception, asyncio.TimeoutError) as exc:  # noqa: BLE001 - classified below
                 failure = classify(exc)
                 if failure.rate_limited:

@@ -74,6 +74,11 @@ class FakeServer:
                 time.sleep(0.05)
         raise RuntimeError("fake server did not start within 20 s")
 
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None, "the server is not started"
+        return self._proc.pid
+
     def configure(self, **plan: Any) -> dict[str, Any]:
         """Replace the fault plan (rates, script, seed, latency_ms, retry_after_s, hang_s)."""
         resp = httpx.post(f"http://127.0.0.1:{self.port}/_fake/config", json=plan, timeout=5)
