@@ -190,6 +190,7 @@ def install_record(
     source = next((f for f in files if f.kind == "source"), None)
     requires = json.loads(version.requires_dist)
     index_url = f"{base}/{owner.name}/simple/"
+    source_link = file_url(base, owner, env, source, version.version) if source else None
     return Envelope(
         data=InstallRecord(
             id=env.id,
@@ -209,7 +210,8 @@ def install_record(
             wheel_url=file_url(base, owner, env, wheel, version.version) if wheel else None,
             wheel_sha256=wheel.sha256 if wheel else None,
             wheel_filename=wheel.filename if wheel else None,
-            source_url=file_url(base, owner, env, source, version.version) if source else None,
+            source_url=source_link,
+            package_url=source_link,
             url_dependencies=[r for r in requires if " @ " in r.split(";")[0]],
             created_at=version.created_at,
         )

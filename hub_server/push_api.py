@@ -136,15 +136,6 @@ def _check_announcement(
                 f"{body.filename!r} is version {parsed.version}, but semantic_version says "
                 f"{body.semantic_version!r}."
             )
-    taken = session.exec(
-        select(DistFile).where(
-            DistFile.environment_id == env.id, DistFile.filename == body.filename
-        )
-    ).first()
-    if taken is not None:
-        if taken.sha256 != body.sha256:
-            raise FileExists(body.filename, taken.sha256)
-        return  # identical retry: finalize will be a no-op
     if body.content_hash:
         same = session.exec(
             select(Version, DistFile)
@@ -161,6 +152,15 @@ def _check_announcement(
                 f"with the same content (content hash {body.content_hash[:12]}…); change the "
                 "environment's files before pushing again."
             )
+    taken = session.exec(
+        select(DistFile).where(
+            DistFile.environment_id == env.id, DistFile.filename == body.filename
+        )
+    ).first()
+    if taken is not None:
+        if taken.sha256 != body.sha256:
+            raise FileExists(body.filename, taken.sha256)
+        return  # the same file is already stored: finalize will be a no-op
 
 
 def _canonical_text(version: str) -> str:

@@ -88,6 +88,7 @@ class InstallRecord(BaseModel):
     wheel_sha256: str | None
     wheel_filename: str | None
     source_url: str | None
+    package_url: str | None  # the stock `prime env pull` / private install reads this name
     url_dependencies: list[str]
     created_at: datetime
 
