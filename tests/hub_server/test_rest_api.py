@@ -97,6 +97,13 @@ def test_push_protocol_and_install_record(hub: HubProcess) -> None:
     )  # fmt: skip
     assert dup.status_code == 409
     assert "already exists with the same content" in dup.json()["detail"]
+    wheel1 = wheel_bytes("wordle", "0.1.0")
+    repush = api.post(
+        f"{API}/{pushed['env_id']}/wheels",
+        json={"content_hash": pushed["content_hash"], "filename": "wordle-0.1.0-py3-none-any.whl",
+              "semantic_version": "0.1.0", "sha256": hashlib.sha256(wheel1).hexdigest()},
+    )  # fmt: skip
+    assert repush.status_code == 409, repush.text  # an unchanged re-push, as the stock CLI sends it
 
     push(api, "wordle", "0.2.0", module="VALUE = 2\n")
     versions = httpx.get(f"{hub.url}{API}/pam/wordle/versions").json()["data"]
