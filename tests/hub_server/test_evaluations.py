@@ -362,6 +362,20 @@ def test_best_run_per_model_and_only_finalized_public_runs_rank(hub: Hub) -> Non
     assert [r.model for r in as_bob] == ["big", "hidden", "small"]
 
 
+def test_leaderboard_can_be_limited_to_one_version(hub: Hub) -> None:
+    for version, reward in (("0.1.0", 1.0), ("0.2.0", 0.5)):
+        run = create(hub, "alice", "alice/wordle", version, is_public=True)
+        push(hub, "alice", run.id, [rollout(0, 0, reward), rollout(1, 0, reward)])
+        finalize(hub, "alice", run.id)
+    with hub.session() as session:
+        env = service.find_environment(session, "alice", "wordle", None)
+        assert [(r.env_version, r.mean_reward) for r in leaderboard(session, env, None)] == [
+            ("0.1.0", 1.0)
+        ]
+        only = leaderboard(session, env, None, version="0.2.0")
+        assert [(r.env_version, r.mean_reward) for r in only] == [("0.2.0", 0.5)]
+
+
 def test_finalize_reads_blobs_of_batches_without_partials(hub: Hub) -> None:
     """Batches pushed before migration evals_0002 have no partial sums: finalize reads them."""
     run = create(hub, "alice", "alice/wordle")
