@@ -12,7 +12,11 @@ import hashlib
 import os
 from pathlib import Path
 
-IGNORED_DIRS = frozenset({".git", "__pycache__", "dist", "build", ".venv", ".prime", "outputs"})
+IGNORED_DIRS = frozenset(
+    {".git", "__pycache__", "dist", "build", ".venv", ".prime", "outputs",
+     # tool caches: they differ between machines and never belong to the source
+     ".pytest_cache", ".mypy_cache", ".ruff_cache", ".tox", ".nox", ".DS_Store"}
+)  # fmt: skip
 IGNORED_SUFFIXES = (".pyc", ".egg-info")
 
 

@@ -21,7 +21,8 @@ def test_ignores_caches_builds_and_metadata(tmp_path: Path) -> None:
     before = tree_content_hash(root)
     for noise in [".git/HEAD", "pkg/__pycache__/m.pyc", "dist/x.whl", "build/lib/x.py",
                   "x.egg-info/PKG-INFO", ".venv/bin/python", ".prime/state", "outputs/r.jsonl",
-                  "pkg/stale.pyc"]:  # fmt: skip
+                  "pkg/stale.pyc", ".pytest_cache/v/x", ".mypy_cache/3.11/m.json",
+                  ".ruff_cache/0/x", "pkg/.DS_Store"]:  # fmt: skip
         (root / noise).parent.mkdir(parents=True, exist_ok=True)
         (root / noise).write_text("noise")
     os.utime(root / "pkg" / "__init__.py", (0, 0))
