@@ -24,6 +24,7 @@ from hub_server.auth import Principal
 from hub_server.deps import check_upload_rate, resolve_principal
 from hub_server.errors import BadRequest, HubError, NotFound, TooLarge, Unauthorized
 from hub_server.http_protocol import REASON_HEADER, latin1_reason
+from hub_server.models import Owner
 from hub_server.publishing import EnvTarget, NewFile, publish_file
 from hub_server.state import Hub
 from registry_index.errors import InvalidUpload
@@ -186,7 +187,7 @@ def _safe_version(text: str) -> object:
         return None
 
 
-def _target_owner(session: Session, principal: Principal, owner_name: str | None):  # type: ignore[no-untyped-def]
+def _target_owner(session: Session, principal: Principal, owner_name: str | None) -> Owner:
     """The owner named in the URL, else the token's single upload owner, else the user."""
     if owner_name is None:
         named = principal.upload_owner_names()

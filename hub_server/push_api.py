@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import secrets
 from datetime import timedelta
+from pathlib import Path
 
 from fastapi import APIRouter, Request
 from sqlalchemy.exc import IntegrityError
@@ -324,8 +325,8 @@ def _finalize(
 
 
 def _validated_file(
-    hub: Hub, env: Environment, pending: PendingUpload, scratch, kind: str
-) -> NewFile:  # type: ignore[no-untyped-def]
+    hub: Hub, env: Environment, pending: PendingUpload, scratch: Path, kind: str
+) -> NewFile:
     sha256 = hashlib.sha256(scratch.read_bytes()).hexdigest()
     if sha256 != pending.sha256:
         raise BadRequest("The uploaded bytes do not match the announced sha256; push again.")

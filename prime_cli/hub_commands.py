@@ -6,9 +6,16 @@ work is done by `hub_server.admin` / `hub_server.app`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+T = TypeVar("T")
 
 _DATA_DIR = click.option(
     "--data-dir",
@@ -18,7 +25,7 @@ _DATA_DIR = click.option(
 )
 
 
-def _engine(data_dir: Path | None):  # type: ignore[no-untyped-def]
+def _engine(data_dir: Path | None) -> Engine:
     from hub_server.admin import open_database
     from hub_server.settings import HubSettings
 
@@ -28,7 +35,7 @@ def _engine(data_dir: Path | None):  # type: ignore[no-untyped-def]
         raise click.ClickException(f"Cannot open the hub database: {exc}") from None
 
 
-def _admin_call(func, *args, **kwargs):  # type: ignore[no-untyped-def]
+def _admin_call(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     from hub_server.admin import AdminError
 
     try:
