@@ -15,6 +15,8 @@ import click
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
+    from hub_server.settings import HubSettings
+
 T = TypeVar("T")
 
 _DATA_DIR = click.option(
@@ -25,12 +27,24 @@ _DATA_DIR = click.option(
 )
 
 
-def _engine(data_dir: Path | None) -> Engine:
-    from hub_server.admin import open_database
+def _settings(data_dir: Path | None) -> HubSettings:
+    from pydantic import ValidationError
+
     from hub_server.settings import HubSettings
 
     try:
-        return open_database(HubSettings.from_env(data_dir))
+        return HubSettings.from_env(data_dir)
+    except ValidationError as exc:
+        problems = "; ".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors())
+        raise click.ClickException(f"Invalid PRIME_HUB_* setting: {problems}") from None
+
+
+def _engine(data_dir: Path | None) -> Engine:
+    from hub_server.admin import open_database
+
+    settings = _settings(data_dir)
+    try:
+        return open_database(settings)
     except Exception as exc:  # noqa: BLE001 - any database/setting problem is a usage error here
         raise click.ClickException(f"Cannot open the hub database: {exc}") from None
 
@@ -60,12 +74,18 @@ def serve(host: str, port: int, data_dir: Path | None, workers: int) -> None:
 
     import uvicorn
 
+    from hub_server.blobstore import BlobStore
     from hub_server.http_protocol import ReasonPhraseH11Protocol
-    from hub_server.settings import HubSettings
 
-    settings = HubSettings.from_env(data_dir)
+    settings = _settings(data_dir)
     os.environ["PRIME_HUB_DATA_DIR"] = str(settings.data_dir)
     _engine(settings.data_dir).dispose()  # migrate once, before workers start
+    try:
+        BlobStore(settings.resolved_storage_url, settings.s3_endpoint_url).exists("sha256")
+    except Exception as exc:  # noqa: BLE001 - report any storage problem before serving
+        raise click.ClickException(
+            f"Cannot open the blob store {settings.resolved_storage_url}: {exc}"
+        ) from None
     click.echo(f"Hub data in {settings.data_dir}; listening on http://{host}:{port}/")
     uvicorn.run(
         "hub_server.app:create_app",
