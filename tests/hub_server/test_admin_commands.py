@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +14,15 @@ from tests.hub_server.hubproc import HubProcess
 PRIME = str(Path(sys.executable).with_name("prime"))
 
 
-def prime(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PRIME, *args], capture_output=True, text=True, timeout=120, check=False)
+def prime(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PRIME, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_admin_commands_bootstrap_a_hub_offline(tmp_path: Path) -> None:
@@ -76,3 +84,8 @@ def test_admin_commands_refuse_bad_input(tmp_path: Path) -> None:
         assert message in result.stderr, (args, result.stderr)
         assert "Traceback" not in result.stderr
     assert prime("hub", "org", "add", "team", "--data-dir", data).returncode == 0
+    bad_setting = prime(
+        "hub", "serve", "--data-dir", data, env={"PRIME_HUB_MAX_UPLOAD_BYTES": "lots"}
+    )
+    assert bad_setting.returncode != 0
+    assert "Invalid PRIME_HUB_* setting: max_upload_bytes" in bad_setting.stderr
