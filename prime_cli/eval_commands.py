@@ -34,7 +34,7 @@ from prime_cli.env_install import (
 )
 from prime_cli.hub_client import HubClient, HubError
 from prime_env.clients.base import ModelClient
-from prime_env.clients.registry import ModelConfigError, ModelSpec, default_model, resolve_model
+from prime_env.clients.registry import ModelConfigError, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
 from prime_env.errors import EnvironmentNotFound
 from prime_env.evaluation import (
@@ -45,9 +45,9 @@ from prime_env.evaluation import (
     RunConfig,
     execute,
     load_env,
+    normalize_sampling,
     read_results,
     resume_run,
-    normalize_sampling,
     start_run,
     stored_config,
 )
@@ -143,11 +143,11 @@ async def _run_all(
         for rec in run.done:
             tracker.add(rec)
         task = progress.add_task(run.spec.name, total=run.total, completed=tracker.done,
-                                 **tracker.fields())
+                                 **tracker.fields())  # type: ignore[arg-type]  # rich's **fields
 
         def on_record(record: RolloutRecord) -> None:
             tracker.add(record)
-            progress.update(task, advance=1, **tracker.fields())
+            progress.update(task, advance=1, **tracker.fields())  # type: ignore[arg-type]
 
         before, start = tracker.done, time.perf_counter()
         try:

@@ -149,8 +149,10 @@ class RunConfig:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunConfig:
-        return cls(**{k: data.get(k) for k in ("env", "env_version", "env_args", "model",
-                                                 "base_url", "n", "r", "sampling")})
+        return cls(env=str(data["env"]), env_version=data.get("env_version"),
+                   env_args=dict(data.get("env_args") or {}), model=str(data["model"]),
+                   base_url=data.get("base_url"), n=int(data["n"]), r=int(data["r"]),
+                   sampling=dict(data.get("sampling") or {}))
 
     def differences(self, other: RunConfig) -> list[str]:
         mine, theirs = self.to_json(), other.to_json()
@@ -166,8 +168,9 @@ def sampling_to_json(sampling: SamplingArgs) -> dict[str, Any]:
 
 def normalize_sampling(data: dict[str, Any]) -> dict[str, Any]:
     """Sampling settings as stored in a run config: known keys checked, extras kept."""
-    known = {"max_tokens": int, "temperature": (int, float), "top_p": (int, float),
-             "stop": list, "seed": int, "logprobs": bool}
+    known: dict[str, type | tuple[type, ...]] = {
+        "max_tokens": int, "temperature": (int, float), "top_p": (int, float), "stop": list,
+        "seed": int, "logprobs": bool}
     for key, kind in known.items():
         if data.get(key) is not None and not isinstance(data[key], kind):
             raise EvalError(f"sampling argument {key}={data[key]!r} has the wrong type")

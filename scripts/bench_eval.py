@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fakes.server import FakeServer  # noqa: E402
+from tests.fakes.server import FakeServer
 
 PRIME = Path(sys.executable).with_name("prime")
 SAY_ENV = ROOT / "tests" / "fakes" / "envs" / "say_env.py"
@@ -117,7 +117,7 @@ def _timed(cmd: list[str], env: dict[str, str], cwd: Path, server_pid: int) -> R
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     server_before = _proc_cpu(server_pid)
     start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -168,17 +168,17 @@ def measure(tool: str, latency_ms: int, counts: tuple[int, int], concurrency: in
 
 def report(results: list[Measure], concurrency: int, load: str) -> str:
     by = {(m.tool, m.latency_ms): m for m in results}
-    lines = [
-        HEADING, "",
+    intro = (
         f"`python scripts/bench_eval.py --write-docs` on {time.strftime('%Y-%m-%d')} "
         f"(CPython {platform.python_version()}, {os.cpu_count()} CPUs shared with other work; "
         f"load average at start: {load}). Single-turn env, fake OpenAI server in its own "
-        f"process, `-c {concurrency}`, start-up excluded (see below). Targets: >= 300 rollouts/s at zero latency; at 200 ms >= 85% of the "
-        f"ideal c / latency = {concurrency / 0.2:.0f} rollouts/s.", "",
-        "| latency | prime eval run (rollouts/s) | vf-eval (rollouts/s) | prime / vf-eval | "
-        "prime vs ideal | CPU ms/rollout prime (vf-eval) | prime capacity on 2 idle cores |",
-        "|---|---|---|---|---|---|---|",
-    ]
+        f"process, `-c {concurrency}`, start-up excluded (see below). Targets: >= 300 "
+        "rollouts/s at zero latency; at 200 ms >= 85% of the ideal c / latency = "
+        f"{concurrency / 0.2:.0f} rollouts/s."
+    )
+    header = ("| latency | prime eval run (rollouts/s) | vf-eval (rollouts/s) | prime / vf-eval "
+              "| prime vs ideal | CPU ms/rollout prime (vf-eval) | prime capacity on 2 idle cores |")
+    lines = [HEADING, "", intro, "", header, "|---|---|---|---|---|---|---|"]
     for latency in (0, 200):
         p, v = by.get(("prime", latency)), by.get(("vf", latency))
         if p is None:
@@ -191,16 +191,21 @@ def report(results: list[Measure], concurrency: int, load: str) -> str:
             capacity = min(capacity, concurrency / (latency / 1000))
         lines.append(f"| {latency} ms | {p.rate:.1f} | {vf_rate} | {ratio} | {ideal} | "
                      f"{p.cpu_ms:.2f}{vf_cpu} | {capacity:.0f} |")
-    lines += ["", "Rollout counts (N1, N2) and 1-minute load average at the end of each run: "
-              + "; ".join(f"{m.tool} @ {m.latency_ms} ms: {m.counts}, load "
-                          f"{m.runs[0].load:.1f}/{m.runs[1].load:.1f}" for m in results) + ".",
+    counts = "; ".join(f"{m.tool} @ {m.latency_ms} ms: {m.counts}, load "
+                       f"{m.runs[0].load:.1f}/{m.runs[1].load:.1f}" for m in results)
+    notes = (
         "CPU ms/rollout counts the tool's processes and the fake server's; \"capacity on 2 idle "
         "cores\" is 2000 / that (capped at c / latency), i.e. what the same work gives when "
         "nothing else competes for the CPUs. prime's rate is N2 / its own timing of the "
-        "rollout phase (`elapsed_s` in `--output json`); vf-eval's is (N2 - N1) / (T2 - T1).",
+        "rollout phase (`elapsed_s` in `--output json`); vf-eval's is (N2 - N1) / (T2 - T1)."
+    )
+    vf_note = (
         "vf-eval 0.4 (verifiers v1) runs each rollout as a harness program (`null` harness, "
         "subprocess runtime) behind an interception server, so its cost per rollout is a "
-        "process start; prime runs single-turn rollouts in-process on one event loop.", ""]
+        "process start; prime runs single-turn rollouts in-process on one event loop."
+    )
+    counts_line = f"Rollout counts (N1, N2) and 1-minute load average at the end of each run: {counts}."
+    lines += ["", counts_line, notes, vf_note, ""]
     return "\n".join(lines)
 
 

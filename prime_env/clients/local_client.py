@@ -23,7 +23,7 @@ from prime_env.clients.base import ChatResponse, Message, ModelError, SamplingAr
 from prime_env.clients.local_models import gguf_path
 
 DEFAULT_MAX_TOKENS = 256
-_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
 
 
 @dataclass
@@ -138,7 +138,7 @@ class LocalClient:
                 self.batches.append(len(jobs))
                 try:
                     results = await asyncio.to_thread(self._generate, jobs)
-                except Exception as exc:  # a torch failure is infrastructure, not a model answer
+                except Exception as exc:  # noqa: BLE001 - a torch failure is infrastructure, not an answer
                     for job in jobs:
                         if not job.future.done():
                             job.future.set_exception(ModelError("local_model_error", repr(exc)))

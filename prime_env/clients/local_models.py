@@ -6,8 +6,8 @@ listing the choices in an error message, costs no torch import.
 
 from __future__ import annotations
 
-import importlib.metadata as metadata
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 

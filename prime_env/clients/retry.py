@@ -132,7 +132,7 @@ async def call_with_retries(
             try:
                 async with asyncio.timeout(min(policy.timeout_s, remaining)):  # no extra task
                     result = await attempt()
-            except (Exception, asyncio.TimeoutError) as exc:  # noqa: BLE001 - classified below
+            except (TimeoutError, Exception) as exc:  # noqa: BLE001 - classified below
                 failure = classify(exc)
                 if failure.rate_limited:
                     limiter.on_rate_limited(started)

@@ -67,7 +67,7 @@ def test_run_installs_from_hub_pushes_and_reads_back(hub: HubProcess, tmp_path: 
 
     def prime(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([str(python), "-m", "prime_cli.main", *args], cwd=tmp_path, env=env,
-                              text=True, capture_output=True, timeout=600)
+                              text=True, capture_output=True, timeout=600, check=False)
 
     with FakeServer("openai") as server:
         result = prime("eval", "run", "alice/say-env@0.1.0", "-m", "fake", "--base-url",

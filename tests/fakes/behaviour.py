@@ -25,7 +25,7 @@ from typing import Any
 
 FAULT_TYPES = ("429", "500", "503", "drop", "timeout", "malformed")
 
-_CALL = re.compile(r"call:\s*(\w+)\s*(\{.*\})?", re.S)
+_CALL = re.compile(r"call:\s*(\w+)\s*(\{.*\})?", re.DOTALL)
 _SAY = re.compile(r"say:\s*(.*)")
 
 

@@ -10,7 +10,6 @@ throughput is the client's, not a contention artefact.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import socket
 import subprocess
@@ -18,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -60,7 +59,7 @@ class FakeServer:
         root = f"http://127.0.0.1:{self.port}"
         return root + "/v1" if self.provider == "openai" else root
 
-    def start(self) -> FakeServer:
+    def start(self) -> Self:
         env = {**os.environ, "PYTHONPATH": str(_ROOT)}
         self._proc = subprocess.Popen(self._args, cwd=_ROOT, env=env)
         deadline = time.monotonic() + 20
@@ -99,7 +98,7 @@ class FakeServer:
                 self._proc.kill()
                 self._proc.wait()
 
-    def __enter__(self) -> FakeServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(

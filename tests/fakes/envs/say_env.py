@@ -11,11 +11,11 @@ import prime_env as pe
 
 
 async def exact(completion: list[dict], answer: str) -> float:
-    return 1.0 if pe.last_assistant_text(completion).strip() == answer else 0.0
+    return 1.0 if (pe.last_assistant_text(completion) or "").strip() == answer else 0.0
 
 
 async def length(completion: list[dict]) -> float:
-    return float(len(pe.last_assistant_text(completion)))
+    return float(len(pe.last_assistant_text(completion) or ""))
 
 
 def load_environment(num_tasks: int = 200, wrong_every: int = 0) -> pe.Environment:

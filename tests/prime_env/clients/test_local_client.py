@@ -4,8 +4,8 @@ invisible in the results, and token ids / logprobs come back like vLLM's."""
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata as metadata
 import sys
+from importlib import metadata
 
 import pytest
 

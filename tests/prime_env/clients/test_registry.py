@@ -18,7 +18,7 @@ def test_provider_prefixes() -> None:
     router = resolve_model("openrouter/meta-llama/llama-3-8b")
     assert router.model == "meta-llama/llama-3-8b" and router.base_url == "https://openrouter.ai/api/v1"
     assert resolve_model("anthropic/claude-sonnet-4-5").client == "anthropic"
-    assert resolve_model("gemini/gemini-2.5-flash").base_url.endswith("/v1beta/openai")
+    assert str(resolve_model("gemini/gemini-2.5-flash").base_url).endswith("/v1beta/openai")
     assert resolve_model("local/smollm2-135m").client == "local"
 
 
