@@ -61,8 +61,14 @@ err_console = Console(stderr=True)
 SAMPLE_BATCH_BYTES = 8 * 1024 * 1024
 """Pushed sample batches stay well under the hub's 32 MiB request limit."""
 
-_EXPECTED = (EvalError, ModelConfigError, EnvironmentNotFound, HubError, InstallError,
-             cfg.ConfigError)
+_EXPECTED = (
+    EvalError,
+    ModelConfigError,
+    EnvironmentNotFound,
+    HubError,
+    InstallError,
+    cfg.ConfigError,
+)
 
 
 def _json_option(text: str | None, what: str) -> dict[str, Any]:
@@ -71,8 +77,10 @@ def _json_option(text: str | None, what: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"{what} is not valid JSON ({exc.msg} at column {exc.colno}); "
-                                 f"""example: '{{"key": 1}}'""") from None
+        raise click.BadParameter(
+            f"{what} is not valid JSON ({exc.msg} at column {exc.colno}); "
+            f"""example: '{{"key": 1}}'"""
+        ) from None
     if not isinstance(value, dict):
         raise click.BadParameter(f"{what} must be a JSON object, got {type(value).__name__}")
     return value
@@ -93,12 +101,18 @@ def _install_from_hub(spec: str) -> None:
     with HubClient.from_settings(settings, console=err_console) as client:
         resolved = resolve(client, parse_env_ref(spec))
         wheel = fetch_wheel(client, resolved)
-    run_installer(install_command({resolved.package_name: wheel}, target_python(None),
-                                  choose_installer("auto")))
+    run_installer(
+        install_command(
+            {resolved.package_name: wheel}, target_python(None), choose_installer("auto")
+        )
+    )
 
 
 def _explicit(ctx: click.Context, name: str) -> bool:
-    return ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+    return ctx.get_parameter_source(name) in (
+        ParameterSource.COMMANDLINE,
+        ParameterSource.ENVIRONMENT,
+    )
 
 
 @dataclass
@@ -142,8 +156,9 @@ async def _run_all(
         tracker = _Tracker(total=run.total)
         for rec in run.done:
             tracker.add(rec)
-        task = progress.add_task(run.spec.name, total=run.total, completed=tracker.done,
-                                 **tracker.fields())  # type: ignore[arg-type]  # rich's **fields
+        task = progress.add_task(
+            run.spec.name, total=run.total, completed=tracker.done, **tracker.fields()
+        )  # type: ignore[arg-type]  # rich's **fields
 
         def on_record(record: RolloutRecord) -> None:
             tracker.add(record)
@@ -161,10 +176,16 @@ async def _run_all(
 
 def _progress(disable: bool) -> Progress:
     return Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("reward {task.fields[reward]}"), TextColumn("errors {task.fields[errors]}"),
-        TextColumn("{task.fields[tps]} tok/s"), TimeElapsedColumn(),
-        console=err_console, disable=disable, refresh_per_second=4,
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("reward {task.fields[reward]}"),
+        TextColumn("errors {task.fields[errors]}"),
+        TextColumn("{task.fields[tps]} tok/s"),
+        TimeElapsedColumn(),
+        console=err_console,
+        disable=disable,
+        refresh_per_second=4,
     )
 
 
@@ -180,60 +201,132 @@ def _table(rows: list[tuple[EvalRun, Summary]]) -> Table:
     metric_names = sorted({name for _, s in rows for name in [*s.rewards, *s.metrics]})
     ks = sorted({k for _, s in rows for k in s.pass_at_k}, key=int)
     table = Table(title=f"{rows[0][0].env.id}: n={rows[0][0].config.n}, r={rows[0][0].config.r}")
-    for column in ["model", "reward (mean ± se)", *[f"pass@{k}" for k in ks], *metric_names,
-                   "errors", "tokens in/out", "cost"]:
+    for column in [
+        "model",
+        "reward (mean ± se)",
+        *[f"pass@{k}" for k in ks],
+        *metric_names,
+        "errors",
+        "tokens in/out",
+        "cost",
+    ]:
         table.add_column(column, overflow="fold")
     for run, s in rows:
         cost = run.spec.cost(s.prompt_tokens, s.completion_tokens)
         means = {**s.rewards, **s.metrics}
         errors = str(s.errors) + (
-            f" ({', '.join(f'{t}: {c}' for t, c in s.error_types.items())})" if s.errors else "")
+            f" ({', '.join(f'{t}: {c}' for t, c in s.error_types.items())})" if s.errors else ""
+        )
         table.add_row(
-            run.spec.name, f"{_fmt(s.reward_mean)} ± {_fmt(s.reward_stderr)}",
-            *[_fmt(s.pass_at_k.get(k)) for k in ks], *[_fmt(means.get(m)) for m in metric_names],
-            errors, f"{s.prompt_tokens:,}/{s.completion_tokens:,}",
-            "-" if cost is None else f"${cost:.4f}")
+            run.spec.name,
+            f"{_fmt(s.reward_mean)} ± {_fmt(s.reward_stderr)}",
+            *[_fmt(s.pass_at_k.get(k)) for k in ks],
+            *[_fmt(means.get(m)) for m in metric_names],
+            errors,
+            f"{s.prompt_tokens:,}/{s.completion_tokens:,}",
+            "-" if cost is None else f"${cost:.4f}",
+        )
     return table
 
 
 @eval_group.command("run")
 @click.argument("env_spec", metavar="ENV", required=False)
-@click.option("-m", "--model", "models", multiple=True,
-              help="provider/model, an endpoints.toml alias, or any name with --base-url "
-                   "(repeat to compare models). Default: openai/gpt-4.1-mini when OPENAI_API_KEY "
-                   "is set, else local/smollm2-135m.")
-@click.option("-n", "--num-examples", "n", type=int, default=5, show_default=True,
-              help="tasks to evaluate (-1: all)")
+@click.option(
+    "-m",
+    "--model",
+    "models",
+    multiple=True,
+    help="provider/model, an endpoints.toml alias, or any name with --base-url "
+    "(repeat to compare models). Default: openai/gpt-4.1-mini when OPENAI_API_KEY "
+    "is set, else local/smollm2-135m.",
+)
+@click.option(
+    "-n",
+    "--num-examples",
+    "n",
+    type=int,
+    default=5,
+    show_default=True,
+    help="tasks to evaluate (-1: all)",
+)
 @click.option("-r", "--rollouts-per-example", "r", type=int, default=3, show_default=True)
-@click.option("-c", "--max-concurrent", "concurrency", type=click.IntRange(min=1), default=32,
-              show_default=True, help="rollouts in flight per model")
+@click.option(
+    "-c",
+    "--max-concurrent",
+    "concurrency",
+    type=click.IntRange(min=1),
+    default=32,
+    show_default=True,
+    help="rollouts in flight per model",
+)
 @click.option("-a", "--env-args", help="JSON object passed to load_environment")
-@click.option("-S", "--sampling-args", help="JSON object of sampling settings (provider extras pass through)")
+@click.option(
+    "-S", "--sampling-args", help="JSON object of sampling settings (provider extras pass through)"
+)
 @click.option("-t", "--max-tokens", type=click.IntRange(min=1))
 @click.option("-T", "--temperature", type=click.FloatRange(min=0))
 @click.option("-b", "--base-url", help="an OpenAI-compatible server to send -m NAME to")
 @click.option("-k", "--api-key-var", help="environment variable holding the API key")
-@click.option("--endpoints", type=click.Path(dir_okay=False, path_type=Path),
-              help="endpoints.toml (default: ./endpoints.toml, ~/.config/prime/endpoints.toml)")
-@click.option("-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("outputs"), show_default=True)
-@click.option("--resume", "resume_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="finish an interrupted run directory (same settings required)")
+@click.option(
+    "--endpoints",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="endpoints.toml (default: ./endpoints.toml, ~/.config/prime/endpoints.toml)",
+)
+@click.option(
+    "-o",
+    "--output-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("outputs"),
+    show_default=True,
+)
+@click.option(
+    "--resume",
+    "resume_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="finish an interrupted run directory (same settings required)",
+)
 @click.option("--stream/--no-stream", default=False, help="stream responses (SSE)")
-@click.option("--max-retries", type=click.IntRange(min=0), default=5, show_default=True,
-              help="retries per model call for transport errors, timeouts, 429 and 5xx")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=120.0,
-              show_default=True, help="seconds per model call")
+@click.option(
+    "--max-retries",
+    type=click.IntRange(min=0),
+    default=5,
+    show_default=True,
+    help="retries per model call for transport errors, timeouts, 429 and 5xx",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0.1),
+    default=120.0,
+    show_default=True,
+    help="seconds per model call",
+)
 @click.option("--push", is_flag=True, help="upload the results to the hub when done")
 @click.option("--public", is_flag=True, help="with --push: make the run public (leaderboard)")
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.pass_context
 def run(
-    ctx: click.Context, env_spec: str | None, models: tuple[str, ...], n: int, r: int,
-    concurrency: int, env_args: str | None, sampling_args: str | None, max_tokens: int | None,
-    temperature: float | None, base_url: str | None, api_key_var: str | None,
-    endpoints: Path | None, output_dir: Path, resume_dir: Path | None, stream: bool,
-    max_retries: int, timeout_s: float, push: bool, public: bool, output: str,
+    ctx: click.Context,
+    env_spec: str | None,
+    models: tuple[str, ...],
+    n: int,
+    r: int,
+    concurrency: int,
+    env_args: str | None,
+    sampling_args: str | None,
+    max_tokens: int | None,
+    temperature: float | None,
+    base_url: str | None,
+    api_key_var: str | None,
+    endpoints: Path | None,
+    output_dir: Path,
+    resume_dir: Path | None,
+    stream: bool,
+    max_retries: int,
+    timeout_s: float,
+    push: bool,
+    public: bool,
+    output: str,
 ) -> None:
     """Evaluate ENV (a path, an installed name, or OWNER/NAME[@VERSION] from the hub)."""
     if r < 1:
@@ -254,13 +347,18 @@ def run(
             n = n if _explicit(ctx, "n") else stored.n
             r = r if _explicit(ctx, "r") else stored.r
             args = args if env_args is not None else stored.env_args
-            sampling = sampling if (sampling_args or max_tokens is not None
-                                    or temperature is not None) else stored.sampling
+            sampling = (
+                sampling
+                if (sampling_args or max_tokens is not None or temperature is not None)
+                else stored.sampling
+            )
             base_url = base_url if base_url is not None else stored.base_url
         if env_spec is None:
             raise click.UsageError("missing ENV: a path, an installed environment or OWNER/NAME")
-        specs = [resolve_model(m, base_url=base_url, api_key_var=api_key_var, endpoints=endpoints)
-                 for m in (models or (default_model(),))]
+        specs = [
+            resolve_model(m, base_url=base_url, api_key_var=api_key_var, endpoints=endpoints)
+            for m in (models or (default_model(),))
+        ]
         if len({s.name for s in specs}) != len(specs):
             raise click.UsageError("the same -m is given twice")
         env = load_env(env_spec, args, install=_install_from_hub)
@@ -268,11 +366,21 @@ def run(
         clients = [spec.create_client(stream=stream, policy=policy) for spec in specs]
         runs: list[EvalRun] = []
         for spec in specs:
-            config = RunConfig(env=env_spec, env_version=env.version, env_args=args,
-                               model=spec.name, base_url=base_url, n=n, r=r,
-                               sampling=normalize_sampling(sampling))
-            runs.append(resume_run(resume_dir, env, spec, config) if resume_dir is not None
-                        else start_run(env, spec, config, output_dir))
+            config = RunConfig(
+                env=env_spec,
+                env_version=env.version,
+                env_args=args,
+                model=spec.name,
+                base_url=base_url,
+                n=n,
+                r=r,
+                sampling=normalize_sampling(sampling),
+            )
+            runs.append(
+                resume_run(resume_dir, env, spec, config)
+                if resume_dir is not None
+                else start_run(env, spec, config, output_dir)
+            )
     except _EXPECTED as exc:
         raise click.ClickException(str(exc)) from exc
     for run_ in runs:
@@ -294,13 +402,30 @@ def run(
             for run_, _ in rows:
                 pushed[run_.directory] = push_run(hub, run_.directory, public=public)
     if output == "json":
-        click.echo(json.dumps({"runs": [
-            {**_summary_row(run_.spec.name, s, run_.spec.cost(s.prompt_tokens, s.completion_tokens)),
-             "env": run_.env.id, "run_id": run_.run_id, "directory": str(run_.directory),
-             "evaluation_id": pushed.get(run_.directory), "new_rollouts": o.new_rollouts,
-             "elapsed_s": round(o.elapsed_s, 3),
-             "rollouts_per_s": round(o.new_rollouts / max(o.elapsed_s, 1e-9), 1)}
-            for (run_, s), o in zip(rows, outcomes)]}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "runs": [
+                        {
+                            **_summary_row(
+                                run_.spec.name,
+                                s,
+                                run_.spec.cost(s.prompt_tokens, s.completion_tokens),
+                            ),
+                            "env": run_.env.id,
+                            "run_id": run_.run_id,
+                            "directory": str(run_.directory),
+                            "evaluation_id": pushed.get(run_.directory),
+                            "new_rollouts": o.new_rollouts,
+                            "elapsed_s": round(o.elapsed_s, 3),
+                            "rollouts_per_s": round(o.new_rollouts / max(o.elapsed_s, 1e-9), 1),
+                        }
+                        for (run_, s), o in zip(rows, outcomes)
+                    ]
+                },
+                indent=2,
+            )
+        )
     else:
         console.print(_table(rows))
         for run_, _ in rows:
@@ -311,7 +436,8 @@ def run(
     if failed:
         raise click.ClickException(
             f"every rollout of {', '.join(failed)} failed (see the errors column), so nothing "
-            "was scored; fix the cause (key, URL, model name) and start a new run")
+            "was scored; fix the cause (key, URL, model name) and start a new run"
+        )
 
 
 # ------------------------------------------------------------------ hub
@@ -338,8 +464,14 @@ def _batches(records: list[RolloutRecord]) -> Iterator[list[dict[str, Any]]]:
         yield batch
 
 
-def push_run(hub: HubClient, directory: Path, *, env: str | None = None, public: bool = False,
-             name: str | None = None) -> str:
+def push_run(
+    hub: HubClient,
+    directory: Path,
+    *,
+    env: str | None = None,
+    public: bool = False,
+    name: str | None = None,
+) -> str:
     """Upload one run: create the evaluation, push samples in batches, finalize. Returns its id."""
     meta_path = directory / METADATA
     if not meta_path.is_file():
@@ -348,12 +480,14 @@ def push_run(hub: HubClient, directory: Path, *, env: str | None = None, public:
     if meta.get("status") != "completed":
         raise click.ClickException(
             f"{directory} is not finished (status {meta.get('status')!r}); finish it with "
-            f"prime eval run --resume {directory}")
+            f"prime eval run --resume {directory}"
+        )
     slug = env or meta.get("hub_env") or meta.get("env") or ""
     if "/" not in slug:
         raise click.ClickException(
             f"the run's environment {slug!r} has no hub owner; pass --env OWNER/NAME naming the "
-            "published environment these results belong to")
+            "published environment these results belong to"
+        )
     try:
         records = read_results(directory / RESULTS)
     except EvalError as exc:
@@ -364,20 +498,43 @@ def push_run(hub: HubClient, directory: Path, *, env: str | None = None, public:
     metrics = {k: v for k, v in meta.items() if k.startswith("avg_") and v is not None}
     body = {
         "name": name or f"{slug.split('@')[0]}--{meta['model']}",
-        "environments": [environment], "model_name": meta["model"], "framework": "prime",
-        "metadata": {k: meta.get(k) for k in ("run_id", "num_examples", "rollouts_per_example",
-                                              "sampling_args", "env_args", "model_info",
-                                              "started_at", "ended_at", "pass_at_k")},
-        "metrics": metrics, "tags": [], "is_public": public,
+        "environments": [environment],
+        "model_name": meta["model"],
+        "framework": "prime",
+        "metadata": {
+            k: meta.get(k)
+            for k in (
+                "run_id",
+                "num_examples",
+                "rollouts_per_example",
+                "sampling_args",
+                "env_args",
+                "model_info",
+                "started_at",
+                "ended_at",
+                "pass_at_k",
+            )
+        },
+        "metrics": metrics,
+        "tags": [],
+        "is_public": public,
     }
     try:
         created = hub.request("POST", "/evaluations/", "create evaluation", json=body)
         evaluation_id = str(created["evaluation_id"])
         for batch in _batches(records):
-            hub.request("POST", f"/evaluations/{evaluation_id}/samples", "push samples",
-                        json={"samples": batch})
-        hub.request("POST", f"/evaluations/{evaluation_id}/finalize", "finalize evaluation",
-                    json={"metrics": metrics})
+            hub.request(
+                "POST",
+                f"/evaluations/{evaluation_id}/samples",
+                "push samples",
+                json={"samples": batch},
+            )
+        hub.request(
+            "POST",
+            f"/evaluations/{evaluation_id}/finalize",
+            "finalize evaluation",
+            json={"metrics": metrics},
+        )
     except HubError as exc:
         raise click.ClickException(str(exc)) from exc
     meta.setdefault("pushes", []).append({"hub": hub.base_url, "evaluation_id": evaluation_id})
@@ -388,27 +545,39 @@ def push_run(hub: HubClient, directory: Path, *, env: str | None = None, public:
 
 
 @eval_group.command("push")
-@click.argument("directories", nargs=-1, required=True,
-                type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.argument(
+    "directories",
+    nargs=-1,
+    required=True,
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+)
 @click.option("-e", "--env", help="OWNER/NAME the results belong to (default: from metadata.json)")
 @click.option("--name", help="a display name for the evaluation")
 @click.option("--public", is_flag=True, help="make the run public (appears on the leaderboard)")
 @click.option("--force", is_flag=True, help="push again even if already pushed to this hub")
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def push(directories: tuple[Path, ...], env: str | None, name: str | None, public: bool,
-         force: bool, output: str) -> None:
+def push(
+    directories: tuple[Path, ...],
+    env: str | None,
+    name: str | None,
+    public: bool,
+    force: bool,
+    output: str,
+) -> None:
     """Upload finished run DIRECTORIES (outputs/evals/<env>--<model>/<run_id>) to the hub."""
     results = []
     with _hub() as hub:
         for directory in directories:
             meta_path = directory / METADATA
-            previous = json.loads(meta_path.read_text()).get("pushes", []) \
-                if meta_path.is_file() else []
+            previous = (
+                json.loads(meta_path.read_text()).get("pushes", []) if meta_path.is_file() else []
+            )
             done = [p for p in previous if p.get("hub") == hub.base_url]
             if done and not force:
                 raise click.ClickException(
                     f"{directory} was already pushed to {hub.base_url} as evaluation "
-                    f"{done[-1]['evaluation_id']}; use --force to push it again")
+                    f"{done[-1]['evaluation_id']}; use --force to push it again"
+                )
             evaluation_id = push_run(hub, directory, env=env, public=public, name=name)
             results.append({"directory": str(directory), "evaluation_id": evaluation_id})
     if output == "json":
@@ -435,25 +604,44 @@ def _local_runs(root: Path) -> list[dict[str, Any]]:
 
 def _hub_summary_cells(item: dict[str, Any]) -> list[str]:
     summary = item.get("summary") or {}
-    return [_fmt(summary.get("mean_reward")), _fmt(summary.get("stderr")),
-            str(summary.get("n_rollouts", "-")), str(summary.get("n_errors", "-"))]
+    return [
+        _fmt(summary.get("mean_reward")),
+        _fmt(summary.get("stderr")),
+        str(summary.get("n_rollouts", "-")),
+        str(summary.get("n_errors", "-")),
+    ]
 
 
 @eval_group.command("list")
-@click.option("--local", "local_root", type=click.Path(file_okay=False, path_type=Path),
-              is_flag=False, flag_value=Path("outputs"), default=None,
-              help="list run directories under this output dir (default outputs) instead of the hub")
+@click.option(
+    "--local",
+    "local_root",
+    type=click.Path(file_okay=False, path_type=Path),
+    is_flag=False,
+    flag_value=Path("outputs"),
+    default=None,
+    help="list run directories under this output dir (default outputs) instead of the hub",
+)
 @click.option("-e", "--env", help="only this environment (OWNER/NAME)")
 @click.option("-m", "--model", help="only this model")
 @click.option("--page", type=click.IntRange(min=1), default=1)
 @click.option("--per-page", type=click.IntRange(1, 100), default=20)
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def list_cmd(local_root: Path | None, env: str | None, model: str | None, page: int,
-             per_page: int, output: str) -> None:
+def list_cmd(
+    local_root: Path | None,
+    env: str | None,
+    model: str | None,
+    page: int,
+    per_page: int,
+    output: str,
+) -> None:
     """List evaluations on the hub (or local run directories with --local)."""
     if local_root is not None:
-        runs = [m for m in _local_runs(local_root)
-                if (env is None or m.get("env") == env) and (model is None or m.get("model") == model)]
+        runs = [
+            m
+            for m in _local_runs(local_root)
+            if (env is None or m.get("env") == env) and (model is None or m.get("model") == model)
+        ]
         if output == "json":
             click.echo(json.dumps({"runs": runs}, indent=2))
             return
@@ -462,10 +650,15 @@ def list_cmd(local_root: Path | None, env: str | None, model: str | None, page: 
             table.add_column(column, overflow="fold")
         for m in runs:
             s = m.get("summary") or {}
-            table.add_row(m["directory"], str(m.get("env_id")), str(m.get("model")),
-                          f"{m.get('num_examples')}×{m.get('rollouts_per_example')}",
-                          f"{_fmt(s.get('reward_mean'))} ± {_fmt(s.get('reward_stderr'))}",
-                          str(s.get("errors", "-")), str(m.get("status")))
+            table.add_row(
+                m["directory"],
+                str(m.get("env_id")),
+                str(m.get("model")),
+                f"{m.get('num_examples')}×{m.get('rollouts_per_example')}",
+                f"{_fmt(s.get('reward_mean'))} ± {_fmt(s.get('reward_stderr'))}",
+                str(s.get("errors", "-")),
+                str(m.get("status")),
+            )
         console.print(table)
         return
     params: dict[str, Any] = {"page": page, "per_page": per_page}
@@ -482,20 +675,36 @@ def list_cmd(local_root: Path | None, env: str | None, model: str | None, page: 
         click.echo(json.dumps(body, indent=2))
         return
     table = Table(title=f"evaluations ({body.get('total_count', 0)} total, page {page})")
-    for column in ("id", "environment", "model", "reward", "stderr", "rollouts", "errors",
-                   "status", "created"):
+    for column in (
+        "id",
+        "environment",
+        "model",
+        "reward",
+        "stderr",
+        "rollouts",
+        "errors",
+        "status",
+        "created",
+    ):
         table.add_column(column, overflow="fold")
     for item in body.get("data", []):
         environment = item.get("environment") or {}
-        table.add_row(str(item.get("id")), f"{environment.get('slug')}@{environment.get('version')}",
-                      str(item.get("model_name")), *_hub_summary_cells(item),
-                      str(item.get("status")), str(item.get("created_at", ""))[:19])
+        table.add_row(
+            str(item.get("id")),
+            f"{environment.get('slug')}@{environment.get('version')}",
+            str(item.get("model_name")),
+            *_hub_summary_cells(item),
+            str(item.get("status")),
+            str(item.get("created_at", ""))[:19],
+        )
     console.print(table)
 
 
 @eval_group.command("show")
 @click.argument("target")
-@click.option("--samples", type=click.IntRange(min=0), default=0, help="also print this many samples")
+@click.option(
+    "--samples", type=click.IntRange(min=0), default=0, help="also print this many samples"
+)
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def show(target: str, samples: int, output: str) -> None:
     """Show a run: a local run DIRECTORY, or an evaluation ID on the hub."""
@@ -510,15 +719,20 @@ def show(target: str, samples: int, output: str) -> None:
     else:
         try:
             with _hub() as hub:
-                payload = {"data": hub.request("GET", f"/evaluations/{target}",
-                                               "show evaluation")["data"]}
+                payload = {
+                    "data": hub.request("GET", f"/evaluations/{target}", "show evaluation")["data"]
+                }
                 if samples:
                     payload["samples"] = hub.request(
-                        "GET", f"/evaluations/{target}/samples", "read samples",
-                        params={"per_page": samples})["data"]
+                        "GET",
+                        f"/evaluations/{target}/samples",
+                        "read samples",
+                        params={"per_page": samples},
+                    )["data"]
         except HubError as exc:
             raise click.ClickException(
-                f"{exc} (TARGET is neither a run directory nor a readable evaluation id)") from exc
+                f"{exc} (TARGET is neither a run directory nor a readable evaluation id)"
+            ) from exc
     if output == "json":
         click.echo(json.dumps(payload, indent=2))
         return

@@ -97,7 +97,9 @@ def _load_path(path: Path, env_args: dict[str, Any]) -> Environment:
     if path.is_dir():
         pyproject = path / "pyproject.toml"
         if not pyproject.is_file():
-            raise EvalError(f"{path} has no pyproject.toml; pass an environment project or a .py file")
+            raise EvalError(
+                f"{path} has no pyproject.toml; pass an environment project or a .py file"
+            )
         project = tomllib.loads(pyproject.read_text()).get("project", {})
         if "name" not in project:
             raise EvalError(f"{pyproject} has no [project] name")
@@ -143,21 +145,37 @@ class RunConfig:
     sampling: dict[str, Any]
 
     def to_json(self) -> dict[str, Any]:
-        return {"env": self.env, "env_version": self.env_version, "env_args": self.env_args,
-                "model": self.model, "base_url": self.base_url, "n": self.n, "r": self.r,
-                "sampling": self.sampling}
+        return {
+            "env": self.env,
+            "env_version": self.env_version,
+            "env_args": self.env_args,
+            "model": self.model,
+            "base_url": self.base_url,
+            "n": self.n,
+            "r": self.r,
+            "sampling": self.sampling,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunConfig:
-        return cls(env=str(data["env"]), env_version=data.get("env_version"),
-                   env_args=dict(data.get("env_args") or {}), model=str(data["model"]),
-                   base_url=data.get("base_url"), n=int(data["n"]), r=int(data["r"]),
-                   sampling=dict(data.get("sampling") or {}))
+        return cls(
+            env=str(data["env"]),
+            env_version=data.get("env_version"),
+            env_args=dict(data.get("env_args") or {}),
+            model=str(data["model"]),
+            base_url=data.get("base_url"),
+            n=int(data["n"]),
+            r=int(data["r"]),
+            sampling=dict(data.get("sampling") or {}),
+        )
 
     def differences(self, other: RunConfig) -> list[str]:
         mine, theirs = self.to_json(), other.to_json()
-        return [f"{key}: run has {theirs[key]!r}, command has {mine[key]!r}"
-                for key in mine if mine[key] != theirs[key]]
+        return [
+            f"{key}: run has {theirs[key]!r}, command has {mine[key]!r}"
+            for key in mine
+            if mine[key] != theirs[key]
+        ]
 
 
 def sampling_to_json(sampling: SamplingArgs) -> dict[str, Any]:
@@ -169,8 +187,13 @@ def sampling_to_json(sampling: SamplingArgs) -> dict[str, Any]:
 def normalize_sampling(data: dict[str, Any]) -> dict[str, Any]:
     """Sampling settings as stored in a run config: known keys checked, extras kept."""
     known: dict[str, type | tuple[type, ...]] = {
-        "max_tokens": int, "temperature": (int, float), "top_p": (int, float), "stop": list,
-        "seed": int, "logprobs": bool}
+        "max_tokens": int,
+        "temperature": (int, float),
+        "top_p": (int, float),
+        "stop": list,
+        "seed": int,
+        "logprobs": bool,
+    }
     for key, kind in known.items():
         if data.get(key) is not None and not isinstance(data[key], kind):
             raise EvalError(f"sampling argument {key}={data[key]!r} has the wrong type")
@@ -179,8 +202,10 @@ def normalize_sampling(data: dict[str, Any]) -> dict[str, Any]:
 
 def sampling_from_json(data: dict[str, Any]) -> SamplingArgs:
     known = {"max_tokens", "temperature", "top_p", "stop", "seed", "logprobs"}
-    return SamplingArgs(**{k: v for k, v in data.items() if k in known},
-                        extra={k: v for k, v in data.items() if k not in known})
+    return SamplingArgs(
+        **{k: v for k, v in data.items() if k in known},
+        extra={k: v for k, v in data.items() if k not in known},
+    )
 
 
 def hub_slug(spec: str) -> str | None:
@@ -224,7 +249,9 @@ def read_results(path: Path, repair: bool = False) -> list[RolloutRecord]:
         except ValueError:
             if offset == len(data):
                 break
-            raise EvalError(f"{path}: line ending at byte {offset} is not a rollout record") from None
+            raise EvalError(
+                f"{path}: line ending at byte {offset} is not a rollout record"
+            ) from None
         records.setdefault(record.key, record)
         good_end = offset
     if repair and good_end != len(data):
@@ -276,13 +303,18 @@ class EvalRun:
             "schema": METADATA_SCHEMA,
             "run_id": self.run_id,
             "status": status,
-            "env": self.env.name, "env_id": self.env.id, "env_version": self.env.version,
+            "env": self.env.name,
+            "env_id": self.env.id,
+            "env_version": self.env.version,
             "hub_env": hub_slug(self.config.env),
             "env_args": self.config.env_args,
-            "model": self.spec.name, "provider": self.spec.provider, "base_url": self.spec.base_url,
+            "model": self.spec.name,
+            "provider": self.spec.provider,
+            "base_url": self.spec.base_url,
             "model_info": self.spec.describe(),
             "sampling_args": self.config.sampling,
-            "num_examples": self.config.n, "rollouts_per_example": self.config.r,
+            "num_examples": self.config.n,
+            "rollouts_per_example": self.config.r,
             "config": self.config.to_json(),
             "started_at": self.started_at,
             "ended_at": _now() if status == "completed" else None,
@@ -308,9 +340,7 @@ class EvalRun:
         return dict(json.loads(self.metadata_path.read_text()))
 
 
-def start_run(
-    env: Environment, spec: ModelSpec, config: RunConfig, output_root: Path
-) -> EvalRun:
+def start_run(env: Environment, spec: ModelSpec, config: RunConfig, output_root: Path) -> EvalRun:
     run_id = uuid.uuid4().hex[:8]
     directory = run_dir_for(output_root, env, spec.name, run_id)
     directory.mkdir(parents=True, exist_ok=False)
@@ -340,7 +370,8 @@ def resume_run(directory: Path, env: Environment, spec: ModelSpec, config: RunCo
     if differences:
         raise EvalError(
             f"refusing to resume {directory}: it was run with different settings ("
-            + "; ".join(differences) + "). Start a new run instead (drop --resume)."
+            + "; ".join(differences)
+            + "). Start a new run instead (drop --resume)."
         )
     meta = json.loads((directory / METADATA).read_text())
     run = EvalRun(directory, meta["run_id"], config, spec, env, meta.get("started_at") or _now())
@@ -385,9 +416,16 @@ async def execute(
                 on_record(record)
 
         new = await run_rollouts(
-            run.env, client, n=run.config.n, r=run.config.r, concurrency=concurrency,
-            sampling=sampling, skip={rec.key for rec in run.done}, on_record=write,
-            run_id=run.run_id)
+            run.env,
+            client,
+            n=run.config.n,
+            r=run.config.r,
+            concurrency=concurrency,
+            sampling=sampling,
+            skip={rec.key for rec in run.done},
+            on_record=write,
+            run_id=run.run_id,
+        )
     records = sorted([*run.done, *new], key=lambda rec: rec.key)
     summary = summarize(records)
     run.write_metadata(summary, "completed")

@@ -44,7 +44,7 @@ SAY_ENV = ROOT / "tests" / "fakes" / "envs" / "say_env.py"
 DOCS = ROOT / "docs" / "benchmarks.md"
 HEADING = "## Eval runner"
 
-VF_TASKSET = '''
+VF_TASKSET = """
 import verifiers.v1 as vf
 
 
@@ -69,7 +69,7 @@ class SayTaskset(vf.Taskset[SayTask, SayConfig]):
 
 
 __all__ = ["SayTaskset"]
-'''
+"""
 
 
 @dataclass
@@ -103,7 +103,9 @@ class Measure:
     @property
     def cpu_ms(self) -> float:
         """CPU milliseconds per rollout, tool and server together: independent of other load."""
-        per = (self._delta("cpu_s") + self._delta("server_cpu_s")) / (self.counts[1] - self.counts[0])
+        per = (self._delta("cpu_s") + self._delta("server_cpu_s")) / (
+            self.counts[1] - self.counts[0]
+        )
         return per * 1000
 
 
@@ -130,26 +132,70 @@ def _timed(cmd: list[str], env: dict[str, str], cwd: Path, server_pid: int) -> R
 
 
 def prime_run(url: str, n: int, concurrency: int, work: Path, server_pid: int) -> Run:
-    cmd = [str(PRIME), "eval", "run", str(SAY_ENV), "-m", "fake-model", "--base-url", url,
-           "-n", str(n), "-r", "1", "-c", str(concurrency), "-a", f'{{"num_tasks": {n}}}',
-           "-o", str(work / "prime-out"), "--output", "json"]
+    cmd = [
+        str(PRIME),
+        "eval",
+        "run",
+        str(SAY_ENV),
+        "-m",
+        "fake-model",
+        "--base-url",
+        url,
+        "-n",
+        str(n),
+        "-r",
+        "1",
+        "-c",
+        str(concurrency),
+        "-a",
+        f'{{"num_tasks": {n}}}',
+        "-o",
+        str(work / "prime-out"),
+        "--output",
+        "json",
+    ]
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env["PYTHONPATH"] = str(ROOT)
     return _timed(cmd, env, work, server_pid)
 
 
 def vf_run(vf_eval: Path, url: str, n: int, concurrency: int, work: Path, server_pid: int) -> Run:
-    cmd = [str(vf_eval), "say-vf", "-m", "fake-model", "-n", str(n), "-r", "1",
-           "-c", str(concurrency), "--no-push", "--client.base-url", url,
-           "--client.api-key-var", "FAKE_KEY", "--env.agent.runtime.type", "subprocess",
-           "--env.agent.harness.id", "null", "-o", str(work / "vf-out")]
+    cmd = [
+        str(vf_eval),
+        "say-vf",
+        "-m",
+        "fake-model",
+        "-n",
+        str(n),
+        "-r",
+        "1",
+        "-c",
+        str(concurrency),
+        "--no-push",
+        "--client.base-url",
+        url,
+        "--client.api-key-var",
+        "FAKE_KEY",
+        "--env.agent.runtime.type",
+        "subprocess",
+        "--env.agent.harness.id",
+        "null",
+        "-o",
+        str(work / "vf-out"),
+    ]
     path = os.pathsep.join([str(vf_eval.parent), os.environ.get("PATH", ""), str(PRIME.parent)])
     env = {**os.environ, "PYTHONPATH": str(work / "vfpkg"), "FAKE_KEY": "x", "PATH": path}
     return _timed(cmd, env, work, server_pid)
 
 
-def measure(tool: str, latency_ms: int, counts: tuple[int, int], concurrency: int,
-            vf_eval: Path | None, work: Path) -> Measure:
+def measure(
+    tool: str,
+    latency_ms: int,
+    counts: tuple[int, int],
+    concurrency: int,
+    vf_eval: Path | None,
+    work: Path,
+) -> Measure:
     with FakeServer("openai", latency_ms=latency_ms) as server:
         pid = server.pid
         runs = []
@@ -160,9 +206,12 @@ def measure(tool: str, latency_ms: int, counts: tuple[int, int], concurrency: in
                 assert vf_eval is not None
                 runs.append(vf_run(vf_eval, server.url, n, concurrency, work, pid))
     result = Measure(tool, latency_ms, counts, (runs[0], runs[1]))
-    print(f"  {tool:6s} latency {latency_ms:3d} ms: N={counts} in {runs[0].wall_s:.1f}s / "
-          f"{runs[1].wall_s:.1f}s -> {result.rate:.1f} rollouts/s, {result.cpu_ms:.2f} CPU ms/rollout "
-          f"(load {runs[0].load:.1f}, {runs[1].load:.1f})", flush=True)
+    print(
+        f"  {tool:6s} latency {latency_ms:3d} ms: N={counts} in {runs[0].wall_s:.1f}s / "
+        f"{runs[1].wall_s:.1f}s -> {result.rate:.1f} rollouts/s, {result.cpu_ms:.2f} CPU ms/rollout "
+        f"(load {runs[0].load:.1f}, {runs[1].load:.1f})",
+        flush=True,
+    )
     return result
 
 
@@ -176,8 +225,10 @@ def report(results: list[Measure], concurrency: int, load: str) -> str:
         "rollouts/s at zero latency; at 200 ms >= 85% of the ideal c / latency = "
         f"{concurrency / 0.2:.0f} rollouts/s."
     )
-    header = ("| latency | prime eval run (rollouts/s) | vf-eval (rollouts/s) | prime / vf-eval "
-              "| prime vs ideal | CPU ms/rollout prime (vf-eval) | prime capacity on 2 idle cores |")
+    header = (
+        "| latency | prime eval run (rollouts/s) | vf-eval (rollouts/s) | prime / vf-eval "
+        "| prime vs ideal | CPU ms/rollout prime (vf-eval) | prime capacity on 2 idle cores |"
+    )
     lines = [HEADING, "", intro, "", header, "|---|---|---|---|---|---|---|"]
     for latency in (0, 200):
         p, v = by.get(("prime", latency)), by.get(("vf", latency))
@@ -189,13 +240,17 @@ def report(results: list[Measure], concurrency: int, load: str) -> str:
         capacity = 2000 / p.cpu_ms
         if latency:
             capacity = min(capacity, concurrency / (latency / 1000))
-        lines.append(f"| {latency} ms | {p.rate:.1f} | {vf_rate} | {ratio} | {ideal} | "
-                     f"{p.cpu_ms:.2f}{vf_cpu} | {capacity:.0f} |")
-    counts = "; ".join(f"{m.tool} @ {m.latency_ms} ms: {m.counts}, load "
-                       f"{m.runs[0].load:.1f}/{m.runs[1].load:.1f}" for m in results)
+        lines.append(
+            f"| {latency} ms | {p.rate:.1f} | {vf_rate} | {ratio} | {ideal} | "
+            f"{p.cpu_ms:.2f}{vf_cpu} | {capacity:.0f} |"
+        )
+    counts = "; ".join(
+        f"{m.tool} @ {m.latency_ms} ms: {m.counts}, load {m.runs[0].load:.1f}/{m.runs[1].load:.1f}"
+        for m in results
+    )
     notes = (
         "CPU ms/rollout counts the tool's processes and the fake server's; \"capacity on 2 idle "
-        "cores\" is 2000 / that (capped at c / latency), i.e. what the same work gives when "
+        'cores" is 2000 / that (capped at c / latency), i.e. what the same work gives when '
         "nothing else competes for the CPUs. prime's rate is N2 / its own timing of the "
         "rollout phase (`elapsed_s` in `--output json`); vf-eval's is (N2 - N1) / (T2 - T1)."
     )
@@ -204,7 +259,9 @@ def report(results: list[Measure], concurrency: int, load: str) -> str:
         "subprocess runtime) behind an interception server, so its cost per rollout is a "
         "process start; prime runs single-turn rollouts in-process on one event loop."
     )
-    counts_line = f"Rollout counts (N1, N2) and 1-minute load average at the end of each run: {counts}."
+    counts_line = (
+        f"Rollout counts (N1, N2) and 1-minute load average at the end of each run: {counts}."
+    )
     lines += ["", counts_line, notes, vf_note, ""]
     return "\n".join(lines)
 
@@ -216,18 +273,22 @@ def write_docs(section: str) -> None:
         text = text.rstrip("\n") + "\n\n" + section
     else:
         end = text.find("\n## ", start + len(HEADING))
-        text = text[:start] + section + (text[end + 1:] if end != -1 else "")
+        text = text[:start] + section + (text[end + 1 :] if end != -1 else "")
     DOCS.write_text(text)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--vf-eval", type=Path, default=Path("/tmp/vf-venv/bin/vf-eval"))
     parser.add_argument("-c", "--concurrency", type=int, default=128)
     parser.add_argument("--prime-counts", default="500,3000", help="N1,N2 at zero latency")
     parser.add_argument("--prime-latency-counts", default="256,1536", help="N1,N2 at 200 ms")
     parser.add_argument("--vf-counts", default="16,80", help="N1,N2 for vf-eval")
-    parser.add_argument("--write-docs", action="store_true", help=f"update {HEADING!r} in docs/benchmarks.md")
+    parser.add_argument(
+        "--write-docs", action="store_true", help=f"update {HEADING!r} in docs/benchmarks.md"
+    )
     args = parser.parse_args()
 
     def pair(text: str) -> tuple[int, int]:
@@ -236,20 +297,26 @@ def main() -> None:
 
     vf_eval = args.vf_eval if args.vf_eval.exists() else None
     if vf_eval is None:
-        print(f"vf-eval not found at {args.vf_eval}; create it with: python -m venv /tmp/vf-venv "
-              "&& /tmp/vf-venv/bin/pip install verifiers (measuring prime only)", file=sys.stderr)
+        print(
+            f"vf-eval not found at {args.vf_eval}; create it with: python -m venv /tmp/vf-venv "
+            "&& /tmp/vf-venv/bin/pip install verifiers (measuring prime only)",
+            file=sys.stderr,
+        )
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     results: list[Measure] = []
     with tempfile.TemporaryDirectory(prefix="bench-eval-") as tmp:
         work = Path(tmp)
         (work / "vfpkg" / "say_vf").mkdir(parents=True)
         (work / "vfpkg" / "say_vf" / "__init__.py").write_text(VF_TASKSET)
-        for latency, prime_counts in ((0, pair(args.prime_counts)),
-                                      (200, pair(args.prime_latency_counts))):
+        for latency, prime_counts in (
+            (0, pair(args.prime_counts)),
+            (200, pair(args.prime_latency_counts)),
+        ):
             results.append(measure("prime", latency, prime_counts, args.concurrency, None, work))
             if vf_eval is not None:
-                results.append(measure("vf", latency, pair(args.vf_counts), args.concurrency,
-                                       vf_eval, work))
+                results.append(
+                    measure("vf", latency, pair(args.vf_counts), args.concurrency, vf_eval, work)
+                )
             shutil.rmtree(work / "prime-out", ignore_errors=True)
             shutil.rmtree(work / "vf-out", ignore_errors=True)
     section = report(results, args.concurrency, load)

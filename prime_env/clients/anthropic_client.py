@@ -29,8 +29,14 @@ from prime_env.clients.retry import (
 DEFAULT_MAX_TOKENS = 4096
 """The Messages API requires max_tokens; this is used when the sampling args leave it unset."""
 
-_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
-           "tool_use": "tool_calls", "refusal": "content_filter", "pause_turn": "stop"}
+_FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+    "pause_turn": "stop",
+}
 
 
 def classify(exc: BaseException) -> Failure:
@@ -68,8 +74,12 @@ def _user_blocks(content: Any) -> list[dict[str, Any]]:
             url = part["image_url"]["url"]
             if url.startswith("data:"):
                 media, _, data = url[5:].partition(";base64,")
-                blocks.append({"type": "image",
-                               "source": {"type": "base64", "media_type": media, "data": data}})
+                blocks.append(
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": media, "data": data},
+                    }
+                )
             else:
                 blocks.append({"type": "image", "source": {"type": "url", "url": url}})
     return blocks
@@ -85,8 +95,16 @@ def to_anthropic(messages: list[Message]) -> tuple[str | None, list[dict[str, An
             system.append(_text_of(message.get("content")))
             continue
         if role == "tool":
-            role, blocks = "user", [{"type": "tool_result", "tool_use_id": message["tool_call_id"],
-                                     "content": _text_of(message.get("content"))}]
+            role, blocks = (
+                "user",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": message["tool_call_id"],
+                        "content": _text_of(message.get("content")),
+                    }
+                ],
+            )
         elif role == "assistant":
             text = _text_of(message.get("content"))
             blocks = [{"type": "text", "text": text}] if text else []
@@ -95,8 +113,14 @@ def to_anthropic(messages: list[Message]) -> tuple[str | None, list[dict[str, An
                     args = json.loads(call["function"]["arguments"] or "{}")
                 except json.JSONDecodeError:
                     args = {}
-                blocks.append({"type": "tool_use", "id": call["id"],
-                               "name": call["function"]["name"], "input": args})
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": call["id"],
+                        "name": call["function"]["name"],
+                        "input": args,
+                    }
+                )
         else:
             blocks = _user_blocks(message.get("content"))
         if turns and turns[-1]["role"] == role:
@@ -108,8 +132,11 @@ def to_anthropic(messages: list[Message]) -> tuple[str | None, list[dict[str, An
 
 def to_anthropic_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     return [
-        {"name": t["function"]["name"], "description": t["function"].get("description", ""),
-         "input_schema": t["function"].get("parameters") or {"type": "object", "properties": {}}}
+        {
+            "name": t["function"]["name"],
+            "description": t["function"].get("description", ""),
+            "input_schema": t["function"].get("parameters") or {"type": "object", "properties": {}},
+        }
         for t in tools
     ]
 
@@ -122,9 +149,13 @@ def from_anthropic(data: dict[str, Any]) -> ChatResponse:
     text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
     thinking = "".join(b.get("thinking", "") for b in blocks if b.get("type") == "thinking")
     calls = [
-        {"id": b["id"], "type": "function",
-         "function": {"name": b["name"], "arguments": json.dumps(b.get("input") or {})}}
-        for b in blocks if b.get("type") == "tool_use"
+        {
+            "id": b["id"],
+            "type": "function",
+            "function": {"name": b["name"], "arguments": json.dumps(b.get("input") or {})},
+        }
+        for b in blocks
+        if b.get("type") == "tool_use"
     ]
     message: Message = {"role": "assistant", "content": text or None}
     if calls:
@@ -135,8 +166,10 @@ def from_anthropic(data: dict[str, Any]) -> ChatResponse:
     return ChatResponse(
         message=message,
         finish_reason=_FINISH.get(data.get("stop_reason") or "", data.get("stop_reason")),
-        usage=Usage(prompt_tokens=int(usage.get("input_tokens") or 0),
-                    completion_tokens=int(usage.get("output_tokens") or 0)),
+        usage=Usage(
+            prompt_tokens=int(usage.get("input_tokens") or 0),
+            completion_tokens=int(usage.get("output_tokens") or 0),
+        ),
     )
 
 
@@ -160,7 +193,9 @@ class AnthropicClient:
         self.stream = stream
         self._client = anthropic.AsyncAnthropic(
             # A placeholder key for keyless self-hosted endpoints, as the OpenAI client does.
-            base_url=base_url, api_key=api_key or "EMPTY", max_retries=0,
+            base_url=base_url,
+            api_key=api_key or "EMPTY",
+            max_retries=0,
             timeout=self.policy.timeout_s,
         )
         self.base_url: str | None = str(self._client.base_url).rstrip("/")
@@ -175,7 +210,8 @@ class AnthropicClient:
     ) -> dict[str, Any]:
         system, turns = to_anthropic(messages)
         kwargs: dict[str, Any] = {
-            "model": self.model, "messages": turns,
+            "model": self.model,
+            "messages": turns,
             "max_tokens": sampling.max_tokens or DEFAULT_MAX_TOKENS,
         }
         if system:
@@ -186,8 +222,11 @@ class AnthropicClient:
             kwargs["stop_sequences"] = sampling.stop
         # temperature/top_p go through extra_body: they are Messages API fields, but recent SDK
         # releases dropped them from create()'s typed signature.
-        extra = {k: v for k, v in (("temperature", sampling.temperature),
-                                   ("top_p", sampling.top_p)) if v is not None}
+        extra = {
+            k: v
+            for k, v in (("temperature", sampling.temperature), ("top_p", sampling.top_p))
+            if v is not None
+        }
         extra.update(sampling.extra)
         if extra:
             kwargs["extra_body"] = extra

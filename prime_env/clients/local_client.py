@@ -47,7 +47,10 @@ def _template_messages(messages: list[Message]) -> list[dict[str, str]]:
             content = "".join(p.get("text", "") for p in content if p.get("type") == "text")
         for call in message.get("tool_calls") or []:
             function = call["function"]
-            payload = {"name": function["name"], "arguments": json.loads(function["arguments"] or "{}")}
+            payload = {
+                "name": function["name"],
+                "arguments": json.loads(function["arguments"] or "{}"),
+            }
             content += f"<tool_call>{json.dumps(payload)}</tool_call>"
         flat.append({"role": message["role"], "content": content})
     return flat
@@ -95,7 +98,8 @@ class LocalClient:
         try:
             self._tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
             self._model = AutoModelForCausalLM.from_pretrained(
-                path.parent, gguf_file=path.name, dtype=torch.float32)
+                path.parent, gguf_file=path.name, dtype=torch.float32
+            )
         finally:
             if previous is None:
                 os.environ.pop("TQDM_DISABLE", None)
@@ -130,7 +134,7 @@ class LocalClient:
     async def _drain(self) -> None:
         while self._pending:
             await asyncio.sleep(self.batch_window_s)
-            batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch:]
+            batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
             groups: dict[tuple[Any, ...], list[_Job]] = {}
             for job in batch:
                 groups.setdefault(job.batch_key(), []).append(job)
@@ -152,8 +156,15 @@ class LocalClient:
 
         tok, model = self._tokenizer, self._model
         prompts: list[list[int]] = [
-            list(tok.apply_chat_template(_template_messages(j.messages), tools=j.tools or None,
-                                         add_generation_prompt=True, tokenize=True, return_dict=False))
+            list(
+                tok.apply_chat_template(
+                    _template_messages(j.messages),
+                    tools=j.tools or None,
+                    add_generation_prompt=True,
+                    tokenize=True,
+                    return_dict=False,
+                )
+            )
             for j in jobs
         ]
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -170,17 +181,34 @@ class LocalClient:
             torch.manual_seed(first.seed)
         with torch.inference_mode():
             out = model.generate(
-                input_ids=ids, attention_mask=mask, max_new_tokens=max(limits),
-                pad_token_id=pad, output_logits=True, return_dict_in_generate=True, **options)
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=max(limits),
+                pad_token_id=pad,
+                output_logits=True,
+                return_dict_in_generate=True,
+                **options,
+            )
         generated = out.sequences[:, width:]
         # Logprobs of the sampled tokens under the model's raw distribution (vLLM's default),
         # one step at a time so a [batch, steps, vocab] tensor is never materialised.
-        logprobs = torch.stack([
-            torch.log_softmax(step.float(), dim=-1).gather(1, generated[:, t:t + 1]).squeeze(1)
-            for t, step in enumerate(out.logits)
-        ], dim=1) if out.logits else torch.zeros((len(jobs), 0))
+        logprobs = (
+            torch.stack(
+                [
+                    torch.log_softmax(step.float(), dim=-1)
+                    .gather(1, generated[:, t : t + 1])
+                    .squeeze(1)
+                    for t, step in enumerate(out.logits)
+                ],
+                dim=1,
+            )
+            if out.logits
+            else torch.zeros((len(jobs), 0))
+        )
         return [
-            self._response(jobs[i], prompts[i], generated[i].tolist(), logprobs[i].tolist(), limits[i])
+            self._response(
+                jobs[i], prompts[i], generated[i].tolist(), logprobs[i].tolist(), limits[i]
+            )
             for i in range(len(jobs))
         ]
 
@@ -204,19 +232,33 @@ class LocalClient:
         for raw in calls:
             try:
                 payload = json.loads(raw)
-                parsed.append({"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
-                               "function": {"name": str(payload["name"]),
-                                            "arguments": json.dumps(payload.get("arguments", {}))}})
+                parsed.append(
+                    {
+                        "id": f"call_{uuid.uuid4().hex[:12]}",
+                        "type": "function",
+                        "function": {
+                            "name": str(payload["name"]),
+                            "arguments": json.dumps(payload.get("arguments", {})),
+                        },
+                    }
+                )
             except (json.JSONDecodeError, KeyError, TypeError):
                 continue  # a malformed call stays visible as text, as a real server would
         if parsed:
-            message = {"role": "assistant", "content": _TOOL_CALL.sub("", text).strip() or None,
-                       "tool_calls": parsed}
+            message = {
+                "role": "assistant",
+                "content": _TOOL_CALL.sub("", text).strip() or None,
+                "tool_calls": parsed,
+            }
             finish = "tool_calls"
         return ChatResponse(
-            message=message, finish_reason=finish,
+            message=message,
+            finish_reason=finish,
             usage=Usage(prompt_tokens=len(prompt), completion_tokens=len(tokens)),
-            prompt_token_ids=prompt, completion_token_ids=tokens, completion_logprobs=logprobs)
+            prompt_token_ids=prompt,
+            completion_token_ids=tokens,
+            completion_logprobs=logprobs,
+        )
 
     async def aclose(self) -> None:
         if self._drainer is not None:

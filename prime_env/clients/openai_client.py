@@ -137,7 +137,10 @@ class OpenAIClient:
 
     async def _streamed(self, request: dict[str, Any]) -> ChatResponse:
         stream = await self._client.post(
-            "/chat/completions", body=request, cast_to=object, stream=True,
+            "/chat/completions",
+            body=request,
+            cast_to=object,
+            stream=True,
             stream_cls=openai.AsyncStream[object],
         )
         content: list[str] = []
@@ -155,8 +158,10 @@ class OpenAIClient:
                 content.append(delta.get("content") or "")
                 reasoning.append(delta.get("reasoning_content") or "")
                 for call in delta.get("tool_calls") or []:
-                    slot = calls.setdefault(call["index"], {
-                        "id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+                    slot = calls.setdefault(
+                        call["index"],
+                        {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
+                    )
                     slot["id"] = call.get("id") or slot["id"]
                     function = call.get("function") or {}
                     slot["function"]["name"] += function.get("name") or ""
@@ -170,11 +175,18 @@ class OpenAIClient:
             message["tool_calls"] = [calls[i] for i in sorted(calls)]
         if any(reasoning):
             message["reasoning_content"] = "".join(reasoning)
-        return _parse_completion({
-            "choices": [{"message": message, "finish_reason": finish,
-                         "logprobs": {"content": logprobs} if logprobs else None}],
-            "usage": usage,
-        })
+        return _parse_completion(
+            {
+                "choices": [
+                    {
+                        "message": message,
+                        "finish_reason": finish,
+                        "logprobs": {"content": logprobs} if logprobs else None,
+                    }
+                ],
+                "usage": usage,
+            }
+        )
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -190,8 +202,14 @@ def _parse_completion(data: dict[str, Any]) -> ChatResponse:
     message: Message = {"role": "assistant", "content": raw.get("content")}
     if raw.get("tool_calls"):
         message["tool_calls"] = [
-            {"id": c["id"], "type": "function",
-             "function": {"name": c["function"]["name"], "arguments": c["function"]["arguments"]}}
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {
+                    "name": c["function"]["name"],
+                    "arguments": c["function"]["arguments"],
+                },
+            }
             for c in raw["tool_calls"]
         ]
     if raw.get("reasoning_content"):  # DeepSeek/GLM: must be sent back on the next turn
@@ -199,8 +217,10 @@ def _parse_completion(data: dict[str, Any]) -> ChatResponse:
     usage = data.get("usage") or {}
     entries = (choice.get("logprobs") or {}).get("content") or []
     completion_ids = choice.get("token_ids")
-    if completion_ids is None and entries and all(
-        str(e.get("token", "")).startswith("token_id:") for e in entries
+    if (
+        completion_ids is None
+        and entries
+        and all(str(e.get("token", "")).startswith("token_id:") for e in entries)
     ):
         completion_ids = [int(e["token"].split(":", 1)[1]) for e in entries]
     return ChatResponse(

@@ -75,8 +75,14 @@ class ModelSpec:
 
     def describe(self) -> dict[str, Any]:
         """What metadata.json records about the model (no key, only the variable's name)."""
-        return {"name": self.name, "model": self.model, "provider": self.provider,
-                "client": self.client, "base_url": self.base_url, "api_key_var": self.key_var}
+        return {
+            "name": self.name,
+            "model": self.model,
+            "provider": self.provider,
+            "client": self.client,
+            "base_url": self.base_url,
+            "api_key_var": self.key_var,
+        }
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
         if self.price_per_mtok is None:
@@ -95,7 +101,9 @@ class ModelSpec:
             )
         return key or None
 
-    def create_client(self, *, stream: bool = False, policy: RetryPolicy | None = None) -> ModelClient:
+    def create_client(
+        self, *, stream: bool = False, policy: RetryPolicy | None = None
+    ) -> ModelClient:
         if self.client == "local":
             from prime_env.clients.local_client import LocalClient
 
@@ -103,18 +111,32 @@ class ModelSpec:
         if self.client == "anthropic":
             from prime_env.clients.anthropic_client import AnthropicClient
 
-            return AnthropicClient(self.model, base_url=self.base_url, api_key=self.api_key(),
-                                   provider=self.provider, stream=stream, policy=policy)
+            return AnthropicClient(
+                self.model,
+                base_url=self.base_url,
+                api_key=self.api_key(),
+                provider=self.provider,
+                stream=stream,
+                policy=policy,
+            )
         from prime_env.clients.openai_client import OpenAIClient
 
-        return OpenAIClient(self.model, base_url=self.base_url, api_key=self.api_key(),
-                            provider=self.provider, stream=stream, policy=policy)
+        return OpenAIClient(
+            self.model,
+            base_url=self.base_url,
+            api_key=self.api_key(),
+            provider=self.provider,
+            stream=stream,
+            policy=policy,
+        )
 
 
 def endpoints_file(cwd: Path | None = None) -> Path | None:
     """./endpoints.toml, else ~/.config/prime/endpoints.toml, else None."""
-    for candidate in ((cwd or Path.cwd()) / "endpoints.toml",
-                      Path.home() / ".config" / "prime" / "endpoints.toml"):
+    for candidate in (
+        (cwd or Path.cwd()) / "endpoints.toml",
+        Path.home() / ".config" / "prime" / "endpoints.toml",
+    ):
         if candidate.is_file():
             return candidate
     return None
@@ -134,9 +156,15 @@ def load_endpoints(path: Path) -> dict[str, dict[str, Any]]:
     aliases: dict[str, dict[str, Any]] = {}
     for entry in data.pop("endpoint", []):
         client = str(entry.get("api_client_type", "openai"))
-        aliases.setdefault(entry["endpoint_id"], {
-            "url": entry.get("url"), "key_var": entry.get("key"), "model": entry.get("model"),
-            "client": "anthropic" if client.startswith("anthropic") else "openai"})
+        aliases.setdefault(
+            entry["endpoint_id"],
+            {
+                "url": entry.get("url"),
+                "key_var": entry.get("key"),
+                "model": entry.get("model"),
+                "client": "anthropic" if client.startswith("anthropic") else "openai",
+            },
+        )
     for alias, entry in data.items():
         if isinstance(entry, dict):
             aliases[alias] = entry
@@ -145,7 +173,8 @@ def load_endpoints(path: Path) -> dict[str, dict[str, Any]]:
             raise ModelConfigError(f"{path}: endpoint {alias!r} has no url")
         if entry.get("client", "openai") not in ("openai", "anthropic"):
             raise ModelConfigError(
-                f"{path}: endpoint {alias!r} has client={entry['client']!r}; use openai or anthropic")
+                f"{path}: endpoint {alias!r} has client={entry['client']!r}; use openai or anthropic"
+            )
     return aliases
 
 
@@ -159,7 +188,9 @@ def resolve_model(
     """Turn what the user typed into a ModelSpec, or raise ModelConfigError saying why not."""
     name = name.strip()
     if not name:
-        raise ModelConfigError("empty model name; pass -m provider/model, e.g. -m openai/gpt-4.1-mini")
+        raise ModelConfigError(
+            "empty model name; pass -m provider/model, e.g. -m openai/gpt-4.1-mini"
+        )
     if base_url:
         return ModelSpec(name, name, "custom", "openai", base_url.rstrip("/"), api_key_var)
     path = endpoints or endpoints_file()
@@ -167,11 +198,20 @@ def resolve_model(
         aliases = load_endpoints(path)
         if name in aliases:
             entry = aliases[name]
-            price = (float(entry["price_in"]), float(entry["price_out"])) \
-                if "price_in" in entry and "price_out" in entry else None
-            return ModelSpec(name, str(entry.get("model") or name), name,
-                             str(entry.get("client", "openai")), str(entry["url"]).rstrip("/"),
-                             api_key_var or entry.get("key_var"), price)
+            price = (
+                (float(entry["price_in"]), float(entry["price_out"]))
+                if "price_in" in entry and "price_out" in entry
+                else None
+            )
+            return ModelSpec(
+                name,
+                str(entry.get("model") or name),
+                name,
+                str(entry.get("client", "openai")),
+                str(entry["url"]).rstrip("/"),
+                api_key_var or entry.get("key_var"),
+                price,
+            )
     provider, sep, model = name.partition("/")
     if provider == "local":
         from prime_env.clients.local_models import LOCAL_MODELS
@@ -179,7 +219,8 @@ def resolve_model(
         if model not in LOCAL_MODELS:
             raise ModelConfigError(
                 f"unknown local model {model!r}; available: "
-                + ", ".join(f"local/{m}" for m in sorted(LOCAL_MODELS)))
+                + ", ".join(f"local/{m}" for m in sorted(LOCAL_MODELS))
+            )
         return ModelSpec(name, model, "local", "local", None, None, (0.0, 0.0))
     if not sep or provider not in PROVIDERS or not model:
         raise ModelConfigError(
@@ -188,8 +229,15 @@ def resolve_model(
             "or --base-url URL for any OpenAI-compatible server"
         )
     known = PROVIDERS[provider]
-    return ModelSpec(name, model, provider, known.client, known.base_url,
-                     api_key_var or known.key_var, PRICES_PER_MTOK.get(name))
+    return ModelSpec(
+        name,
+        model,
+        provider,
+        known.client,
+        known.base_url,
+        api_key_var or known.key_var,
+        PRICES_PER_MTOK.get(name),
+    )
 
 
 def default_model() -> str:

@@ -146,8 +146,7 @@ async def call_with_retries(
         if number == policy.max_attempts or time.monotonic() - first + delay > policy.max_elapsed_s:
             raise ModelError(
                 failure.error_type,
-                f"{message} (gave up after {number} attempts, "
-                f"{time.monotonic() - first:.1f}s)",
+                f"{message} (gave up after {number} attempts, {time.monotonic() - first:.1f}s)",
             )
         await asyncio.sleep(delay)
     raise AssertionError("unreachable: the loop returns or raises")
@@ -177,8 +176,9 @@ def status_failure(status: int, message: str, retry_after: str | None) -> Failur
     if status == 429:
         return Failure("rate_limited", message, True, retry_after_seconds(retry_after), True)
     if status in (408, 409) or status >= 500:
-        return Failure("server_error", f"HTTP {status}: {message}", True,
-                       retry_after_seconds(retry_after))
+        return Failure(
+            "server_error", f"HTTP {status}: {message}", True, retry_after_seconds(retry_after)
+        )
     if status in (401, 403):
         return Failure("authentication_error", f"HTTP {status}: {message}", False)
     return Failure("client_error", f"HTTP {status}: {message}", False)

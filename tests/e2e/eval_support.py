@@ -22,10 +22,18 @@ def prime_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def prime(*args: str, cwd: Path, env: dict[str, str] | None = None,
-          timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(PRIME), *args], cwd=cwd, env=env or prime_env(), text=True,
-                          capture_output=True, timeout=timeout, check=False)
+def prime(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(PRIME), *args],
+        cwd=cwd,
+        env=env or prime_env(),
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def run_dirs(out: Path) -> list[Path]:

@@ -19,13 +19,49 @@ def test_two_providers_side_by_side(tmp_path: Path) -> None:
     with FakeServer("openai", api_key=key) as oa, FakeServer("anthropic", api_key=key) as an:
         (tmp_path / "endpoints.toml").write_text(
             f'[oa]\nurl = "{oa.url}"\nkey_var = "FAKE_KEY"\nprice_in = 1.0\nprice_out = 2.0\n\n'
-            f'[claude]\nurl = "{an.url}"\nkey_var = "FAKE_KEY"\nclient = "anthropic"\n')
+            f'[claude]\nurl = "{an.url}"\nkey_var = "FAKE_KEY"\nclient = "anthropic"\n'
+        )
         env = prime_env(FAKE_KEY=key)
-        table = prime("eval", "run", str(SAY_ENV), "-m", "oa", "-m", "claude", "-n", "10",
-                      "-r", "2", "-a", '{"wrong_every": 2}', "-o", "out", cwd=tmp_path, env=env)
-        as_json = prime("eval", "run", str(SAY_ENV), "-m", "oa", "-m", "claude", "-n", "10",
-                        "-r", "2", "-a", '{"wrong_every": 2}', "-o", "out2", "--output", "json",
-                        cwd=tmp_path, env=env)
+        table = prime(
+            "eval",
+            "run",
+            str(SAY_ENV),
+            "-m",
+            "oa",
+            "-m",
+            "claude",
+            "-n",
+            "10",
+            "-r",
+            "2",
+            "-a",
+            '{"wrong_every": 2}',
+            "-o",
+            "out",
+            cwd=tmp_path,
+            env=env,
+        )
+        as_json = prime(
+            "eval",
+            "run",
+            str(SAY_ENV),
+            "-m",
+            "oa",
+            "-m",
+            "claude",
+            "-n",
+            "10",
+            "-r",
+            "2",
+            "-a",
+            '{"wrong_every": 2}',
+            "-o",
+            "out2",
+            "--output",
+            "json",
+            cwd=tmp_path,
+            env=env,
+        )
     assert table.returncode == 0, table.stderr
     assert "oa" in table.stdout and "claude" in table.stdout and "0.500" in table.stdout
     assert "pass@2" in table.stdout
@@ -34,21 +70,26 @@ def test_two_providers_side_by_side(tmp_path: Path) -> None:
     for run in runs:
         assert run["summary"]["reward_mean"] == 0.5 and run["summary"]["errors"] == 0
         assert Path(tmp_path / run["directory"], "results.jsonl").is_file()
-    assert runs[0]["cost_usd"] == pytest.approx((40 * 1.0 + 20 * 2.0) / 1e6)  # 20 × ("say: wN" → "wN")
+    assert runs[0]["cost_usd"] == pytest.approx(
+        (40 * 1.0 + 20 * 2.0) / 1e6
+    )  # 20 × ("say: wN" → "wN")
     for run_dir in run_dirs(tmp_path / "out"):
         text = (run_dir / "results.jsonl").read_text() + (run_dir / "metadata.json").read_text()
         assert key not in text  # keys never reach results
         assert len(records(run_dir)) == 20
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["-a", "{not json"], "--env-args is not valid JSON"),
-    (["-a", "[1]"], "--env-args must be a JSON object"),
-    (["-S", '{"max_tokens": "many"}'], "max_tokens='many' has the wrong type"),
-    (["-m", "gpt-4"], "cannot tell which provider serves 'gpt-4'"),
-    (["-m", "openai/gpt-4.1-mini"], "OPENAI_API_KEY is not set"),
-    (["-a", '{"no_such_arg": 1}'], "unexpected keyword argument"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-a", "{not json"], "--env-args is not valid JSON"),
+        (["-a", "[1]"], "--env-args must be a JSON object"),
+        (["-S", '{"max_tokens": "many"}'], "max_tokens='many' has the wrong type"),
+        (["-m", "gpt-4"], "cannot tell which provider serves 'gpt-4'"),
+        (["-m", "openai/gpt-4.1-mini"], "OPENAI_API_KEY is not set"),
+        (["-a", '{"no_such_arg": 1}'], "unexpected keyword argument"),
+    ],
+)
 def test_bad_input_fails_cleanly(tmp_path: Path, args: list[str], message: str) -> None:
     result = prime("eval", "run", str(SAY_ENV), *args, "-o", "out", cwd=tmp_path)
     assert result.returncode != 0
@@ -58,15 +99,32 @@ def test_bad_input_fails_cleanly(tmp_path: Path, args: list[str], message: str) 
 
 
 def test_unknown_environment(tmp_path: Path) -> None:
-    result = prime("eval", "run", "no-such-env", "-m", "x", "--base-url", "http://127.0.0.1:9/v1",
-                   cwd=tmp_path)
+    result = prime(
+        "eval", "run", "no-such-env", "-m", "x", "--base-url", "http://127.0.0.1:9/v1", cwd=tmp_path
+    )
     assert result.returncode == 1 and "is not installed" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_unreachable_server_is_errors_not_zeros(tmp_path: Path) -> None:
-    result = prime("eval", "run", str(SAY_ENV), "-m", "x", "--base-url", "http://127.0.0.1:9/v1",
-                   "-n", "3", "-r", "1", "--max-retries", "1", "-o", "out", cwd=tmp_path)
+    result = prime(
+        "eval",
+        "run",
+        str(SAY_ENV),
+        "-m",
+        "x",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "-n",
+        "3",
+        "-r",
+        "1",
+        "--max-retries",
+        "1",
+        "-o",
+        "out",
+        cwd=tmp_path,
+    )
     assert result.returncode == 1 and "every rollout of x failed" in result.stderr
     (run_dir,) = run_dirs(tmp_path / "out")
     rows = records(run_dir)

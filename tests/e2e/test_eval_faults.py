@@ -17,20 +17,46 @@ ERROR_TYPES = {"rate_limited", "server_error", "connection_error", "timeout", "m
 pytestmark = pytest.mark.timeout(600)
 
 
-@pytest.mark.parametrize(("provider", "retries", "stream"), [
-    ("openai", "1", "--no-stream"),   # few retries: some rollouts must end as errors
-    ("openai", "6", "--stream"),      # enough retries: every rollout is scored
-    ("anthropic", "1", "--no-stream"),
-])
-def test_faulty_provider_200_rollouts(tmp_path: Path, provider: str, retries: str, stream: str) -> None:
+@pytest.mark.parametrize(
+    ("provider", "retries", "stream"),
+    [
+        ("openai", "1", "--no-stream"),  # few retries: some rollouts must end as errors
+        ("openai", "6", "--stream"),  # enough retries: every rollout is scored
+        ("anthropic", "1", "--no-stream"),
+    ],
+)
+def test_faulty_provider_200_rollouts(
+    tmp_path: Path, provider: str, retries: str, stream: str
+) -> None:
     with FakeServer(provider, faults=FAULTS, seed=7) as server:
         server.configure(rates=FAULTS, seed=7, retry_after_s=0.05)
         endpoints = tmp_path / "endpoints.toml"
         endpoints.write_text(f'[fake]\nurl = "{server.url}"\nclient = "{provider}"\n')
         result = prime(
-            "eval", "run", str(SAY_ENV), "-m", "fake", "--endpoints", str(endpoints),
-            "-n", "100", "-r", "2", "-c", "32", "--timeout", "1", "--max-retries", retries,
-            stream, "-o", str(tmp_path / "out"), "--output", "json", cwd=tmp_path)
+            "eval",
+            "run",
+            str(SAY_ENV),
+            "-m",
+            "fake",
+            "--endpoints",
+            str(endpoints),
+            "-n",
+            "100",
+            "-r",
+            "2",
+            "-c",
+            "32",
+            "--timeout",
+            "1",
+            "--max-retries",
+            retries,
+            stream,
+            "-o",
+            str(tmp_path / "out"),
+            "--output",
+            "json",
+            cwd=tmp_path,
+        )
         injected = server.stats()["injected"]
     assert result.returncode == 0, result.stderr
     assert set(injected) == set(FAULTS)  # every fault type really happened

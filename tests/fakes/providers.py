@@ -60,7 +60,9 @@ class FakeProvider:
         try:
             body = json.loads(request.body)
         except ValueError:
-            out.send(400, _dumps(self.error_body("invalid_request_error", "body is not JSON")), _JSON)
+            out.send(
+                400, _dumps(self.error_body("invalid_request_error", "body is not JSON")), _JSON
+            )
             return
         self.answer(body, out, malformed=fault == "malformed")
 
@@ -129,8 +131,11 @@ class FakeOpenAI(FakeProvider):
         if rep.tool_call:
             name, args = rep.tool_call
             message["tool_calls"] = [
-                {"id": f"call_{next(_ids)}", "type": "function",
-                 "function": {"name": name, "arguments": json.dumps(args)}}
+                {
+                    "id": f"call_{next(_ids)}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(args)},
+                }
             ]
         return message
 
@@ -138,11 +143,18 @@ class FakeOpenAI(FakeProvider):
         if not body.get("logprobs"):
             return None
         as_ids = body.get("return_tokens_as_token_ids")
-        return {"content": [
-            {"token": f"token_id:{token_id(w)}" if as_ids else w, "logprob": logprob(i, w),
-             "bytes": list(w.encode()), "top_logprobs": []}
-            for i, w in enumerate(words)
-        ], "refusal": None}
+        return {
+            "content": [
+                {
+                    "token": f"token_id:{token_id(w)}" if as_ids else w,
+                    "logprob": logprob(i, w),
+                    "bytes": list(w.encode()),
+                    "top_logprobs": [],
+                }
+                for i, w in enumerate(words)
+            ],
+            "refusal": None,
+        }
 
     def _usage(self, rep: Reply) -> dict[str, int]:
         p, c = len(rep.prompt_words), len(rep.completion_words)
@@ -150,12 +162,18 @@ class FakeOpenAI(FakeProvider):
 
     def _completion(self, rid: str, body: dict[str, Any], rep: Reply) -> dict[str, Any]:
         choice: dict[str, Any] = {
-            "index": 0, "message": self._message(rep),
-            "logprobs": self._logprobs(body, rep.completion_words), "finish_reason": rep.finish_reason,
+            "index": 0,
+            "message": self._message(rep),
+            "logprobs": self._logprobs(body, rep.completion_words),
+            "finish_reason": rep.finish_reason,
         }
         result: dict[str, Any] = {
-            "id": rid, "object": "chat.completion", "created": int(time.time()),
-            "model": body.get("model", "fake"), "choices": [choice], "usage": self._usage(rep),
+            "id": rid,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "fake"),
+            "choices": [choice],
+            "usage": self._usage(rep),
         }
         if body.get("return_token_ids"):  # vLLM
             result["prompt_token_ids"] = [token_id(w) for w in rep.prompt_words]
@@ -163,23 +181,48 @@ class FakeOpenAI(FakeProvider):
         return result
 
     def _chunks(self, rid: str, body: dict[str, Any], rep: Reply) -> Iterator[bytes]:
-        base = {"id": rid, "object": "chat.completion.chunk", "created": int(time.time()),
-                "model": body.get("model", "fake")}
+        base = {
+            "id": rid,
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": body.get("model", "fake"),
+        }
 
         def chunk(delta: dict[str, Any], finish: str | None = None, lp: Any = None) -> bytes:
-            return _dumps({**base, "choices": [
-                {"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish}]})
+            return _dumps(
+                {
+                    **base,
+                    "choices": [
+                        {"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish}
+                    ],
+                }
+            )
 
         yield chunk({"role": "assistant", "content": ""})
         if rep.tool_call:
             name, args = rep.tool_call
             call_id = f"call_{next(_ids)}"
-            yield chunk({"tool_calls": [{"index": 0, "id": call_id, "type": "function",
-                                         "function": {"name": name, "arguments": ""}}]})
+            yield chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": name, "arguments": ""},
+                        }
+                    ]
+                }
+            )
             text = json.dumps(args)
             for start in range(0, len(text), 8):
-                yield chunk({"tool_calls": [{"index": 0,
-                                             "function": {"arguments": text[start:start + 8]}}]})
+                yield chunk(
+                    {
+                        "tool_calls": [
+                            {"index": 0, "function": {"arguments": text[start : start + 8]}}
+                        ]
+                    }
+                )
         else:
             for i, word in enumerate(rep.completion_words):
                 lp = self._logprobs(body, [word])
@@ -211,28 +254,45 @@ class FakeAnthropic(FakeProvider):
         for m in body.get("messages", []):
             content = m.get("content")
             is_result = isinstance(content, list) and any(
-                b.get("type") == "tool_result" for b in content)
+                b.get("type") == "tool_result" for b in content
+            )
             turns.append(("tool" if is_result else m["role"], content))
         tools = {t["name"] for t in body.get("tools") or []}
         rep = reply(turns, tools, body.get("max_tokens"))
-        stop = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}[rep.finish_reason]
+        stop = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}[
+            rep.finish_reason
+        ]
         blocks: list[dict[str, Any]] = []
         if rep.tool_call:
-            blocks.append({"type": "tool_use", "id": f"toolu_{next(_ids)}",
-                           "name": rep.tool_call[0], "input": rep.tool_call[1]})
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_{next(_ids)}",
+                    "name": rep.tool_call[0],
+                    "input": rep.tool_call[1],
+                }
+            )
         else:
             blocks.append({"type": "text", "text": rep.text or ""})
-        message = {"id": f"msg_{next(_ids)}", "type": "message", "role": "assistant",
-                   "model": body.get("model", "fake"), "content": blocks, "stop_reason": stop,
-                   "stop_sequence": None,
-                   "usage": {"input_tokens": len(rep.prompt_words),
-                             "output_tokens": len(rep.completion_words)}}
+        message = {
+            "id": f"msg_{next(_ids)}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "fake"),
+            "content": blocks,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": len(rep.prompt_words),
+                "output_tokens": len(rep.completion_words),
+            },
+        }
         if body.get("stream"):
             out.start_stream(200, _SSE)
             for name, data in self._events(message):
                 out.write_chunk(b"event: %s\ndata: %s\n\n" % (name.encode(), _dumps(data)))
                 if malformed and name == "content_block_start":
-                    out.write_chunk(b"event: content_block_delta\ndata: {\"type\": \n\n")
+                    out.write_chunk(b'event: content_block_delta\ndata: {"type": \n\n')
             out.end_stream()
             return
         payload = _dumps(message)
@@ -240,29 +300,60 @@ class FakeAnthropic(FakeProvider):
 
     def _events(self, message: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
         usage = message["usage"]
-        start = {**message, "content": [], "stop_reason": None,
-                 "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1}}
+        start = {
+            **message,
+            "content": [],
+            "stop_reason": None,
+            "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1},
+        }
         yield "message_start", {"type": "message_start", "message": start}
         for index, block in enumerate(message["content"]):
             if block["type"] == "text":
-                yield "content_block_start", {"type": "content_block_start", "index": index,
-                                              "content_block": {"type": "text", "text": ""}}
+                yield (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {"type": "text", "text": ""},
+                    },
+                )
                 words = block["text"].split(" ")
                 for i, word in enumerate(words):
                     piece = word if i == 0 else " " + word
-                    yield "content_block_delta", {"type": "content_block_delta", "index": index,
-                                                  "delta": {"type": "text_delta", "text": piece}}
+                    yield (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {"type": "text_delta", "text": piece},
+                        },
+                    )
             else:
-                yield "content_block_start", {"type": "content_block_start", "index": index,
-                                              "content_block": {**block, "input": {}}}
+                yield (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {**block, "input": {}},
+                    },
+                )
                 text = json.dumps(block["input"])
                 for s in range(0, len(text), 8):
-                    yield "content_block_delta", {
-                        "type": "content_block_delta", "index": index,
-                        "delta": {"type": "input_json_delta", "partial_json": text[s:s + 8]}}
+                    yield (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {"type": "input_json_delta", "partial_json": text[s : s + 8]},
+                        },
+                    )
             yield "content_block_stop", {"type": "content_block_stop", "index": index}
-        yield "message_delta", {"type": "message_delta",
-                                "delta": {"stop_reason": message["stop_reason"],
-                                          "stop_sequence": None},
-                                "usage": {"output_tokens": usage["output_tokens"]}}
+        yield (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        )
         yield "message_stop", {"type": "message_stop"}

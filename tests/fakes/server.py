@@ -44,8 +44,19 @@ class FakeServer:
         self.provider = provider
         self.port = free_port()
         self.api_key = api_key
-        args = [sys.executable, "-m", "tests.fakes.server", "--provider", provider,
-                "--port", str(self.port), "--latency-ms", str(latency_ms), "--seed", str(seed)]
+        args = [
+            sys.executable,
+            "-m",
+            "tests.fakes.server",
+            "--provider",
+            provider,
+            "--port",
+            str(self.port),
+            "--latency-ms",
+            str(latency_ms),
+            "--seed",
+            str(seed),
+        ]
         for name, rate in (faults or {}).items():
             args += ["--fault", f"{name}={rate}"]
         if api_key:
@@ -102,7 +113,10 @@ class FakeServer:
         return self.start()
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.stop()
 
@@ -117,14 +131,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--provider", choices=["openai", "anthropic"], default="openai")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--latency-ms", type=float, default=0.0)
-    parser.add_argument("--fault", action="append", default=[], type=_parse_fault,
-                        help="NAME=RATE, e.g. 429=0.05 (repeatable)")
-    parser.add_argument("--script", default="", help="comma-separated faults for the first requests")
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        type=_parse_fault,
+        help="NAME=RATE, e.g. 429=0.05 (repeatable)",
+    )
+    parser.add_argument(
+        "--script", default="", help="comma-separated faults for the first requests"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--api-key", default=None)
     args = parser.parse_args(argv)
-    plan = FaultPlan(rates=dict(args.fault), script=[s for s in args.script.split(",") if s],
-                     seed=args.seed, latency_ms=args.latency_ms)
+    plan = FaultPlan(
+        rates=dict(args.fault),
+        script=[s for s in args.script.split(",") if s],
+        seed=args.seed,
+        latency_ms=args.latency_ms,
+    )
     handler = (FakeOpenAI if args.provider == "openai" else FakeAnthropic)(plan, args.api_key)
 
     async def run() -> None:

@@ -25,6 +25,8 @@ def load_environment(num_tasks: int = 200, wrong_every: int = 0) -> pe.Environme
         said = f"x{i}" if wrong_every and i % wrong_every == 0 else word
         records.append({"prompt": f"say: {said}", "answer": word, "id": f"t{i}"})
     return pe.Environment(
-        pe.TaskSet.from_records(records), pe.SingleTurn(), pe.Rubric([exact], metrics=[length]),
+        pe.TaskSet.from_records(records),
+        pe.SingleTurn(),
+        pe.Rubric([exact], metrics=[length]),
         name="say",
     )

@@ -40,14 +40,22 @@ async def test_batched_greedy_equals_unbatched() -> None:
 
     client = LocalClient()
     short = [{"role": "user", "content": "Name a fruit."}]
-    long = [{"role": "system", "content": "You are a helpful assistant who answers briefly."},
-            {"role": "user", "content": "What is the capital of France? Answer in one word."}]
+    long = [
+        {"role": "system", "content": "You are a helpful assistant who answers briefly."},
+        {"role": "user", "content": "What is the capital of France? Answer in one word."},
+    ]
     alone = await client.chat(short, sampling=GREEDY)
-    batched = await asyncio.gather(*(client.chat(m, sampling=GREEDY) for m in [short, long, short, long]))
+    batched = await asyncio.gather(
+        *(client.chat(m, sampling=GREEDY) for m in [short, long, short, long])
+    )
     await client.aclose()
     assert client.batches[0] == 1 and client.batches[1] == 4  # the four arrived together
     # left padding must not change what a prompt generates
-    assert batched[0].completion_token_ids == alone.completion_token_ids == batched[2].completion_token_ids
+    assert (
+        batched[0].completion_token_ids
+        == alone.completion_token_ids
+        == batched[2].completion_token_ids
+    )
     assert batched[1].completion_token_ids == batched[3].completion_token_ids
     assert batched[0].message["content"] == alone.message["content"]
     for resp in [alone, *batched]:

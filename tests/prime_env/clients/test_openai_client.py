@@ -15,15 +15,31 @@ from tests.fakes.server import FakeServer
 from tests.prime_env.clients.conftest import API_KEY
 
 FAST = RetryPolicy(max_attempts=4, base_delay_s=0.01, max_delay_s=0.05, timeout_s=1.0)
-ADD = [{"type": "function", "function": {
-    "name": "add", "description": "Add two numbers.",
-    "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}}]
+ADD = [
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "Add two numbers.",
+            "parameters": {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            },
+        },
+    }
+]
 
 
 def client(server: FakeServer, stream: bool = False, policy: RetryPolicy = FAST) -> OpenAIClient:
     # A private limiter per client so one test's rate limiting never slows another.
-    return OpenAIClient("fake-model", base_url=server.url, api_key=API_KEY, stream=stream,
-                        policy=policy, limiter=AdaptiveLimiter())
+    return OpenAIClient(
+        "fake-model",
+        base_url=server.url,
+        api_key=API_KEY,
+        stream=stream,
+        policy=policy,
+        limiter=AdaptiveLimiter(),
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -34,8 +50,9 @@ def clean(openai_server: FakeServer) -> None:
 @pytest.mark.parametrize("stream", [False, True])
 async def test_text_answer_and_usage(openai_server: FakeServer, stream: bool) -> None:
     c = client(openai_server, stream)
-    resp = await c.chat([{"role": "system", "content": "be terse"},
-                         {"role": "user", "content": "say: hello there"}])
+    resp = await c.chat(
+        [{"role": "system", "content": "be terse"}, {"role": "user", "content": "say: hello there"}]
+    )
     await c.aclose()
     assert resp.message == {"role": "assistant", "content": "hello there"}
     assert resp.finish_reason == "stop"
@@ -61,23 +78,29 @@ async def test_tool_call_round_trip(openai_server: FakeServer, stream: bool) -> 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_max_tokens_truncates(openai_server: FakeServer, stream: bool) -> None:
     c = client(openai_server, stream)
-    resp = await c.chat([{"role": "user", "content": "say: one two three four"}],
-                        sampling=SamplingArgs(max_tokens=2))
+    resp = await c.chat(
+        [{"role": "user", "content": "say: one two three four"}],
+        sampling=SamplingArgs(max_tokens=2),
+    )
     await c.aclose()
     assert resp.message["content"] == "one two" and resp.finish_reason == "length"
 
 
 async def test_vllm_token_ids_and_logprobs(openai_server: FakeServer) -> None:
     c = client(openai_server)
-    resp = await c.chat([{"role": "user", "content": "say: a b c"}], sampling=SamplingArgs(
-        logprobs=True, extra={"return_token_ids": True}))
+    resp = await c.chat(
+        [{"role": "user", "content": "say: a b c"}],
+        sampling=SamplingArgs(logprobs=True, extra={"return_token_ids": True}),
+    )
     assert resp.prompt_token_ids == [token_id(w) for w in ["say:", "a", "b", "c"]]
     assert resp.completion_token_ids == [token_id(w) for w in ["a", "b", "c"]]
     assert resp.completion_logprobs is not None and len(resp.completion_logprobs) == 3
     # return_tokens_as_token_ids spells ids inside the logprobs, streaming included
     c.stream = True
-    streamed = await c.chat([{"role": "user", "content": "say: a b c"}], sampling=SamplingArgs(
-        logprobs=True, extra={"return_tokens_as_token_ids": True}))
+    streamed = await c.chat(
+        [{"role": "user", "content": "say: a b c"}],
+        sampling=SamplingArgs(logprobs=True, extra={"return_tokens_as_token_ids": True}),
+    )
     await c.aclose()
     assert streamed.completion_token_ids == resp.completion_token_ids
     assert streamed.completion_logprobs == resp.completion_logprobs
@@ -98,9 +121,16 @@ async def test_each_fault_is_retried(openai_server: FakeServer, fault: str, stre
     assert stats["requests"] == 3 and stats["injected"] == {fault: 2}
 
 
-@pytest.mark.parametrize(("fault", "error_type"), [
-    ("429", "rate_limited"), ("500", "server_error"), ("drop", "connection_error"),
-    ("timeout", "timeout"), ("malformed", "malformed_response")])
+@pytest.mark.parametrize(
+    ("fault", "error_type"),
+    [
+        ("429", "rate_limited"),
+        ("500", "server_error"),
+        ("drop", "connection_error"),
+        ("timeout", "timeout"),
+        ("malformed", "malformed_response"),
+    ],
+)
 async def test_persistent_fault_becomes_model_error(
     openai_server: FakeServer, fault: str, error_type: str
 ) -> None:
@@ -125,8 +155,13 @@ async def test_retry_after_is_honoured(openai_server: FakeServer) -> None:
 
 async def test_bad_key_is_not_retried_and_never_echoed(openai_server: FakeServer) -> None:
     wrong = "sk-wrong-key-should-not-leak"
-    c = OpenAIClient("fake-model", base_url=openai_server.url, api_key=wrong, policy=FAST,
-                     limiter=AdaptiveLimiter())
+    c = OpenAIClient(
+        "fake-model",
+        base_url=openai_server.url,
+        api_key=wrong,
+        policy=FAST,
+        limiter=AdaptiveLimiter(),
+    )
     with pytest.raises(ModelError) as info:
         await c.chat([{"role": "user", "content": "say: x"}])
     await c.aclose()
@@ -150,8 +185,9 @@ async def test_total_time_is_bounded(openai_server: FakeServer) -> None:
 async def test_rate_limits_shrink_the_endpoint_limit(openai_server: FakeServer) -> None:
     openai_server.configure(script=["429"] * 3, retry_after_s=0.02)
     limiter = AdaptiveLimiter(max_limit=64)
-    c = OpenAIClient("fake-model", base_url=openai_server.url, api_key=API_KEY, policy=FAST,
-                     limiter=limiter)
+    c = OpenAIClient(
+        "fake-model", base_url=openai_server.url, api_key=API_KEY, policy=FAST, limiter=limiter
+    )
     await c.chat([{"role": "user", "content": "say: x"}])
     await c.aclose()
     assert limiter.rate_limited == 3

@@ -16,7 +16,10 @@ def test_provider_prefixes() -> None:
     assert (spec.provider, spec.model, spec.key_var) == ("openai", "gpt-4.1-mini", "OPENAI_API_KEY")
     assert spec.cost(1_000_000, 1_000_000) == pytest.approx(2.0)
     router = resolve_model("openrouter/meta-llama/llama-3-8b")
-    assert router.model == "meta-llama/llama-3-8b" and router.base_url == "https://openrouter.ai/api/v1"
+    assert (
+        router.model == "meta-llama/llama-3-8b"
+        and router.base_url == "https://openrouter.ai/api/v1"
+    )
     assert resolve_model("anthropic/claude-sonnet-4-5").client == "anthropic"
     assert str(resolve_model("gemini/gemini-2.5-flash").base_url).endswith("/v1beta/openai")
     assert resolve_model("local/smollm2-135m").client == "local"
@@ -24,7 +27,11 @@ def test_provider_prefixes() -> None:
 
 def test_base_url_takes_any_name() -> None:
     spec = resolve_model("Qwen/Qwen3-8B", base_url="http://127.0.0.1:8000/v1/")
-    assert (spec.model, spec.base_url, spec.key_var) == ("Qwen/Qwen3-8B", "http://127.0.0.1:8000/v1", None)
+    assert (spec.model, spec.base_url, spec.key_var) == (
+        "Qwen/Qwen3-8B",
+        "http://127.0.0.1:8000/v1",
+        None,
+    )
 
 
 @pytest.mark.parametrize("bad", ["gpt-4", "nosuch/model", "openai/", "local/gpt-9"])
@@ -54,11 +61,16 @@ def test_endpoints_file_both_formats(tmp_path: Path, monkeypatch: pytest.MonkeyP
     path = tmp_path / "endpoints.toml"
     path.write_text(
         '[my-vllm]\nurl = "http://127.0.0.1:9/v1"\nmodel = "Qwen/Qwen3-8B"\n'
-        'price_in = 0.1\nprice_out = 0.2\n\n'
+        "price_in = 0.1\nprice_out = 0.2\n\n"
         '[[endpoint]]\nendpoint_id = "claude"\nmodel = "claude-x"\nurl = "http://127.0.0.1:9"\n'
-        'key = "CLAUDE_KEY"\napi_client_type = "anthropic_messages"\n')
+        'key = "CLAUDE_KEY"\napi_client_type = "anthropic_messages"\n'
+    )
     vllm = resolve_model("my-vllm", endpoints=path)
-    assert (vllm.model, vllm.base_url, vllm.client) == ("Qwen/Qwen3-8B", "http://127.0.0.1:9/v1", "openai")
+    assert (vllm.model, vllm.base_url, vllm.client) == (
+        "Qwen/Qwen3-8B",
+        "http://127.0.0.1:9/v1",
+        "openai",
+    )
     assert vllm.cost(10**6, 0) == pytest.approx(0.1)
     monkeypatch.setenv("CLAUDE_KEY", "k" * 10)
     claude = resolve_model("claude", endpoints=path)

@@ -72,8 +72,9 @@ async def test_gives_up_within_total_time() -> None:
     policy = RetryPolicy(max_attempts=100, base_delay_s=0.05, max_delay_s=0.1, max_elapsed_s=0.5)
     start = time.monotonic()
     with pytest.raises(ModelError) as info:
-        await call_with_retries(attempt, lambda e: Failure("connection_error", str(e), True),
-                                policy, AdaptiveLimiter())
+        await call_with_retries(
+            attempt, lambda e: Failure("connection_error", str(e), True), policy, AdaptiveLimiter()
+        )
     assert time.monotonic() - start < 0.8
     assert 1 < calls < 100 and info.value.error_type == "connection_error"
 
