@@ -22,7 +22,7 @@ from hub_server.blobstore import BlobStore, content_key
 from hub_server.db import session_scope
 from hub_server.errors import BadRequest, FileExists
 from hub_server.models import DistFile, Environment, EnvironmentTag, Owner, Version, utcnow
-from registry_index.names import normalize
+from registry_index.names import is_stdlib_name, normalize, ultranormalize
 
 _ATTEMPTS = 5
 
@@ -152,7 +152,13 @@ def create_environment(
     session: Session, owner: Owner, name: str, *, visibility: str, description: str = "",
     tags: list[str] | None = None,
 ) -> Environment:  # fmt: skip
-    """Insert a new environment (the caller handles the unique-name race)."""
+    """Insert a new environment (the caller handles the unique-name race).
+
+    Like PyPI, refuse names that would shadow the standard library or that a typo would
+    confuse with a neighbour in the same namespace (`wordle` vs `w0rdle`), since
+    `prime env install` by such a name could install the wrong code.
+    """
+    _check_new_name(session, owner, name)
     env = Environment(
         owner_id=owner.id, name=name, normalized_name=normalize(name),
         visibility=visibility, description=description,
@@ -162,6 +168,23 @@ def create_environment(
     for tag in sorted(set(tags or [])):
         session.add(EnvironmentTag(environment_id=env.id, tag=tag))
     return env
+
+
+def _check_new_name(session: Session, owner: Owner, name: str) -> None:
+    if is_stdlib_name(name):
+        raise BadRequest(
+            f"{name!r} is the name of a Python standard-library module; choose another name so "
+            "that installing the environment cannot shadow the standard library."
+        )
+    similar = ultranormalize(name)
+    taken = session.exec(select(Environment.name).where(Environment.owner_id == owner.id))
+    for other in taken:
+        if ultranormalize(other) == similar:
+            raise BadRequest(
+                f"{name!r} is too similar to the existing environment {owner.name}/{other} "
+                "(names that differ only in separators, case, 'l'/'1' or 'o'/'0' are confusable); "
+                f"push a new version of {other} or choose a clearly different name."
+            )
 
 
 def publish_file(

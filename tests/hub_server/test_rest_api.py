@@ -287,3 +287,15 @@ def test_simple_index_negotiation_head_and_range(
     metadata = httpx.get(wheel_url + ".metadata")
     assert metadata.status_code == 200 and b"Name: neg-env" in metadata.content
     assert httpx.get(f"{hub.url}/admin/simple/Neg_Env/", follow_redirects=False).status_code == 301
+
+
+def test_stdlib_and_confusable_names_are_refused(hub: HubProcess) -> None:
+    api = client(hub, hub.add_user("nina"))
+    push(api, "wordle-game", "1.0.0", source=False)
+    for name, expected in [("json", "standard-library"), ("w0rdle_game", "too similar"),
+                           ("WordleGame", "too similar")]:  # fmt: skip
+        refused = api.post(f"{API}/resolve", json={"name": name})
+        assert refused.status_code == 400, refused.text
+        assert expected in refused.json()["detail"]
+    names = [e["name"] for e in httpx.get(f"{hub.url}{API}/", params={"owner": "nina"}).json()["data"]]
+    assert names == ["wordle-game"]
