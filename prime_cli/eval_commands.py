@@ -136,7 +136,7 @@ class _Tracker:
             self.scored += 1
             self.reward_sum += record.reward
 
-    def fields(self) -> dict[str, str]:
+    def fields(self) -> dict[str, Any]:
         mean = f"{self.reward_sum / self.scored:.3f}" if self.scored else "-"
         rate = self.tokens / max(time.perf_counter() - self.started, 1e-6)
         return {"reward": mean, "errors": str(self.errors), "tps": f"{rate:,.0f}"}
@@ -158,11 +158,11 @@ async def _run_all(
             tracker.add(rec)
         task = progress.add_task(
             run.spec.name, total=run.total, completed=tracker.done, **tracker.fields()
-        )  # type: ignore[arg-type]  # rich's **fields
+        )
 
         def on_record(record: RolloutRecord) -> None:
             tracker.add(record)
-            progress.update(task, advance=1, **tracker.fields())  # type: ignore[arg-type]
+            progress.update(task, advance=1, **tracker.fields())
 
         before, start = tracker.done, time.perf_counter()
         try:
@@ -361,12 +361,11 @@ def run(
         ]
         if len({s.name for s in specs}) != len(specs):
             raise click.UsageError("the same -m is given twice")
-        env = load_env(env_spec, args, install=_install_from_hub)
-        policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
-        clients = [spec.create_client(stream=stream, policy=policy) for spec in specs]
-        runs: list[EvalRun] = []
         for spec in specs:
-            config = RunConfig(
+            spec.api_key()  # a missing key fails here, before anything is installed or written
+        env = load_env(env_spec, args, install=_install_from_hub)
+        configs = [
+            RunConfig(
                 env=env_spec,
                 env_version=env.version,
                 env_args=args,
@@ -376,11 +375,16 @@ def run(
                 r=r,
                 sampling=normalize_sampling(sampling),
             )
-            runs.append(
-                resume_run(resume_dir, env, spec, config)
-                if resume_dir is not None
-                else start_run(env, spec, config, output_dir)
-            )
+            for spec in specs
+        ]
+        runs = [
+            resume_run(resume_dir, env, spec, config)
+            if resume_dir is not None
+            else start_run(env, spec, config, output_dir)
+            for spec, config in zip(specs, configs)
+        ]
+        policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
+        clients = [spec.create_client(stream=stream, policy=policy) for spec in specs]
     except _EXPECTED as exc:
         raise click.ClickException(str(exc)) from exc
     for run_ in runs:
