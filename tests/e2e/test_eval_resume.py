@@ -7,10 +7,15 @@ import os
 import signal
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+import prime_env as pe
+from prime_env.clients.registry import resolve_model
+from prime_env.evaluation import EvalError, RunConfig, read_results, resume_run, start_run
+from prime_env.record import RolloutRecord
 from tests.e2e.eval_support import PRIME, SAY_ENV, prime, prime_env, records, run_dirs
 from tests.fakes.server import FakeServer
 
@@ -86,3 +91,52 @@ def test_kill_9_then_resume(tmp_path: Path) -> None:
     assert after[: len(before)] == before  # finished rollouts were kept, not redone
     assert all(r["reward"] == 1.0 for r in after)
     assert '"status": "completed"' in (run_dir / "metadata.json").read_text()
+
+
+def _record(run_id: str, example: int, rollout: int, reward: float | None) -> RolloutRecord:
+    return RolloutRecord(
+        run_id=run_id,
+        env="g",
+        task_id=f"t{example}",
+        example_index=example,
+        rollout_index=rollout,
+        model="fake",
+        prompt=[{"role": "user", "content": "say: w"}],
+        reward=reward,
+    )
+
+
+def test_resume_drops_torn_lines_duplicates_and_incomplete_groups(tmp_path: Path) -> None:
+    def exact(completion: list[dict], answer: str) -> float:
+        return 1.0
+
+    def shortest(completions: list[list[dict]]) -> list[float]:
+        return [0.0 for _ in completions]
+
+    tasks = pe.TaskSet.from_records([{"prompt": f"say: w{i}", "answer": f"w{i}"} for i in range(3)])
+    env = pe.Environment(tasks, pe.SingleTurn(), pe.Rubric([exact, shortest]), name="g")
+    spec = resolve_model("fake", base_url="http://127.0.0.1:9/v1")
+    config = RunConfig(
+        env="g",
+        env_version=None,
+        env_args={},
+        model="fake",
+        base_url="http://127.0.0.1:9/v1",
+        n=3,
+        r=2,
+        sampling={},
+    )
+    run = start_run(env, spec, config, tmp_path)
+    lines = [_record(run.run_id, e, k, 1.0).to_json() for e, k in [(0, 0), (0, 1), (1, 0), (0, 0)]]
+    run.results_path.write_text("\n".join(lines) + "\n" + '{"run_id": "tor')
+
+    resumed = resume_run(run.directory, env, spec, config)
+    # group 1 has one of its two rollouts: it is rerun whole so its group reward sees both
+    assert [rec.key for rec in resumed.done] == [(0, 0), (0, 1)]
+    assert run.results_path.read_text().count("\n") == 2
+    assert read_results(run.results_path) == resumed.done
+
+    with pytest.raises(EvalError, match="r: run has 2, command has 3"):
+        resume_run(run.directory, env, spec, replace(config, r=3))
+    with pytest.raises(EvalError, match="is not an eval run directory"):
+        resume_run(tmp_path, env, spec, config)
