@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.eval_support import SAY_ENV, prime, prime_env, records, run_dirs
+from tests.e2e.eval_support import SAY_ENV, TOOL_ENV, prime, prime_env, records, run_dirs
 from tests.fakes.server import FakeServer
 
 pytestmark = pytest.mark.timeout(600)
@@ -130,3 +130,38 @@ def test_unreachable_server_is_errors_not_zeros(tmp_path: Path) -> None:
     rows = records(run_dir)
     assert len(rows) == 3
     assert all(r["reward"] is None and r["error"]["type"] == "connection_error" for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("provider", "stream"), [("openai", "--stream"), ("anthropic", "--no-stream")]
+)
+def test_tool_loop_over_both_wire_formats(tmp_path: Path, provider: str, stream: str) -> None:
+    with FakeServer(provider) as server:
+        (tmp_path / "endpoints.toml").write_text(
+            f'[fake]\nurl = "{server.url}"\nclient = "{provider}"\n'
+        )
+        result = prime(
+            "eval",
+            "run",
+            str(TOOL_ENV),
+            "-m",
+            "fake",
+            "-n",
+            "5",
+            "-r",
+            "2",
+            stream,
+            "-o",
+            "out",
+            "--output",
+            "json",
+            cwd=tmp_path,
+        )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["runs"][0]["summary"]["reward_mean"] == 1.0
+    (run_dir,) = run_dirs(tmp_path / "out")
+    for row in records(run_dir):
+        roles = [m["role"] for m in row["completion"]]
+        assert roles == ["assistant", "tool", "assistant"], row["completion"]
+        call = row["completion"][0]["tool_calls"][0]["function"]
+        assert call["name"] == "add" and json.loads(call["arguments"])["b"] == 1
