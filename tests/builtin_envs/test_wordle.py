@@ -15,6 +15,7 @@ from wordle.words import all_words, answers, valid_guesses
 
 from prime_env import run_rollouts, summarize
 from tests.builtin_envs.policy import PolicyClient
+from tests.support import require
 
 # (guess, answer, expected): the repeated-letter cases one-pass implementations get wrong.
 TRICKY = [
@@ -73,8 +74,7 @@ def test_word_lists_are_real_five_letter_words() -> None:
 def test_committed_word_list_matches_generator(tmp_path: Path) -> None:
     """The shipped data is exactly what scripts/build_wordlist.py builds from wamerican."""
     source = Path("/usr/share/dict/american-english")
-    if not source.is_file():
-        pytest.skip("Debian's wamerican is not installed")
+    require(source.is_file(), "Debian's wamerican word list (scripts/system_deps.sh installs it)")
     script = Path(wordle.__file__).parents[1] / "scripts" / "build_wordlist.py"
     sys.path.insert(0, str(script.parent))
     try:
