@@ -147,6 +147,12 @@ def publish_builtins(
         raise ValueError(
             f"unknown built-in environment(s) {unknown}; choose from {list(BUILTIN_NAMES)}"
         )
+    missing_sources = [n for n in names if not (BUILTINS_DIR / n / "pyproject.toml").is_file()]
+    if missing_sources or not (REPO_ROOT / "pyproject.toml").is_file():
+        raise PublishError(
+            f"the built-in environment sources are not beside {BUILTINS_DIR} "
+            "(publishing needs a source checkout of prime-envhub)"
+        )
     with tempfile.TemporaryDirectory(prefix="prime-builtins-") as out:
         out_dir = Path(out)
         files: list[Path] = []

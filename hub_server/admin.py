@@ -61,6 +61,14 @@ def create_user(engine: Engine, name: str, *, admin: bool = False) -> User:
         raise AdminError(f"The name {name!r} is already taken by a user or organisation.") from None
 
 
+def ensure_user(engine: Engine, name: str) -> None:
+    """Create user `name` unless it exists (idempotent, for seeding a hub again)."""
+    with Session(engine) as session:
+        if session.exec(select(User).where(User.username == name)).first() is not None:
+            return
+    create_user(engine, name)
+
+
 def _user(session: Session, name: str) -> User:
     user = session.exec(select(User).where(User.username == name)).first()
     if user is None:

@@ -68,7 +68,12 @@ def hub() -> None:
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
 @_DATA_DIR
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
-def serve(host: str, port: int, data_dir: Path | None, workers: int) -> None:
+@click.option(
+    "--with-builtins",
+    is_flag=True,
+    help="Once the server answers, publish the built-in environments under owner `prime`.",
+)
+def serve(host: str, port: int, data_dir: Path | None, workers: int, with_builtins: bool) -> None:
     """Start the hub server (uvicorn)."""
     import os
 
@@ -87,6 +92,8 @@ def serve(host: str, port: int, data_dir: Path | None, workers: int) -> None:
             f"Cannot open the blob store {settings.resolved_storage_url}: {exc}"
         ) from None
     click.echo(f"Hub data in {settings.data_dir}; listening on http://{host}:{port}/")
+    if with_builtins:
+        _seed_when_up(f"http://{_client_host(host)}:{port}", settings.data_dir)
     uvicorn.run(
         "hub_server.app:create_app",
         factory=True,
@@ -185,3 +192,76 @@ def token_revoke(secret: str, data_dir: Path | None) -> None:
 
     _admin_call(revoke_token, _engine(data_dir), secret)
     click.echo("Token revoked.")
+
+
+@hub.command()
+@click.option(
+    "--url", default="http://127.0.0.1:8000", show_default=True, help="The running hub."
+)
+@_DATA_DIR
+def seed(url: str, data_dir: Path | None) -> None:
+    """Publish the built-in environments (and the SDK wheel they need) under owner `prime`.
+
+    Talks to the running hub at URL over its upload endpoint, with a short-lived token of user
+    `prime` made in the hub's database (DATA_DIR); safe to run again.
+    """
+    uploaded = _seed(url, _settings(data_dir).data_dir)
+    click.echo(f"Seeded {url}/prime/: {len(uploaded)} new file(s)")
+    for name in uploaded:
+        click.echo(f"  {name}")
+
+
+def _seed(url: str, data_dir: Path) -> list[str]:
+    """Build and upload the built-ins as user `prime`; the token is revoked afterwards."""
+    try:
+        from builtin_envs.publish import OWNER, PublishError, publish_builtins
+    except ModuleNotFoundError:
+        raise click.ClickException(
+            "Seeding needs a source checkout of prime-envhub (builtin_envs/ beside prime_cli/); "
+            "run it from the repository."
+        ) from None
+    from hub_server.admin import create_token, ensure_user, revoke_token
+
+    engine = _engine(data_dir)
+    _admin_call(ensure_user, engine, OWNER)
+    secret, _row = _admin_call(create_token, engine, OWNER, "seed", [f"upload:{OWNER}"])
+    try:
+        return publish_builtins(url, secret)
+    except PublishError as exc:
+        raise click.ClickException(f"Publishing the built-in environments failed: {exc}") from None
+    finally:
+        revoke_token(engine, secret)
+
+
+def _client_host(host: str) -> str:
+    """The address a local client uses to reach a server bound to `host`."""
+    return {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(host, host)
+
+
+def _seed_when_up(url: str, data_dir: Path) -> None:
+    """Seed from a background thread once the server (started next, in this process) answers."""
+    import threading
+    import time
+
+    import httpx
+
+    def run() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        else:
+            click.echo("--with-builtins: the hub did not come up; nothing was published", err=True)
+            return
+        try:
+            uploaded = _seed(url, data_dir)
+        except click.ClickException as exc:
+            click.echo(f"--with-builtins: {exc.format_message()}", err=True)
+            return
+        click.echo(f"--with-builtins: published {len(uploaded)} new file(s) under {url}/prime/")
+
+    threading.Thread(target=run, name="seed-builtins", daemon=True).start()

@@ -9,7 +9,8 @@ if command -v dockerd >/dev/null 2>&1 && ! docker info >/dev/null 2>&1; then
     mkdir -p /var/log
     # No bridge and no iptables: sandboxes run with network_mode=none, and this works inside
     # containers and VMs where dockerd may not manage the host's firewall.
-    nohup dockerd --bridge=none --iptables=false --ip-masq=false >/var/log/dockerd.log 2>&1 &
+    # setsid: the daemon must outlive the shell (and process group) that started it.
+    setsid nohup dockerd --bridge=none --iptables=false --ip-masq=false >/var/log/dockerd.log 2>&1 &
     for _ in $(seq 1 120); do
       docker info >/dev/null 2>&1 && break
       sleep 0.5

@@ -9,6 +9,10 @@ from pathlib import Path
 
 import httpx
 
+from sqlmodel import Session, select
+
+from hub_server.admin import open_database
+from hub_server.models import ApiToken
 from tests.hub_server.hubproc import HubProcess
 
 PRIME = str(Path(sys.executable).with_name("prime"))
@@ -89,3 +93,23 @@ def test_admin_commands_refuse_bad_input(tmp_path: Path) -> None:
     )
     assert bad_setting.returncode != 0
     assert "Invalid PRIME_HUB_* setting: max_upload_bytes" in bad_setting.stderr
+
+
+def test_seed_publishes_the_builtins_once_and_revokes_its_token(fresh_hub: HubProcess) -> None:
+    args = ("hub", "seed", "--url", fresh_hub.url, "--data-dir", str(fresh_hub.data_dir))
+    first = prime(*args, env=fresh_hub.env)
+    assert first.returncode == 0, first.stderr
+    listing = httpx.get(f"{fresh_hub.url}/api/v1/environmentshub/", params={"owner": "prime"})
+    names = {env["name"] for env in listing.json()["data"]}
+    assert {"wordle", "wiki-search", "reverse-text", "arithmetic", "python-code"} <= names
+    assert "prime-envhub" in names  # the SDK the environments depend on
+    again = prime(*args, env=fresh_hub.env)
+    assert again.returncode == 0, again.stderr
+    assert "0 new file(s)" in again.stdout
+    engine = open_database(fresh_hub.settings)
+    try:
+        with Session(engine) as session:
+            seed_tokens = session.exec(select(ApiToken).where(ApiToken.name == "seed")).all()
+    finally:
+        engine.dispose()
+    assert len(seed_tokens) == 2 and all(t.revoked_at is not None for t in seed_tokens)
