@@ -87,7 +87,7 @@ def load(env_id: str, **env_args: Any) -> Environment:
                 f"module {module_name!r} has no load_environment(**kwargs) function"
             )
         version = _dist_version(module_name)
-    env = _call_factory(env_id, factory, env_args)
+    env = call_factory(env_id, factory, env_args)
     env.name = env.name or (f"{owner}/{name}" if owner else name)
     env.version = env.version or version
     env.env_args = dict(env_args)
@@ -104,7 +104,9 @@ def _dist_version(module_name: str) -> str | None:
     return None
 
 
-def _call_factory(env_id: str, factory: Any, env_args: dict[str, Any]) -> Environment:
+def call_factory(env_id: str, factory: Any, env_args: dict[str, Any]) -> Environment:
+    """Call a `load_environment` with `env_args`, turning a signature mismatch into a clear error
+    that lists the arguments the environment accepts (shared by name, path and eval loading)."""
     try:
         bound = inspect.signature(factory).bind(**env_args)
     except TypeError as exc:
@@ -161,7 +163,7 @@ def _load_path(path: Path, env_args: dict[str, Any]) -> Environment:
     factory = getattr(module, attr or "load_environment", None)
     if factory is None:
         raise EnvironmentNotFound(f"{path}: module {module_name!r} has no {attr or 'load_environment'}()")
-    env = _call_factory(str(path), factory, env_args)
+    env = call_factory(str(path), factory, env_args)
     env.name = env.name or name
     env.version = env.version or version
     env.env_args = dict(env_args)

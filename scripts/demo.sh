@@ -78,6 +78,39 @@ TOKEN=$("$PRIME" hub token create demo --data-dir "$DATA" | tail -n 1)
 "$PRIME" login --url "$HUB" --token "$TOKEN"
 "$PRIME" whoami
 
+step "Publishing the built-in environments under prime/ (prime hub seed)"
+"$PRIME" hub seed --url "$HUB" --data-dir "$DATA"
+"$PRIME" env list --owner prime
+
+step "Installing one by name (prime env install prime/reverse-text)"
+"$PRIME" env install prime/reverse-text
+
+step "Evaluating it with the local model, offline (prime eval run ... -m local/smollm2-135m --push)"
+"$PRIME" eval run prime/reverse-text -m local/smollm2-135m -n 3 -r 2 -t 64 \
+  -o "$WORK/outputs" --push --public
+
+step "The leaderboard on the hub (API and web page)"
+"$PY" - "$HUB" <<'EOF'
+import sys
+import httpx
+hub = sys.argv[1]
+board = httpx.get(f"{hub}/api/v1/environmentshub/prime/reverse-text/leaderboard", timeout=30)
+board.raise_for_status()
+rows = board.json()["data"]
+if not rows:
+    sys.exit("the pushed run is not on the leaderboard")
+for row in rows:
+    stderr = "n/a" if row["stderr"] is None else f"{row['stderr']:.3f}"
+    print(f"  #{row['rank']} {row['model']}: mean reward {row['mean_reward']:.3f} ± {stderr} "
+          f"(n={row['n']}, rollouts={row['rollouts']}, errors={row['errors']}, "
+          f"env version {row['env_version']})")
+page = httpx.get(f"{hub}/prime/reverse-text", timeout=30)
+page.raise_for_status()
+if "smollm2" not in page.text:
+    sys.exit("the web page does not show the run")
+print(f"  web page: {hub}/prime/reverse-text")
+EOF
+
 step "Scaffolding an example environment (prime env init hello-env)"
 "$PRIME" env init hello-env --path "$WORK/src"
 
@@ -117,4 +150,4 @@ if "$PRIME" env push "$WORK/src/hello-env"; then
   exit 1
 fi
 
-printf '\n\033[32mDEMO OK\033[0m: published demo/hello-env 0.1.0 to a local hub at %s, installed it by name into a fresh virtualenv and loaded it.\n' "$HUB"
+printf '\n\033[32mDEMO OK\033[0m: on a local hub at %s: seeded the built-ins, evaluated prime/reverse-text with the local model and pushed the run to its leaderboard; published demo/hello-env 0.1.0, installed it by name into a fresh virtualenv and loaded it.\n' "$HUB"
