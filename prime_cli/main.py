@@ -19,7 +19,6 @@ _COMMANDS: dict[str, str] = {
     "eval": "prime_cli.eval_commands:eval_group",
     "hub": "prime_cli.hub_commands:hub",
     "sandbox": "prime_cli.sandbox_commands:sandbox",
-    "train": "prime_cli.train_commands:train",
 }
 
 
@@ -27,21 +26,14 @@ class LazyGroup(click.Group):
     """A click group that imports each subcommand's module on first use."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(name for name in _COMMANDS if self.get_command(ctx, name) is not None)
+        return sorted(_COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = _COMMANDS.get(cmd_name)
         if target is None:
             return None
         module_name, attr = target.split(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            # A command whose module is not part of this build is simply absent.
-            if exc.name == module_name:
-                return None
-            raise
-        command = getattr(module, attr)
+        command = getattr(importlib.import_module(module_name), attr)
         assert isinstance(command, click.Command)
         return command
 
