@@ -10,4 +10,4 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check "torch==2.13.0" "uv>=0.4"
-.venv/bin/uv pip install --quiet --python .venv/bin/python -e ".[all,dev]"
+.venv/bin/uv pip install --quiet --python .venv/bin/python --overrides scripts/uv-overrides.txt -e ".[all,dev]"
