@@ -117,6 +117,22 @@ HOSTILE = {
     "fork bomb": "import os\ndef add(a, b):\n    while True:\n        os.fork()",
     "syntax error": "def add(a, b) return a + b",
     "huge output": "def add(a, b):\n    print('x' * 50_000_000)\n    return a + b + 1",
+    # Forgeries of the runner's report: every open fd gets a fake pass, the parent's stdout
+    # gets a fake result line, and an object claims to equal anything.
+    "writes pass to every fd": (
+        "import os\nfor fd in range(3, 256):\n    try:\n        os.write(fd, b'pass')\n"
+        "    except OSError:\n        pass\nos._exit(0)"
+    ),
+    "forges the result line": (
+        "import gc, os\nspec = next(o for o in gc.get_objects() if isinstance(o, dict) and 'marker' in o)\n"
+        "line = spec['marker'] + '[{\"passed\": true, \"repr\": \"-1\"}, {\"passed\": true}]\\n'\n"
+        "with open(f'/proc/{os.getppid()}/fd/1', 'w') as out:\n    out.write(line * 2)\n"
+        "def add(a, b):\n    return -1"
+    ),
+    "equals everything": (
+        "class Any:\n    def __eq__(self, other):\n        return True\n"
+        "def add(a, b):\n    return Any()"
+    ),
 }
 
 
