@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from click.core import ParameterSource
@@ -54,6 +54,8 @@ from prime_env.evaluation import (
 from prime_env.record import RolloutRecord
 from prime_env.summary import Summary
 from registry_index.resolve import parse_env_ref
+
+T = TypeVar("T")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -393,7 +395,7 @@ def run(
     progress = _progress(disable=output == "json")
     try:
         with progress:
-            outcomes = asyncio.run(_run_all(list(zip(runs, clients)), concurrency, progress))
+            outcomes = _run_loop(_run_all(list(zip(runs, clients)), concurrency, progress))
     except KeyboardInterrupt:
         dirs = " ".join(str(run_.directory) for run_ in runs)
         raise click.ClickException(
@@ -748,3 +750,13 @@ def show(target: str, samples: int, output: str) -> None:
     console.print(table)
     for sample in payload.get("samples", []):
         console.print_json(json.dumps(sample))
+
+
+def _run_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Run the rollouts on uvloop where it is installed (Linux/macOS): at a hundred-plus requests
+    in flight one event loop is CPU-bound, and uvloop's loop costs less per request."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
