@@ -1,1 +1,0 @@
-"""`prime train`: an async RL loop over prime_env environments."""
