@@ -15,6 +15,7 @@ import aiohttp
 import openai
 
 from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec, Usage
+from prime_env.clients.prepared_post import PreparedPost
 from prime_env.clients.retry import (
     AdaptiveLimiter,
     Failure,
@@ -99,6 +100,7 @@ class OpenAIClient:
         )
         self.base_url: str | None = str(self._client.base_url).rstrip("/")
         self.stream = stream
+        self._post = PreparedPost(self._client, "/chat/completions", self.policy.timeout_s)
         self.limiter = limiter or limiter_for(self.base_url or "")
         self._secret = api_key
 
@@ -139,11 +141,9 @@ class OpenAIClient:
         async def attempt() -> ChatResponse:
             if self.stream:
                 return await self._streamed(request)
-            # The SDK's documented low-level route: same auth, base URL and error mapping as
-            # chat.completions.create, without its per-request typed transforms and pydantic
-            # models, which cost more CPU than everything else in a rollout at high concurrency.
-            body = await self._client.post("/chat/completions", body=request, cast_to=bytes)
-            return _parse_completion(json.loads(body))
+            # The request the SDK builds (URL, auth and every other header, its exceptions),
+            # without rebuilding it per call: see prepared_post for the measured why.
+            return _parse_completion(json.loads(await self._post(request)))
 
         return await call_with_retries(attempt, classify, self.policy, self.limiter, self._redact)
 
@@ -201,6 +201,7 @@ class OpenAIClient:
         )
 
     async def aclose(self) -> None:
+        await self._post.aclose()
         await self._client.close()
 
 
