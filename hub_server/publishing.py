@@ -176,10 +176,13 @@ def _check_new_name(session: Session, owner: Owner, name: str) -> None:
             f"{name!r} is the name of a Python standard-library module; choose another name so "
             "that installing the environment cannot shadow the standard library."
         )
-    similar = ultranormalize(name)
+    similar, same = ultranormalize(name), normalize(name)
     taken = session.exec(select(Environment.name).where(Environment.owner_id == owner.id))
     for other in taken:
-        if ultranormalize(other) == similar:
+        # The same name committed by a concurrent upload since this transaction looked for it
+        # (READ COMMITTED on Postgres) is not a confusable neighbour: the insert then loses on
+        # the unique constraint and the caller retries against the winner's row.
+        if ultranormalize(other) == similar and normalize(other) != same:
             raise BadRequest(
                 f"{name!r} is too similar to the existing environment {owner.name}/{other} "
                 "(names that differ only in separators, case, 'l'/'1' or 'o'/'0' are confusable); "

@@ -299,7 +299,7 @@ class Agent:
             if stream is not None and not stream.closed:
                 stream.close()
         code = proc.wait()
-        self._reap()
+        self._settle(proc.pid)
         return {
             "exit_code": 128 - code if code < 0 else code,
             "stdout": bytes(outputs[proc.stdout]),
@@ -316,6 +316,23 @@ class Agent:
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+    @classmethod
+    def _settle(cls, pgid, within_s=5.0):
+        """Kill the command's process group until no member is left, reaping as it goes.
+
+        One SIGKILL is not the end of a fork bomb: its members are still exiting (and, as
+        zombies, still listed) when kill returns, and on a loaded host that lasts long enough
+        for the next command to see them. The direct child must be waited for first."""
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                break
+            cls._reap()
+            time.sleep(0.002)
+        cls._reap()
 
     @staticmethod
     def _reap():
