@@ -195,9 +195,7 @@ def token_revoke(secret: str, data_dir: Path | None) -> None:
 
 
 @hub.command()
-@click.option(
-    "--url", default="http://127.0.0.1:8000", show_default=True, help="The running hub."
-)
+@click.option("--url", default="http://127.0.0.1:8000", show_default=True, help="The running hub.")
 @_DATA_DIR
 def seed(url: str, data_dir: Path | None) -> None:
     """Publish the built-in environments (and the SDK wheel they need) under owner `prime`.

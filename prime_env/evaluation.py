@@ -29,8 +29,7 @@ from .clients.base import ModelClient, SamplingArgs
 from .clients.registry import ModelSpec
 from .environment import Environment
 from .errors import EnvironmentNotFound
-from .loading import call_factory
-from .loading import load, parse_env_id
+from .loading import call_factory, load, parse_env_id
 from .record import RolloutRecord
 from .runner import run_rollouts
 from .summary import Summary, summarize

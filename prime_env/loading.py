@@ -24,10 +24,12 @@ GROUP = "prime.environments"
 
 
 def parse_env_id(env_id: str) -> tuple[str | None, str, str | None]:
-    """"owner/name@spec" -> (owner, name, spec); owner and spec are optional."""
+    """ "owner/name@spec" -> (owner, name, spec); owner and spec are optional."""
     match = re.fullmatch(r"(?:([\w.-]+)/)?([\w.-]+)(?:@(.+))?", env_id.strip())
     if match is None:
-        raise ValueError(f"{env_id!r} is not an environment id; expected name, owner/name or owner/name@version")
+        raise ValueError(
+            f"{env_id!r} is not an environment id; expected name, owner/name or owner/name@version"
+        )
     return match.group(1), match.group(2), match.group(3)
 
 
@@ -59,7 +61,9 @@ def load(env_id: str, **env_args: Any) -> Environment:
         return _load_path(Path(env_id).expanduser(), env_args)
     owner, name, _spec = parse_env_id(env_id)
     wanted = _normalise(name)
-    found = [ep for ep_name, ep in installed_environments().items() if _normalise(ep_name) == wanted]
+    found = [
+        ep for ep_name, ep in installed_environments().items() if _normalise(ep_name) == wanted
+    ]
     version: str | None = None
     if found:
         entry = found[0]
@@ -111,11 +115,14 @@ def call_factory(env_id: str, factory: Any, env_args: dict[str, Any]) -> Environ
         bound = inspect.signature(factory).bind(**env_args)
     except TypeError as exc:
         params = [
-            p for p in inspect.signature(factory).parameters.values()
+            p
+            for p in inspect.signature(factory).parameters.values()
             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
         ]
         accepted = ", ".join(p.name for p in params) or "no arguments"
-        raise TypeError(f"environment {env_id!r}: {exc}; load_environment accepts: {accepted}") from None
+        raise TypeError(
+            f"environment {env_id!r}: {exc}; load_environment accepts: {accepted}"
+        ) from None
     env = factory(*bound.args, **bound.kwargs)
     if not isinstance(env, Environment):
         raise TypeError(
@@ -153,7 +160,9 @@ def _load_path(path: Path, env_args: dict[str, Any]) -> Environment:
         )
     top = module_name.split(".")[0]
     existing = sys.modules.get(top)
-    if existing is not None and not str(getattr(existing, "__file__", "") or "").startswith(str(root)):
+    if existing is not None and not str(getattr(existing, "__file__", "") or "").startswith(
+        str(root)
+    ):
         raise EnvironmentNotFound(
             f"module {top!r} is already imported from {existing.__file__}; cannot also load it from {path}"
         )
@@ -162,7 +171,9 @@ def _load_path(path: Path, env_args: dict[str, Any]) -> Environment:
     module = importlib.import_module(module_name)
     factory = getattr(module, attr or "load_environment", None)
     if factory is None:
-        raise EnvironmentNotFound(f"{path}: module {module_name!r} has no {attr or 'load_environment'}()")
+        raise EnvironmentNotFound(
+            f"{path}: module {module_name!r} has no {attr or 'load_environment'}()"
+        )
     env = call_factory(str(path), factory, env_args)
     env.name = env.name or name
     env.version = env.version or version

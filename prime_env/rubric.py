@@ -85,7 +85,9 @@ class Rubric:
             raise RubricError(f"weight of {name or _name(fn)} must be a finite number")
         name = name or _name(fn)
         if any(f.name == name for f in self.funcs):
-            raise RubricError(f"two rubric functions are named {name!r}; pass name= to tell them apart")
+            raise RubricError(
+                f"two rubric functions are named {name!r}; pass name= to tell them apart"
+            )
         params, takes_kwargs = _params(fn)
         plural = [p for p in params if p in PLURAL]
         singular = [p for p in params if p in SINGULAR]
@@ -140,7 +142,11 @@ class Rubric:
             if not func.group:
                 continue
             result = await call_user(func.fn, **self._kwargs(func, values))
-            if not isinstance(result, Sequence) or isinstance(result, str) or len(result) != len(states):
+            if (
+                not isinstance(result, Sequence)
+                or isinstance(result, str)
+                or len(result) != len(states)
+            ):
                 raise TypeError(
                     f"group reward {func.name} must return a list of {len(states)} scores, got {result!r:.80}"
                 )
@@ -184,7 +190,9 @@ def _as_score(name: str, value: Any) -> float:
         return float(value)
     if isinstance(value, (int, float)) and math.isfinite(value):
         return float(value)
-    raise TypeError(f"reward function {name} returned {value!r:.80}; it must return a finite number")
+    raise TypeError(
+        f"reward function {name} returned {value!r:.80}; it must return a finite number"
+    )
 
 
 def _store(scores: Scores, func: _Func, value: float) -> None:
@@ -233,9 +241,11 @@ class JudgeRubric(Rubric):
         self.judge = judge
         self.sampling = sampling or SamplingArgs(temperature=0.0)
         self.prompt_template = prompt_template
-        named = dict(criteria) if isinstance(criteria, Mapping) else {
-            f"judge_{i}": q for i, q in enumerate(criteria)
-        }
+        named = (
+            dict(criteria)
+            if isinstance(criteria, Mapping)
+            else {f"judge_{i}": q for i, q in enumerate(criteria)}
+        )
         if not named:
             raise RubricError("JudgeRubric needs at least one criterion")
         if weights is not None and len(weights) != len(named):
@@ -248,7 +258,9 @@ class JudgeRubric(Rubric):
             self.add_metric(fn)
 
     def _criterion(self, criterion: str) -> RewardFunc:
-        async def score(prompt: list[dict[str, Any]], completion: list[dict[str, Any]], answer: Any) -> float:
+        async def score(
+            prompt: list[dict[str, Any]], completion: list[dict[str, Any]], answer: Any
+        ) -> float:
             return 1.0 if await self.ask(criterion, prompt, completion, answer) else 0.0
 
         return score

@@ -69,9 +69,7 @@ class Task:
 def _as_messages(prompt: Any) -> list[Message]:
     if isinstance(prompt, str):
         return [{"role": "user", "content": prompt}]
-    if isinstance(prompt, Sequence) and all(
-        isinstance(m, Mapping) and "role" in m for m in prompt
-    ):
+    if isinstance(prompt, Sequence) and all(isinstance(m, Mapping) and "role" in m for m in prompt):
         return [dict(m) for m in prompt]
     raise ValueError(
         "'prompt' must be a string or a list of chat messages like "
@@ -89,7 +87,9 @@ def _as_info(info: Any) -> dict[str, Any]:
         except json.JSONDecodeError as exc:
             raise ValueError(f"'info' is a string but not JSON: {exc}") from exc
     if not isinstance(info, Mapping):
-        raise ValueError(f"'info' must be a dict (or a JSON object string), got {type(info).__name__}")  # noqa: TRY004 - bad task data
+        raise ValueError(  # noqa: TRY004 - bad task data
+            f"'info' must be a dict (or a JSON object string), got {type(info).__name__}"
+        )
     return dict(info)
 
 
@@ -178,7 +178,9 @@ class TaskSet(Sequence[Task]):
 
     @classmethod
     def from_generator(
-        cls, source: Callable[[], Iterable[Mapping[str, Any] | Task]] | Iterable[Mapping[str, Any] | Task],
+        cls,
+        source: Callable[[], Iterable[Mapping[str, Any] | Task]]
+        | Iterable[Mapping[str, Any] | Task],
         n: int | None = None,
     ) -> TaskSet:
         """Materialise records (or Tasks) from a generator; `n` bounds an endless one."""

@@ -97,7 +97,9 @@ class Harness:
                 else:
                     await call_user(self.setup_hook, state)
             try:
-                await asyncio.wait_for(self.run(client, state, sampling or SamplingArgs()), self.timeout)
+                await asyncio.wait_for(
+                    self.run(client, state, sampling or SamplingArgs()), self.timeout
+                )
             except TimeoutError:
                 state.stop_reason = TIMEOUT
         if state.stop_reason is None:
@@ -121,9 +123,13 @@ class Harness:
     ) -> ChatResponse:
         """One model call on prompt + completion so far; the reply is appended to the state."""
         remaining = self.remaining_tokens(state)
-        if remaining is not None and (sampling.max_tokens is None or sampling.max_tokens > remaining):
+        if remaining is not None and (
+            sampling.max_tokens is None or sampling.max_tokens > remaining
+        ):
             sampling = dataclasses.replace(sampling, max_tokens=remaining)
-        response = await client.chat(state.prompt + state.completion, tools=tools, sampling=sampling)
+        response = await client.chat(
+            state.prompt + state.completion, tools=tools, sampling=sampling
+        )
         state.add_response(response)
         return response
 

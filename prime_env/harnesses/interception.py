@@ -32,7 +32,9 @@ class InterceptionServer:
         state: State,
         sampling: SamplingArgs,
         check_limit: Callable[[State], str | None],
-        generate: Callable[[list[Message], list[dict[str, Any]] | None, SamplingArgs], Awaitable[ChatResponse]],
+        generate: Callable[
+            [list[Message], list[dict[str, Any]] | None, SamplingArgs], Awaitable[ChatResponse]
+        ],
     ) -> None:
         self.client = client
         self.state = state
@@ -78,7 +80,10 @@ class InterceptionServer:
         if not self._authorized(request):
             return _error(401, "invalid API key for this rollout endpoint", "authentication_error")
         return web.json_response(
-            {"object": "list", "data": [{"id": self.client.model, "object": "model", "owned_by": "prime"}]}
+            {
+                "object": "list",
+                "data": [{"id": self.client.model, "object": "model", "owned_by": "prime"}],
+            }
         )
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
@@ -97,7 +102,9 @@ class InterceptionServer:
                 self._stop(limit)
                 return _error(400, f"rollout limit reached: {limit}", "invalid_request_error")
             try:
-                response = await self.generate(messages, body.get("tools"), _merge(self.sampling, body))
+                response = await self.generate(
+                    messages, body.get("tools"), _merge(self.sampling, body)
+                )
             except ModelError as exc:
                 self._stop(failure=exc)
                 return _error(502, exc.message, exc.error_type)
@@ -108,18 +115,32 @@ class InterceptionServer:
             return await self._stream(request, response, body)
         return web.json_response(_completion(response, self.client.model))
 
-    async def _stream(self, request: web.Request, response: ChatResponse, body: dict[str, Any]) -> web.StreamResponse:
-        stream = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    async def _stream(
+        self, request: web.Request, response: ChatResponse, body: dict[str, Any]
+    ) -> web.StreamResponse:
+        stream = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
         await stream.prepare(request)
         full = _completion(response, self.client.model)
         message = full["choices"][0]["message"]
         delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
         if message.get("tool_calls"):
             delta["tool_calls"] = [{"index": i, **tc} for i, tc in enumerate(message["tool_calls"])]
-        base = {"id": full["id"], "object": "chat.completion.chunk", "created": full["created"], "model": full["model"]}
+        base = {
+            "id": full["id"],
+            "object": "chat.completion.chunk",
+            "created": full["created"],
+            "model": full["model"],
+        }
         chunks = [
             {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-            {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": full["choices"][0]["finish_reason"]}]},
+            {
+                **base,
+                "choices": [
+                    {"index": 0, "delta": {}, "finish_reason": full["choices"][0]["finish_reason"]}
+                ],
+            },
         ]
         if (body.get("stream_options") or {}).get("include_usage"):
             chunks.append({**base, "choices": [], "usage": full["usage"]})
@@ -160,7 +181,12 @@ def _completion(response: ChatResponse, model: str) -> dict[str, Any]:
         "created": int(time.time()),
         "model": model,
         "choices": [
-            {"index": 0, "message": message, "finish_reason": response.finish_reason or "stop", "logprobs": None}
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": response.finish_reason or "stop",
+                "logprobs": None,
+            }
         ],
         "usage": {
             "prompt_tokens": usage.prompt_tokens,
@@ -171,4 +197,6 @@ def _completion(response: ChatResponse, model: str) -> dict[str, Any]:
 
 
 def _error(status: int, message: str, error_type: str) -> web.Response:
-    return web.json_response({"error": {"message": message, "type": error_type, "code": status}}, status=status)
+    return web.json_response(
+        {"error": {"message": message, "type": error_type, "code": status}}, status=status
+    )

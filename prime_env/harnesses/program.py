@@ -52,7 +52,9 @@ class Program(Harness):
         self.cwd = cwd
 
     async def run(self, client: ModelClient, state: State, sampling: SamplingArgs) -> None:
-        async def generate(messages: list[dict[str, Any]], tools: Any, merged: SamplingArgs) -> ChatResponse:
+        async def generate(
+            messages: list[dict[str, Any]], tools: Any, merged: SamplingArgs
+        ) -> ChatResponse:
             _extend_transcript(state, messages)
             return await self.generate(client, state, merged, tools=tools)
 
@@ -81,7 +83,9 @@ class Program(Harness):
                     start_new_session=True,  # so the whole agent process tree can be killed
                 )
             except OSError as exc:
-                raise InfraError("program_start_failed", f"cannot start {self.cmd[0]!r}: {exc}") from exc
+                raise InfraError(
+                    "program_start_failed", f"cannot start {self.cmd[0]!r}: {exc}"
+                ) from exc
             task_json = json.dumps({"prompt": state.prompt, "info": state.task.info}).encode()
             communicate = asyncio.ensure_future(proc.communicate(task_json))
             stopped = asyncio.ensure_future(server.stopped.wait())
@@ -114,7 +118,11 @@ def _kill(proc: asyncio.subprocess.Process) -> None:
 
 
 def _key(message: dict[str, Any]) -> tuple[Any, ...]:
-    return (message.get("role"), json.dumps(message.get("content") or "", sort_keys=True), message.get("tool_call_id"))
+    return (
+        message.get("role"),
+        json.dumps(message.get("content") or "", sort_keys=True),
+        message.get("tool_call_id"),
+    )
 
 
 def _extend_transcript(state: State, messages: list[dict[str, Any]]) -> None:
@@ -141,5 +149,3 @@ def _last_user_text(prompt: list[dict[str, Any]]) -> str:
             content = message.get("content")
             return content if isinstance(content, str) else json.dumps(content)
     return ""
-
-

@@ -69,7 +69,9 @@ class ToolLoop(Harness):
         try:
             if tool is None:
                 raise ToolCallError(f"unknown tool {name!r}; available: {sorted(self.tools)}")
-            content = await tool.call(function.get("arguments"), {**state.tool_args, "state": state})
+            content = await tool.call(
+                function.get("arguments"), {**state.tool_args, "state": state}
+            )
         except ToolCallError as exc:
             content = f"Error: {exc}"
         except Exception as exc:
@@ -78,4 +80,9 @@ class ToolLoop(Harness):
             content = f"Error: {type(exc).__name__}: {exc}"  # the tool's own failure is feedback
         state.setdefault("tool_calls", 0)
         state["tool_calls"] += 1
-        return {"role": "tool", "tool_call_id": call.get("id", ""), "name": name, "content": content}
+        return {
+            "role": "tool",
+            "tool_call_id": call.get("id", ""),
+            "name": name,
+            "content": content,
+        }

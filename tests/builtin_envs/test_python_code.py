@@ -125,7 +125,7 @@ HOSTILE = {
     ),
     "forges the result line": (
         "import gc, os\nspec = next(o for o in gc.get_objects() if isinstance(o, dict) and 'marker' in o)\n"
-        "line = spec['marker'] + '[{\"passed\": true, \"repr\": \"-1\"}, {\"passed\": true}]\\n'\n"
+        'line = spec[\'marker\'] + \'[{"passed": true, "repr": "-1"}, {"passed": true}]\\n\'\n'
         "with open(f'/proc/{os.getppid()}/fd/1', 'w') as out:\n    out.write(line * 2)\n"
         "def add(a, b):\n    return -1"
     ),

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import httpx
-
 from sqlmodel import Session, select
 
 from hub_server.admin import open_database

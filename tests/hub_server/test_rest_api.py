@@ -297,5 +297,7 @@ def test_stdlib_and_confusable_names_are_refused(hub: HubProcess) -> None:
         refused = api.post(f"{API}/resolve", json={"name": name})
         assert refused.status_code == 400, refused.text
         assert expected in refused.json()["detail"]
-    names = [e["name"] for e in httpx.get(f"{hub.url}{API}/", params={"owner": "nina"}).json()["data"]]
+    names = [
+        e["name"] for e in httpx.get(f"{hub.url}{API}/", params={"owner": "nina"}).json()["data"]
+    ]
     assert names == ["wordle-game"]

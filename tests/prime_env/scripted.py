@@ -23,13 +23,19 @@ class ScriptedClient:
     provider = "scripted"
     base_url = None
 
-    def __init__(self, replies: list[Any] | Callable[[list[dict], Any], Any], delay: float = 0.0) -> None:
+    def __init__(
+        self, replies: list[Any] | Callable[[list[dict], Any], Any], delay: float = 0.0
+    ) -> None:
         self.replies = replies
         self.delay = delay
         self.calls: list[dict[str, Any]] = []
 
-    async def chat(self, messages, *, tools=None, sampling: SamplingArgs | None = None) -> ChatResponse:
-        self.calls.append({"messages": [dict(m) for m in messages], "tools": tools, "sampling": sampling})
+    async def chat(
+        self, messages, *, tools=None, sampling: SamplingArgs | None = None
+    ) -> ChatResponse:
+        self.calls.append(
+            {"messages": [dict(m) for m in messages], "tools": tools, "sampling": sampling}
+        )
         if self.delay:
             await asyncio.sleep(self.delay)
         if callable(self.replies):
@@ -45,7 +51,9 @@ class ScriptedClient:
         if isinstance(reply, str):
             reply = {"role": "assistant", "content": reply}
         finish = "tool_calls" if reply.get("tool_calls") else "stop"
-        return ChatResponse(message=reply, finish_reason=finish, usage=Usage(prompt_tokens=10, completion_tokens=5))
+        return ChatResponse(
+            message=reply, finish_reason=finish, usage=Usage(prompt_tokens=10, completion_tokens=5)
+        )
 
     async def aclose(self) -> None:
         return None

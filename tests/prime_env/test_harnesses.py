@@ -12,7 +12,9 @@ TASK = Task(prompt=[{"role": "user", "content": "guess a number"}], answer="7")
 
 
 async def test_single_turn_system_prompt_and_length() -> None:
-    client = ScriptedClient([ChatResponse({"role": "assistant", "content": "cut"}, "length", Usage(3, 9))])
+    client = ScriptedClient(
+        [ChatResponse({"role": "assistant", "content": "cut"}, "length", Usage(3, 9))]
+    )
     state = await SingleTurn("You are terse.").rollout(client, TASK)
     assert client.calls[0]["messages"][0] == {"role": "system", "content": "You are terse."}
     assert state.stop_reason == "length"
@@ -40,7 +42,14 @@ async def test_multi_turn_env_ends_episode_and_sees_last_turn() -> None:
     state = await MultiTurn(guess_game, max_turns=10).rollout(client, TASK)
     assert state.stop_reason == "env_done"
     assert state["guesses"] == 3 and state.num_turns == 3
-    assert [m["content"] for m in state.completion] == ["3", "higher", "9", "lower", "7", "correct!"]
+    assert [m["content"] for m in state.completion] == [
+        "3",
+        "higher",
+        "9",
+        "lower",
+        "7",
+        "correct!",
+    ]
     assert client.calls[2]["messages"][-1] == {"role": "user", "content": "lower"}
 
 
@@ -49,14 +58,18 @@ async def test_multi_turn_max_turns_async_env_response() -> None:
         await asyncio.sleep(0)
         return [{"role": "user", "content": "wrong"}]
 
-    state = await MultiTurn(always_wrong, max_turns=2).rollout(ScriptedClient(lambda m, t: "1"), TASK)
+    state = await MultiTurn(always_wrong, max_turns=2).rollout(
+        ScriptedClient(lambda m, t: "1"), TASK
+    )
     assert state.stop_reason == "max_turns" and state.num_turns == 2
     assert state.completion[-1]["content"] == "wrong"  # the env answered the last turn too
 
 
 async def test_token_budget_stops_and_caps_max_tokens() -> None:
     client = ScriptedClient(lambda m, t: "1")  # 5 completion tokens per call
-    state = await MultiTurn(lambda m, s: "again", max_turns=50, max_tokens_total=12).rollout(client, TASK)
+    state = await MultiTurn(lambda m, s: "again", max_turns=50, max_tokens_total=12).rollout(
+        client, TASK
+    )
     assert state.stop_reason == "token_budget"
     assert state.num_turns == 3
     assert [c["sampling"].max_tokens for c in client.calls] == [12, 7, 2]
@@ -70,10 +83,12 @@ async def test_timeout_is_a_stop_reason_and_keeps_partial_work() -> None:
 
 
 async def test_tool_loop_length_stop() -> None:
-    client = ScriptedClient([
-        {"role": "assistant", "content": None, "tool_calls": [tool_call("noop", "{}")]},
-        ChatResponse({"role": "assistant", "content": "trunc"}, "length", Usage(1, 1)),
-    ])
+    client = ScriptedClient(
+        [
+            {"role": "assistant", "content": None, "tool_calls": [tool_call("noop", "{}")]},
+            ChatResponse({"role": "assistant", "content": "trunc"}, "length", Usage(1, 1)),
+        ]
+    )
 
     def noop() -> str:
         """Do nothing."""

@@ -15,13 +15,13 @@ from prime_env import EnvironmentNotFound, installed_environments, load, parse_e
 
 REPO = Path(prime_env.__file__).resolve().parents[1]
 
-ENV_MODULE = '''
+ENV_MODULE = """
 import prime_env as pe
 
 def load_environment(num_tasks: int = 3, difficulty: str = "easy"):
     tasks = [{{"question": f"{{i}}", "answer": str(i)}} for i in range(num_tasks)]
     return pe.Environment(tasks, pe.SingleTurn(), pe.Rubric([lambda completion, answer: 1.0]){extra})
-'''
+"""
 
 
 @pytest.fixture
@@ -31,9 +31,13 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     dist = tmp_path / "word_guess-1.4.2.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: word-guess\nVersion: 1.4.2\n")
-    (dist / "entry_points.txt").write_text("[prime.environments]\nword-guess = word_guess:load_environment\n")
+    (dist / "entry_points.txt").write_text(
+        "[prime.environments]\nword-guess = word_guess:load_environment\n"
+    )
     (dist / "top_level.txt").write_text("word_guess\n")
-    (tmp_path / "plain_env.py").write_text(ENV_MODULE.format(extra=', name="custom", version="9.9"'))
+    (tmp_path / "plain_env.py").write_text(
+        ENV_MODULE.format(extra=', name="custom", version="9.9"')
+    )
     (tmp_path / "broken_env.py").write_text("import not_a_real_dependency_xyz\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
@@ -66,7 +70,10 @@ def test_load_by_module_name_keeps_author_name(site: Path) -> None:
 
 
 def test_unknown_environment_lists_installed_ones(site: Path) -> None:
-    with pytest.raises(EnvironmentNotFound, match=r"'alice/nope' is not installed.*word-guess.*prime env install alice/nope"):
+    with pytest.raises(
+        EnvironmentNotFound,
+        match=r"'alice/nope' is not installed.*word-guess.*prime env install alice/nope",
+    ):
         load("alice/nope")
 
 
@@ -76,7 +83,9 @@ def test_missing_dependency_of_an_env_is_not_reported_as_missing_env(site: Path)
 
 
 def test_bad_env_args_name_the_accepted_ones(site: Path) -> None:
-    with pytest.raises(TypeError, match=r"unexpected keyword argument 'level'.*accepts: num_tasks, difficulty"):
+    with pytest.raises(
+        TypeError, match=r"unexpected keyword argument 'level'.*accepts: num_tasks, difficulty"
+    ):
         load("word-guess", level=3)
 
 
@@ -103,7 +112,11 @@ def test_load_local_project_file_and_package(tmp_path: Path) -> None:
         empty = tmp_path / "empty"
         empty.mkdir()
         with pytest.raises(EnvironmentNotFound, match="neither a .py file"):
-            load("./" + str(empty.relative_to(Path.cwd())) if empty.is_relative_to(Path.cwd()) else str(empty))
+            load(
+                "./" + str(empty.relative_to(Path.cwd()))
+                if empty.is_relative_to(Path.cwd())
+                else str(empty)
+            )
     finally:
         for name in ("dev_env_pkg", "single_file_env"):
             sys.modules.pop(name, None)
@@ -125,9 +138,21 @@ def test_pip_installed_environment_is_found_by_entry_point(tmp_path: Path) -> No
     (project / "piped_env" / "__init__.py").write_text(ENV_MODULE.format(extra=""))
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--target", str(target), str(project)],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(project),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     code = (
         "import prime_env;"
@@ -135,8 +160,12 @@ def test_pip_installed_environment_is_found_by_entry_point(tmp_path: Path) -> No
         "print(env.id, len(env.tasks), sorted(prime_env.installed_environments()))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
-        env={**os.environ, "PYTHONPATH": f"{target}{os.pathsep}{REPO}"}, cwd=tmp_path,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": f"{target}{os.pathsep}{REPO}"},
+        cwd=tmp_path,
     )
     assert out.stdout.split(" ", 2)[:2] == ["carol/piped-env@2.0.1", "4"]
     assert "'piped-env'" in out.stdout

@@ -19,9 +19,27 @@ TASKS = [{"question": "What is 6*7?", "answer": "42", "secret_hint": "not for th
 def calc_then_answer(messages, tools):
     """Model script: call calc, then answer with the tool result."""
     if messages[-1]["role"] == "tool":
-        return ChatResponse({"role": "assistant", "content": f"The answer is {messages[-1]['content']}"}, "stop", Usage(20, 6), [1, 2], [3, 4], [-0.5, -0.25])
+        return ChatResponse(
+            {"role": "assistant", "content": f"The answer is {messages[-1]['content']}"},
+            "stop",
+            Usage(20, 6),
+            [1, 2],
+            [3, 4],
+            [-0.5, -0.25],
+        )
     assert tools and tools[0]["function"]["name"] == "calc"
-    return ChatResponse({"role": "assistant", "content": None, "tool_calls": [tool_call("calc", '{"expr": "6*7"}', "call_9")]}, "tool_calls", Usage(15, 8), [1], [2], [-0.1])
+    return ChatResponse(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [tool_call("calc", '{"expr": "6*7"}', "call_9")],
+        },
+        "tool_calls",
+        Usage(15, 8),
+        [1],
+        [2],
+        [-0.1],
+    )
 
 
 def correct(state, answer):
@@ -48,24 +66,49 @@ async def test_program_agent_calls_are_recorded(stream: bool) -> None:
 
 
 async def test_program_turn_limit_kills_the_agent() -> None:
-    env = Environment(TASKS, Program([sys.executable, AGENT, "--calls", "100"], max_turns=3, timeout=60), Rubric([lambda completion: 1.0]))
-    client = ScriptedClient(lambda m, t: {"role": "assistant", "content": None, "tool_calls": [tool_call("calc", '{"expr": "1"}')]})
+    env = Environment(
+        TASKS,
+        Program([sys.executable, AGENT, "--calls", "100"], max_turns=3, timeout=60),
+        Rubric([lambda completion: 1.0]),
+    )
+    client = ScriptedClient(
+        lambda m, t: {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [tool_call("calc", '{"expr": "1"}')],
+        }
+    )
     [rec] = await run_rollouts(env, client)
     assert rec.stop_reason == "max_turns" and len(client.calls) == 3
 
 
 async def test_model_error_behind_the_program_is_an_error_record() -> None:
-    env = Environment(TASKS, Program([sys.executable, AGENT], timeout=60), Rubric([lambda completion: 1.0]))
-    [rec] = await run_rollouts(env, ScriptedClient([ModelError("server_error", "upstream 503 after retries")]))
+    env = Environment(
+        TASKS, Program([sys.executable, AGENT], timeout=60), Rubric([lambda completion: 1.0])
+    )
+    [rec] = await run_rollouts(
+        env, ScriptedClient([ModelError("server_error", "upstream 503 after retries")])
+    )
     assert rec.reward is None
-    assert rec.error.model_dump() == {"type": "server_error", "message": "upstream 503 after retries"}
+    assert rec.error.model_dump() == {
+        "type": "server_error",
+        "message": "upstream 503 after retries",
+    }
 
 
 async def test_program_failure_and_timeout_are_stop_reasons() -> None:
-    crash = Environment(TASKS, Program([sys.executable, "-c", "import sys; sys.exit(3)"]), Rubric([lambda completion: 0.0]))
+    crash = Environment(
+        TASKS,
+        Program([sys.executable, "-c", "import sys; sys.exit(3)"]),
+        Rubric([lambda completion: 0.0]),
+    )
     [rec] = await run_rollouts(crash, ScriptedClient([]))
     assert rec.stop_reason == "program_failed" and rec.reward == 0.0
-    hang = Environment(TASKS, Program([sys.executable, "-c", "import time; time.sleep(60)"], timeout=0.5), Rubric([lambda completion: 0.0]))
+    hang = Environment(
+        TASKS,
+        Program([sys.executable, "-c", "import time; time.sleep(60)"], timeout=0.5),
+        Rubric([lambda completion: 0.0]),
+    )
     [rec] = await run_rollouts(hang, ScriptedClient([]))
     assert rec.stop_reason == "timeout"
 
@@ -108,7 +151,11 @@ async def test_concurrent_programs_are_isolated() -> None:
         if n is not None:
             return {"role": "assistant", "content": f"result {n}"}
         a = messages[-1]["content"].split()[-1]
-        return {"role": "assistant", "content": None, "tool_calls": [tool_call("calc", json.dumps({"expr": f"{a}*{a}"}), f"c{a}")]}
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [tool_call("calc", json.dumps({"expr": f"{a}*{a}"}), f"c{a}")],
+        }
 
     tasks = [{"question": f"square {i}", "answer": str(i * i)} for i in range(2, 6)]
 

@@ -65,7 +65,9 @@ async def test_weights_metrics_injection_sync_and_async() -> None:
     def length(completion):
         return len(completion[-1]["content"])
 
-    rubric = Rubric([correct, uses_cache], [1.0, 0.5], metrics=[length, parser.format_reward], parser=parser)
+    rubric = Rubric(
+        [correct, uses_cache], [1.0, 0.5], metrics=[length, parser.format_reward], parser=parser
+    )
     env = Environment([{"question": "q", "answer": "4", "level": 2}], SingleTurn(), rubric)
     [rec] = await run_rollouts(env, ScriptedClient(["<answer>4</answer>"]))
     assert rec.rewards == {"correct": 1.0, "uses_cache": 1.0}
@@ -79,14 +81,27 @@ async def test_group_rewards_see_the_whole_group() -> None:
         return completion[-1]["content"].strip() == answer
 
     def shortest_correct_bonus(completions, answers):
-        lengths = [len(c[-1]["content"]) if c[-1]["content"].strip() == a else None for c, a in zip(completions, answers)]
+        lengths = [
+            len(c[-1]["content"]) if c[-1]["content"].strip() == a else None
+            for c, a in zip(completions, answers)
+        ]
         best = min((x for x in lengths if x is not None), default=None)
         return [1.0 if x is not None and x == best else 0.0 for x in lengths]
 
     replies = iter(["4", " 4 ", "5", "4  "])
-    env = Environment([{"question": "2+2", "answer": "4"}], SingleTurn(), Rubric([correct, shortest_correct_bonus], [1.0, 0.5]))
+    env = Environment(
+        [{"question": "2+2", "answer": "4"}],
+        SingleTurn(),
+        Rubric([correct, shortest_correct_bonus], [1.0, 0.5]),
+    )
     emitted = []
-    records = await run_rollouts(env, ScriptedClient(lambda m, t: next(replies)), r=4, concurrency=1, on_record=emitted.append)
+    records = await run_rollouts(
+        env,
+        ScriptedClient(lambda m, t: next(replies)),
+        r=4,
+        concurrency=1,
+        on_record=emitted.append,
+    )
     assert [r.rewards["shortest_correct_bonus"] for r in records] == [1.0, 0.0, 0.0, 0.0]
     assert [r.reward for r in records] == [1.5, 1.0, 0.0, 1.0]
     assert len(emitted) == 4
@@ -101,7 +116,9 @@ async def test_group_reward_excludes_error_rollouts() -> None:
 
     replies = iter(["a", ModelError("server_error", "boom"), "b"])
     env = Environment([{"question": "q"}], SingleTurn(), Rubric([group]))
-    records = await run_rollouts(env, ScriptedClient(lambda m, t: next(replies)), r=3, concurrency=1)
+    records = await run_rollouts(
+        env, ScriptedClient(lambda m, t: next(replies)), r=3, concurrency=1
+    )
     assert sizes == [2]
     assert [r.reward for r in records] == [1.0, None, 1.0]
 
@@ -130,9 +147,14 @@ async def test_judge_rubric_yes_no_and_custom_question() -> None:
     async def polite(judge, prompt, completion, answer):
         return await judge("Is the response polite?", prompt, completion, answer)
 
-    rubric = JudgeRubric(judge, {"correct": "Does the response give the reference answer?"}, funcs=[polite])
+    rubric = JudgeRubric(
+        judge, {"correct": "Does the response give the reference answer?"}, funcs=[polite]
+    )
     env = Environment(
-        [{"question": "Capital of France?", "answer": "Paris"}, {"question": "Capital of Spain?", "answer": "Madrid"}],
+        [
+            {"question": "Capital of France?", "answer": "Paris"},
+            {"question": "Capital of Spain?", "answer": "Madrid"},
+        ],
         SingleTurn(),
         rubric,
     )
@@ -143,7 +165,10 @@ async def test_judge_rubric_yes_no_and_custom_question() -> None:
 
 
 async def test_unreadable_judge_or_judge_outage_is_an_error_not_zero() -> None:
-    for reply, expected in [(_judge_reply("maybe"), "judge_unparseable"), (ModelError("rate_limit", "429"), "rate_limit")]:
+    for reply, expected in [
+        (_judge_reply("maybe"), "judge_unparseable"),
+        (ModelError("rate_limit", "429"), "rate_limit"),
+    ]:
         rubric = JudgeRubric(ScriptedClient([reply]), ["Is it right?"])
         env = Environment([{"question": "q", "answer": "a"}], SingleTurn(), rubric)
         [rec] = await run_rollouts(env, ScriptedClient(["a"]))

@@ -42,7 +42,9 @@ def answering_client(**kw):
 
 
 def make_env(**kw):
-    return Environment(TASKS, SingleTurn(), Rubric([exact]), name="alice/adder", version="1.0.0", **kw)
+    return Environment(
+        TASKS, SingleTurn(), Rubric([exact]), name="alice/adder", version="1.0.0", **kw
+    )
 
 
 async def test_record_has_exactly_the_schema_fields_and_round_trips() -> None:
@@ -50,11 +52,30 @@ async def test_record_has_exactly_the_schema_fields_and_round_trips() -> None:
     assert [r.key for r in records] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     line = json.loads(records[0].to_json())
     assert set(line) == {
-        "run_id", "env", "env_args", "task_id", "example_index", "rollout_index", "model", "prompt",
-        "completion", "answer", "info", "reward", "rewards", "metrics", "error", "stop_reason",
-        "usage", "timing", "policy_version", "turns",
+        "run_id",
+        "env",
+        "env_args",
+        "task_id",
+        "example_index",
+        "rollout_index",
+        "model",
+        "prompt",
+        "completion",
+        "answer",
+        "info",
+        "reward",
+        "rewards",
+        "metrics",
+        "error",
+        "stop_reason",
+        "usage",
+        "timing",
+        "policy_version",
+        "turns",
     }
-    assert line["env"] == "alice/adder@1.0.0" and line["run_id"] == "run1" and line["task_id"] == "t0"
+    assert (
+        line["env"] == "alice/adder@1.0.0" and line["run_id"] == "run1" and line["task_id"] == "t0"
+    )
     assert line["completion"] == [{"role": "assistant", "content": "0"}]
     assert line["reward"] == 1.0 and line["stop_reason"] == "completed"
     assert line["usage"] == {"prompt_tokens": 10, "completion_tokens": 5}
@@ -63,9 +84,15 @@ async def test_record_has_exactly_the_schema_fields_and_round_trips() -> None:
 
 
 async def test_token_ids_and_logprobs_become_turns() -> None:
-    reply = ChatResponse({"role": "assistant", "content": "0"}, "stop", Usage(3, 2), [1, 2, 3], [4, 5], [-0.1, -0.2])
+    reply = ChatResponse(
+        {"role": "assistant", "content": "0"}, "stop", Usage(3, 2), [1, 2, 3], [4, 5], [-0.1, -0.2]
+    )
     [rec] = await run_rollouts(make_env(), ScriptedClient([reply]), n=1, policy_version=7)
-    assert rec.turns[0].model_dump() == {"prompt_token_ids": [1, 2, 3], "completion_token_ids": [4, 5], "completion_logprobs": [-0.1, -0.2]}
+    assert rec.turns[0].model_dump() == {
+        "prompt_token_ids": [1, 2, 3],
+        "completion_token_ids": [4, 5],
+        "completion_logprobs": [-0.1, -0.2],
+    }
     assert rec.policy_version == 7
 
 
@@ -76,7 +103,9 @@ async def test_model_error_is_recorded_and_excluded_from_means() -> None:
         calls["n"] += 1
         if calls["n"] % 2 == 0:
             raise ModelError("rate_limit", "429 after 5 retries")
-        return messages[-1]["content"].split("+")[0] and str(2 * int(messages[-1]["content"].split("+")[0]))
+        return messages[-1]["content"].split("+")[0] and str(
+            2 * int(messages[-1]["content"].split("+")[0])
+        )
 
     records = await run_rollouts(make_env(), ScriptedClient(flaky), r=2, concurrency=1)
     errors = [r for r in records if r.error]
@@ -114,7 +143,11 @@ async def test_concurrency_is_bounded_and_used() -> None:
             live["now"] -= 1
 
     client.chat = chat  # type: ignore[method-assign]
-    env = Environment(TaskSet.from_records({"question": str(i)} for i in range(40)), SingleTurn(), Rubric([lambda completion: 1.0]))
+    env = Environment(
+        TaskSet.from_records({"question": str(i)} for i in range(40)),
+        SingleTurn(),
+        Rubric([lambda completion: 1.0]),
+    )
     records = await run_rollouts(env, client, concurrency=8)
     assert len(records) == 40 and all(r.error is None for r in records)
     assert live["max"] == 8
@@ -139,7 +172,11 @@ async def test_scoring_overlaps_generation() -> None:
             await asyncio.wait_for(second_call.wait(), timeout=5)
         return 1.0
 
-    env = Environment(TaskSet.from_records({"question": str(i), "id": str(i)} for i in range(3)), SingleTurn(), Rubric([waits_for_next_generation]))
+    env = Environment(
+        TaskSet.from_records({"question": str(i), "id": str(i)} for i in range(3)),
+        SingleTurn(),
+        Rubric([waits_for_next_generation]),
+    )
     records = await run_rollouts(env, client, concurrency=1)
     assert [r.error for r in records] == [None, None, None]
     assert [r.reward for r in records] == [1.0, 1.0, 1.0]
@@ -152,7 +189,9 @@ async def test_skip_resumes_only_missing_rollouts_and_streams_records() -> None:
         seen.append(rec.key)
 
     done = {(0, 0), (0, 1), (3, 1)}
-    records = await run_rollouts(make_env(), answering_client(), r=2, skip=done, on_record=on_record)
+    records = await run_rollouts(
+        make_env(), answering_client(), r=2, skip=done, on_record=on_record
+    )
     keys = {r.key for r in records}
     assert len(records) == 7 and keys.isdisjoint(done)
     assert keys | done == {(i, j) for i in range(5) for j in range(2)}
@@ -186,13 +225,22 @@ def test_environment_requires_a_rubric() -> None:
 
 def test_summary_pass_at_k_and_stderr() -> None:
     def rec(i, j, reward):
-        return RolloutRecord(run_id="r", env="e", task_id=str(i), example_index=i, rollout_index=j, model="m", prompt=[], reward=reward)
+        return RolloutRecord(
+            run_id="r",
+            env="e",
+            task_id=str(i),
+            example_index=i,
+            rollout_index=j,
+            model="m",
+            prompt=[],
+            reward=reward,
+        )
 
     records = [rec(0, 0, 1.0), rec(0, 1, 0.0), rec(1, 0, 0.0), rec(1, 1, 0.0)]
     s = summarize(records)
     assert s.reward_mean == 0.25
     assert s.pass_at_k == {"1": 0.25, "2": 0.5}
-    assert s.reward_stderr == pytest.approx((0.25 ** 0.5) / 2)
+    assert s.reward_stderr == pytest.approx((0.25**0.5) / 2)
 
 
 @settings(max_examples=25, deadline=None)
@@ -217,7 +265,9 @@ def test_resume_property_exactly_n_times_r_unique_records(n, r, done, fail_every
         return [0.5] * len(completions)
 
     env = Environment(TASKS, SingleTurn(), Rubric([exact, group_bonus]))
-    records = asyncio.run(run_rollouts(env, ScriptedClient(reply), n=n, r=r, skip=done, concurrency=3))
+    records = asyncio.run(
+        run_rollouts(env, ScriptedClient(reply), n=n, r=r, skip=done, concurrency=3)
+    )
     everything = {(i, j) for i in range(n) for j in range(r)}
     keys = [rec.key for rec in records]
     assert len(keys) == len(set(keys))

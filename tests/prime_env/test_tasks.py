@@ -15,7 +15,10 @@ from tests.support import require
 
 RECORDS = [
     {"question": "2+2?", "answer": "4", "difficulty": "easy"},
-    {"prompt": [{"role": "system", "content": "s"}, {"role": "user", "content": "3+3?"}], "answer": "6"},
+    {
+        "prompt": [{"role": "system", "content": "s"}, {"role": "user", "content": "3+3?"}],
+        "answer": "6",
+    },
     {"prompt": "5+5?", "answer": "10", "info": '{"source": "json-string"}', "id": "ten"},
 ]
 
@@ -60,7 +63,9 @@ def test_bad_jsonl_names_the_line(tmp_path: Path) -> None:
 
 
 def test_from_hf_dataset_and_saved_directory(tmp_path: Path) -> None:
-    require(importlib.util.find_spec("datasets") is not None, "the `datasets` package (extra: datasets)")
+    require(
+        importlib.util.find_spec("datasets") is not None, "the `datasets` package (extra: datasets)"
+    )
     import datasets
 
     ds = datasets.Dataset.from_list([{"question": f"q{i}", "answer": str(i)} for i in range(4)])
@@ -99,7 +104,10 @@ def test_shuffle_is_deterministic_across_processes() -> None:
         "print(','.join(t.prompt[0]['content'] for t in ts.shuffle(7)))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
         env={"PYTHONHASHSEED": "123", "PATH": "/usr/bin"},
     )
     assert out.stdout.strip().split(",") == order

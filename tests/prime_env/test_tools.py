@@ -80,17 +80,32 @@ async def test_tool_loop_feeds_errors_back_and_finishes() -> None:
         """Upper-case text."""
         return text.upper()
 
-    client = ScriptedClient([
-        {"role": "assistant", "content": None, "tool_calls": [tool_call("divide", '{"a": 1, "b": 0}', "c1"), tool_call("nope", "{}", "c2")]},
-        {"role": "assistant", "content": None, "tool_calls": [tool_call("shout", '{"text": "hi"}', "c3")]},
-        "done",
-    ])
+    client = ScriptedClient(
+        [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    tool_call("divide", '{"a": 1, "b": 0}', "c1"),
+                    tool_call("nope", "{}", "c2"),
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [tool_call("shout", '{"text": "hi"}', "c3")],
+            },
+            "done",
+        ]
+    )
     harness = ToolLoop([divide, shout], max_turns=5)
     state = await harness.rollout(client, TASK)
     tool_msgs = [m for m in state.completion if m["role"] == "tool"]
     assert tool_msgs[0]["content"] == "Error: ZeroDivisionError: float division by zero"
     assert tool_msgs[0]["tool_call_id"] == "c1"
-    assert tool_msgs[1]["content"].startswith("Error: unknown tool 'nope'; available: ['divide', 'shout']")
+    assert tool_msgs[1]["content"].startswith(
+        "Error: unknown tool 'nope'; available: ['divide', 'shout']"
+    )
     assert tool_msgs[2]["content"] == "HI"
     assert state.stop_reason == "completed"
     assert state["tool_calls"] == 3
@@ -122,13 +137,21 @@ async def test_hidden_args_injected_from_setup_and_cleanup_always_runs() -> None
 
     harness = ToolLoop([write], max_turns=2, hidden=["box"], setup=setup, cleanup=cleanup)
     assert list(harness.tool_specs[0]["function"]["parameters"]["properties"]) == ["path", "text"]
-    client = ScriptedClient(lambda m, t: {"role": "assistant", "content": None, "tool_calls": [tool_call("write", '{"path": "a", "text": "b"}')]})
+    client = ScriptedClient(
+        lambda m, t: {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [tool_call("write", '{"path": "a", "text": "b"}')],
+        }
+    )
     s1 = await harness.rollout(client, TASK)
     s2 = await harness.rollout(client, TASK)
     assert s1.stop_reason == "max_turns" and s1["writes"] == 2
     assert s1.tool_args["box"] is not s2.tool_args["box"]
     assert s1.tool_args["box"].files == {"a": "b"}
-    assert all(name != threading.main_thread().name for name, _ in seen)  # sync tools ran off the loop
+    assert all(
+        name != threading.main_thread().name for name, _ in seen
+    )  # sync tools ran off the loop
     assert cleaned == [s1.tool_args["box"], s2.tool_args["box"]]
 
 
@@ -138,7 +161,13 @@ async def test_infra_error_in_a_tool_makes_an_error_record_not_a_zero() -> None:
         raise InfraError("sandbox_crashed", "container exited unexpectedly")
 
     env = Environment([{"question": "q"}], ToolLoop([run_code]), Rubric([lambda completion: 0.0]))
-    client = ScriptedClient(lambda m, t: {"role": "assistant", "content": None, "tool_calls": [tool_call("run_code", '{"code": "1"}')]})
+    client = ScriptedClient(
+        lambda m, t: {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [tool_call("run_code", '{"code": "1"}')],
+        }
+    )
     [record] = await run_rollouts(env, client)
     assert record.reward is None and record.rewards == {}
     assert record.error.type == "sandbox_crashed"
@@ -159,10 +188,19 @@ async def test_sandbox_error_in_a_tool_is_infrastructure() -> None:
         raise SandboxUnavailable("docker daemon unreachable")
 
     env = Environment([{"question": "q"}], ToolLoop([run_code]), Rubric([lambda completion: 0.0]))
-    client = ScriptedClient(lambda m, t: {"role": "assistant", "content": None, "tool_calls": [tool_call("run_code", '{"code": "1"}')]})
+    client = ScriptedClient(
+        lambda m, t: {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [tool_call("run_code", '{"code": "1"}')],
+        }
+    )
     [record] = await run_rollouts(env, client)
     assert record.reward is None
-    assert record.error.model_dump() == {"type": "sandbox_unavailable", "message": "docker daemon unreachable"}
+    assert record.error.model_dump() == {
+        "type": "sandbox_unavailable",
+        "message": "docker daemon unreachable",
+    }
 
 
 async def test_async_generator_setup_wraps_the_episode_even_on_model_error() -> None:
@@ -181,11 +219,13 @@ async def test_async_generator_setup_wraps_the_episode_even_on_model_error() -> 
         return str(box["id"])
 
     harness = ToolLoop([peek], hidden=["box"], setup=lease)
-    client = ScriptedClient([
-        {"role": "assistant", "content": None, "tool_calls": [tool_call("peek", "{}")]},
-        "fine",
-        ModelError("server_error", "boom"),
-    ])
+    client = ScriptedClient(
+        [
+            {"role": "assistant", "content": None, "tool_calls": [tool_call("peek", "{}")]},
+            "fine",
+            ModelError("server_error", "boom"),
+        ]
+    )
     state = await harness.rollout(client, TASK)
     assert state.completion[1]["content"] == "1" and events == ["acquire", "release"]
     with pytest.raises(ModelError):
@@ -203,7 +243,17 @@ async def test_blocking_sync_tools_run_in_parallel_beyond_asyncio_default_pool()
         barrier.wait()
         return "ok"
 
-    env = Environment([{"question": str(i)} for i in range(32)], ToolLoop([slow_lookup], max_turns=1), Rubric([lambda completion: 1.0]))
-    client = ScriptedClient(lambda m, t: {"role": "assistant", "content": None, "tool_calls": [tool_call("slow_lookup", '{"key": "k"}')]})
+    env = Environment(
+        [{"question": str(i)} for i in range(32)],
+        ToolLoop([slow_lookup], max_turns=1),
+        Rubric([lambda completion: 1.0]),
+    )
+    client = ScriptedClient(
+        lambda m, t: {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [tool_call("slow_lookup", '{"key": "k"}')],
+        }
+    )
     records = await run_rollouts(env, client, concurrency=32)
     assert [r.completion[1]["content"] for r in records] == ["ok"] * 32

@@ -87,7 +87,7 @@ class HiddenTest:
         ):
             raise ValueError(f"hidden tests must be `assert EXPR == VALUE` or `is`: {test!r}")
         # EXPECTED is the problem author's trusted data (e.g. `10**20 + 1`), never the model's.
-        expected = eval(  # noqa: S307
+        expected = eval(
             compile(ast.Expression(compare.comparators[0]), "<expected>", "eval"),
             {"__builtins__": {}},
         )

@@ -12,28 +12,46 @@ import sys
 
 from openai import OpenAI
 
-TOOLS = [{
-    "type": "function",
-    "function": {
-        "name": "calc",
-        "description": "Evaluate an arithmetic expression.",
-        "parameters": {"type": "object", "properties": {"expr": {"type": "string"}}, "required": ["expr"]},
-    },
-}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "calc",
+            "description": "Evaluate an arithmetic expression.",
+            "parameters": {
+                "type": "object",
+                "properties": {"expr": {"type": "string"}},
+                "required": ["expr"],
+            },
+        },
+    }
+]
 
 
 def call(client: OpenAI, messages: list, stream: bool) -> dict:
     if not stream:
-        message = client.chat.completions.create(model="any", messages=messages, tools=TOOLS).choices[0].message
+        message = (
+            client.chat.completions.create(model="any", messages=messages, tools=TOOLS)
+            .choices[0]
+            .message
+        )
         return message.model_dump(exclude_none=True)
     content, tool_calls = "", {}
     for chunk in client.chat.completions.create(
-        model="any", messages=messages, tools=TOOLS, stream=True, stream_options={"include_usage": True}
+        model="any",
+        messages=messages,
+        tools=TOOLS,
+        stream=True,
+        stream_options={"include_usage": True},
     ):
         for choice in chunk.choices:
             content += choice.delta.content or ""
             for tc in choice.delta.tool_calls or []:
-                tool_calls[tc.index] = {"id": tc.id, "type": "function", "function": {"name": tc.function.name, "arguments": tc.function.arguments}}
+                tool_calls[tc.index] = {
+                    "id": tc.id,
+                    "type": "function",
+                    "function": {"name": tc.function.name, "arguments": tc.function.arguments},
+                }
     message: dict = {"role": "assistant", "content": content}
     if tool_calls:
         message["tool_calls"] = list(tool_calls.values())
@@ -56,7 +74,9 @@ def main() -> None:
             return
         for tc in message["tool_calls"]:
             expr = json.loads(tc["function"]["arguments"])["expr"]
-            messages.append({"role": "tool", "tool_call_id": tc["id"], "content": str(eval(expr, {}))})
+            messages.append(
+                {"role": "tool", "tool_call_id": tc["id"], "content": str(eval(expr, {}))}
+            )
     print("gave up")
 
 
