@@ -59,19 +59,6 @@ def _connection_cause(exc: BaseException) -> BaseException | None:
     return None
 
 
-def _aiohttp_transport(timeout: float) -> Any:
-    """The SDK's aiohttp-backed HTTP client when this SDK version ships it, else None (its
-    httpx default). aiohttp's pool stays O(1) per request; httpx's scans every pooled
-    connection, which dominates CPU at a few hundred requests in flight."""
-    factory = getattr(openai, "DefaultAioHttpClient", None)
-    if factory is None:
-        return None
-    try:
-        return factory(timeout=timeout)
-    except RuntimeError:  # SDK versions that need the separate httpx-aiohttp package
-        return None
-
-
 class OpenAIClient:
     """A ModelClient for any OpenAI-compatible `/chat/completions` endpoint."""
 
@@ -96,7 +83,9 @@ class OpenAIClient:
             max_retries=0,
             timeout=self.policy.timeout_s,
             default_headers=default_headers,
-            http_client=_aiohttp_transport(self.policy.timeout_s),
+            # Streamed calls: aiohttp's pool stays O(1) per request where httpx's scans every
+            # pooled connection (the `aiohttp` extra is a dependency).
+            http_client=openai.DefaultAioHttpClient(timeout=self.policy.timeout_s),
         )
         self.base_url: str | None = str(self._client.base_url).rstrip("/")
         self.stream = stream
