@@ -16,6 +16,7 @@ PACKAGES = [
     "prime_cli",
     "prime_env",
     "sandbox",
+    "trainer_bridge",
     "builtin_envs/publish.py",
 ]
 
