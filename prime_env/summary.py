@@ -7,7 +7,7 @@ model scoring 0.
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable
 
 from pydantic import BaseModel, Field
@@ -37,49 +37,81 @@ def pass_at_k(samples: int, correct: int, k: int) -> float:
     return 1.0 - math.comb(samples - correct, k) / math.comb(samples, k)
 
 
+class SummaryBuilder:
+    """The summary kept up to date one record at a time, in memory bounded by the number of
+    examples (not rollouts): a run streams its records to disk and keeps only this."""
+
+    def __init__(self, pass_threshold: float = 0.5) -> None:
+        self.pass_threshold = pass_threshold
+        self.rollouts = 0
+        self.scored = 0
+        self.error_types: Counter[str] = Counter()
+        self.stop_reasons: Counter[str] = Counter()
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self._mean = 0.0  # Welford's running mean and sum of squared deviations
+        self._m2 = 0.0
+        self._sums: dict[str, dict[str, float]] = {"rewards": {}, "metrics": {}}
+        self._counts: dict[str, dict[str, int]] = {"rewards": {}, "metrics": {}}
+        self._passes: dict[int, list[int]] = {}  # example index -> [rollouts, passed]
+
+    def add(self, rec: RolloutRecord) -> None:
+        self.rollouts += 1
+        self.stop_reasons[rec.stop_reason or "unknown"] += 1
+        self.prompt_tokens += rec.usage.prompt_tokens
+        self.completion_tokens += rec.usage.completion_tokens
+        if rec.error is not None:
+            self.error_types[rec.error.type] += 1
+            return
+        if rec.reward is None:
+            return
+        self.scored += 1
+        delta = rec.reward - self._mean
+        self._mean += delta / self.scored
+        self._m2 += delta * (rec.reward - self._mean)
+        for kind, values in (("rewards", rec.rewards), ("metrics", rec.metrics)):
+            sums, counts = self._sums[kind], self._counts[kind]
+            for name, value in values.items():
+                sums[name] = sums.get(name, 0.0) + value
+                counts[name] = counts.get(name, 0) + 1
+        tally = self._passes.setdefault(rec.example_index, [0, 0])
+        tally[0] += 1
+        tally[1] += rec.reward >= self.pass_threshold
+
+    def summary(self) -> Summary:
+        summary = Summary(
+            rollouts=self.rollouts,
+            scored=self.scored,
+            errors=self.rollouts - self.scored,
+            error_types=dict(self.error_types),
+            stop_reasons=dict(self.stop_reasons),
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+        )
+        if self.scored:
+            summary.reward_mean = self._mean
+            variance = self._m2 / (self.scored - 1) if self.scored > 1 else 0.0
+            summary.reward_stderr = math.sqrt(variance / self.scored)
+        summary.rewards = _means(self._sums["rewards"], self._counts["rewards"])
+        summary.metrics = _means(self._sums["metrics"], self._counts["metrics"])
+        if self._passes:
+            max_k = min(n for n, _ in self._passes.values())
+            k = 1
+            while k <= max_k:
+                values = [pass_at_k(n, c, k) for n, c in self._passes.values()]
+                summary.pass_at_k[str(k)] = sum(values) / len(values)
+                k *= 2
+        return summary
+
+
 def summarize(records: Iterable[RolloutRecord], pass_threshold: float = 0.5) -> Summary:
     """Mean reward ± standard error over scored rollouts; pass@k for k = 1, 2, 4, … up to the
     rollouts per example (a rollout passes when reward >= pass_threshold)."""
-    records = list(records)
-    scored = [rec for rec in records if rec.error is None and rec.reward is not None]
-    rewards = [rec.reward for rec in scored if rec.reward is not None]
-    summary = Summary(
-        rollouts=len(records),
-        scored=len(scored),
-        errors=len(records) - len(scored),
-        error_types=dict(Counter(rec.error.type for rec in records if rec.error is not None)),
-        stop_reasons=dict(Counter(rec.stop_reason or "unknown" for rec in records)),
-        prompt_tokens=sum(rec.usage.prompt_tokens for rec in records),
-        completion_tokens=sum(rec.usage.completion_tokens for rec in records),
-    )
-    if rewards:
-        mean = sum(rewards) / len(rewards)
-        summary.reward_mean = mean
-        if len(rewards) > 1:
-            variance = sum((x - mean) ** 2 for x in rewards) / (len(rewards) - 1)
-            summary.reward_stderr = math.sqrt(variance / len(rewards))
-        else:
-            summary.reward_stderr = 0.0
-    summary.rewards = _means(rec.rewards for rec in scored)
-    summary.metrics = _means(rec.metrics for rec in scored)
-    by_example: dict[int, list[bool]] = defaultdict(list)
-    for rec in scored:
-        by_example[rec.example_index].append((rec.reward or 0.0) >= pass_threshold)
-    if by_example:
-        max_k = min(len(v) for v in by_example.values())
-        k = 1
-        while k <= max_k:
-            values = [pass_at_k(len(v), sum(v), k) for v in by_example.values()]
-            summary.pass_at_k[str(k)] = sum(values) / len(values)
-            k *= 2
-    return summary
+    builder = SummaryBuilder(pass_threshold)
+    for rec in records:
+        builder.add(rec)
+    return builder.summary()
 
 
-def _means(dicts: Iterable[dict[str, float]]) -> dict[str, float]:
-    totals: dict[str, float] = defaultdict(float)
-    counts: dict[str, int] = defaultdict(int)
-    for d in dicts:
-        for name, value in d.items():
-            totals[name] += value
-            counts[name] += 1
-    return {name: totals[name] / counts[name] for name in totals}
+def _means(sums: dict[str, float], counts: dict[str, int]) -> dict[str, float]:
+    return {name: sums[name] / counts[name] for name in sums}
