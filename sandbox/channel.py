@@ -1,6 +1,6 @@
-"""Byte channels from the host to a sandbox's agent: plain pipes, or Docker's attach socket.
+"""Byte channels from the host to a sandbox's supervisor: plain pipes, or Docker's attach socket.
 
-WHY hand-rolled reads: the agent's frames travel over a raw file descriptor (a pipe pair for
+WHY hand-rolled reads: the supervisor's frames travel over a raw file descriptor (a pipe pair for
 the local backend, the multiplexed attach stream for Docker), every read needs a deadline so a
 hung or dead sandbox becomes a `SandboxError` instead of a hang, and every size is bounded
 because the bytes come from untrusted code.
@@ -14,13 +14,13 @@ import struct
 import time
 from typing import Protocol
 
-from sandbox.agent import _HEADER
 from sandbox.errors import SandboxError
+from sandbox.supervisor import _HEADER
 
 # Docker's stream multiplexing header: stream type (1 stdin, 1 stdout, 2 stderr), 3 zero bytes,
 # big-endian payload length.
 _DOCKER_FRAME = struct.Struct(">BxxxI")
-# The agent's stderr (its own tracebacks) is kept for error messages, up to this many bytes.
+# The supervisor's stderr (its own tracebacks) is kept for error messages, up to this many bytes.
 _STDERR_KEEP = 16 << 10
 
 
@@ -77,7 +77,7 @@ def _check_size(length: int, max_size: int) -> None:
 
 
 class PipeChannel:
-    """The local backend: the agent's stdin and stdout are pipes of our own."""
+    """The local backend: the supervisor's stdin and stdout are pipes of our own."""
 
     def __init__(self, write_fd: int, read_fd: int, stderr_fd: int | None) -> None:
         self.write_fd = write_fd

@@ -1,8 +1,8 @@
 """The `Sandbox` API every backend implements: start, exec, files, reset, stop.
 
-WHY one base class: both backends launch the same agent (sandbox/agent.py) and differ only
+WHY one base class: both backends launch the same supervisor (sandbox/supervisor.py) and differ only
 in how they start it, wire its stdin/stdout and clean it up. Everything else (requests,
-timeouts, size caps, turning a dead agent into a `SandboxError`) lives here once.
+timeouts, size caps, turning a dead supervisor into a `SandboxError`) lives here once.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from sandbox.agent import decode, encode, pack_list
 from sandbox.channel import Channel
 from sandbox.errors import SandboxError
 from sandbox.limits import SandboxLimits
 from sandbox.result import ExecResult
+from sandbox.supervisor import decode, encode, pack_list
 
-# Extra seconds the host waits past a command's own timeout before it declares the agent hung.
+# Extra seconds the host waits past a command's own timeout before it declares the supervisor hung.
 _GRACE_S = 10.0
 # How long starting (launch + first answer) may take.
 _START_TIMEOUT_S = 60.0
@@ -65,7 +65,7 @@ class Sandbox(ABC):
     # -- lifecycle ---------------------------------------------------------------------------
     @abstractmethod
     def _launch(self) -> Channel:
-        """Start the agent and return a channel to it."""
+        """Start the supervisor and return a channel to it."""
 
     @abstractmethod
     def _destroy(self) -> None:
@@ -76,7 +76,7 @@ class Sandbox(ABC):
         """Why the sandbox stopped answering, for the SandboxError message."""
 
     def start(self) -> Self:
-        """Launch the sandbox and wait until its agent answers."""
+        """Launch the sandbox and wait until its supervisor answers."""
         if self._channel is not None:
             return self
         try:
@@ -84,7 +84,7 @@ class Sandbox(ABC):
             hello = self._call({"op": "ping"}, _START_TIMEOUT_S)
             if not hello.get("sealed"):
                 raise SandboxError(
-                    f"the {self.backend} sandbox's Python cannot protect the agent's channel from the "
+                    f"the {self.backend} sandbox's Python cannot protect the supervisor's channel from the "
                     "programs it runs (no ctypes / prctl): use an image with Debian's full `python3` "
                     "(prime sandbox build-image)"
                 )

@@ -1,11 +1,11 @@
-"""The Docker backend: one hardened container per sandbox, its agent reached over `attach`.
+"""The Docker backend: one hardened container per sandbox, its supervisor reached over `attach`.
 
 Hardening by default: no network, read-only root, tmpfs /work and /tmp, memory = memory+swap
 limit, CPU quota, pids limit, all capabilities dropped, no-new-privileges, uid 65534, rlimits.
 Cleanup happens three ways, so a crashed host leaves nothing behind:
 - `stop()` removes the container;
 - the container is started with stdin_once + auto_remove: when the owner dies its attach
-  socket closes, the agent reads EOF, exits, and the daemon removes the container;
+  socket closes, the supervisor reads EOF, exits, and the daemon removes the container;
 - every container carries labels (owner pid + start time + host, run id, expiry), and a reaper
   at each start removes containers whose owner is gone or whose TTL passed.
 """
@@ -17,12 +17,12 @@ import time
 import uuid
 from typing import Any
 
-from sandbox.agent import __file__ as _agent_file
 from sandbox.channel import Channel, DockerAttachChannel
 from sandbox.core import Sandbox
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.limits import DEFAULT_IMAGE, SandboxLimits
 from sandbox.owner import Owner
+from sandbox.supervisor import __file__ as _supervisor_file
 
 LABEL = "prime.sandbox"
 LABEL_OWNER = "prime.sandbox.owner"
@@ -177,8 +177,8 @@ class DockerSandbox(Sandbox):
                 "`prime sandbox build-image` (or pass --image)"
             )
         limits = self.limits
-        with open(_agent_file) as handle:
-            agent_source = handle.read()
+        with open(_supervisor_file) as handle:
+            supervisor_source = handle.read()
         size = f"size={limits.workdir_mb}m"
         uid, gid = SANDBOX_UID.split(":")
         try:
@@ -216,7 +216,7 @@ class DockerSandbox(Sandbox):
                     "-I",
                     "-S",
                     "-c",
-                    agent_source,
+                    supervisor_source,
                     self.workdir,
                     str(int(limits.ttl_s)),
                     "",

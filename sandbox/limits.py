@@ -35,5 +35,5 @@ class SandboxLimits:
     ttl_s: float = 6 * 3600.0
 
     def child_rlimits(self) -> str:
-        """The agent's command-line form of the per-command rlimits (see agent._parse_limits)."""
+        """The supervisor's command-line form of the per-command rlimits (see supervisor._parse_limits)."""
         return f"cpu={self.cpu_seconds},nofile={self.nofile},fsize={self.file_size_mb << 20}"

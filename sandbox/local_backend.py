@@ -1,4 +1,4 @@
-"""The local backend: the agent as a subprocess under rlimits, a uid of its own and bubblewrap.
+"""The local backend: the supervisor as a subprocess under rlimits, a uid of its own and bubblewrap.
 
 Weaker than Docker, and documented so (docs/sandbox.md): memory is limited per process
 (RLIMIT_AS), not per sandbox; without bubblewrap there is no filesystem or network isolation
@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from sandbox.agent import __file__ as _agent_file
 from sandbox.channel import Channel, PipeChannel
 from sandbox.core import Sandbox
 from sandbox.errors import SandboxError
 from sandbox.limits import SandboxLimits
 from sandbox.owner import Owner
+from sandbox.supervisor import __file__ as _supervisor_file
 
 # Private uids for local sandboxes: far above any uid a distribution hands out.
 UID_BASE = 2_100_000_000
@@ -189,7 +189,7 @@ def list_sandboxes() -> list[dict[str, str]]:
 
 
 class LocalSandbox(Sandbox):
-    """A sandbox made of an agent subprocess on this machine (see the module docstring)."""
+    """A sandbox made of a supervisor subprocess on this machine (see the module docstring)."""
 
     backend = "local"
 
@@ -233,17 +233,17 @@ class LocalSandbox(Sandbox):
             self.workdir = str(work)
             prefix = []
             tmpdir = str(tmp)
-        # kill(-1) inside the agent is safe with a pid namespace or a uid of its own.
+        # kill(-1) inside the supervisor is safe with a pid namespace or a uid of its own.
         kill_all = "1" if (self.use_bwrap or self.uid is not None) else "0"
-        with open(_agent_file) as handle:
-            agent_source = handle.read()
+        with open(_supervisor_file) as handle:
+            supervisor_source = handle.read()
         argv = [
             *prefix,
             _python(),
             "-I",
             "-S",
             "-c",
-            agent_source,
+            supervisor_source,
             self.workdir,
             str(int(self.limits.ttl_s)),
             self.limits.child_rlimits(),
@@ -285,7 +285,7 @@ class LocalSandbox(Sandbox):
                 extra_groups=[] if self.uid is not None else None,
             )
         except OSError as exc:
-            raise SandboxError(f"cannot start the local sandbox agent: {exc}") from exc
+            raise SandboxError(f"cannot start the local sandbox supervisor: {exc}") from exc
         assert self._proc.stdin and self._proc.stdout and self._proc.stderr
         return PipeChannel(
             os.dup(self._proc.stdin.fileno()),
@@ -339,7 +339,7 @@ class LocalSandbox(Sandbox):
         state = (
             "still running but not answering"
             if code is None
-            else f"agent exited with status {code}"
+            else f"supervisor exited with status {code}"
         )
         return f"{state}. {stderr.strip()[-2000:]}".strip()
 

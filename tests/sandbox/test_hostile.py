@@ -185,8 +185,8 @@ print(opened)
 """
 
 
-def test_programs_cannot_reach_the_agent_channel(backend: str, limits: SandboxLimits) -> None:
-    """A program that could write to the agent's stdout could forge a passing result."""
+def test_programs_cannot_reach_the_supervisor_channel(backend: str, limits: SandboxLimits) -> None:
+    """A program that could write to the supervisor's stdout could forge a passing result."""
     with open_sandbox(backend, limits=limits) as box:
         result = box.exec(["python3", "-c", FORGE])
         assert result.stdout == b"[]\n", result

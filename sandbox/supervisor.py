@@ -1,15 +1,15 @@
-"""The process that runs inside every sandbox and executes commands on request.
+"""The supervisor: the process inside every sandbox that runs commands on request.
 
-WHY an agent: starting a process through `docker exec` costs a daemon round trip and a new
+WHY a supervisor process: starting a process through `docker exec` costs a daemon round trip and a new
 exec session (tens of ms); a long-lived process that reads framed requests from its stdin and
-answers on its stdout answers in about a millisecond, and the same agent runs the local backend,
+answers on its stdout answers in about a millisecond, and the same supervisor runs the local backend,
 so both backends share one tested code path (kill, reap, truncate, timeout, reset).
 
 This file must stay self-contained and run on the stdlib of Debian's `python3-minimal`
 (no json, shutil or tarfile there): the Docker backend runs its source with `python3 -c`.
 The host imports `encode`/`decode` from here, so both ends share one codec. The codec never
 evaluates anything: the sandbox is hostile, and a process inside could forge frames on the
-agent's stdout, so the host parses strictly and bounds every size.
+supervisor's stdout, so the host parses strictly and bounds every size.
 """
 
 import os
@@ -101,7 +101,7 @@ def unpack_list(raw):
     return [item.decode("utf-8", "surrogateescape") for item in raw.split(b"\0")]
 
 
-# -- agent ---------------------------------------------------------------------------------
+# -- supervisor ---------------------------------------------------------------------------------
 _CHUNK = 65536
 
 
@@ -115,7 +115,7 @@ def _read_exact(stream, size):
     return data
 
 
-class Agent:
+class Supervisor:
     """Serves requests from `reader` until EOF (the host went away), then exits."""
 
     def __init__(self, workdir, reader, writer, child_limits, kill_all):
@@ -204,7 +204,7 @@ class Agent:
 
     def _limit_child(self):
         # Runs in the child between fork and exec: own session, resource limits, and the first
-        # place the kernel's OOM killer looks, so the agent survives a memory hog.
+        # place the kernel's OOM killer looks, so the supervisor survives a memory hog.
         for setrlimit, name, value in self.child_limits:
             setrlimit(name, (value, value))
         try:
@@ -232,7 +232,7 @@ class Agent:
                 cwd=cwd,
                 env=env,
                 start_new_session=True,
-                preexec_fn=self._limit_child,  # noqa: PLW1509 (the agent has one thread)
+                preexec_fn=self._limit_child,  # noqa: PLW1509 (the supervisor has one thread)
             )
         except OSError as exc:
             # The program could not start (not found, not executable): the shell's convention.
@@ -336,7 +336,7 @@ class Agent:
 
     @staticmethod
     def _reap():
-        # The agent is PID 1 in a container: orphans are re-parented to it and must be reaped,
+        # The supervisor is PID 1 in a container: orphans are re-parented to it and must be reaped,
         # or zombies fill the pids limit.
         while True:
             try:
@@ -348,7 +348,7 @@ class Agent:
 
     def reset(self):
         """Kill every other process of this sandbox and empty the work and temp directories."""
-        # kill(-1) reaches every process this uid may signal except the agent itself: in a
+        # kill(-1) reaches every process this uid may signal except the supervisor itself: in a
         # container or under a per-sandbox uid that is exactly the sandbox's processes.
         for _ in range(20 if self.kill_all else 0):
             try:
@@ -364,8 +364,8 @@ class Agent:
 
 
 def _seal():
-    """Make the agent non-dumpable, so the sandboxed programs (same uid) cannot open
-    /proc/<agent>/fd/0 or /fd/1, steal requests or forge replies (a fake passing test run)."""
+    """Make the supervisor non-dumpable, so the sandboxed programs (same uid) cannot open
+    /proc/<supervisor>/fd/0 or /fd/1, steal requests or forge replies (a fake passing test run)."""
     try:
         import ctypes
     except ImportError:  # Debian's python3-minimal has no ctypes: the host refuses to use it
@@ -417,11 +417,11 @@ def main(argv):
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     reader = os.fdopen(os.dup(0), "rb", buffering=0)
     writer = os.fdopen(os.dup(1), "wb")
-    # Nothing the agent or its children print may land on the protocol stream.
+    # Nothing the supervisor or its children print may land on the protocol stream.
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
-    Agent(workdir, reader, writer, _parse_limits(limits), kill_all).serve()
+    Supervisor(workdir, reader, writer, _parse_limits(limits), kill_all).serve()
 
 
 if __name__ == "__main__":
