@@ -48,6 +48,8 @@ class Turn(BaseModel):
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     completion_logprobs: list[float] | None = None
+    policy_version: int | None = None
+    """The policy that sampled this turn (training); a record's version is its oldest turn's."""
 
 
 class RolloutRecord(BaseModel):

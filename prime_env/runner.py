@@ -196,9 +196,13 @@ def _record(
                 prompt_token_ids=resp.prompt_token_ids,
                 completion_token_ids=resp.completion_token_ids,
                 completion_logprobs=resp.completion_logprobs,
+                policy_version=resp.policy_version,
             )
             for resp in state.responses
         ]
+        versions = [t.policy_version for t in turns if t.policy_version is not None]
+        if policy_version is None and versions:
+            policy_version = min(versions)  # a record is as old as its oldest turn
     return RolloutRecord(
         run_id=run_id,
         env=env.id,

@@ -47,6 +47,8 @@ class ChatResponse:
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     completion_logprobs: list[float] | None = None
+    policy_version: int | None = None
+    """The trained policy that sampled this turn (set by `prime train`'s backends)."""
 
 
 class ModelError(Exception):

@@ -15,6 +15,7 @@ from prime_env import (
     ChatResponse,
     Environment,
     ModelError,
+    MultiTurn,
     RolloutRecord,
     Rubric,
     SingleTurn,
@@ -92,8 +93,22 @@ async def test_token_ids_and_logprobs_become_turns() -> None:
         "prompt_token_ids": [1, 2, 3],
         "completion_token_ids": [4, 5],
         "completion_logprobs": [-0.1, -0.2],
+        "policy_version": None,
     }
     assert rec.policy_version == 7
+
+
+async def test_record_version_is_its_oldest_turn() -> None:
+    def reply(version: int) -> ChatResponse:
+        return ChatResponse(
+            {"role": "assistant", "content": "0"}, "stop", Usage(3, 1), [1], [4], [-0.1], version
+        )
+
+    harness = MultiTurn(lambda messages, state: "again", max_turns=2)
+    env = Environment(TASKS, harness, Rubric([exact]), name="alice/adder", version="1.0.0")
+    [rec] = await run_rollouts(env, ScriptedClient([reply(5), reply(6)]), n=1)
+    assert [t.policy_version for t in rec.turns] == [5, 6]
+    assert rec.policy_version == 5
 
 
 async def test_model_error_is_recorded_and_excluded_from_means() -> None:
