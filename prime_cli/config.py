@@ -1,10 +1,12 @@
 """The `prime` settings: a small TOML file plus environment-variable overrides.
 
-The file lives at `$XDG_CONFIG_HOME/prime/config.toml` (default `~/.config/prime/config.toml`)
-and holds an API token, so it is written atomically (temp file, fsync, `os.replace`) with mode
-0600: a crash never leaves a half-written file and other local users can never read the token.
-Environment variables win over the file so that CI jobs and one-off commands need no file at all;
-`PRIME_API_BASE_URL` is accepted too, so a shell set up for the stock `prime` client also works.
+The file lives in the platform's config directory (platformdirs: `$XDG_CONFIG_HOME/prime/
+config.toml`, default `~/.config/prime/config.toml` on Linux) and holds an API token, so it is
+written atomically (temp file, fsync, `os.replace`) with mode 0600: a crash never leaves a
+half-written file and other local users can never read the token. Reading is pydantic-settings:
+environment variables win over the file so that CI jobs and one-off commands need no file at all;
+`PRIME_API_BASE_URL` and `PRIME_BASE_URL` are accepted too, so a shell set up for the stock
+`prime` client also works.
 """
 
 from __future__ import annotations
@@ -12,11 +14,18 @@ from __future__ import annotations
 import os
 import tempfile
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import platformdirs
 import tomli_w
+from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
 DEFAULT_HUB_URL = "http://127.0.0.1:8000"
 
@@ -29,7 +38,7 @@ KEYS: dict[str, str] = {
 
 # Environment variables, in priority order, for each key.
 ENV_VARS: dict[str, tuple[str, ...]] = {
-    "hub_url": ("PRIME_HUB_URL", "PRIME_API_BASE_URL"),
+    "hub_url": ("PRIME_HUB_URL", "PRIME_API_BASE_URL", "PRIME_BASE_URL"),
     "api_key": ("PRIME_API_KEY",),
     "owner": ("PRIME_OWNER",),
 }
@@ -39,21 +48,44 @@ class ConfigError(Exception):
     """A settings problem the user can fix; the message says how."""
 
 
-@dataclass(frozen=True)
-class Settings:
-    """The effective settings, after environment overrides."""
-
-    hub_url: str
-    api_key: str | None
-    owner: str | None
-    # key -> where its value came from ("env PRIME_HUB_URL", "file", "default").
-    sources: dict[str, str]
-
-
 def config_path() -> Path:
-    """Where the settings file lives (XDG base directory spec)."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "prime" / "config.toml"
+    """Where the settings file lives (the platform's user config directory)."""
+    return platformdirs.user_config_path("prime", appauthor=False) / "config.toml"
+
+
+def _aliases(key: str) -> AliasChoices:
+    return AliasChoices(*ENV_VARS[key], key)
+
+
+class Settings(BaseSettings):
+    """The effective settings: environment variables over the file over defaults."""
+
+    model_config = SettingsConfigDict(frozen=True, env_ignore_empty=True, extra="ignore")
+
+    hub_url: str = Field(default=DEFAULT_HUB_URL, validation_alias=_aliases("hub_url"))
+    api_key: str | None = Field(default=None, validation_alias=_aliases("api_key"))
+    owner: str | None = Field(default=None, validation_alias=_aliases("owner"))
+    # key -> where its value came from ("env PRIME_HUB_URL", "file", "default").
+    sources: dict[str, str] = Field(default_factory=dict, exclude=True)
+
+    @field_validator("hub_url", mode="after")
+    @classmethod
+    def _normal_url(cls, value: str) -> str:
+        try:
+            return normalize_hub_url(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from exc
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, config_path()))
 
 
 def normalize_hub_url(url: str) -> str:
@@ -135,27 +167,33 @@ def unset_value(key: str) -> Path:
 
 def load_settings() -> Settings:
     """The effective settings: environment variables over the file over defaults."""
-    stored = load_file()
-    resolved: dict[str, str | None] = {}
+    stored = load_file()  # a clear ConfigError for an unreadable or broken file
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            str(err.get("msg", "")).removeprefix("Value error, ") for err in exc.errors()
+        )
+        raise ConfigError(f"invalid settings: {problems}") from exc
     sources: dict[str, str] = {}
     for key in KEYS:
-        value: str | None = None
-        for var in ENV_VARS[key]:
-            if os.environ.get(var):
-                value, sources[key] = os.environ[var], f"env {var}"
-                break
-        if value is None and key in stored:
-            value, sources[key] = stored[key], "file"
-        resolved[key] = value
-    hub_url = resolved["hub_url"]
-    if hub_url is None:
-        hub_url, sources["hub_url"] = DEFAULT_HUB_URL, "default"
-    return Settings(
-        hub_url=normalize_hub_url(hub_url),
-        api_key=resolved["api_key"],
-        owner=resolved["owner"],
-        sources=sources,
-    )
+        var = next((v for v in ENV_VARS[key] if os.environ.get(v)), None)
+        if var is not None:
+            sources[key] = f"env {var}"
+        elif key in stored:
+            sources[key] = "file"
+        elif key == "hub_url":
+            sources[key] = "default"
+    return settings.model_copy(update={"sources": sources})
+
+
+def clear_credentials() -> Path | None:
+    """Remove the token from the settings file (`prime logout`); None when none was stored."""
+    values = load_file()
+    if "api_key" not in values:
+        return None
+    values.pop("api_key")
+    return save_file(values)
 
 
 def mask_token(token: str | None) -> str:

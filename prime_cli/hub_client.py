@@ -4,17 +4,25 @@ Every failure becomes a `HubError` whose message is one line that says what went
 to fix it (unreachable hub, bad token, no such environment, version not found), so commands can
 print it and exit non-zero instead of showing a traceback. Uploads and downloads stream with a
 rich progress bar on stderr and verify sizes and sha256 digests.
+
+Requests are retried (tenacity: exponential backoff with full jitter, never sooner than the
+hub's `Retry-After` in either of its forms) when a retry cannot duplicate anything: idempotent
+methods after a transport error, a 429 or a 502/503/504; any method when the connection was
+never made (a hub restarting) or the hub refused it with 429/503. Downloads follow the hub's
+redirects to presigned storage URLs; the token is only ever sent to the hub's own origin.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 from urllib.parse import quote, urljoin, urlsplit
 
 import httpx
+import tenacity
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -26,9 +34,14 @@ from rich.progress import (
 )
 
 from prime_cli.config import Settings, load_settings
+from prime_env.clients.retry import retry_after_seconds
 
 API_PREFIX = "/api/v1"
 CHUNK = 256 * 1024
+IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+NEVER_PROCESSED = frozenset({429, 503})  # the hub refused before doing anything: any method
+MAX_REDIRECTS = 5
 
 
 class HubError(Exception):
@@ -41,6 +54,55 @@ class HubError(Exception):
 
 class NotFound(HubError):
     """The hub answered 404 (no such environment, version or file, or not visible to you)."""
+
+
+class _RetryableStatus(Exception):
+    """A response worth another attempt; carries it so the last one can still be reported."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(f"HTTP {response.status_code}")
+        self.response = response
+        self.retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard to try: attempts include the first; delays are seconds."""
+
+    max_attempts: int = 8
+    max_elapsed_s: float = 60.0  # long enough for a hub restart, short enough for a person
+    base_delay_s: float = 0.5
+    max_delay_s: float = 15.0
+    max_retry_after_s: float = 60.0  # a longer Retry-After fails now rather than hanging
+
+
+def _retryable(method: str) -> Callable[[BaseException], bool]:
+    idempotent = method.upper() in IDEMPOTENT
+
+    def check(exc: BaseException) -> bool:
+        if isinstance(exc, _RetryableStatus):
+            status = exc.response.status_code
+            return status in NEVER_PROCESSED or (idempotent and status in RETRY_STATUSES)
+        if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+            return True  # the request never reached the hub
+        return idempotent and isinstance(exc, httpx.TransportError)
+
+    return check
+
+
+def _wait(policy: RetryPolicy) -> Callable[[tenacity.RetryCallState], float]:
+    jitter = tenacity.wait_random_exponential(
+        multiplier=policy.base_delay_s, max=policy.max_delay_s
+    )
+
+    def wait(state: tenacity.RetryCallState) -> float:
+        delay = jitter(state)
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, _RetryableStatus) and exc.retry_after is not None:
+            delay = max(delay, min(exc.retry_after, policy.max_retry_after_s))
+        return delay
+
+    return wait
 
 
 def _progress(console: Console) -> Progress:
@@ -87,10 +149,12 @@ class HubClient:
         timeout: float = 30.0,
         console: Console | None = None,
         transport: httpx.BaseTransport | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.console = console or Console(stderr=True)
+        self.retry = retry or RetryPolicy()
         headers = {"User-Agent": "prime-envhub-cli"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -133,6 +197,51 @@ class HubClient:
             "set PRIME_HUB_URL or run `prime login --url URL`"
         )
 
+    def _retrying(self, method: str, what: str) -> tenacity.Retrying:
+        """The retry loop for one logical request; its last failure is re-raised as is."""
+        policy = self.retry
+
+        def announce(state: tenacity.RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            reason = str(exc) or type(exc).__name__
+            delay = state.next_action.sleep if state.next_action else 0.0
+            self.console.print(
+                f"[yellow]{what}: {reason}; retrying in {delay:.1f} s "
+                f"(attempt {state.attempt_number + 1} of {policy.max_attempts})[/]"
+            )
+
+        return tenacity.Retrying(
+            retry=tenacity.retry_if_exception(_retryable(method)),
+            wait=_wait(policy),
+            stop=tenacity.stop_after_attempt(policy.max_attempts)
+            | tenacity.stop_after_delay(policy.max_elapsed_s),
+            before_sleep=announce,
+            reraise=True,
+        )
+
+    def _attempts(
+        self, method: str, what: str, call: Callable[[], httpx.Response]
+    ) -> httpx.Response:
+        """Run `call` under the retry policy; a final retryable status is returned, not raised."""
+        try:
+            return self._retrying(method, what)(self._raise_retryable(call))
+        except _RetryableStatus as exc:
+            return exc.response
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc) from exc
+
+    @staticmethod
+    def _raise_retryable(call: Callable[[], httpx.Response]) -> Callable[[], httpx.Response]:
+        def attempt() -> httpx.Response:
+            response = call()
+            if response.status_code in RETRY_STATUSES:
+                response.read()
+                response.close()
+                raise _RetryableStatus(response)
+            return response
+
+        return attempt
+
     def _check(self, response: httpx.Response, what: str) -> httpx.Response:
         if response.is_success:
             return response
@@ -165,10 +274,11 @@ class HubClient:
         params: Mapping[str, Any] | None = None,
     ) -> Any:
         """Call `API_PREFIX + path` and return the decoded JSON body (None when empty)."""
-        try:
-            response = self._http.request(method, API_PREFIX + path, json=json, params=params)
-        except httpx.HTTPError as exc:
-            raise self._unreachable(exc) from exc
+        response = self._attempts(
+            method,
+            what,
+            lambda: self._http.request(method, API_PREFIX + path, json=json, params=params),
+        )
         self._check(response, what)
         if not response.content:
             return None
@@ -198,65 +308,92 @@ class HubClient:
             )
         return body["data"]
 
+    def _send_following(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        """Send, following redirects ourselves so the token never leaves the hub's origin.
+
+        (httpx drops Authorization on a cross-origin redirect too; doing it here keeps the
+        rule visible and independent of the library's version.)
+        """
+        target = self._absolute(url)
+        for _ in range(MAX_REDIRECTS + 1):
+            request = self._http.build_request(method, target, **kwargs)
+            if not self._same_origin(target):
+                request.headers.pop("Authorization", None)
+            response = self._http.send(request, stream=True)
+            if not response.is_redirect:
+                return response
+            response.close()
+            target = urljoin(target, response.headers["Location"])
+        raise httpx.TooManyRedirects(f"more than {MAX_REDIRECTS} redirects", request=request)
+
     # ----------------------------------------------------------------- transfers
 
     def upload(self, url: str, path: Path, *, label: str | None = None) -> None:
-        """PUT the file at `path` to an upload URL (the hub's own, or a presigned S3 URL)."""
+        """PUT the file at `path` to an upload URL (the hub's own, or a presigned S3 URL).
+
+        A PUT of the same bytes is idempotent, so an upload cut off by a hub restart starts
+        over from the first byte once the hub answers again.
+        """
         size = path.stat().st_size
-        target = self._absolute(url)
         headers = {"Content-Length": str(size), "Content-Type": "application/octet-stream"}
         with _progress(self.console) as progress:
             task = progress.add_task(label or f"upload {path.name}", total=size)
 
-            def chunks() -> Iterator[bytes]:
-                with path.open("rb") as handle:
-                    while block := handle.read(CHUNK):
-                        progress.update(task, advance=len(block))
-                        yield block
+            def send() -> httpx.Response:
+                progress.reset(task, total=size)
 
-            try:
-                request = self._http.build_request("PUT", target, content=chunks(), headers=headers)
-                if not self._same_origin(url):  # never leak the token to presigned storage
-                    request.headers.pop("Authorization", None)
-                response = self._http.send(request)
-            except httpx.HTTPError as exc:
-                raise self._unreachable(exc) from exc
+                def chunks() -> Iterator[bytes]:
+                    with path.open("rb") as handle:
+                        while block := handle.read(CHUNK):
+                            progress.update(task, advance=len(block))
+                            yield block
+
+                response = self._send_following("PUT", url, content=chunks(), headers=headers)
+                response.read()
+                return response
+
+            response = self._attempts("PUT", f"upload of {path.name}", send)
         self._check(response, f"upload of {path.name}")
 
     def download(
         self, url: str, dest: Path, *, sha256: str | None = None, label: str | None = None
     ) -> Path:
-        """Stream `url` to `dest` (atomically), checking the sha256 when one is given."""
-        target = self._absolute(url)
+        """Stream `url` to `dest` (atomically), checking the sha256 when one is given.
+
+        Redirects (the hub's 307 to a presigned storage URL) are followed; a transfer cut off
+        midway starts again from the first byte.
+        """
         dest.parent.mkdir(parents=True, exist_ok=True)
         partial = dest.with_name(dest.name + ".part")
         digest = hashlib.sha256()
+        what = f"download of {dest.name}"
+
+        def fetch() -> httpx.Response:
+            nonlocal digest
+            response = self._send_following("GET", url)
+            if response.status_code in RETRY_STATUSES or not response.is_success:
+                return response  # classified by _raise_retryable / _check
+            try:
+                total = int(response.headers.get("Content-Length", 0)) or None
+                digest = hashlib.sha256()
+                with _progress(self.console) as progress, partial.open("wb") as handle:
+                    task = progress.add_task(label or f"download {dest.name}", total=total)
+                    for block in response.iter_bytes(CHUNK):
+                        handle.write(block)
+                        digest.update(block)
+                        progress.update(task, advance=len(block))
+            finally:
+                response.close()
+            return response
+
         try:
-            request = self._http.build_request("GET", target)
-            if not self._same_origin(url):
-                request.headers.pop("Authorization", None)
-            response = self._http.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            raise self._unreachable(exc) from exc
-        try:
+            response = self._attempts("GET", what, fetch)
             if not response.is_success:
                 response.read()
-                self._check(response, f"download of {dest.name}")
-            total = int(response.headers.get("Content-Length", 0)) or None
-            with _progress(self.console) as progress, partial.open("wb") as handle:
-                task = progress.add_task(label or f"download {dest.name}", total=total)
-                for block in response.iter_bytes(CHUNK):
-                    handle.write(block)
-                    digest.update(block)
-                    progress.update(task, advance=len(block))
-        except httpx.HTTPError as exc:
-            partial.unlink(missing_ok=True)
-            raise self._unreachable(exc) from exc
+                self._check(response, what)
         except BaseException:
             partial.unlink(missing_ok=True)
             raise
-        finally:
-            response.close()
         if sha256 and digest.hexdigest() != sha256.lower():
             partial.unlink(missing_ok=True)
             raise HubError(
@@ -265,6 +402,130 @@ class HubClient:
             )
         partial.replace(dest)
         return dest
+
+    # ----------------------------------------------------------------- endpoints (docs/api.md)
+
+    def whoami(self) -> dict[str, Any]:
+        """`GET /user/whoami`: the account and token scopes behind our token."""
+        data = self.data("GET", "/user/whoami", "whoami")
+        if not isinstance(data, dict) or "username" not in data:
+            raise HubError(f"whoami: unexpected answer from {self.base_url}; is it a prime hub?")
+        return data
+
+    def list_environments(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """`GET /environmentshub/`: one page `{data, total_count, page, per_page}`."""
+        body = self.request("GET", "/environmentshub/", "list environments", params=params)
+        if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+            raise HubError(f"list environments: unexpected answer from {self.base_url}")
+        return body
+
+    def environment(self, owner: str, name: str) -> dict[str, Any]:
+        """`GET /environmentshub/{owner}/{name}`: the environment's summary."""
+        return dict(self.data("GET", env_path(owner, name), f"info {owner}/{name}"))
+
+    def version(self, owner: str, name: str, spec: str | None) -> dict[str, Any]:
+        """`GET …/@{version|latest}`: the install record of one version."""
+        ref = quote(spec or "latest", safe="")
+        label = f"{owner}/{name}@{spec}" if spec else f"{owner}/{name}"
+        return dict(self.data("GET", f"{env_path(owner, name)}/@{ref}", f"info {label}"))
+
+    def versions(self, owner: str, name: str) -> list[dict[str, Any]]:
+        """`GET …/versions`: every version, newest first."""
+        return list(
+            self.data("GET", f"{env_path(owner, name)}/versions", f"versions of {owner}/{name}")
+        )
+
+    def set_yanked(
+        self, owner: str, name: str, version: str, yanked: bool, reason: str | None = None
+    ) -> dict[str, Any]:
+        """`POST …/@{version}/yank` or `/unyank`."""
+        action = "yank" if yanked else "unyank"
+        path = f"{env_path(owner, name)}/@{quote(version, safe='')}/{action}"
+        body = {"reason": reason} if yanked else None
+        return dict(self.data("POST", path, f"{action} {owner}/{name}@{version}", json=body))
+
+    def resolve_environment(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """`POST /environmentshub/resolve`: get or create the environment to push to."""
+        return dict(
+            self.data(
+                "POST",
+                "/environmentshub/resolve",
+                f"resolve {body.get('owner_slug')}/{body.get('name')}",
+                json=dict(body),
+            )
+        )
+
+    def reserve_upload(self, env_id: str, kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """`POST …/{env_id}/wheels` or `/versions`: `{wheel_id|version_id, upload_url}`."""
+        return dict(
+            self.data(
+                "POST",
+                f"/environmentshub/{env_id}/{kind}",
+                f"reserve upload of {body.get('filename')}",
+                json=dict(body),
+            )
+        )
+
+    def finalize_upload(
+        self, env_id: str, kind: str, upload_id: str, filename: str
+    ) -> dict[str, Any]:
+        """`POST …/{env_id}/{wheels|versions}/{id}/finalize`."""
+        done = self.data(
+            "POST",
+            f"/environmentshub/{env_id}/{kind}/{upload_id}/finalize",
+            f"finalize upload of {filename}",
+        )
+        return dict(done or {})
+
+    def create_evaluation(self, body: Mapping[str, Any]) -> str:
+        """`POST /evaluations/`: returns the new evaluation's id."""
+        created = self.request("POST", "/evaluations/", "create evaluation", json=dict(body))
+        return str(created["evaluation_id"])
+
+    def push_samples(self, evaluation_id: str, samples: list[dict[str, Any]]) -> None:
+        """`POST /evaluations/{id}/samples`: one batch."""
+        self.request(
+            "POST",
+            f"/evaluations/{quote(evaluation_id, safe='')}/samples",
+            "push samples",
+            json={"samples": samples},
+        )
+
+    def finalize_evaluation(self, evaluation_id: str, metrics: Mapping[str, Any]) -> None:
+        """`POST /evaluations/{id}/finalize`."""
+        self.request(
+            "POST",
+            f"/evaluations/{quote(evaluation_id, safe='')}/finalize",
+            "finalize evaluation",
+            json={"metrics": dict(metrics)},
+        )
+
+    def list_evaluations(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """`GET /evaluations/`: one page `{data, total_count, page, per_page}`."""
+        body = self.request("GET", "/evaluations/", "list evaluations", params=params)
+        if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+            raise HubError(f"list evaluations: unexpected answer from {self.base_url}")
+        return body
+
+    def evaluation(self, evaluation_id: str) -> dict[str, Any]:
+        """`GET /evaluations/{id}`: one run with the hub's summary."""
+        return dict(
+            self.data(
+                "GET",
+                f"/evaluations/{quote(evaluation_id, safe='')}",
+                f"evaluation {evaluation_id}",
+            )
+        )
+
+    def evaluation_samples(self, evaluation_id: str, page: int, per_page: int) -> dict[str, Any]:
+        """`GET /evaluations/{id}/samples`: one page of samples."""
+        body = self.request(
+            "GET",
+            f"/evaluations/{quote(evaluation_id, safe='')}/samples",
+            f"samples of {evaluation_id}",
+            params={"page": page, "per_page": per_page},
+        )
+        return dict(body)
 
 
 def env_path(owner: str, name: str) -> str:

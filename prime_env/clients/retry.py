@@ -21,6 +21,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
 from prime_env.clients.base import ModelError
@@ -161,14 +163,26 @@ def classify_common(exc: BaseException) -> Failure | None:
     return None
 
 
-def retry_after_seconds(value: str | None) -> float | None:
-    """Parse a Retry-After header given in seconds (HTTP dates are treated as absent)."""
+def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header, in either form RFC 9110 allows.
+
+    `Retry-After: 120` (delay-seconds) or `Retry-After: Fri, 31 Dec 1999 23:59:59 GMT`
+    (an HTTP date, counted from `now`); a date in the past means 0, garbage means absent.
+    """
     if value is None:
         return None
+    value = value.strip()
     try:
         return max(0.0, float(value))
     except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
         return None
+    if when.tzinfo is None:  # RFC 9110 dates are GMT; a zone-less date is read the same way
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
 def status_failure(status: int, message: str, retry_after: str | None) -> Failure:

@@ -14,6 +14,12 @@ def isolated_prime_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
-    for var in ("PRIME_HUB_URL", "PRIME_API_BASE_URL", "PRIME_API_KEY", "PRIME_OWNER"):
+    for var in (
+        "PRIME_HUB_URL",
+        "PRIME_API_BASE_URL",
+        "PRIME_BASE_URL",
+        "PRIME_API_KEY",
+        "PRIME_OWNER",
+    ):
         monkeypatch.delenv(var, raising=False)
     return home

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import pytest
 
-from prime_cli.hub_client import HubClient, HubError, NotFound
+from prime_cli.hub_client import HubClient, HubError, NotFound, RetryPolicy
 from tests.hub_server.hubproc import HubProcess, start_hub
 from tests.support import free_port
 
@@ -24,7 +24,8 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
 
 def test_unreachable_hub_says_how_to_fix() -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    with HubClient(url, timeout=5) as client, pytest.raises(HubError) as caught:
+    once = RetryPolicy(max_attempts=1)
+    with HubClient(url, timeout=5, retry=once) as client, pytest.raises(HubError) as caught:
         client.request("GET", "/environmentshub/", "list environments")
     message = str(caught.value)
     assert message.startswith(f"cannot reach the hub at {url}")
