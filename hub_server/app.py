@@ -15,21 +15,25 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from hub_server import account_api, environments_api, index_routes, legacy_upload, push_api
-from hub_server.admin import open_database
-from hub_server.blobstore import BlobStore
-from hub_server.errors import HubError
-from hub_server.pending_uploads import purge_expired
-from hub_server.ratelimit import SlidingWindowLimiter
-from hub_server.settings import HubSettings
-from hub_server.state import Hub
+from hub_server.accounts import api as account_api
+from hub_server.accounts.admin import open_database
+from hub_server.core.blobstore import BlobStore
+from hub_server.core.errors import HubError
+from hub_server.core.ratelimit import SlidingWindowLimiter
+from hub_server.core.settings import HubSettings
+from hub_server.core.state import Hub
+from hub_server.index import legacy_upload
+from hub_server.index import routes as index_routes
+from hub_server.registry import api as environments_api
+from hub_server.registry import push_api
+from hub_server.registry.pending_uploads import purge_expired
 
 log = logging.getLogger(__name__)
 
 # Routers owned by other hub modules, mounted before the catch-all package-index routes.
 _EXTENSIONS: tuple[str, ...] = (
-    "hub_server.evaluations_api:router",
-    "hub_server.web:router",
+    "hub_server.evals.api:router",
+    "hub_server.web.routes:router",
 )
 
 

@@ -1,7 +1,7 @@
 """`prime hub …`: run and administer a self-hosted hub (no running server needed for admin).
 
 The commands are thin: settings come from `--data-dir` or `PRIME_HUB_*` variables, and the
-work is done by `hub_server.admin` / `hub_server.app`.
+work is done by `hub_server.accounts.admin` / `hub_server.app`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import click
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-    from hub_server.settings import HubSettings
+    from hub_server.core.settings import HubSettings
 
 T = TypeVar("T")
 
@@ -30,7 +30,7 @@ _DATA_DIR = click.option(
 def _settings(data_dir: Path | None) -> HubSettings:
     from pydantic import ValidationError
 
-    from hub_server.settings import HubSettings
+    from hub_server.core.settings import HubSettings
 
     try:
         return HubSettings.from_env(data_dir)
@@ -40,7 +40,7 @@ def _settings(data_dir: Path | None) -> HubSettings:
 
 
 def _engine(data_dir: Path | None) -> Engine:
-    from hub_server.admin import open_database
+    from hub_server.accounts.admin import open_database
 
     settings = _settings(data_dir)
     try:
@@ -50,7 +50,7 @@ def _engine(data_dir: Path | None) -> Engine:
 
 
 def _admin_call(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    from hub_server.admin import AdminError
+    from hub_server.accounts.admin import AdminError
 
     try:
         return func(*args, **kwargs)
@@ -79,8 +79,8 @@ def serve(host: str, port: int, data_dir: Path | None, workers: int, with_builti
 
     import uvicorn
 
-    from hub_server.blobstore import BlobStore
-    from hub_server.http_protocol import ReasonPhraseH11Protocol
+    from hub_server.core.blobstore import BlobStore
+    from hub_server.core.http_protocol import ReasonPhraseH11Protocol
 
     settings = _settings(data_dir)
     os.environ["PRIME_HUB_DATA_DIR"] = str(settings.data_dir)
@@ -117,7 +117,7 @@ def user() -> None:
 @_DATA_DIR
 def user_add(name: str, admin: bool, token_name: str, data_dir: Path | None) -> None:
     """Create user NAME (and namespace NAME/); prints a new token as the last line."""
-    from hub_server.admin import create_token, create_user
+    from hub_server.accounts.admin import create_token, create_user
 
     engine = _engine(data_dir)
     created = _admin_call(create_user, engine, name, admin=admin)
@@ -138,7 +138,7 @@ def org() -> None:
 @_DATA_DIR
 def org_add(name: str, members: tuple[str, ...], data_dir: Path | None) -> None:
     """Create organisation NAME (namespace NAME/) with its members."""
-    from hub_server.admin import create_org
+    from hub_server.accounts.admin import create_org
 
     _admin_call(create_org, _engine(data_dir), name, list(members))
     listed = ", ".join(members) or "no members yet"
@@ -151,7 +151,7 @@ def org_add(name: str, members: tuple[str, ...], data_dir: Path | None) -> None:
 @_DATA_DIR
 def org_add_member(name: str, users: tuple[str, ...], data_dir: Path | None) -> None:
     """Add USERS to organisation NAME."""
-    from hub_server.admin import add_members
+    from hub_server.accounts.admin import add_members
 
     _admin_call(add_members, _engine(data_dir), name, list(users))
     click.echo(f"Added {', '.join(users)} to {name!r}.")
@@ -176,7 +176,7 @@ def token_create(
     username: str, token_name: str, scopes: tuple[str, ...], data_dir: Path | None
 ) -> None:
     """Create a token for USERNAME; prints the token as the last line (shown only once)."""
-    from hub_server.admin import create_token
+    from hub_server.accounts.admin import create_token
 
     secret, row = _admin_call(create_token, _engine(data_dir), username, token_name, list(scopes))
     click.echo(f"Token {token_name!r} for {username} with scopes: {row.scopes}")
@@ -188,7 +188,7 @@ def token_create(
 @_DATA_DIR
 def token_revoke(secret: str, data_dir: Path | None) -> None:
     """Revoke the token SECRET."""
-    from hub_server.admin import revoke_token
+    from hub_server.accounts.admin import revoke_token
 
     _admin_call(revoke_token, _engine(data_dir), secret)
     click.echo("Token revoked.")
@@ -218,7 +218,7 @@ def _seed(url: str, data_dir: Path) -> list[str]:
             "Seeding needs a source checkout of prime-envhub (builtin_envs/ beside prime_cli/); "
             "run it from the repository."
         ) from None
-    from hub_server.admin import create_token, ensure_user, revoke_token
+    from hub_server.accounts.admin import create_token, ensure_user, revoke_token
 
     engine = _engine(data_dir)
     _admin_call(ensure_user, engine, OWNER)

@@ -17,7 +17,7 @@ _COMMANDS: dict[str, str] = {
     "config": "prime_cli.account_commands:config",
     "env": "prime_cli.env_commands:env",
     "eval": "prime_cli.eval_commands:eval_group",
-    "hub": "prime_cli.hub_commands:hub",
+    "hub": "hub_server.cli:hub",
     "sandbox": "prime_cli.sandbox_commands:sandbox",
 }
 

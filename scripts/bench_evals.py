@@ -37,10 +37,11 @@ from typing import Any
 import httpx
 from sqlmodel import Session, select
 
-from hub_server.admin import create_token, create_user, open_database
-from hub_server.models import Owner, Version
-from hub_server.publishing import create_environment
-from hub_server.settings import HubSettings
+from hub_server.accounts.admin import create_token, create_user, open_database
+from hub_server.accounts.models import Owner
+from hub_server.core.settings import HubSettings
+from hub_server.registry.models import Version
+from hub_server.registry.publishing import create_environment
 
 BATCH_BYTES = 8 * 1024 * 1024
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"

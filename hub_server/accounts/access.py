@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from sqlmodel import Session, select
 
-from hub_server.auth import Principal
-from hub_server.errors import Forbidden, NotFound, Unauthorized
-from hub_server.models import Environment, Owner
+from hub_server.accounts.auth import Principal
+from hub_server.accounts.models import Owner
+from hub_server.core.errors import Forbidden, NotFound, Unauthorized
+from hub_server.registry.models import Environment
 from registry_index.names import normalize
 
 

@@ -12,10 +12,11 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
-from hub_server.auth import generate_token, hash_token, validate_scopes
-from hub_server.db import make_engine, migrate, session_scope
-from hub_server.models import ApiToken, Membership, Owner, User, utcnow
-from hub_server.settings import HubSettings
+from hub_server.accounts.auth import generate_token, hash_token, validate_scopes
+from hub_server.accounts.models import ApiToken, Membership, Owner, User
+from hub_server.core.db import make_engine, migrate, session_scope
+from hub_server.core.ids import utcnow
+from hub_server.core.settings import HubSettings
 
 OWNER_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 from sqlmodel import select
 
-from hub_server.deps import AuthDep, SessionDep
-from hub_server.models import Owner
-from hub_server.schemas import Envelope, TokenOut, WhoAmI
+from hub_server.accounts.models import Owner
+from hub_server.core.deps import AuthDep, SessionDep
+from hub_server.registry.schemas import Envelope, TokenOut, WhoAmI
 
 router = APIRouter(prefix="/api/v1/user", tags=["account"])
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 from sqlmodel import Session, select
 
-from hub_server.models import ApiToken, Environment, Membership, Owner, User
+from hub_server.accounts.models import ApiToken, Membership, Owner, User
+from hub_server.registry.models import Environment
 from registry_index.names import normalize
 
 TOKEN_PREFIX = "phub_"

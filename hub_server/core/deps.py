@@ -12,9 +12,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlmodel import Session
 
-from hub_server.auth import Principal, authenticate, credentials_from_header
-from hub_server.errors import RateLimited, Unauthorized
-from hub_server.state import Hub
+from hub_server.accounts.auth import Principal, authenticate, credentials_from_header
+from hub_server.core.errors import RateLimited, Unauthorized
+from hub_server.core.state import Hub
 
 
 def get_hub(request: Request) -> Hub:

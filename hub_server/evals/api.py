@@ -13,7 +13,8 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ValidationError
 
-from hub_server.deps import AuthDep, HubDep, PrincipalDep, SessionDep, check_upload_rate
+from hub_server.accounts.models import Owner, User
+from hub_server.core.deps import AuthDep, HubDep, PrincipalDep, SessionDep, check_upload_rate
 from hub_server.evals import service
 from hub_server.evals.leaderboard import leaderboard
 from hub_server.evals.models import Evaluation
@@ -32,7 +33,7 @@ from hub_server.evals.schemas import (
     SamplePage,
     SummaryInfo,
 )
-from hub_server.models import Environment, Owner, User
+from hub_server.registry.models import Environment
 
 router = APIRouter(prefix="/api/v1", tags=["evaluations"])
 

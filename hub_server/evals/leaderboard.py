@@ -11,11 +11,12 @@ from typing import Any
 
 from sqlmodel import Session, col
 
-from hub_server.auth import Principal
+from hub_server.accounts.auth import Principal
+from hub_server.accounts.models import User
 from hub_server.evals.models import Evaluation
 from hub_server.evals.schemas import LeaderboardRow
 from hub_server.evals.service import runs_query
-from hub_server.models import Environment, User
+from hub_server.registry.models import Environment
 
 _COLUMNS = (
     Evaluation.id,

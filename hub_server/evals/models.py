@@ -12,7 +12,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
-from hub_server.models import new_id, utcnow
+from hub_server.core.ids import new_id, utcnow
 
 
 class Evaluation(SQLModel, table=True):

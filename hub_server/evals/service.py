@@ -21,10 +21,12 @@ from packaging.version import InvalidVersion
 from packaging.version import Version as PepVersion
 from sqlmodel import Session, col, select
 
-from hub_server.access import can_read, readable_environment
-from hub_server.auth import Principal
-from hub_server.blobstore import BlobStore, content_key
-from hub_server.errors import HubError
+from hub_server.accounts.access import can_read, readable_environment
+from hub_server.accounts.auth import Principal
+from hub_server.accounts.models import Owner
+from hub_server.core.blobstore import BlobStore, content_key
+from hub_server.core.errors import HubError
+from hub_server.core.ids import utcnow
 from hub_server.evals.models import Evaluation, EvaluationBatch
 from hub_server.evals.samples import (
     SampleError,
@@ -35,7 +37,7 @@ from hub_server.evals.samples import (
 )
 from hub_server.evals.schemas import CreateEvaluation, EnvironmentRef
 from hub_server.evals.stats import Summary, SummaryBuilder
-from hub_server.models import Environment, Owner, Version, utcnow
+from hub_server.registry.models import Environment, Version
 from registry_index.names import normalize
 
 

@@ -19,14 +19,14 @@ from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from hub_server.access import find_owner, readable_environment, require_upload
-from hub_server.auth import Principal
-from hub_server.deps import check_upload_rate, resolve_principal
-from hub_server.errors import BadRequest, HubError, NotFound, TooLarge, Unauthorized
-from hub_server.http_protocol import REASON_HEADER, latin1_reason
-from hub_server.models import Owner
-from hub_server.publishing import EnvTarget, NewFile, publish_file
-from hub_server.state import Hub
+from hub_server.accounts.access import find_owner, readable_environment, require_upload
+from hub_server.accounts.auth import Principal
+from hub_server.accounts.models import Owner
+from hub_server.core.deps import check_upload_rate, resolve_principal
+from hub_server.core.errors import BadRequest, HubError, NotFound, TooLarge, Unauthorized
+from hub_server.core.http_protocol import REASON_HEADER, latin1_reason
+from hub_server.core.state import Hub
+from hub_server.registry.publishing import EnvTarget, NewFile, publish_file
 from registry_index.errors import InvalidUpload
 from registry_index.filenames import parse_filename
 from registry_index.names import normalize

@@ -14,12 +14,13 @@ from sqlalchemy import Row, Select, bindparam, update
 from sqlmodel import Session, select
 from starlette.concurrency import run_in_threadpool
 
-from hub_server.access import can_read, env_not_found, find_owner, readable_environment
-from hub_server.auth import Principal
-from hub_server.deps import HubDep, PrincipalDep, SessionDep, resolve_principal
-from hub_server.errors import HubError, NotFound
-from hub_server.models import DistFile, Environment, Owner, Version
-from hub_server.state import Hub
+from hub_server.accounts.access import can_read, env_not_found, find_owner, readable_environment
+from hub_server.accounts.auth import Principal
+from hub_server.accounts.models import Owner
+from hub_server.core.deps import HubDep, PrincipalDep, SessionDep, resolve_principal
+from hub_server.core.errors import HubError, NotFound
+from hub_server.core.state import Hub
+from hub_server.registry.models import DistFile, Environment, Version
 from registry_index.names import normalize
 from registry_index.simple import ProjectFile, negotiate, render_index_page, render_project_page
 

@@ -1,11 +1,14 @@
-"""Alembic environment: runs the hub's migrations on the connection `hub_server.db` hands in."""
+"""Alembic environment: runs the hub's migrations on the connection `hub_server.core.db` hands in."""
 
 from __future__ import annotations
 
 from alembic import context
 from sqlmodel import SQLModel
 
-import hub_server.models  # noqa: F401  (registers the tables for autogenerate)
+# Every table module, so `alembic revision --autogenerate` sees the whole schema.
+import hub_server.accounts.models
+import hub_server.evals.models
+import hub_server.registry.models  # noqa: F401
 
 config = context.config
 target_metadata = SQLModel.metadata

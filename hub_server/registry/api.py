@@ -14,14 +14,15 @@ from fastapi.responses import FileResponse, RedirectResponse
 from sqlalchemy import ColumnElement, and_, func, or_, true
 from sqlmodel import Session, col, select
 
-from hub_server.access import readable_environment, require_upload
-from hub_server.auth import Principal
-from hub_server.deps import HubDep, PrincipalDep, SessionDep
-from hub_server.errors import BadRequest, NotFound
-from hub_server.models import DistFile, Environment, EnvironmentTag, Owner, Version
-from hub_server.publishing import bump_serials
-from hub_server.push_api import public_base
-from hub_server.schemas import (
+from hub_server.accounts.access import readable_environment, require_upload
+from hub_server.accounts.auth import Principal
+from hub_server.accounts.models import Owner
+from hub_server.core.deps import HubDep, PrincipalDep, SessionDep
+from hub_server.core.errors import BadRequest, NotFound
+from hub_server.registry.models import DistFile, Environment, EnvironmentTag, Version
+from hub_server.registry.publishing import bump_serials
+from hub_server.registry.push_api import public_base
+from hub_server.registry.schemas import (
     Envelope,
     EnvironmentDetail,
     EnvironmentPatch,
@@ -31,7 +32,7 @@ from hub_server.schemas import (
     VersionInfo,
     YankRequest,
 )
-from hub_server.views import file_url, sort_key, summaries, version_info, version_infos
+from hub_server.registry.views import file_url, sort_key, summaries, version_info, version_infos
 from registry_index.resolve import select_version
 
 router = APIRouter(prefix="/api/v1/environmentshub", tags=["environments"])

@@ -9,8 +9,9 @@ from __future__ import annotations
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from hub_server.blobstore import BlobStore
-from hub_server.models import PendingUpload, utcnow
+from hub_server.core.blobstore import BlobStore
+from hub_server.core.ids import utcnow
+from hub_server.registry.models import PendingUpload
 
 
 def purge_expired(engine: Engine, store: BlobStore) -> int:

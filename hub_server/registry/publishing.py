@@ -18,10 +18,12 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
-from hub_server.blobstore import BlobStore, content_key
-from hub_server.db import session_scope
-from hub_server.errors import BadRequest, FileExists
-from hub_server.models import DistFile, Environment, EnvironmentTag, Owner, Version, utcnow
+from hub_server.accounts.models import Owner
+from hub_server.core.blobstore import BlobStore, content_key
+from hub_server.core.db import session_scope
+from hub_server.core.errors import BadRequest, FileExists
+from hub_server.core.ids import utcnow
+from hub_server.registry.models import DistFile, Environment, EnvironmentTag, Version
 from registry_index.names import is_stdlib_name, normalize, ultranormalize
 
 _ATTEMPTS = 5

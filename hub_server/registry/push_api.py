@@ -18,13 +18,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 from starlette.concurrency import run_in_threadpool
 
-from hub_server.access import find_owner, require_upload, writable_environment_by_id
-from hub_server.blobstore import staging_key
-from hub_server.deps import AuthDep, HubDep, SessionDep, check_upload_rate
-from hub_server.errors import BadRequest, Conflict, FileExists, NotFound, TooLarge
-from hub_server.models import DistFile, Environment, Owner, PendingUpload, Version, utcnow
-from hub_server.publishing import EnvTarget, NewFile, create_environment, publish_file
-from hub_server.schemas import (
+from hub_server.accounts.access import find_owner, require_upload, writable_environment_by_id
+from hub_server.accounts.models import Owner
+from hub_server.core.blobstore import staging_key
+from hub_server.core.deps import AuthDep, HubDep, SessionDep, check_upload_rate
+from hub_server.core.errors import BadRequest, Conflict, FileExists, NotFound, TooLarge
+from hub_server.core.ids import utcnow
+from hub_server.core.state import Hub
+from hub_server.registry.models import DistFile, Environment, PendingUpload, Version
+from hub_server.registry.publishing import EnvTarget, NewFile, create_environment, publish_file
+from hub_server.registry.schemas import (
     Envelope,
     FinalizeResult,
     OwnerOut,
@@ -35,9 +38,8 @@ from hub_server.schemas import (
     UploadRequest,
     WheelReservation,
 )
-from hub_server.source_archives import validate_source_archive
-from hub_server.state import Hub
-from hub_server.views import version_infos
+from hub_server.registry.source_archives import validate_source_archive
+from hub_server.registry.views import version_infos
 from registry_index.errors import InvalidUpload
 from registry_index.filenames import parse_filename
 from registry_index.names import normalize, validate_project_name
@@ -209,7 +211,7 @@ def _reserve(
 
 def _apply_metadata(session: Session, env: Environment, body: UploadRequest) -> None:
     """A push carries the description and tags from pyproject; keep the environment current."""
-    from hub_server.models import EnvironmentTag
+    from hub_server.registry.models import EnvironmentTag
 
     if body.metadata.description is not None:
         env.description = body.metadata.description

@@ -9,8 +9,9 @@ from packaging.version import InvalidVersion
 from packaging.version import Version as PkgVersion
 from sqlmodel import Session, select
 
-from hub_server.models import DistFile, Environment, EnvironmentTag, Owner, Version
-from hub_server.schemas import (
+from hub_server.accounts.models import Owner
+from hub_server.registry.models import DistFile, Environment, EnvironmentTag, Version
+from hub_server.registry.schemas import (
     EnvironmentSummary,
     FileOut,
     OwnerOut,

@@ -23,18 +23,19 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from markupsafe import Markup
 from sqlmodel import Session, col, select
 
-from hub_server import index_routes
-from hub_server.access import can_read, find_owner, readable_environment
-from hub_server.auth import Principal
-from hub_server.blobstore import BlobStore
-from hub_server.deps import HubDep, PrincipalDep, SessionDep
-from hub_server.errors import HubError
+from hub_server.accounts.access import can_read, find_owner, readable_environment
+from hub_server.accounts.auth import Principal
+from hub_server.accounts.models import Owner
+from hub_server.core.blobstore import BlobStore
+from hub_server.core.deps import HubDep, PrincipalDep, SessionDep
+from hub_server.core.errors import HubError
 from hub_server.evals import service
 from hub_server.evals.leaderboard import leaderboard
-from hub_server.models import DistFile, Environment, EnvironmentTag, Owner
-from hub_server.push_api import public_base
-from hub_server.views import summaries, version_infos
-from hub_server.web_render import STATIC_DIR, build_templates, render_markdown
+from hub_server.index import routes as index_routes
+from hub_server.registry.models import DistFile, Environment, EnvironmentTag
+from hub_server.registry.push_api import public_base
+from hub_server.registry.views import summaries, version_infos
+from hub_server.web.render import STATIC_DIR, build_templates, render_markdown
 from registry_index.errors import InvalidUpload
 from registry_index.metadata import parse_core_metadata
 

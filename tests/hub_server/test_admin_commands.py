@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 from sqlmodel import Session, select
 
-from hub_server.admin import open_database
-from hub_server.models import ApiToken
+from hub_server.accounts.admin import open_database
+from hub_server.accounts.models import ApiToken
 from tests.hub_server.hubproc import HubProcess
 
 PRIME = str(Path(sys.executable).with_name("prime"))

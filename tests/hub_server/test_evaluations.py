@@ -16,10 +16,12 @@ from typing import Any
 import pytest
 from sqlmodel import Session, select
 
-from hub_server.admin import create_org, create_token, create_user, open_database
-from hub_server.auth import Principal, authenticate
-from hub_server.blobstore import BlobStore
-from hub_server.errors import HubError
+from hub_server.accounts.admin import create_org, create_token, create_user, open_database
+from hub_server.accounts.auth import Principal, authenticate
+from hub_server.accounts.models import Owner
+from hub_server.core.blobstore import BlobStore
+from hub_server.core.errors import HubError
+from hub_server.core.settings import HubSettings
 from hub_server.evals import service
 from hub_server.evals.leaderboard import leaderboard
 from hub_server.evals.models import Evaluation, EvaluationBatch
@@ -33,9 +35,8 @@ from hub_server.evals.samples import (
 )
 from hub_server.evals.schemas import CreateEvaluation
 from hub_server.evals.stats import standard_error, summarise
-from hub_server.models import Owner, Version
-from hub_server.publishing import create_environment
-from hub_server.settings import HubSettings
+from hub_server.registry.models import Version
+from hub_server.registry.publishing import create_environment
 from tests.hub_server.hubproc import HubProcess, start_hub
 
 
@@ -992,7 +993,7 @@ def test_migration_is_on_one_linear_history_and_downgrades(tmp_path: Path) -> No
     from alembic.script import ScriptDirectory
     from sqlalchemy import inspect
 
-    from hub_server.db import alembic_config, make_engine, migrate
+    from hub_server.core.db import alembic_config, make_engine, migrate
 
     config = alembic_config()
     assert len(ScriptDirectory.from_config(config).get_heads()) == 1

@@ -8,11 +8,11 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
-from hub_server.admin import create_user, open_database
-from hub_server.errors import BadRequest
-from hub_server.models import Owner
-from hub_server.publishing import create_environment
-from hub_server.settings import HubSettings
+from hub_server.accounts.admin import create_user, open_database
+from hub_server.accounts.models import Owner
+from hub_server.core.errors import BadRequest
+from hub_server.core.settings import HubSettings
+from hub_server.registry.publishing import create_environment
 
 
 def test_the_same_name_created_concurrently_is_a_race_not_a_confusable(tmp_path: Path) -> None:

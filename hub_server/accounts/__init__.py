@@ -1,0 +1,1 @@
+"""Users, organisations, tokens, authentication and the visibility rule."""

@@ -1,0 +1,50 @@
+"""Account tables: users, owners (namespaces of users and organisations), memberships, API tokens."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlmodel import Field, SQLModel
+
+from hub_server.core.ids import new_id, utcnow
+
+
+class User(SQLModel, table=True):
+    """A person (or robot) who holds tokens; owns the namespace `Owner` of the same name."""
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=32)
+    username: str = Field(index=True, unique=True, max_length=64)
+    is_admin: bool = False
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Owner(SQLModel, table=True):
+    """A namespace `owner/…`: a user's own, or an organisation's."""
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=32)
+    name: str = Field(index=True, unique=True, max_length=64)
+    kind: str = Field(max_length=8)  # "user" | "org"
+    user_id: str | None = Field(default=None, foreign_key="user.id", max_length=32)
+    serial: int = 0  # bumped on every change to the owner's project list (index page cache)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Membership(SQLModel, table=True):
+    """A user's membership in an organisation owner."""
+
+    owner_id: str = Field(foreign_key="owner.id", primary_key=True, max_length=32)
+    user_id: str = Field(foreign_key="user.id", primary_key=True, max_length=32, index=True)
+    role: str = Field(default="member", max_length=16)
+
+
+class ApiToken(SQLModel, table=True):
+    """An API token; only its sha256 is stored, the secret is shown once at creation."""
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=32)
+    user_id: str = Field(foreign_key="user.id", index=True, max_length=32)
+    name: str = Field(max_length=128)
+    token_hash: str = Field(index=True, unique=True, max_length=64)
+    scopes: str = Field(default="all", max_length=2048)  # space-separated
+    created_at: datetime = Field(default_factory=utcnow)
+    last_used_at: datetime | None = None
+    revoked_at: datetime | None = None

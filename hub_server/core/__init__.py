@@ -1,0 +1,1 @@
+"""Shared foundations: settings, database, blob store, HTTP errors, rate limits, process state."""

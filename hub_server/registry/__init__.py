@@ -1,0 +1,1 @@
+"""Environments: the REST API, publishing, the push upload flow and its state."""

@@ -1,0 +1,100 @@
+"""Database tables of the registry: environments, tags, versions, files, pending uploads.
+
+Rows are never deleted: versions are yanked, and a `DistFile` row is the permanent record that
+its filename belongs to those bytes. Other hub modules (evaluations) add their own tables to the
+same `SQLModel.metadata` and chain their Alembic migrations on `hub_0001`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel
+
+from hub_server.core.ids import new_id, utcnow
+
+
+class Environment(SQLModel, table=True):
+    """An environment `owner/name`: one installable project in the owner's simple index."""
+
+    __table_args__ = (sa.UniqueConstraint("owner_id", "normalized_name"),)
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=32)
+    owner_id: str = Field(foreign_key="owner.id", max_length=32)
+    name: str = Field(max_length=128)
+    normalized_name: str = Field(max_length=128, index=True)
+    description: str = ""
+    visibility: str = Field(default="public", max_length=8)  # "public" | "private"
+    serial: int = 0  # bumped on every change to its files (project page cache)
+    downloads: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow, index=True)
+
+
+class EnvironmentTag(SQLModel, table=True):
+    """One tag of an environment (a row each, so tag filters use an index)."""
+
+    environment_id: str = Field(foreign_key="environment.id", primary_key=True, max_length=32)
+    tag: str = Field(primary_key=True, max_length=64, index=True)
+
+
+class Version(SQLModel, table=True):
+    """One immutable version of an environment."""
+
+    __table_args__ = (sa.UniqueConstraint("environment_id", "canonical_version"),)
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=32)
+    environment_id: str = Field(foreign_key="environment.id", index=True, max_length=32)
+    version: str = Field(max_length=64)
+    canonical_version: str = Field(max_length=64)
+    content_hash: str | None = Field(default=None, max_length=64, index=True)
+    summary: str = ""
+    requires_python: str | None = Field(default=None, max_length=256)
+    requires_dist: str = "[]"  # JSON list
+    yanked: bool = False
+    yanked_reason: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class DistFile(SQLModel, table=True):
+    """A stored file: wheel, sdist, or `prime env push` source archive.
+
+    The unique (environment, filename) pair makes a filename permanent: it can never be
+    re-used with other bytes, since rows are never deleted.
+    """
+
+    __table_args__ = (sa.UniqueConstraint("environment_id", "filename"),)
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=32)
+    environment_id: str = Field(foreign_key="environment.id", max_length=32)
+    version_id: str = Field(foreign_key="version.id", index=True, max_length=32)
+    filename: str = Field(max_length=255)
+    kind: str = Field(max_length=8)  # "wheel" | "sdist" | "source"
+    sha256: str = Field(max_length=64, index=True)
+    size: int
+    blob_key: str = Field(max_length=255)
+    metadata_sha256: str | None = Field(default=None, max_length=64)
+    metadata_blob_key: str | None = Field(default=None, max_length=255)
+    requires_python: str | None = Field(default=None, max_length=256)
+    uploaded_by: str | None = Field(default=None, foreign_key="user.id", max_length=32)
+    uploaded_at: datetime = Field(default_factory=utcnow)
+    downloads: int = 0
+
+
+class PendingUpload(SQLModel, table=True):
+    """A reserved REST upload (`…/wheels` or `…/versions`) waiting for its PUT and finalize."""
+
+    id: str = Field(default_factory=new_id, primary_key=True, max_length=32)
+    environment_id: str = Field(foreign_key="environment.id", max_length=32)
+    kind: str = Field(max_length=8)  # "wheel" | "source"
+    filename: str = Field(max_length=255)
+    sha256: str = Field(max_length=64)
+    size: int | None = None
+    semantic_version: str = Field(max_length=64)
+    content_hash: str | None = Field(default=None, max_length=64)
+    secret_hash: str = Field(max_length=64)
+    staging_key: str = Field(max_length=255)
+    user_id: str = Field(foreign_key="user.id", max_length=32)
+    created_at: datetime = Field(default_factory=utcnow)
+    expires_at: datetime
