@@ -23,9 +23,10 @@ _BUFFER = 64 * 1024
 class _BoundedReader(io.RawIOBase):
     """A decompressed stream that refuses to produce more than `limit` bytes."""
 
-    def __init__(self, source: IO[bytes], limit: int) -> None:
+    def __init__(self, source: IO[bytes], limit: int, what: str) -> None:
         self._source = source
         self._limit = limit
+        self._what = what
         self._count = 0
 
     def readable(self) -> bool:
@@ -36,17 +37,17 @@ class _BoundedReader(io.RawIOBase):
         self._count += len(data)
         if self._count > self._limit:
             raise InvalidUpload(
-                f"The sdist unpacks to more than {self._limit / (1024 * 1024):.1f} MiB; this "
-                "looks like a compression bomb. Make the source distribution smaller."
+                f"The {self._what} unpacks to more than {self._limit / (1024 * 1024):.1f} MiB; "
+                f"this looks like a compression bomb. Make the {self._what} smaller."
             )
         buffer[: len(data)] = data
         return len(data)
 
 
 @contextmanager
-def open_tar_gz(path: str | Path, limit: int) -> Iterator[tarfile.TarFile]:
+def open_tar_gz(path: str | Path, limit: int, what: str = "sdist") -> Iterator[tarfile.TarFile]:
     """A sequential (`r|`) TarFile over `path` that stops after `limit` decompressed bytes."""
     with open(path, "rb") as raw, gzip.GzipFile(fileobj=raw) as unzipped:
-        bounded = io.BufferedReader(_BoundedReader(unzipped, limit), buffer_size=_BUFFER)  # type: ignore[arg-type]
+        bounded = io.BufferedReader(_BoundedReader(unzipped, limit, what), buffer_size=_BUFFER)  # type: ignore[arg-type]
         with tarfile.open(fileobj=bounded, mode="r|") as archive:
             yield archive

@@ -22,6 +22,7 @@ from email.parser import BytesHeaderParser
 from email.policy import compat32
 from pathlib import Path, PurePosixPath
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from registry_index.bounded_tar import open_tar_gz
@@ -389,8 +390,7 @@ def _validate_sdist(path: Path, parsed: DistFilename, limits: UploadLimits, size
     """Return the PKG-INFO bytes of an sdist that passed every check."""
     top = _sdist_top(parsed)
     # The ratio limit only bites above ratio_min_size: small text archives compress very well.
-    ratio_budget = max(limits.ratio_min_size, int(size * limits.max_total_ratio))
-    budget = min(limits.max_uncompressed_size, ratio_budget)
+    budget = _expansion_budget(limits, size)
     pkg_info: bytes | None = None
     seen: set[str] = set()
     count = 0
@@ -424,6 +424,59 @@ def _validate_sdist(path: Path, parsed: DistFilename, limits: UploadLimits, size
     return pkg_info
 
 
+# --- source archives ------------------------------------------------------------------------
+
+
+def _expansion_budget(limits: UploadLimits, size: int) -> int:
+    """Decompressed bytes allowed for a compressed archive of `size` bytes."""
+    return min(
+        limits.max_uncompressed_size, max(limits.ratio_min_size, int(size * limits.max_total_ratio))
+    )
+
+
+def validate_source_archive(
+    path: Path, filename: str, limits: UploadLimits = DEFAULT_LIMITS
+) -> None:
+    """Raise `InvalidUpload` unless `path` is a safe `.tar.gz` source archive.
+
+    The source archive of `prime env push` (a gzip tar of the environment tree, any top-level
+    layout) is unpacked by `prime env pull` on users' machines, so the hub checks it at upload
+    and the CLI checks it again before extracting (a hub may be hostile): bounded size, member
+    count and decompressed bytes (counted while decompressing, so padding between members
+    counts too), and only regular files and directories with relative, non-escaping names.
+    """
+    if not filename.endswith(".tar.gz") or "/" in filename or "\\" in filename:
+        raise InvalidUpload(
+            f"{filename!r} is not a valid source archive name; use NAME-VERSION-HASH.tar.gz."
+        )
+    size = path.stat().st_size
+    if size > limits.max_file_size:
+        raise InvalidUpload(
+            f"The source archive is larger than the {_mib(limits.max_file_size)} limit; "
+            "leave data files and build outputs out of the environment directory."
+        )
+    count = 0
+    try:
+        with open_tar_gz(path, _expansion_budget(limits, size), "source archive") as archive:
+            for member in archive:
+                count += 1
+                if count > limits.max_members:
+                    raise InvalidUpload(
+                        f"The source archive has more than {limits.max_members} files; leave "
+                        "data files and build outputs out of the environment directory."
+                    )
+                check_member_name(member.name.rstrip("/") or member.name, "source archive")
+                if not (member.isreg() or member.isdir()):
+                    raise InvalidUpload(
+                        f"The source archive member {member.name!r} is a link or special file; "
+                        "only regular files and directories are allowed."
+                    )
+    except ARCHIVE_ERRORS as exc:
+        raise InvalidUpload(
+            f"The source archive is not a valid .tar.gz ({exc}); create it with `prime env push`."
+        ) from None
+
+
 # --- entry point ---------------------------------------------------------------------------
 
 
@@ -438,6 +491,28 @@ def _check_metadata_matches(parsed: DistFilename, metadata: CoreMetadata) -> Non
             f"The filename {parsed.filename!r} says version {parsed.version} but its metadata "
             f"says {metadata.version}; rebuild the distribution instead of renaming it."
         )
+
+
+def check_requirements(metadata: CoreMetadata, filename: str) -> None:
+    """Refuse a `Requires-Dist` with a direct URL (`name @ https://…`, `@ file://…`, `@ git+…`).
+
+    PyPI refuses them too: an index is where names are resolved, and a URL dependency would make
+    every installer fetch (and, for a source tree, build and run) whatever that URL serves,
+    outside the index's checks and the user's choice of index.
+    """
+    for text in metadata.requires_dist:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:  # packaging's validation already refused these
+            continue
+        if requirement.url:
+            raise InvalidUpload(
+                f"The distribution {filename!r} declares a direct URL dependency {text!r}; an "
+                "index refuses those (installing it would fetch and run code from that URL). "
+                "Depend on "
+                f"{requirement.name!r} by name and version instead (publish it to a package "
+                "index or to this hub) and rebuild."
+            )
 
 
 def validate_distribution(
@@ -464,6 +539,7 @@ def validate_distribution(
         source = f"{filename} (PKG-INFO)"
     metadata = parse_core_metadata(raw, source)
     _check_metadata_matches(parsed, metadata)
+    check_requirements(metadata, filename)
     sha256, blake2_256 = _hash_file(path)
     return ValidatedDistribution(
         filename=parsed,

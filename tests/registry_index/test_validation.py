@@ -15,7 +15,12 @@ from pathlib import Path
 import pytest
 
 from registry_index.errors import InvalidUpload
-from registry_index.validation import DEFAULT_LIMITS, UploadLimits, validate_distribution
+from registry_index.validation import (
+    DEFAULT_LIMITS,
+    UploadLimits,
+    validate_distribution,
+    validate_source_archive,
+)
 from registry_index.zipframing import check_zip_framing
 from tests.registry_index.wheelmaker import (
     make_sdist,
@@ -426,3 +431,96 @@ def test_validation_extracts_nothing(tmp_path: Path) -> None:
     validate_distribution(wheel, wheel.name)
     validate_distribution(sdist, sdist.name)
     assert sorted(tmp_path.rglob("*")) == before
+
+
+# --- direct URL dependencies (refused, as PyPI does) -----------------------------------------
+
+
+def _wheel_requiring(tmp_path: Path, *requirements: str) -> Path:
+    meta = metadata_text("demo_env", "1.0.0").replace(
+        "Summary: demo env\n",
+        "Summary: demo env\n" + "".join(f"Requires-Dist: {r}\n" for r in requirements),
+    )
+    members = wheel_members(extra={"demo_env-1.0.0.dist-info/METADATA": meta.encode()})
+    return write_zip(tmp_path / WHEEL, members)
+
+
+@pytest.mark.parametrize(
+    "requirement",
+    [
+        "evil @ file:///tmp/evil",
+        "evil @ https://example.invalid/evil-1.0.tar.gz",
+        "evil @ git+https://example.invalid/evil.git@main",
+        "evil[extra] @ https://example.invalid/evil.whl ; python_version >= '3'",
+    ],
+)
+def test_direct_url_dependencies_are_refused(tmp_path: Path, requirement: str) -> None:
+    message = refused(_wheel_requiring(tmp_path, "packaging>=24", requirement))
+    assert "direct URL dependency" in message and "'evil'" in message
+
+
+def test_direct_url_in_sdist_metadata_is_refused(tmp_path: Path) -> None:
+    sdist = make_sdist(tmp_path)
+    with tarfile.open(sdist, "r:gz") as archive:
+        members = [(m, archive.extractfile(m).read()) for m in archive if m.isreg()]  # type: ignore[union-attr]
+    with tarfile.open(sdist, "w:gz") as archive:
+        for member, data in members:
+            if member.name.endswith("PKG-INFO"):
+                data = data.replace(b"Summary", b"Requires-Dist: x @ git+https://h/x\nSummary")
+                member.size = len(data)
+            archive.addfile(member, io.BytesIO(data))
+    assert "direct URL dependency 'x @ git+https://h/x'" in refused(sdist)
+
+
+def test_named_dependencies_pass(tmp_path: Path) -> None:
+    wheel = _wheel_requiring(tmp_path, "packaging>=24", "prime-envhub-sdk[sandbox]>=0.1")
+    assert validate_distribution(wheel, wheel.name).metadata.requires_dist == [
+        "packaging>=24",
+        "prime-envhub-sdk[sandbox]>=0.1",
+    ]
+
+
+# --- source archives (`prime env push` uploads them, `prime env pull` unpacks them) ---------
+
+
+def _source_archive(tmp_path: Path, members: dict[str, bytes]) -> Path:
+    path = tmp_path / "demo-env-1.0.0-abc.tar.gz"
+    with tarfile.open(path, "w:gz") as archive:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_source_archive_valid(tmp_path: Path) -> None:
+    archive = _source_archive(tmp_path, {"pyproject.toml": b"[project]\n", "demo_env.py": b"x=1\n"})
+    validate_source_archive(archive, archive.name)
+
+
+def test_source_archive_bomb_and_member_count(tmp_path: Path) -> None:
+    bomb = _source_archive(tmp_path, {"zeros.bin": bytes(64 * 1024 * 1024)})
+    assert bomb.stat().st_size < 1024 * 1024
+    with pytest.raises(InvalidUpload, match="source archive unpacks to more than"):
+        validate_source_archive(bomb, bomb.name)
+    many = _source_archive(tmp_path, {f"f{i}.txt": b"" for i in range(30)})
+    with pytest.raises(InvalidUpload, match="more than 20 files"):
+        validate_source_archive(many, many.name, UploadLimits(max_members=20))
+
+
+@pytest.mark.parametrize(
+    ("member", "fragment"),
+    [
+        (_link("evil", "/etc/passwd"), "link or special file"),
+        (tarfile.TarInfo("../evil.py"), "path traversal"),
+        (tarfile.TarInfo("/tmp/evil.py"), "absolute path"),
+    ],
+)
+def test_source_archive_hostile_members(
+    tmp_path: Path, member: tarfile.TarInfo, fragment: str
+) -> None:
+    path = tmp_path / "demo-env-1.0.0-abc.tar.gz"
+    with tarfile.open(path, "w:gz") as archive:
+        archive.addfile(member, io.BytesIO(b"") if member.isreg() else None)
+    with pytest.raises(InvalidUpload, match=fragment):
+        validate_source_archive(path, path.name)
