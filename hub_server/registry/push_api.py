@@ -38,12 +38,11 @@ from hub_server.registry.schemas import (
     UploadRequest,
     WheelReservation,
 )
-from hub_server.registry.source_archives import validate_source_archive
 from hub_server.registry.views import version_infos
 from registry_index.errors import InvalidUpload
 from registry_index.filenames import parse_filename
 from registry_index.names import normalize, validate_project_name
-from registry_index.validation import UploadLimits, validate_distribution
+from registry_index.validation import UploadLimits, validate_distribution, validate_source_archive
 
 router = APIRouter(prefix="/api/v1/environmentshub", tags=["push"])
 
