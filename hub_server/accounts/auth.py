@@ -125,7 +125,15 @@ def authenticate(session: Session, token: str) -> Principal | None:
     row = session.exec(select(ApiToken).where(ApiToken.token_hash == digest)).first()
     # The lookup is by a hash of the secret; compare again in constant time so no code path
     # ever branches on a partial match of attacker-controlled bytes.
-    if row is None or row.revoked_at is not None or not hmac.compare_digest(row.token_hash, digest):
+    if row is None or not hmac.compare_digest(row.token_hash, digest):
+        return None
+    return principal_for_token(session, row)
+
+
+def principal_for_token(session: Session, row: ApiToken) -> Principal | None:
+    """The principal acting through the token `row` (found by hash, or by id from a signed
+    web session), or None when the token is revoked or its user is gone."""
+    if row.revoked_at is not None:
         return None
     user = session.get(User, row.user_id)
     if user is None:
