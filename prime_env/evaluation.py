@@ -30,9 +30,10 @@ from .clients.registry import ModelSpec
 from .environment import Environment
 from .errors import EnvironmentNotFound
 from .loading import call_factory, load, parse_env_id
+from .parallel import ClientFactory, run_in_processes
 from .record import RolloutRecord
-from .runner import run_rollouts
-from .summary import Summary, summarize
+from .runner import stream_rollouts
+from .summary import Summary, SummaryBuilder
 
 RESULTS = "results.jsonl"
 METADATA = "metadata.json"
@@ -401,31 +402,67 @@ async def execute(
     *,
     concurrency: int,
     on_record: Callable[[RolloutRecord], None] | None = None,
+    workers: int = 1,
+    client_factory: ClientFactory | None = None,
 ) -> Summary:
-    """Run what is missing of `run`, appending each record as it completes; return the summary
-    over the whole run (earlier records included)."""
-    sampling = sampling_from_json(run.config.sampling)
-    fh: IO[str]
-    with run.results_path.open("a") as fh:
+    """Run what is missing of `run`, appending each record to results.jsonl as it completes;
+    return the summary over the whole run (earlier records included).
 
-        def write(record: RolloutRecord) -> None:
-            fh.write(record.to_json() + "\n")
-            fh.flush()
+    Records are not kept: each is written, counted into a running summary and dropped, so a
+    run's memory does not grow with its size. With `workers` > 1 the rollouts run in that many
+    forked processes (prime_env.parallel), each making its client with `client_factory`; this
+    process then only writes their lines and keeps the summary (`client` is not used).
+    """
+    sampling = sampling_from_json(run.config.sampling)
+    summary = SummaryBuilder()
+    for rec in run.done:
+        summary.add(rec)
+    skip = {rec.key for rec in run.done}
+    fh: IO[bytes]
+    with run.results_path.open("ab") as fh:
+
+        def keep(record: RolloutRecord) -> None:
+            summary.add(record)
             if on_record is not None:
                 on_record(record)
 
-        new = await run_rollouts(
-            run.env,
-            client,
-            n=run.config.n,
-            r=run.config.r,
-            concurrency=concurrency,
-            sampling=sampling,
-            skip={rec.key for rec in run.done},
-            on_record=write,
-            run_id=run.run_id,
-        )
-    records = sorted([*run.done, *new], key=lambda rec: rec.key)
-    summary = summarize(records)
-    run.write_metadata(summary, "completed")
-    return summary
+        def write(record: RolloutRecord) -> None:
+            fh.write(record.to_json().encode() + b"\n")
+            fh.flush()
+            keep(record)
+
+        def write_line(line: bytes) -> None:
+            fh.write(line + b"\n")
+            fh.flush()
+            keep(RolloutRecord.model_validate_json(line))
+
+        if workers > 1:
+            if client_factory is None:
+                raise EvalError("workers > 1 needs a client_factory (each process makes its own)")
+            await run_in_processes(
+                run.env,
+                client_factory,
+                workers=workers,
+                on_line=write_line,
+                n=run.config.n,
+                r=run.config.r,
+                concurrency=concurrency,
+                sampling=sampling,
+                skip=skip,
+                run_id=run.run_id,
+            )
+        else:
+            await stream_rollouts(
+                run.env,
+                client,
+                on_record=write,
+                n=run.config.n,
+                r=run.config.r,
+                concurrency=concurrency,
+                sampling=sampling,
+                skip=skip,
+                run_id=run.run_id,
+            )
+    result = summary.summary()
+    run.write_metadata(result, "completed")
+    return result

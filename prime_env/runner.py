@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import time
 import uuid
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -63,58 +63,74 @@ class _Group:
     done: list[_Rollout] = field(default_factory=list)
 
 
-async def run_rollouts(
+def _plan(
+    chosen: Sequence[Task], r: int, skipped: set[tuple[int, int]], examples: Iterable[int]
+) -> tuple[int, dict[int, int], Iterator[_Rollout]]:
+    """How many rollouts are to run, how many per example, and the rollouts themselves, made one
+    at a time as workers take them (a million-rollout run never holds a million of them)."""
+    todo = {i: r - sum((i, j) in skipped for j in range(r)) for i in examples}
+    todo = {i: count for i, count in todo.items() if count}
+
+    def rollouts() -> Iterator[_Rollout]:
+        for i in todo:
+            for j in range(r):
+                if (i, j) not in skipped:
+                    yield _Rollout(i, j, chosen[i])
+
+    return sum(todo.values()), todo, rollouts()
+
+
+def choose_tasks(env: Environment, n: int | None, tasks: Sequence[Task] | None) -> list[Task]:
+    """The tasks a run covers: `tasks` (the trainer's) or the env's eval tasks, the first `n`
+    of them (all when n is None or negative)."""
+    chosen = list(tasks) if tasks is not None else list(env.get_eval_tasks().head(n))
+    if tasks is not None and n is not None and n >= 0:
+        chosen = chosen[:n]
+    return chosen
+
+
+async def stream_rollouts(
     env: Environment,
     client: ModelClient,
     *,
+    on_record: RecordCallback,
     n: int | None = None,
     r: int = 1,
     concurrency: int = 32,
     sampling: SamplingArgs | None = None,
     skip: Collection[tuple[int, int]] = (),
-    on_record: RecordCallback | None = None,
     run_id: str | None = None,
     limiter: ConcurrencyLimiter | None = None,
     policy_version: int | None = None,
     tasks: Sequence[Task] | None = None,
-) -> list[RolloutRecord]:
-    """Run `r` rollouts of each of the first `n` eval tasks (all when n is None or negative).
+    examples: Iterable[int] | None = None,
+) -> int:
+    """Run `r` rollouts of each of the first `n` eval tasks and hand each record to `on_record`
+    (sync or async) as soon as it is final — with group rewards, once its whole group is
+    scored — without keeping it: memory stays bounded by the concurrency, not the run's size.
 
-    `skip` lists (example_index, rollout_index) pairs already done (for `--resume`);
-    `on_record` (sync or async) gets each record as soon as it is final — with group rewards,
-    once its whole group is scored. `tasks` overrides the env's eval tasks (the trainer uses it).
-    Returns all new records ordered by (example_index, rollout_index).
+    `skip` lists (example_index, rollout_index) pairs already done (for `--resume`); `tasks`
+    overrides the env's eval tasks (the trainer uses it); `examples` restricts the run to those
+    example indices (one worker process's share). Returns the number of records produced.
     """
     if r < 1:
         raise ValueError("r (rollouts per example) must be at least 1")
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
-    chosen = list(tasks) if tasks is not None else list(env.get_eval_tasks().head(n))
-    if tasks is not None and n is not None and n >= 0:
-        chosen = chosen[:n]
-    skipped = set(skip)
+    chosen = choose_tasks(env, n, tasks)
+    total, expected, pending = _plan(
+        chosen, r, set(skip), range(len(chosen)) if examples is None else examples
+    )
     run_id = run_id or uuid.uuid4().hex
     sampling = sampling or SamplingArgs()
     groups: dict[int, _Group] = {}
-    queue: asyncio.Queue[_Rollout] = asyncio.Queue()
-    for i, task in enumerate(chosen):
-        todo = [j for j in range(r) if (i, j) not in skipped]
-        if todo:
-            groups[i] = _Group(expected=len(todo))
-        for j in todo:
-            queue.put_nowait(_Rollout(i, j, task))
-
-    records: list[RolloutRecord] = []
     scoring: set[asyncio.Task[None]] = set()
     rubric = env.rubric
 
     async def emit(rollout: _Rollout) -> None:
-        record = _record(env, client, run_id, rollout, policy_version)
-        records.append(record)
-        if on_record is not None:
-            result = on_record(record)
-            if inspect.isawaitable(result):
-                await result
+        result = on_record(_record(env, client, run_id, rollout, policy_version))
+        if inspect.isawaitable(result):
+            await result
 
     async def score(rollout: _Rollout) -> None:
         if rollout.error is None and rollout.state is not None:
@@ -127,10 +143,11 @@ async def run_rollouts(
         if not rubric.has_group_funcs:
             await emit(rollout)
             return
-        group = groups[rollout.example_index]
+        group = groups.setdefault(rollout.example_index, _Group(expected[rollout.example_index]))
         group.done.append(rollout)
         if len(group.done) < group.expected:
             return
+        del groups[rollout.example_index]
         members = sorted(group.done, key=lambda x: x.rollout_index)
         scored = [m for m in members if m.error is None and m.state is not None]
         t0 = time.perf_counter()
@@ -147,11 +164,7 @@ async def run_rollouts(
             await emit(member)
 
     async def worker() -> None:
-        while True:
-            try:
-                rollout = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
+        for rollout in pending:
             rollout.started = time.perf_counter()
             rollout.state = env.harness.start(rollout.task)
             try:
@@ -167,7 +180,7 @@ async def run_rollouts(
             scoring.add(job)
             job.add_done_callback(scoring.discard)
 
-    workers = [asyncio.create_task(worker()) for _ in range(min(concurrency, queue.qsize()))]
+    workers = [asyncio.create_task(worker()) for _ in range(min(concurrency, total))]
     try:
         await asyncio.gather(*workers)
         while scoring:
@@ -175,6 +188,51 @@ async def run_rollouts(
     finally:
         for job in [*workers, *scoring]:
             job.cancel()
+    return total
+
+
+async def run_rollouts(
+    env: Environment,
+    client: ModelClient,
+    *,
+    n: int | None = None,
+    r: int = 1,
+    concurrency: int = 32,
+    sampling: SamplingArgs | None = None,
+    skip: Collection[tuple[int, int]] = (),
+    on_record: RecordCallback | None = None,
+    run_id: str | None = None,
+    limiter: ConcurrencyLimiter | None = None,
+    policy_version: int | None = None,
+    tasks: Sequence[Task] | None = None,
+) -> list[RolloutRecord]:
+    """`stream_rollouts` that also returns all new records, ordered by (example_index,
+    rollout_index): for the trainer's batches and for notebooks. An eval run writes its
+    records to disk instead (prime_env.evaluation), so its memory does not grow with its size.
+    """
+    records: list[RolloutRecord] = []
+
+    async def collect(record: RolloutRecord) -> None:
+        records.append(record)
+        if on_record is not None:
+            result = on_record(record)
+            if inspect.isawaitable(result):
+                await result
+
+    await stream_rollouts(
+        env,
+        client,
+        on_record=collect,
+        n=n,
+        r=r,
+        concurrency=concurrency,
+        sampling=sampling,
+        skip=skip,
+        run_id=run_id,
+        limiter=limiter,
+        policy_version=policy_version,
+        tasks=tasks,
+    )
     records.sort(key=lambda rec: rec.key)
     return records
 

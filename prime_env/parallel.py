@@ -1,0 +1,154 @@
+"""One eval's rollouts in several worker processes, when one event loop is the limit.
+
+At a few hundred rollouts in flight a single event loop is CPU-bound: every reply waits behind
+the others' parsing, scoring and bookkeeping. `run_in_processes` forks `workers` children; each
+runs `stream_rollouts` on its own loop over a share of the examples (all rollouts of one
+example in the same child, so group rewards still see their whole group) with its share of the
+concurrency, and writes each finished record as one JSON line to a pipe of its own. The parent
+is the single writer of the run's results file: it reads whole lines from the pipes and hands
+them to `on_line`, so the file is shared safely (no interleaved lines, at most the line being
+written lost in a crash) and the running summary stays in the parent.
+
+Children are forked, not spawned: a fork starts in milliseconds with the environment already
+loaded (a spawned child re-imports and reloads it, seconds), which matters at the run's start.
+They make their own model client with `client_factory` (connections are never shared across
+processes). POSIX only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import sys
+import traceback
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+from .clients.base import ModelClient, SamplingArgs
+from .environment import Environment
+from .record import RolloutRecord
+from .runner import choose_tasks, stream_rollouts
+from .tasks import Task
+
+ClientFactory = Callable[[], ModelClient]
+_READ_CHUNK = 1 << 16
+
+
+def split(total: int, parts: int) -> list[int]:
+    """`total` spread over `parts` as evenly as integers allow (concurrency per worker)."""
+    return [total // parts + (k < total % parts) for k in range(parts)]
+
+
+async def run_in_processes(
+    env: Environment,
+    client_factory: ClientFactory,
+    *,
+    workers: int,
+    on_line: Callable[[bytes], None],
+    n: int | None,
+    r: int,
+    concurrency: int,
+    sampling: SamplingArgs,
+    skip: Collection[tuple[int, int]],
+    run_id: str,
+    tasks: Sequence[Task] | None = None,
+) -> None:
+    """Run the rollouts `stream_rollouts` would, in `workers` forked processes; `on_line` gets
+    each record's JSON line (without the newline) in the parent, as it arrives."""
+    if workers < 2:
+        raise ValueError("run_in_processes needs at least 2 workers")
+    if concurrency < workers:
+        raise ValueError(f"-c {concurrency} cannot be shared by {workers} worker processes")
+    examples = len(choose_tasks(env, n, tasks))
+    context = multiprocessing.get_context("fork")
+    children: list[Any] = []
+    readers: list[int] = []
+    try:
+        for k, share in enumerate(split(concurrency, workers)):
+            read_fd, write_fd = os.pipe()
+            child = context.Process(
+                target=_child,
+                name=f"prime-eval-worker-{k}",
+                args=(env, client_factory, write_fd, read_fd),
+                kwargs={
+                    "n": n,
+                    "r": r,
+                    "concurrency": share,
+                    "sampling": sampling,
+                    "skip": skip,
+                    "run_id": run_id,
+                    "tasks": tasks,
+                    "examples": range(k, examples, workers),
+                },
+                daemon=True,
+            )
+            child.start()
+            os.close(write_fd)
+            children.append(child)
+            readers.append(read_fd)
+        await asyncio.gather(*(_read_lines(fd, on_line) for fd in readers))
+        for child in children:
+            await asyncio.to_thread(child.join)
+        failed = [f"{c.name} (exit {c.exitcode})" for c in children if c.exitcode != 0]
+        if failed:
+            raise RuntimeError(
+                f"worker process {', '.join(failed)} failed; its error is printed above. "
+                "Finished rollouts are saved: rerun with --resume (and fewer --workers)."
+            )
+    finally:
+        for child in children:
+            if child.is_alive():
+                child.terminate()
+                child.join()
+
+
+async def _read_lines(fd: int, on_line: Callable[[bytes], None]) -> None:
+    """Whole lines from one child's pipe until it closes; a torn last line is dropped."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=_READ_CHUNK)
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0)
+    )
+    try:
+        tail = b""
+        while chunk := await reader.read(_READ_CHUNK):
+            *lines, tail = (tail + chunk).split(b"\n")
+            for line in lines:
+                on_line(line)
+    finally:
+        transport.close()
+
+
+def _child(
+    env: Environment, client_factory: ClientFactory, write_fd: int, read_fd: int, **kwargs: Any
+) -> None:
+    """A worker process: its own event loop and client; records out as lines on `write_fd`."""
+    os.close(read_fd)
+    # The fork copied the parent's "a loop is running" marker (Python < 3.12 keeps it).
+    asyncio.events._set_running_loop(None)
+
+    def send(record: RolloutRecord) -> None:
+        data = memoryview((record.to_json() + "\n").encode())
+        while data:
+            data = data[os.write(write_fd, data) :]
+
+    async def main() -> None:
+        client = client_factory()
+        try:
+            await stream_rollouts(env, client, on_record=send, **kwargs)
+        finally:
+            await client.aclose()
+
+    try:
+        try:
+            import uvloop
+        except ImportError:
+            asyncio.run(main())
+        else:
+            uvloop.run(main())
+    except BaseException:  # noqa: BLE001 - a child reports any failure by its exit code
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
+    os.close(write_fd)
