@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -51,6 +52,7 @@ from prime_env.evaluation import (
     start_run,
     stored_config,
 )
+from prime_env.parallel import ClientFactory
 from prime_env.record import RolloutRecord
 from prime_env.summary import Summary
 from registry_index.resolve import parse_env_ref
@@ -152,9 +154,12 @@ class _Outcome:
 
 
 async def _run_all(
-    runs: list[tuple[EvalRun, ModelClient]], concurrency: int, progress: Progress
+    runs: list[tuple[EvalRun, ModelClient, ClientFactory]],
+    concurrency: int,
+    workers: int,
+    progress: Progress,
 ) -> list[_Outcome]:
-    async def one(run: EvalRun, client: ModelClient) -> _Outcome:
+    async def one(run: EvalRun, client: ModelClient, factory: ClientFactory) -> _Outcome:
         tracker = _Tracker(total=run.total)
         for rec in run.done:
             tracker.add(rec)
@@ -168,12 +173,19 @@ async def _run_all(
 
         before, start = tracker.done, time.perf_counter()
         try:
-            summary = await execute(run, client, concurrency=concurrency, on_record=on_record)
+            summary = await execute(
+                run,
+                client,
+                concurrency=concurrency,
+                on_record=on_record,
+                workers=workers,
+                client_factory=factory,
+            )
         finally:
             await client.aclose()
         return _Outcome(summary, tracker.done - before, time.perf_counter() - start)
 
-    return list(await asyncio.gather(*(one(run, client) for run, client in runs)))
+    return list(await asyncio.gather(*(one(*run) for run in runs)))
 
 
 def _progress(disable: bool) -> Progress:
@@ -261,6 +273,14 @@ def _table(rows: list[tuple[EvalRun, Summary]]) -> Table:
     show_default=True,
     help="rollouts in flight per model",
 )
+@click.option(
+    "-w",
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="processes per model sharing -c (more than one when one event loop is the limit)",
+)
 @click.option("-a", "--env-args", help="JSON object passed to load_environment")
 @click.option(
     "-S", "--sampling-args", help="JSON object of sampling settings (provider extras pass through)"
@@ -314,6 +334,7 @@ def run(
     n: int,
     r: int,
     concurrency: int,
+    workers: int,
     env_args: str | None,
     sampling_args: str | None,
     max_tokens: int | None,
@@ -387,6 +408,7 @@ def run(
         ]
         policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
         clients = [spec.create_client(stream=stream, policy=policy) for spec in specs]
+        factories = [partial(spec.create_client, stream=stream, policy=policy) for spec in specs]
     except _EXPECTED as exc:
         raise click.ClickException(str(exc)) from exc
     for run_ in runs:
@@ -395,7 +417,9 @@ def run(
     progress = _progress(disable=output == "json")
     try:
         with progress:
-            outcomes = _run_loop(_run_all(list(zip(runs, clients)), concurrency, progress))
+            outcomes = _run_loop(
+                _run_all(list(zip(runs, clients, factories)), concurrency, workers, progress)
+            )
     except KeyboardInterrupt:
         dirs = " ".join(str(run_.directory) for run_ in runs)
         raise click.ClickException(
