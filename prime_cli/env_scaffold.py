@@ -2,14 +2,15 @@
 
 The files come from `prime_cli/templates/env/` (plain `string.Template` files, so they read like
 the files they produce). Nothing is written unless every file can be: the package is assembled
-in a temporary sibling directory and renamed into place.
+in a temporary sibling directory and renamed into place. That directory is made with `mkdir`, so
+it gets the user's usual permissions (umask), not the 0700 of `tempfile.mkdtemp`.
 """
 
 from __future__ import annotations
 
 import re
+import secrets
 import shutil
-import tempfile
 from importlib import resources
 from pathlib import Path
 from string import Template
@@ -68,9 +69,11 @@ def create_scaffold(name: str, parent: Path, description: str | None = None) -> 
         "pyproject.toml": _render("pyproject.toml.tmpl", values),
         "README.md": _render("README.md.tmpl", values),
         f"{module}.py": _render("module.py.tmpl", values),
+        ".gitignore": _render("gitignore.tmpl", values),
     }
     parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=parent))
+    staging = parent / f".{name}-{secrets.token_hex(6)}"
+    staging.mkdir()
     try:
         for filename, text in files.items():
             (staging / filename).write_text(text, encoding="utf-8")

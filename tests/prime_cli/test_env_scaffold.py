@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import stat
 import sys
 import tomllib
 from pathlib import Path
@@ -20,9 +22,18 @@ def test_init_build_validate_and_load(tmp_path: Path, monkeypatch: pytest.Monkey
     result = CliRunner().invoke(cli, ["env", "init", "demo-math", "--path", str(tmp_path)])
     assert result.exit_code == 0, result.output
     root = tmp_path / "demo-math"
-    assert sorted(p.name for p in root.iterdir()) == ["README.md", "demo_math.py", "pyproject.toml"]
+    assert sorted(p.name for p in root.iterdir()) == [
+        ".gitignore",
+        "README.md",
+        "demo_math.py",
+        "pyproject.toml",
+    ]
+    ignored = (root / ".gitignore").read_text().split()
+    assert {"build/", "dist/", "*.egg-info/", "outputs/"} <= set(ignored)
 
     pyproject = tomllib.loads((root / "pyproject.toml").read_text())
+    # Environments depend on the light SDK only, never on the hub + CLI distribution.
+    assert pyproject["project"]["dependencies"] == ["prime-envhub-sdk>=0.1"]
     entry = pyproject["project"]["entry-points"]["prime.environments"]
     assert entry == {"demo-math": "demo_math:load_environment"}
     readme = (root / "README.md").read_text()
@@ -80,3 +91,15 @@ def test_load_project_errors(tmp_path: Path) -> None:
     local = runner.invoke(cli, ["env", "build", str(tmp_path)])
     assert local.exit_code == 1 and "local versions" in local.output
     assert "Traceback" not in local.output
+
+
+def test_init_directory_has_the_usual_permissions(tmp_path: Path) -> None:
+    """The new directory follows the umask like `mkdir` (0755 under 022), not mkdtemp's 0700."""
+    old = os.umask(0o022)
+    try:
+        result = CliRunner().invoke(cli, ["env", "init", "perm-env", "--path", str(tmp_path)])
+    finally:
+        os.umask(old)
+    assert result.exit_code == 0, result.output
+    assert stat.S_IMODE((tmp_path / "perm-env").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / "perm-env" / "pyproject.toml").stat().st_mode) == 0o644
