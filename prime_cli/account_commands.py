@@ -1,31 +1,19 @@
-"""`prime login`, `prime whoami` and `prime config …`: which hub to talk to, and as whom."""
+"""`prime login`, `prime logout`, `prime whoami` and `prime config …`: which hub, and as whom."""
 
 from __future__ import annotations
-
-import json
-from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from prime_cli import config as cfg
+from prime_cli.errors import CliError, expected
 from prime_cli.hub_client import HubClient, HubError
+from prime_cli.options import echo_json, output_option
+
+expected(HubError, cfg.ConfigError)
 
 console = Console()
-
-
-def fail(message: str) -> click.ClickException:
-    """A one-line error for click to print as `Error: …` with exit status 1."""
-    return click.ClickException(message)
-
-
-def fetch_whoami(client: HubClient) -> dict[str, Any]:
-    """The account behind the client's token (`GET /api/v1/user/whoami`)."""
-    data = client.data("GET", "/user/whoami", "whoami")
-    if not isinstance(data, dict) or "username" not in data:
-        raise HubError(f"whoami: unexpected answer from {client.base_url}; is it a prime hub?")
-    return data
 
 
 @click.command()
@@ -36,45 +24,47 @@ def fetch_whoami(client: HubClient) -> dict[str, Any]:
 )
 def login(url: str | None, token: str | None) -> None:
     """Check a token against a hub and save both in the settings file."""
-    try:
-        hub_url = cfg.normalize_hub_url(url) if url else cfg.load_settings().hub_url
-    except cfg.ConfigError as exc:
-        raise fail(str(exc)) from exc
+    hub_url = cfg.normalize_hub_url(url) if url else cfg.load_settings().hub_url
     if token is None:
         token = click.prompt("API token", hide_input=True).strip()
     if not token:
-        raise fail("the token is empty; pass --token or paste it when prompted")
+        raise CliError("the token is empty; pass --token or paste it when prompted")
     try:
         with HubClient(hub_url, token) as client:
-            who = fetch_whoami(client)
+            who = client.whoami()
     except HubError as exc:
-        raise fail(f"login failed, nothing saved: {exc}") from exc
-    try:
-        values = cfg.load_file()
-        values.update(hub_url=hub_url, api_key=token)
-        path = cfg.save_file(values)
-    except (cfg.ConfigError, OSError) as exc:
-        raise fail(f"cannot save the settings: {exc}") from exc
+        raise CliError(f"login failed, nothing saved: {exc}") from exc
+    values = cfg.load_file()
+    values.update(hub_url=hub_url, api_key=token)
+    path = cfg.save_file(values)
     console.print(f"Logged in to [bold]{hub_url}[/] as [bold]{who['username']}[/]; saved to {path}")
 
 
 @click.command()
-@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def logout() -> None:
+    """Forget the saved token (the hub URL and other settings stay)."""
+    path = cfg.clear_credentials()
+    if path is None:
+        console.print(f"No token saved in {cfg.config_path()}; nothing to do.")
+    else:
+        console.print(f"Logged out: the token was removed from {path}")
+    if cfg.load_settings().api_key:
+        console.print("[yellow]PRIME_API_KEY is still set in this shell; unset it too.[/]")
+
+
+@click.command()
+@output_option
 def whoami(output: str) -> None:
     """Show the account behind the configured token."""
-    try:
-        settings = cfg.load_settings()
-    except cfg.ConfigError as exc:
-        raise fail(str(exc)) from exc
+    settings = cfg.load_settings()
     if not settings.api_key:
-        raise fail("not logged in: run `prime login --url URL --token TOKEN` or set PRIME_API_KEY")
-    try:
-        with HubClient.from_settings(settings) as client:
-            who = fetch_whoami(client)
-    except HubError as exc:
-        raise fail(str(exc)) from exc
+        raise CliError(
+            "not logged in: run `prime login --url URL --token TOKEN` or set PRIME_API_KEY"
+        )
+    with HubClient.from_settings(settings) as client:
+        who = client.whoami()
     if output == "json":
-        click.echo(json.dumps({"hub_url": settings.hub_url, **who}, indent=2))
+        echo_json({"hub_url": settings.hub_url, **who})
         return
     table = Table(show_header=False, box=None)
     table.add_row("hub", settings.hub_url)
@@ -95,26 +85,24 @@ def config() -> None:
 
 
 @config.command("show")
-@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@output_option
 def config_show(output: str) -> None:
     """Show the effective settings and where each comes from (the token is masked)."""
-    try:
-        settings = cfg.load_settings()
-    except cfg.ConfigError as exc:
-        raise fail(str(exc)) from exc
+    settings = cfg.load_settings()
     rows = {
         "hub_url": settings.hub_url,
         "api_key": cfg.mask_token(settings.api_key),
         "owner": settings.owner or "(not set)",
     }
     if output == "json":
-        payload = {
-            "file": str(cfg.config_path()),
-            "settings": {
-                k: {"value": v, "source": settings.sources.get(k)} for k, v in rows.items()
-            },
-        }
-        click.echo(json.dumps(payload, indent=2))
+        echo_json(
+            {
+                "file": str(cfg.config_path()),
+                "settings": {
+                    k: {"value": v, "source": settings.sources.get(k)} for k, v in rows.items()
+                },
+            }
+        )
         return
     table = Table(title=f"prime settings ({cfg.config_path()})")
     table.add_column("key")
@@ -130,20 +118,30 @@ def config_show(output: str) -> None:
 @click.argument("value")
 def config_set(key: str, value: str) -> None:
     """Store one setting (hub_url, api_key or owner)."""
-    try:
-        path = cfg.set_value(key, value)
-    except (cfg.ConfigError, OSError) as exc:
-        raise fail(str(exc)) from exc
+    path = cfg.set_value(key, value)
     shown = cfg.mask_token(value) if key == "api_key" else value
     console.print(f"{key} = {shown} (saved to {path})")
+
+
+@config.command("set-base-url")
+@click.argument("url")
+def config_set_base_url(url: str) -> None:
+    """Store the hub URL (the stock client's name for `config set hub_url`)."""
+    path = cfg.set_value("hub_url", url)
+    console.print(f"hub_url = {cfg.load_file()['hub_url']} (saved to {path})")
+
+
+@config.command("set-api-key")
+@click.argument("key")
+def config_set_api_key(key: str) -> None:
+    """Store the API token (the stock client's name for `config set api_key`)."""
+    path = cfg.set_value("api_key", key)
+    console.print(f"api_key = {cfg.mask_token(key)} (saved to {path})")
 
 
 @config.command("unset")
 @click.argument("key", type=click.Choice(sorted(cfg.KEYS)))
 def config_unset(key: str) -> None:
     """Remove one setting from the file."""
-    try:
-        path = cfg.unset_value(key)
-    except (cfg.ConfigError, OSError) as exc:
-        raise fail(str(exc)) from exc
+    path = cfg.unset_value(key)
     console.print(f"{key} removed from {path}")

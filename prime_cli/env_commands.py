@@ -1,26 +1,22 @@
 """`prime env …`: create, build, publish, find, install and fetch environments.
 
 The commands are thin: each parses its arguments, calls a helper module (`env_scaffold`,
-`env_project`, `env_publish`, `env_install`, `env_pull`) or the hub client, and renders the
-answer as a rich table or, with `--output json`, as JSON for scripts. Every expected failure is
-turned into a one-line `Error: …` and exit status 1 by `_errors`.
+`env_project`, `env_publish`, `env_install`, `env_pull`, `env_status`) or the hub client, and
+renders the answer as a rich table or, with `--output json`, as JSON for scripts. Flags and JSON
+shapes follow the stock `prime` client where the commands overlap (docs/cli.md has the table).
+Expected failures become a one-line `Error: …` and exit status 1 (`prime_cli.errors`).
 """
 
 from __future__ import annotations
 
-import functools
-import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
-from urllib.parse import quote
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from prime_cli import config as cfg
-from prime_cli.account_commands import fetch_whoami
 from prime_cli.env_install import (
     InstallError,
     check_distinct_packages,
@@ -31,50 +27,38 @@ from prime_cli.env_install import (
     run_installer,
     target_python,
 )
-from prime_cli.env_project import ProjectError, build_distributions, load_project
-from prime_cli.env_publish import PushRefused, push_environment, write_push_metadata
+from prime_cli.env_project import (
+    ProjectError,
+    build_distributions,
+    bumped_version,
+    load_project,
+    write_version,
+)
+from prime_cli.env_publish import (
+    PushRefused,
+    check_can_push,
+    push_environment,
+    write_push_metadata,
+)
 from prime_cli.env_pull import PullError, pull_source
 from prime_cli.env_scaffold import ScaffoldError, create_scaffold
-from prime_cli.hub_client import HubClient, HubError, NotFound, env_path
+from prime_cli.env_status import (
+    installed_environments,
+    match_installed,
+    uninstall_command,
+)
+from prime_cli.errors import CliError, expected
+from prime_cli.hub_client import HubClient, HubError, NotFound
+from prime_cli.options import echo_json, output_option, page_of, paging_options
 from registry_index.resolve import EnvRef, parse_env_ref
+
+expected(HubError, ProjectError, PushRefused, InstallError, ScaffoldError, PullError)
+expected(cfg.ConfigError)
 
 console = Console()
 err_console = Console(stderr=True)
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
-_EXPECTED = (
-    HubError,
-    ProjectError,
-    PushRefused,
-    InstallError,
-    ScaffoldError,
-    PullError,
-    cfg.ConfigError,
-    OSError,
-)
-
-OUTPUT = click.option(
-    "--output",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="table for people, json for scripts",
-)
-
-
-def _errors(func: Callable[P, R]) -> Callable[P, R]:
-    """Turn the failures a user can fix into `Error: <one line>` and exit status 1."""
-
-    @functools.wraps(func)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return func(*args, **kwargs)
-        except _EXPECTED as exc:
-            raise click.ClickException(str(exc)) from exc
-
-    return wrapper
+SORTS = ("name", "created_at", "updated_at", "downloads", "stars")
 
 
 def _ref(text: str) -> EnvRef:
@@ -84,12 +68,17 @@ def _ref(text: str) -> EnvRef:
         raise click.BadParameter(str(exc)) from exc
 
 
+def _with_version(ref: EnvRef, version: str | None) -> EnvRef:
+    """`-v/--version X` (stock) is the same as `OWNER/NAME@X`; both at once must agree."""
+    if version is None:
+        return ref
+    if ref.spec and ref.spec != version:
+        raise click.BadParameter(f"{ref} and --version {version} disagree; give one of them")
+    return _ref(f"{ref.owner}/{ref.name}@{version}")
+
+
 def _client() -> HubClient:
     return HubClient.from_settings(cfg.load_settings(), console=err_console)
-
-
-def _echo_json(payload: Any) -> None:
-    click.echo(json.dumps(payload, indent=2, sort_keys=False))
 
 
 def _size(num: int | None) -> str:
@@ -105,6 +94,11 @@ def _size(num: int | None) -> str:
 
 def _date(value: Any) -> str:
     return str(value or "-")[:19].replace("T", " ")
+
+
+def _owner_name(item: dict[str, Any]) -> str:
+    owner = item.get("owner") or {}
+    return str(owner.get("name") if isinstance(owner, dict) else owner)
 
 
 # --------------------------------------------------------------------------- init / build
@@ -126,7 +120,6 @@ def env() -> None:
     help="Directory to create the environment in.",
 )
 @click.option("--description", help="One-line description (pyproject and README).")
-@_errors
 def init(name: str, parent: Path, description: str | None) -> None:
     """Create a working environment package NAME (pyproject, module, README)."""
     dest = create_scaffold(name, parent, description)
@@ -146,11 +139,16 @@ def init(name: str, parent: Path, description: str | None) -> None:
     help="Build in a fresh isolated environment (default: only when the build backend is not "
     "installed here).",
 )
-@_errors
 def build(path: Path, isolation: bool | None) -> None:
     """Build the wheel and sdist of the environment at PATH into PATH/dist."""
     project = load_project(path)
-    built = build_distributions(project, project.root / "dist", isolated=isolation)
+    with err_console.status(f"Building {project.name} {project.version} …") as status:
+        built = build_distributions(
+            project,
+            project.root / "dist",
+            isolated=isolation,
+            on_step=lambda step: status.update(f"Building {project.name}: {step} …"),
+        )
     console.print(f"Built {project.name} {project.version}:")
     for item in (built.wheel, built.sdist):
         if item is not None:
@@ -161,42 +159,119 @@ def build(path: Path, isolation: bool | None) -> None:
 
 
 @env.command()
-@click.argument("path", type=click.Path(file_okay=False, path_type=Path), default=Path("."))
+@click.argument(
+    "path_arg", metavar="[PATH]", required=False, type=click.Path(file_okay=False, path_type=Path)
+)
 @click.option(
+    "-p",
+    "--path",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Environment directory (same as PATH; default: the current directory).",
+)
+@click.option(
+    "-n", "--name", help="Environment name; must match [project] name (checked, not renamed)."
+)
+@click.option("-o", "--owner", help="User or organisation to publish under (default: you).")
+@click.option(
+    "-v",
     "--visibility",
     type=click.Choice(["public", "private"], case_sensitive=False),
     default=None,
     help="For a new environment (default public); an existing one keeps its visibility.",
 )
-@click.option("--owner", help="User or organisation to publish under (default: you).")
-@_errors
-def push(path: Path, visibility: str | None, owner: str | None) -> None:
+@click.option("--auto-bump", is_flag=True, help="Bump the patch version in pyproject.toml first.")
+@click.option("--rc", is_flag=True, help="Bump to the next release candidate (…rcN) first.")
+@click.option("--post", is_flag=True, help="Bump to the next post-release (….postN) first.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Check and build everything, validate against the hub's rules, upload nothing.",
+)
+@output_option
+def push(
+    path_arg: Path | None,
+    path: Path | None,
+    name: str | None,
+    owner: str | None,
+    visibility: str | None,
+    auto_bump: bool,
+    rc: bool,
+    post: bool,
+    dry_run: bool,
+    output: str,
+) -> None:
     """Validate, build and publish the environment at PATH to the hub."""
+    if path_arg is not None and path is not None and path_arg != path:
+        raise click.UsageError("give the directory once: PATH or --path")
+    bumps = [kind for kind, flag in (("patch", auto_bump), ("rc", rc), ("post", post)) if flag]
+    if len(bumps) > 1:
+        raise click.UsageError("--auto-bump, --rc and --post exclude each other")
     settings = cfg.load_settings()
-    if not settings.api_key:
-        raise click.ClickException(
+    if not settings.api_key and not dry_run:
+        raise CliError(
             "pushing needs a token: run `prime login --url URL --token TOKEN` or set PRIME_API_KEY"
         )
-    project = load_project(path)
+    project = load_project(path_arg or path or Path("."))
+    if name is not None and name != project.name:
+        raise CliError(
+            f"--name {name} differs from [project] name {project.name!r} in "
+            f"{project.root / 'pyproject.toml'}; rename it there (the wheel carries that name)"
+        )
     with HubClient.from_settings(settings, console=err_console) as client:
-        owner = owner or settings.owner or str(fetch_whoami(client)["username"])
+        if settings.api_key:
+            who = client.whoami()
+            owner = owner or settings.owner or str(who["username"])
+            check_can_push(who, owner, project)
+        elif owner is None:
+            owner = settings.owner or "OWNER"
+        if bumps:
+            new_version = bumped_version(project.version, bumps[0])
+            if dry_run:
+                err_console.print(f"would bump {project.version} → {new_version} (dry run)")
+            else:
+                project = write_version(project, new_version)
+                err_console.print(f"bumped the version to {project.version} in pyproject.toml")
         result = push_environment(
             client,
             project,
             owner,
             visibility=visibility.lower() if visibility else None,
             console=err_console,
+            dry_run=dry_run,
         )
-    meta = write_push_metadata(project, result)
     slug = f"{result.owner}/{result.name}"
-    console.print(
-        f"Pushed [bold]{slug}@{result.version}[/] "
-        f"({'new environment' if result.created else 'new version'})"
-    )
+    web_url = f"{settings.hub_url}/{result.owner}/{result.name}"
+    meta = None if dry_run else write_push_metadata(project, result)
+    if output == "json":
+        echo_json(
+            {
+                "environment": slug,
+                "version": result.version,
+                "dry_run": dry_run,
+                "created": result.created,
+                "environment_id": result.environment_id or None,
+                "content_hash": result.content_hash,
+                "wheel": result.wheel_filename,
+                "wheel_sha256": result.wheel_sha256,
+                "source": result.source_filename,
+                "url": None if dry_run else web_url,
+                "install": f"prime env install {slug}@{result.version}",
+            }
+        )
+        return
+    if dry_run:
+        console.print(f"Dry run: [bold]{slug}@{result.version}[/] is ready to push; nothing sent")
+    else:
+        console.print(
+            f"Pushed [bold]{slug}@{result.version}[/] "
+            f"({'new environment' if result.created else 'new version'})"
+        )
     console.print(f"  wheel   {result.wheel_filename}  sha256 {result.wheel_sha256[:16]}…")
     console.print(f"  source  {result.source_filename}  content hash {result.content_hash[:16]}…")
-    console.print(f"  install prime env install {slug}@{result.version}")
-    console.print(f"  record  {meta}")
+    if not dry_run:
+        console.print(f"  web     {web_url}")
+        console.print(f"  install prime env install {slug}@{result.version}")
+        console.print(f"  record  {meta}")
 
 
 # --------------------------------------------------------------------------- install / pull
@@ -218,10 +293,19 @@ def push(path: Path, visibility: str | None, owner: str | None) -> None:
     help="Installer: uv when present, else pip.",
 )
 @click.option("--prerelease", is_flag=True, help="Allow pre-release versions of dependencies.")
-@OUTPUT
-@_errors
+@click.option(
+    "--no-upgrade",
+    is_flag=True,
+    help="Leave an environment that is already installed (any version) as it is.",
+)
+@output_option
 def install(
-    refs: tuple[str, ...], python: str | None, installer: str, prerelease: bool, output: str
+    refs: tuple[str, ...],
+    python: str | None,
+    installer: str,
+    prerelease: bool,
+    no_upgrade: bool,
+    output: str,
 ) -> None:
     """Install OWNER/NAME[@VERSION] … from the hub into a Python environment.
 
@@ -232,32 +316,51 @@ def install(
     parsed = [_ref(text) for text in refs]
     interpreter = target_python(python)
     tool = choose_installer(installer)
-    with _client() as client:
-        resolved = [resolve(client, ref) for ref in parsed]
-        check_distinct_packages(resolved)
-        wheels = {env.package_name: fetch_wheel(client, env) for env in resolved}
-    for env in resolved:
-        if env.yanked:
-            reason = f": {env.yanked_reason}" if env.yanked_reason else ""
-            err_console.print(
-                f"[yellow]warning:[/] {env.ref.owner}/{env.ref.name} {env.version} is yanked{reason}"
-            )
-    cmd = install_command(wheels, interpreter, tool, prerelease=prerelease)
-    err_console.print(f"Installing with {tool} into {interpreter}")
-    run_installer(cmd)
+    skipped: list[str] = []
+    if no_upgrade:
+        present = installed_environments(interpreter)
+        keep = []
+        for ref in parsed:
+            try:
+                match_installed([ref.name], present)
+            except InstallError:
+                keep.append(ref)
+            else:
+                skipped.append(f"{ref.owner}/{ref.name}")
+        parsed = keep
+    for slug in skipped:
+        err_console.print(f"{slug} is already installed; left as it is (--no-upgrade)")
+    resolved = []
+    if parsed:
+        with _client() as client:
+            resolved = [resolve(client, ref) for ref in parsed]
+            check_distinct_packages(resolved)
+            wheels = {env.package_name: fetch_wheel(client, env) for env in resolved}
+        for item in resolved:
+            if item.yanked:
+                reason = f": {item.yanked_reason}" if item.yanked_reason else ""
+                err_console.print(
+                    f"[yellow]warning:[/] {item.ref.owner}/{item.ref.name} {item.version} "
+                    f"is yanked{reason}"
+                )
+        cmd = install_command(wheels, interpreter, tool, prerelease=prerelease)
+        with err_console.status(f"Installing with {tool} into {interpreter} …"):
+            run_installer(cmd)
     rows = [
         {
-            "environment": f"{env.ref.owner}/{env.ref.name}",
-            "version": env.version,
-            "package": env.package_name,
-            "visibility": env.visibility,
-            "sha256": env.wheel_sha256,
+            "environment": f"{item.ref.owner}/{item.ref.name}",
+            "version": item.version,
+            "package": item.package_name,
+            "visibility": item.visibility,
+            "sha256": item.wheel_sha256,
             "python": interpreter,
         }
-        for env in resolved
+        for item in resolved
     ]
     if output == "json":
-        _echo_json({"installed": rows, "installer": tool})
+        echo_json({"installed": rows, "skipped": skipped, "installer": tool})
+        return
+    if not rows:
         return
     table = Table(title="Installed")
     for column in ("environment", "version", "package", "visibility"):
@@ -268,19 +371,102 @@ def install(
 
 
 @env.command()
+@click.argument("names", nargs=-1, required=True)
+@click.option("--python", "python", help="Interpreter to remove from (default: this one).")
+@click.option(
+    "--with",
+    "installer",
+    type=click.Choice(["auto", "uv", "pip"]),
+    default="auto",
+    show_default=True,
+)
+def uninstall(names: tuple[str, ...], python: str | None, installer: str) -> None:
+    """Uninstall environments by NAME, OWNER/NAME or package name."""
+    interpreter = target_python(python)
+    chosen = match_installed(list(names), installed_environments(interpreter))
+    packages = [item.package for item in chosen]
+    run_installer(uninstall_command(packages, interpreter, choose_installer(installer)))
+    for item in chosen:
+        console.print(f"Uninstalled {item.package} {item.version}")
+
+
+@env.command()
+@click.argument("ref", required=False)
+@click.option("--python", "python", help="Interpreter to inspect (default: this one).")
+@output_option
+def status(ref: str | None, python: str | None, output: str) -> None:
+    """Installed environments, their versions and sources (like `pip list`).
+
+    With OWNER/NAME, the environment's status on the hub instead (as the stock client).
+    """
+    if ref is not None:
+        _hub_status(_ref(ref), output)
+        return
+    interpreter = target_python(python)
+    found = installed_environments(interpreter)
+    if output == "json":
+        echo_json({"python": interpreter, "environments": [item.as_json() for item in found]})
+        return
+    if not found:
+        console.print(f"No environments installed in {interpreter}; try `prime env install`.")
+        return
+    table = Table(title=f"Environments installed in {interpreter}")
+    for column in ("environment", "package", "version", "source"):
+        table.add_column(column, overflow="fold")
+    for item in found:
+        table.add_row(", ".join(item.environments), item.package, item.version, item.source)
+    console.print(table)
+
+
+def _hub_status(ref: EnvRef, output: str) -> None:
+    with _client() as client:
+        summary = client.environment(ref.owner, ref.name)
+        try:
+            latest: dict[str, Any] | None = client.version(ref.owner, ref.name, None)
+        except NotFound:
+            latest = None
+    data = {
+        "name": summary.get("name"),
+        "description": summary.get("description"),
+        "visibility": str(summary.get("visibility", "")).upper(),
+        "latest_version": None
+        if latest is None
+        else {
+            "semantic_version": latest.get("semantic_version"),
+            "content_hash": latest.get("content_hash"),
+            "created_at": latest.get("created_at"),
+        },
+    }
+    if output == "json":
+        echo_json(data)
+        return
+    console.print(f"[bold]{ref.owner}/{data['name']}[/]  {data['visibility']}")
+    if data["description"]:
+        console.print(f"  {data['description']}")
+    if latest is None:
+        console.print("  no installable version")
+    else:
+        console.print(
+            f"  latest {latest.get('semantic_version')}  hash "
+            f"{str(latest.get('content_hash') or '-')[:12]}  {_date(latest.get('created_at'))}"
+        )
+
+
+@env.command()
 @click.argument("ref")
 @click.option(
+    "-t",
     "--target",
     type=click.Path(file_okay=False, path_type=Path),
     help="Directory to extract into (default: ./NAME-VERSION).",
 )
-@_errors
-def pull(ref: str, target: Path | None) -> None:
+@click.option("-v", "--version", help="Version to pull (same as OWNER/NAME@VERSION).")
+def pull(ref: str, target: Path | None, version: str | None) -> None:
     """Download and safely extract the source of OWNER/NAME[@VERSION]."""
-    env_ref = _ref(ref)
+    env_ref = _with_version(_ref(ref), version)
     with _client() as client:
-        dest, version = pull_source(client, env_ref, target)
-    console.print(f"Pulled {env_ref.owner}/{env_ref.name}@{version} into {dest}")
+        dest, got = pull_source(client, env_ref, target)
+    console.print(f"Pulled {env_ref.owner}/{env_ref.name}@{got} into {dest}")
 
 
 # --------------------------------------------------------------------------- read
@@ -294,18 +480,26 @@ def _list_envs(
     visibility: str | None,
     sort: str | None,
     order: str | None,
+    num: int,
     page: int,
-    per_page: int,
+    offset: int | None,
     mine: bool,
+    starred: bool,
     output: str,
 ) -> None:
-    params: dict[str, Any] = {"page": page, "per_page": per_page}
+    if starred:
+        raise CliError("this hub has no stars; try --sort downloads or --mine")
+    if sort == "stars":
+        err_console.print("this hub has no stars; sorting by downloads")
+        sort = "downloads"
+    page = page_of(page, num, offset)
+    params: dict[str, Any] = {"page": page, "per_page": num}
     for key, value in (
         ("search", search),
         ("owner", owner),
-        ("visibility", visibility),
+        ("visibility", visibility.lower() if visibility else None),
         ("sort", sort),
-        ("order", order),
+        ("order", order.lower() if order else None),
     ):
         if value:
             params[key] = value
@@ -314,22 +508,39 @@ def _list_envs(
     if mine:
         params["mine"] = "true"
     with _client() as client:
-        body = client.request("GET", "/environmentshub/", "list environments", params=params)
-    if not isinstance(body, dict) or not isinstance(body.get("data"), list):
-        raise HubError(f"list environments: unexpected answer from {client.base_url}")
-    items: list[dict[str, Any]] = body.get("data") or []
+        body = client.list_environments(params)
+    items: list[dict[str, Any]] = body["data"]
+    total = int(body.get("total_count", len(items)))
     if output == "json":
-        _echo_json(
+        echo_json(
             {
-                "environments": items,
-                "total_count": body.get("total_count", len(items)),
-                "page": body.get("page", page),
-                "per_page": body.get("per_page", per_page),
+                # the stock client's shape first (`environments[].environment`, `total`, …)
+                "environments": [
+                    {
+                        "environment": f"{_owner_name(item)}/{item.get('name')}",
+                        "description": item.get("description", ""),
+                        "visibility": str(item.get("visibility", "")).upper(),
+                        "version": item.get("latest_version"),
+                        "stars": 0,
+                        "updated_at": item.get("updated_at"),
+                        "tags": item.get("tags") or [],
+                        # ours
+                        "owner": _owner_name(item),
+                        "name": item.get("name"),
+                        "downloads": item.get("downloads", 0),
+                        "created_at": item.get("created_at"),
+                    }
+                    for item in items
+                ],
+                "total": total,
+                "offset": (page - 1) * num,
+                "limit": num,
+                "page": page,
+                "per_page": num,
             }
         )
         return
-    total = body.get("total_count", len(items))
-    table = Table(title=f"Environments ({len(items)} of {total}, page {body.get('page', page)})")
+    table = Table(title=f"Environments ({len(items)} of {total}, page {page})")
     table.add_column("environment", no_wrap=True)
     table.add_column("latest", no_wrap=True)
     table.add_column("visibility", no_wrap=True)
@@ -337,10 +548,8 @@ def _list_envs(
     table.add_column("tags")
     table.add_column("description", ratio=1)
     for item in items:
-        owner_info = item.get("owner") or {}
-        owner_name = owner_info.get("name") if isinstance(owner_info, dict) else owner_info
         table.add_row(
-            f"{owner_name}/{item.get('name')}",
+            f"{_owner_name(item)}/{item.get('name')}",
             str(item.get("latest_version") or "-"),
             str(item.get("visibility", "-")),
             str(item.get("downloads", 0)),
@@ -348,23 +557,23 @@ def _list_envs(
             str(item.get("description") or ""),
         )
     console.print(table)
+    if (page - 1) * num + len(items) < total:
+        console.print(f"[dim]next page: --page {page + 1}[/]")
 
 
-def _listing_options(func: Callable[P, R]) -> Callable[P, R]:
+def _listing_options(func: Any) -> Any:
     decorators = [
         click.option("--owner", help="Only this owner's environments."),
         click.option("-t", "--tag", "tags", multiple=True, help="Only with this tag (repeatable)."),
-        click.option("--visibility", type=click.Choice(["public", "private"])),
         click.option(
-            "--sort", type=click.Choice(["name", "created_at", "updated_at", "downloads"])
+            "--visibility", type=click.Choice(["public", "private"], case_sensitive=False)
         ),
-        click.option("--order", type=click.Choice(["asc", "desc"])),
-        click.option("-p", "--page", type=click.IntRange(min=1), default=1, show_default=True),
-        click.option(
-            "-n", "--per-page", type=click.IntRange(1, 100), default=20, show_default=True
-        ),
+        click.option("--sort", type=click.Choice(SORTS), help="stars (stock) sorts by downloads"),
+        click.option("--order", type=click.Choice(["asc", "desc"], case_sensitive=False)),
+        paging_options(),
         click.option("--mine", is_flag=True, help="Only environments you own."),
-        OUTPUT,
+        click.option("--starred", is_flag=True, hidden=True),
+        output_option,
     ]
     for decorator in reversed(decorators):
         func = decorator(func)
@@ -374,7 +583,6 @@ def _listing_options(func: Callable[P, R]) -> Callable[P, R]:
 @env.command("list")
 @click.option("-s", "--search", help="Substring of the name or description.")
 @_listing_options
-@_errors
 def list_cmd(**kwargs: Any) -> None:
     """List the environments you can see."""
     _list_envs(**kwargs)
@@ -383,7 +591,6 @@ def list_cmd(**kwargs: Any) -> None:
 @env.command()
 @click.argument("query")
 @_listing_options
-@_errors
 def search(query: str, **kwargs: Any) -> None:
     """Search environments by name and description."""
     _list_envs(search=query, **kwargs)
@@ -391,27 +598,21 @@ def search(query: str, **kwargs: Any) -> None:
 
 @env.command()
 @click.argument("ref")
-@OUTPUT
-@_errors
-def info(ref: str, output: str) -> None:
+@click.option("-v", "--version", help="Version to show (same as OWNER/NAME@VERSION).")
+@output_option
+def info(ref: str, version: str | None, output: str) -> None:
     """Show one environment, or one version with OWNER/NAME@VERSION."""
-    env_ref = _ref(ref)
+    env_ref = _with_version(_ref(ref), version)
     with _client() as client:
-        summary = client.data(
-            "GET", env_path(env_ref.owner, env_ref.name), f"info {env_ref.owner}/{env_ref.name}"
-        )
+        summary = client.environment(env_ref.owner, env_ref.name)
         record: dict[str, Any] | None = None
         try:
-            record = client.data(
-                "GET",
-                f"{env_path(env_ref.owner, env_ref.name)}/@{quote(env_ref.spec or 'latest', safe='')}",
-                f"info {env_ref}",
-            )
+            record = client.version(env_ref.owner, env_ref.name, env_ref.spec)
         except NotFound:
             if env_ref.spec:  # an explicit version that does not exist is an error
                 raise
     if output == "json":
-        _echo_json({"environment": summary, "version": record})
+        echo_json({"environment": summary, "version": record})
         return
     table = Table(show_header=False, title=f"{env_ref.owner}/{summary.get('name')}")
     table.add_column("field", style="bold")
@@ -444,19 +645,14 @@ def info(ref: str, output: str) -> None:
 
 @env.command()
 @click.argument("ref")
-@OUTPUT
-@_errors
+@output_option
 def versions(ref: str, output: str) -> None:
     """List every version of OWNER/NAME, newest first (yanked ones marked)."""
     env_ref = _ref(ref)
     with _client() as client:
-        items: list[dict[str, Any]] = client.data(
-            "GET",
-            f"{env_path(env_ref.owner, env_ref.name)}/versions",
-            f"versions of {env_ref.owner}/{env_ref.name}",
-        )
+        items = client.versions(env_ref.owner, env_ref.name)
     if output == "json":
-        _echo_json({"environment": f"{env_ref.owner}/{env_ref.name}", "versions": items})
+        echo_json({"environment": f"{env_ref.owner}/{env_ref.name}", "versions": items})
         return
     table = Table(title=f"{env_ref.owner}/{env_ref.name} versions")
     table.add_column("version", no_wrap=True)
@@ -491,30 +687,19 @@ def _exact_version(text: str) -> EnvRef:
 @env.command()
 @click.argument("ref")
 @click.option("--reason", help="Why it is yanked (shown to installers).")
-@_errors
 def yank(ref: str, reason: str | None) -> None:
     """Yank OWNER/NAME@VERSION: hidden from new resolutions, still installable by exact pin."""
     env_ref = _exact_version(ref)
     with _client() as client:
-        data = client.data(
-            "POST",
-            f"{env_path(env_ref.owner, env_ref.name)}/@{quote(env_ref.spec or '', safe='')}/yank",
-            f"yank {env_ref}",
-            json={"reason": reason},
-        )
+        data = client.set_yanked(env_ref.owner, env_ref.name, env_ref.spec or "", True, reason)
     console.print(f"Yanked {env_ref.owner}/{env_ref.name}@{data.get('semantic_version')}")
 
 
 @env.command()
 @click.argument("ref")
-@_errors
 def unyank(ref: str) -> None:
     """Undo a yank of OWNER/NAME@VERSION."""
     env_ref = _exact_version(ref)
     with _client() as client:
-        data = client.data(
-            "POST",
-            f"{env_path(env_ref.owner, env_ref.name)}/@{quote(env_ref.spec or '', safe='')}/unyank",
-            f"unyank {env_ref}",
-        )
+        data = client.set_yanked(env_ref.owner, env_ref.name, env_ref.spec or "", False)
     console.print(f"Unyanked {env_ref.owner}/{env_ref.name}@{data.get('semantic_version')}")

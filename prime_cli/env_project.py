@@ -8,11 +8,14 @@ isolated environment as `python -m build` does.
 
 from __future__ import annotations
 
+import ast
 import gzip
 import io
+import re
 import tarfile
 import tempfile
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -127,7 +130,12 @@ class BuiltDists:
 
 
 def build_distributions(
-    project: EnvProject, out_dir: Path, *, sdist: bool = True, isolated: bool | None = None
+    project: EnvProject,
+    out_dir: Path,
+    *,
+    sdist: bool = True,
+    isolated: bool | None = None,
+    on_step: Callable[[str], None] = lambda step: None,
 ) -> BuiltDists:
     """Build the wheel (and sdist) of `project` into `out_dir` with the `build` package.
 
@@ -151,13 +159,16 @@ def build_distributions(
         for kind in distributions:
             if use_isolation:
                 with build.env.DefaultIsolatedEnv() as env:
+                    on_step("installing the build backend in an isolated environment")
                     isolated_builder = build.ProjectBuilder.from_isolated_env(
                         env, project.root, runner=quiet_subprocess_runner
                     )
                     env.install(isolated_builder.build_system_requires)
                     env.install(isolated_builder.get_requires_for_build(kind))
+                    on_step(f"building the {kind}")
                     built[kind] = Path(isolated_builder.build(kind, out_dir))
             else:
+                on_step(f"building the {kind}")
                 built[kind] = Path(builder.build(kind, out_dir))
     except build.BuildBackendException as exc:
         raise ProjectError(f"building {project.name} failed: {exc}{_backend_output(exc)}") from exc
@@ -207,3 +218,130 @@ def source_archive(
             raise
     tmp_path.replace(dest)
     return dest
+
+
+ENTRY_POINT_GROUP = "prime.environments"
+FACTORY = "load_environment"
+
+
+def _module_file(root: Path, module: str) -> Path | None:
+    """The source file of `module` inside the project (flat or `src/` layout), if any."""
+    parts = module.split(".")
+    for base in (root, root / "src"):
+        for candidate in (
+            base.joinpath(*parts).with_suffix(".py"),
+            base.joinpath(*parts) / "__init__.py",
+        ):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def _defines(path: Path, name: str) -> bool:
+    """Whether the module at `path` binds `name` at top level (def, assignment or import)."""
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError) as exc:
+        raise ProjectError(f"{path} does not parse: {exc}") from exc
+    bound: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bound.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            bound.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+    return name in bound
+
+
+def check_environment(project: EnvProject) -> str:
+    """Check, before anything is built or uploaded, that the project provides an environment.
+
+    `prime_env.load` finds an environment by its `prime.environments` entry point, else by the
+    module named after the project; either must define the factory. Returns `module:attr`.
+    """
+    pyproject = project.root / "pyproject.toml"
+    for name, target in project.entry_points.items():
+        module, _, attr = str(target).partition(":")
+        attr = attr.split("[")[0].strip() or FACTORY
+        path = _module_file(project.root, module.strip())
+        if path is None:
+            raise ProjectError(
+                f'{pyproject}: entry point {name} = "{target}" names module {module.strip()!r}, '
+                "which is not in the project; fix the entry point or add the module"
+            )
+        if not _defines(path, attr.split(".")[0]):
+            raise ProjectError(
+                f'{pyproject}: entry point {name} = "{target}" names {attr!r}, which '
+                f"{path.relative_to(project.root)} does not define"
+            )
+        return f"{module.strip()}:{attr}"
+    module = project.normalized_name.replace("-", "_")
+    path = _module_file(project.root, module)
+    hint = (
+        f"define `def {FACTORY}(**kwargs) -> prime_env.Environment` in {module}.py, or declare "
+        f'[project.entry-points."{ENTRY_POINT_GROUP}"] {project.name} = "MODULE:{FACTORY}" '
+        f"in {pyproject}"
+    )
+    if path is None:
+        raise ProjectError(f"{project.root} has no environment: no module {module!r}; {hint}")
+    if not _defines(path, FACTORY):
+        raise ProjectError(
+            f"{path.relative_to(project.root)} does not define {FACTORY}, so the environment "
+            f"could not be loaded after install; {hint}"
+        )
+    return f"{module}:{FACTORY}"
+
+
+BUMPS = ("patch", "rc", "post")
+
+
+def bumped_version(version: str, kind: str) -> str:
+    """The next version: `patch` 1.2.3 → 1.2.4; `rc` 1.2.3 → 1.2.4rc0, 1.2.4rc0 → 1.2.4rc1;
+    `post` 1.2.3 → 1.2.3.post0, 1.2.3.post0 → 1.2.3.post1 (the stock client's --auto-bump,
+    --rc and --post)."""
+    parsed = Version(version)
+    release = list(parsed.release) + [0] * (3 - len(parsed.release))
+    base = ".".join(str(part) for part in release)
+    if kind == "patch":
+        if parsed.pre is not None:  # 1.2.4rc1 → 1.2.4: the release the candidate was for
+            return base
+        release[-1] += 1
+        return ".".join(str(part) for part in release)
+    if kind == "rc":
+        if parsed.pre is not None and parsed.pre[0] == "rc":
+            return f"{base}rc{parsed.pre[1] + 1}"
+        release[-1] += 1
+        return ".".join(str(part) for part in release) + "rc0"
+    if kind == "post":
+        stem = base if parsed.pre is None else f"{base}{parsed.pre[0]}{parsed.pre[1]}"
+        return f"{stem}.post{0 if parsed.post is None else parsed.post + 1}"
+    raise ValueError(f"unknown bump {kind!r}; one of {', '.join(BUMPS)}")
+
+
+_VERSION_LINE = re.compile(r"""^(\s*version\s*=\s*)(["'])([^"']*)\2""", re.MULTILINE)
+
+
+def write_version(project: EnvProject, version: str) -> EnvProject:
+    """Set `[project] version` in pyproject.toml (only that line changes) and reload."""
+    path = project.root / "pyproject.toml"
+    text = path.read_text("utf-8")
+    start = re.search(r"^\[project\]\s*$", text, re.MULTILINE)
+    if start is None:
+        raise ProjectError(f"{path} has no [project] table")
+    end = re.search(r"^\[", text[start.end() :], re.MULTILINE)
+    stop = start.end() + (end.start() if end else len(text) - start.end())
+    section = text[start.end() : stop]
+    match = _VERSION_LINE.search(section)
+    if match is None:
+        raise ProjectError(f"{path}: no static version line in [project] to bump")
+    section = (
+        section[: match.start()]
+        + f"{match.group(1)}{match.group(2)}{version}{match.group(2)}"
+        + section[match.end() :]
+    )
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text[: start.end()] + section + text[stop:], "utf-8")
+    tmp.replace(path)
+    return load_project(project.root)

@@ -18,8 +18,14 @@ from typing import Any
 
 from rich.console import Console
 
-from prime_cli.env_project import EnvProject, ProjectError, build_distributions, source_archive
-from prime_cli.hub_client import HubClient, HubError, NotFound, env_path
+from prime_cli.env_project import (
+    EnvProject,
+    ProjectError,
+    build_distributions,
+    check_environment,
+    source_archive,
+)
+from prime_cli.hub_client import HubClient, HubError, NotFound
 from registry_index.content_hash import iter_tree_files, tree_content_hash
 from registry_index.errors import InvalidUpload
 from registry_index.validation import validate_distribution
@@ -40,6 +46,7 @@ class PushResult:
     wheel_sha256: str
     source_filename: str
     created: bool
+    dry_run: bool = False
 
 
 def _bump_hint(version: str) -> str:
@@ -52,9 +59,32 @@ def _bump_hint(version: str) -> str:
 
 def _existing_versions(client: HubClient, owner: str, name: str) -> list[dict[str, Any]]:
     try:
-        return list(client.data("GET", env_path(owner, name) + "/versions", "list versions"))
+        return client.versions(owner, name)
     except NotFound:
         return []
+
+
+def check_can_push(who: dict[str, Any], owner: str, project: EnvProject) -> None:
+    """Refuse, before anything is built, a push the hub would answer with 403.
+
+    Mirrors the hub's `Principal.can_upload` from what `whoami` reports (the account, its
+    organisations, the token's scopes); the hub still decides, this only fails early.
+    """
+    username = str(who.get("username"))
+    members = {username, *(str(org) for org in who.get("organizations") or [])}
+    scopes = list((who.get("token") or {}).get("scopes") or [])
+    slug = f"{owner}/{project.name}"
+    if not who.get("is_admin") and owner not in members:
+        raise PushRefused(
+            f"{username} cannot publish to {owner!r}: not your account or one of your "
+            f"organisations ({', '.join(sorted(members))}); pass --owner with one of them"
+        )
+    allowed = {"all", f"upload:{owner}", f"upload:{owner}/{project.normalized_name}"}
+    if scopes and not allowed.intersection(scopes):
+        raise PushRefused(
+            f"this token (scopes: {', '.join(scopes)}) may not publish {slug}; create a token "
+            f"with scope 'upload:{owner}' or 'all' (prime hub token create) and run prime login"
+        )
 
 
 def check_not_published(
@@ -93,17 +123,10 @@ def _upload_flow(
     client: HubClient, env_id: str, kind: str, path: Path, body: dict[str, Any]
 ) -> dict[str, Any]:
     """Reserve an upload, PUT the bytes, finalize; `kind` is `wheels` or `versions`."""
-    reserved = client.data(
-        "POST", f"/environmentshub/{env_id}/{kind}", f"reserve upload of {path.name}", json=body
-    )
-    upload_id = reserved.get("wheel_id") or reserved.get("version_id")
+    reserved = client.reserve_upload(env_id, kind, body)
+    upload_id = str(reserved.get("wheel_id") or reserved.get("version_id"))
     client.upload(reserved["upload_url"], path, label=f"upload {path.name}")
-    done = client.data(
-        "POST",
-        f"/environmentshub/{env_id}/{kind}/{upload_id}/finalize",
-        f"finalize upload of {path.name}",
-    )
-    return dict(done or {})
+    return client.finalize_upload(env_id, kind, upload_id, path.name)
 
 
 def write_push_metadata(project: EnvProject, result: PushResult) -> Path:
@@ -135,8 +158,14 @@ def push_environment(
     *,
     visibility: str | None,
     console: Console,
+    dry_run: bool = False,
 ) -> PushResult:
-    """Publish `project` to `owner` on the hub; raise ProjectError, PushRefused or HubError."""
+    """Publish `project` to `owner` on the hub; raise ProjectError, PushRefused or HubError.
+
+    With `dry_run` everything up to the upload runs (the local checks, the build, the hub's
+    own wheel validation, the version checks against the hub) and nothing is sent.
+    """
+    check_environment(project)
     files = [project.root / rel for rel in iter_tree_files(project.root)]
     links = [str(path.relative_to(project.root)) for path in files if path.is_symlink()]
     if links:
@@ -151,25 +180,39 @@ def push_environment(
 
     with tempfile.TemporaryDirectory(prefix="prime-push-") as tmp:
         out = Path(tmp)
-        console.print(f"Building {project.name} {project.version} …")
-        built = build_distributions(project, out / "dist", sdist=False)
+        with console.status(f"Building {project.name} {project.version} …") as status:
+            built = build_distributions(
+                project,
+                out / "dist",
+                sdist=False,
+                on_step=lambda step: status.update(f"Building {project.name}: {step} …"),
+            )
         try:
             wheel = validate_distribution(built.wheel, built.wheel.name)
         except InvalidUpload as exc:
             raise ProjectError(f"the built wheel would be refused by the hub: {exc}") from exc
         archive = source_archive(project, files, content_hash, out / "src")
-
-        resolved = client.data(
-            "POST",
-            "/environmentshub/resolve",
-            f"resolve {owner}/{project.name}",
-            json={
+        if dry_run:
+            return PushResult(
+                owner=owner,
+                name=project.name,
+                version=project.version,
+                environment_id="",
+                content_hash=content_hash,
+                wheel_filename=built.wheel.name,
+                wheel_sha256=wheel.sha256,
+                source_filename=archive.name,
+                created=False,
+                dry_run=True,
+            )
+        resolved = client.resolve_environment(
+            {
                 "name": project.name,
                 "visibility": visibility,
                 "owner_slug": owner,
                 "description": project.description or None,
                 "tags": project.tags or None,
-            },
+            }
         )
         env_id = str(resolved["id"])
         metadata = {

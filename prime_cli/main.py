@@ -10,20 +10,27 @@ import importlib
 
 import click
 
+from prime_cli.errors import HandledGroup
+
 # command name -> "module:attribute"; each module owns one layer of the CLI.
 _COMMANDS: dict[str, str] = {
     "login": "prime_cli.account_commands:login",
+    "logout": "prime_cli.account_commands:logout",
     "whoami": "prime_cli.account_commands:whoami",
     "config": "prime_cli.account_commands:config",
     "env": "prime_cli.env_commands:env",
     "eval": "prime_cli.eval_commands:eval_group",
     "hub": "hub_server.cli:hub",
     "sandbox": "prime_cli.sandbox_commands:sandbox",
+    "train": "prime_cli.train_commands:train",
 }
 
 
-class LazyGroup(click.Group):
-    """A click group that imports each subcommand's module on first use."""
+class LazyGroup(HandledGroup):
+    """A click group that imports each subcommand's module on first use.
+
+    It is also the CLI's one error handler (`prime_cli.errors`): every command runs inside it.
+    """
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(_COMMANDS)
