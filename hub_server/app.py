@@ -24,6 +24,7 @@ from hub_server.core.settings import HubSettings
 from hub_server.core.state import Hub
 from hub_server.index import legacy_upload
 from hub_server.index import routes as index_routes
+from hub_server.index import sdk as sdk_index
 from hub_server.registry import api as environments_api
 from hub_server.registry import push_api
 from hub_server.registry.pending_uploads import purge_expired
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 # Routers owned by other hub modules, mounted before the catch-all package-index routes.
 _EXTENSIONS: tuple[str, ...] = (
     "hub_server.evals.api:router",
+    "hub_server.web.account_pages:router",
     "hub_server.web.routes:router",
 )
 
@@ -92,5 +94,6 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
     app.include_router(environments_api.router)
     for router in _extension_routers():
         app.include_router(router)  # type: ignore[arg-type]
+    app.include_router(sdk_index.router)  # before the owners' indexes: /_sdk/ is reserved
     app.include_router(index_routes.router)
     return app

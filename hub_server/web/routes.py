@@ -27,7 +27,7 @@ from hub_server.accounts.access import can_read, find_owner, readable_environmen
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
 from hub_server.core.blobstore import BlobStore
-from hub_server.core.deps import HubDep, PrincipalDep, SessionDep
+from hub_server.core.deps import HubDep, SessionDep
 from hub_server.core.errors import HubError
 from hub_server.evals import service
 from hub_server.evals.leaderboard import leaderboard
@@ -35,17 +35,30 @@ from hub_server.index import routes as index_routes
 from hub_server.registry.models import DistFile, Environment, EnvironmentTag
 from hub_server.registry.push_api import public_base
 from hub_server.registry.views import summaries, version_infos
-from hub_server.web.render import STATIC_DIR, build_templates, render_markdown
+from hub_server.web.pages import page
+from hub_server.web.render import STATIC_DIR, render_markdown
+from hub_server.web.session import WebPrincipalDep
 from registry_index.errors import InvalidUpload
 from registry_index.metadata import parse_core_metadata
 
 router = APIRouter(include_in_schema=False)
-templates = build_templates()
 
 PER_PAGE = 24
 SAMPLES_SHOWN = 20
 # First path segments that belong to the API, the index or static files, never to an owner.
-_RESERVED = {"api", "static", "legacy", "docs", "redoc", "openapi.json", "favicon.ico", "healthz"}
+_RESERVED = {
+    "api",
+    "static",
+    "legacy",
+    "docs",
+    "redoc",
+    "openapi.json",
+    "favicon.ico",
+    "healthz",
+    "login",
+    "logout",
+    "settings",
+}
 
 
 _STATIC_FILES = {path.name: path for path in STATIC_DIR.iterdir() if path.is_file()}
@@ -61,7 +74,7 @@ def static_file(filename: str) -> FileResponse:
 
 
 def _page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-    return templates.TemplateResponse(request, template, context, status_code=status_code)
+    return page(request, template, status_code=status_code, **context)
 
 
 def _not_found(request: Request, message: str) -> HTMLResponse:
@@ -110,7 +123,7 @@ def _cards(session: Session, pairs: list[tuple[Environment, Owner]]) -> list[dic
 def home(
     request: Request,
     session: SessionDep,
-    principal: PrincipalDep,
+    principal: WebPrincipalDep,
     q: Annotated[str, Query(max_length=200)] = "",
     tag: Annotated[str, Query(max_length=64)] = "",
     page: Annotated[int, Query(ge=1)] = 1,
@@ -139,7 +152,7 @@ def home(
 
 @router.get("/{owner}", response_class=HTMLResponse)
 def owner_page(
-    owner: str, request: Request, session: SessionDep, principal: PrincipalDep
+    owner: str, request: Request, session: SessionDep, principal: WebPrincipalDep
 ) -> HTMLResponse:
     found = None if owner in _RESERVED else find_owner(session, owner)
     if found is None:
@@ -209,7 +222,7 @@ def environment_page(
     request: Request,
     hub: HubDep,
     session: SessionDep,
-    principal: PrincipalDep,
+    principal: WebPrincipalDep,
 ) -> Response:
     if name == "simple":
         return RedirectResponse(f"/{owner}/simple/", status_code=301)
@@ -248,7 +261,7 @@ def evaluation_page(
     request: Request,
     hub: HubDep,
     session: SessionDep,
-    principal: PrincipalDep,
+    principal: WebPrincipalDep,
     background: BackgroundTasks,
 ) -> Response:
     if name == "files":

@@ -1,0 +1,216 @@
+"""Sign-in, sign-out and the tokens page.
+
+The hub has no passwords: people sign in with an API token (`prime hub token create`, or one
+made on this page), which also decides what the browser may see, exactly as it would on the
+API. Creating tokens from the browser needs a session signed in with an `all` token, so a
+narrow token (say `read`) can never mint a broader one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlmodel import col, select
+
+from hub_server.accounts.auth import (
+    Principal,
+    authenticate,
+    generate_token,
+    hash_token,
+    validate_scopes,
+)
+from hub_server.accounts.models import ApiToken
+from hub_server.core.deps import HubDep, SessionDep, client_ip
+from hub_server.core.errors import HubError
+from hub_server.core.ids import utcnow
+from hub_server.web.pages import page
+from hub_server.web.session import (
+    CSRF_FIELD,
+    WebPrincipalDep,
+    check_csrf,
+    end_session,
+    start_session,
+)
+
+router = APIRouter(include_in_schema=False)
+
+CsrfField = Annotated[str, Form(alias=CSRF_FIELD, max_length=200)]
+
+
+def _safe_next(target: str) -> str:
+    """Only same-site paths: `//evil.example` or `https://…` would be an open redirect."""
+    if target.startswith("/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return "/"
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_form(request: Request, principal: WebPrincipalDep, next: str = "/") -> Response:
+    return page(request, "login.html", next=_safe_next(next), error=None)
+
+
+@router.post("/login", response_class=HTMLResponse)
+def login(
+    request: Request,
+    hub: HubDep,
+    session: SessionDep,
+    csrf: CsrfField = "",
+    token: Annotated[str, Form(max_length=200)] = "",
+    next: Annotated[str, Form(max_length=500)] = "/",
+) -> Response:
+    try:
+        check_csrf(request, hub, csrf)
+    except HubError as exc:
+        return page(
+            request, "login.html", status_code=403, next=_safe_next(next), error=exc.message
+        )
+    ip = client_ip(request)
+    wait = hub.login_limiter.retry_after(ip)
+    if wait is not None:
+        message = f"Too many failed sign-ins from {ip}; wait {wait} s and try again."
+        return page(request, "login.html", status_code=429, next=_safe_next(next), error=message)
+    principal = authenticate(session, token.strip())
+    if principal is None:
+        hub.login_limiter.hit(ip)
+        message = (
+            "That token is not valid or was revoked. Create one with "
+            "`prime hub token create USER NAME` (or on the tokens page once signed in)."
+        )
+        return page(request, "login.html", status_code=401, next=_safe_next(next), error=message)
+    response = RedirectResponse(_safe_next(next), status_code=303)
+    start_session(request, response, hub, principal.token)
+    return response
+
+
+@router.post("/logout")
+def logout(request: Request, hub: HubDep, csrf: CsrfField = "") -> Response:
+    try:
+        check_csrf(request, hub, csrf)
+    except HubError as exc:
+        return page(
+            request, "message.html", status_code=403, title="Not signed out", text=exc.message
+        )
+    response = RedirectResponse("/", status_code=303)
+    end_session(response)
+    return response
+
+
+def _token_rows(session: SessionDep, principal: Principal) -> list[dict[str, Any]]:
+    rows = session.exec(
+        select(ApiToken)
+        .where(ApiToken.user_id == principal.user.id)
+        .order_by(col(ApiToken.created_at).desc())
+    ).all()
+    return [
+        {
+            "id": row.id,
+            "name": row.name,
+            "scopes": row.scopes,
+            "created_at": row.created_at,
+            "last_used_at": row.last_used_at,
+            "revoked": row.revoked_at is not None,
+            "current": row.id == principal.token.id,
+        }
+        for row in rows
+    ]
+
+
+def _tokens_page(
+    request: Request,
+    session: SessionDep,
+    principal: Principal,
+    *,
+    status_code: int = 200,
+    error: str | None = None,
+    new_secret: str | None = None,
+) -> Response:
+    return page(
+        request,
+        "tokens.html",
+        status_code=status_code,
+        tokens=_token_rows(session, principal),
+        can_create="all" in principal.scopes,
+        error=error,
+        new_secret=new_secret,
+    )
+
+
+def _sign_in_first(request: Request) -> Response:
+    return RedirectResponse(f"/login?next={request.url.path}", status_code=303)
+
+
+@router.get("/settings/tokens", response_class=HTMLResponse)
+def tokens_page(request: Request, session: SessionDep, principal: WebPrincipalDep) -> Response:
+    if principal is None:
+        return _sign_in_first(request)
+    return _tokens_page(request, session, principal)
+
+
+@router.post("/settings/tokens", response_class=HTMLResponse)
+def create_token(
+    request: Request,
+    hub: HubDep,
+    session: SessionDep,
+    principal: WebPrincipalDep,
+    csrf: CsrfField = "",
+    name: Annotated[str, Form(max_length=128)] = "",
+    scope: Annotated[str, Form(max_length=300)] = "read",
+) -> Response:
+    if principal is None:
+        return _sign_in_first(request)
+    try:
+        check_csrf(request, hub, csrf)
+        if "all" not in principal.scopes:
+            raise HubError("Sign in with a token of scope 'all' to create tokens.")
+        if not name.strip():
+            raise HubError("Give the token a name (e.g. the machine it is for).")
+        try:
+            scopes = validate_scopes(scope.split())
+        except ValueError as exc:
+            raise HubError(str(exc)) from None
+    except HubError as exc:
+        return _tokens_page(request, session, principal, status_code=400, error=exc.message)
+    secret = generate_token()
+    session.add(
+        ApiToken(
+            user_id=principal.user.id,
+            name=name.strip(),
+            token_hash=hash_token(secret),
+            scopes=" ".join(scopes),
+        )
+    )
+    session.commit()
+    return _tokens_page(request, session, principal, status_code=201, new_secret=secret)
+
+
+@router.post("/settings/tokens/{token_id}/revoke", response_class=HTMLResponse)
+def revoke_token(
+    token_id: str,
+    request: Request,
+    hub: HubDep,
+    session: SessionDep,
+    principal: WebPrincipalDep,
+    csrf: CsrfField = "",
+) -> Response:
+    if principal is None:
+        return _sign_in_first(request)
+    try:
+        check_csrf(request, hub, csrf)
+    except HubError as exc:
+        return _tokens_page(request, session, principal, status_code=403, error=exc.message)
+    row = session.get(ApiToken, token_id)
+    if row is None or row.user_id != principal.user.id:
+        return _tokens_page(
+            request, session, principal, status_code=404, error="No such token of yours."
+        )
+    if row.revoked_at is None:
+        row.revoked_at = utcnow()
+        session.add(row)
+        session.commit()
+    if row.id == principal.token.id:  # revoking the session's own token signs out
+        response = RedirectResponse("/", status_code=303)
+        end_session(response)
+        return response
+    return RedirectResponse("/settings/tokens", status_code=303)
