@@ -14,6 +14,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 
 from hub_server.accounts import api as account_api
 from hub_server.accounts.admin import open_database
@@ -30,6 +31,8 @@ from hub_server.registry import push_api
 from hub_server.registry.pending_uploads import purge_expired
 
 log = logging.getLogger(__name__)
+
+DOCS_ASSETS = "/docs-assets"
 
 # Routers owned by other hub modules, mounted before the catch-all package-index routes.
 _EXTENSIONS: tuple[str, ...] = (
@@ -59,7 +62,9 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
     engine = open_database(settings)
     store = BlobStore(settings.resolved_storage_url, settings.s3_endpoint_url)
     purge_expired(engine, store)
-    app = FastAPI(
+    # FastAPIOffline: /docs and /redoc load their scripts and styles from the hub, not a CDN.
+    app = FastAPIOffline(
+        static_url=DOCS_ASSETS,
         title="Environments Hub",
         version="1",
         description="Publish, install and evaluate LLM environments; see docs/api.md.",

@@ -58,6 +58,7 @@ _RESERVED = {
     "login",
     "logout",
     "settings",
+    "docs-assets",
 }
 
 
