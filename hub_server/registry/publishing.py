@@ -25,6 +25,7 @@ from hub_server.core.errors import BadRequest, FileExists
 from hub_server.core.ids import utcnow
 from hub_server.registry.models import DistFile, Environment, EnvironmentTag, Version
 from registry_index.names import is_stdlib_name, normalize, ultranormalize
+from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER, is_sdk_name
 
 _ATTEMPTS = 5
 
@@ -173,6 +174,11 @@ def create_environment(
 
 
 def _check_new_name(session: Session, owner: Owner, name: str) -> None:
+    if is_sdk_name(name):
+        raise BadRequest(
+            f"{name!r} is reserved: every hub serves the environment SDK it runs with under "
+            f"{SDK_OWNER}/{SDK_DISTRIBUTION}; choose another name."
+        )
     if is_stdlib_name(name):
         raise BadRequest(
             f"{name!r} is the name of a Python standard-library module; choose another name so "
