@@ -1,0 +1,289 @@
+"""`prime train …`: RL on a hub environment (trainer_bridge does the work; this is the shell).
+
+    prime train OWNER/NAME[@VER] [-m MODEL] [-c FILE.toml]... [-a ENV_ARGS] [--max-steps N]
+        [--backend auto|torch|vllm|external] [-o DIR] [--run-name N] [--push [--public]]
+        [--dry-run] [--output json] [--dotted.key VALUE]...
+    prime train resume RUN_DIR [--max-steps N]
+    prime train plot RUN_DIR [-o PNG]
+    prime train export RUN_DIR [--step N] [--merge] -o DIR
+
+A bad config, an unknown environment or an empty train split exits 2 before any model loads;
+a run that stops (dead child, failed probe, repeated sampler failure) exits 1, resumable.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from prime_cli import config as cfg
+from prime_cli.env_install import (
+    InstallError,
+    choose_installer,
+    fetch_wheel,
+    install_command,
+    resolve,
+    run_installer,
+    target_python,
+)
+from prime_cli.hub_client import HubClient, HubError
+from registry_index.resolve import parse_env_ref
+
+console = Console(stderr=True)
+
+
+class ConfigExit(click.ClickException):
+    """A wrong config, name or argument: exit status 2, nothing started."""
+
+    exit_code = 2
+
+
+class TrainGroup(click.Group):
+    """`prime train OWNER/NAME …` runs; `prime train resume|plot|export …` are subcommands."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("train", cls=TrainGroup)
+def train() -> None:
+    """Train a model on a hub environment with async RL (torch on CPU, vLLM on GPU)."""
+
+
+def _install(spec: str) -> None:
+    """`prime env install`'s code path: resolve on the hub, verify the wheel, install the file."""
+    settings = cfg.load_settings()
+    console.print(f"{spec} is not installed here; installing it from {settings.hub_url}")
+    with HubClient.from_settings(settings, console=console) as client:
+        resolved = resolve(client, parse_env_ref(spec))
+        wheel = fetch_wheel(client, resolved)
+    run_installer(
+        install_command(
+            {resolved.package_name: wheel}, target_python(None), choose_installer("auto")
+        )
+    )
+
+
+def _json_object(text: str, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigExit(
+            f"{what} is not valid JSON ({exc.msg}); example: '{{\"key\": 1}}'"
+        ) from None
+    if not isinstance(value, dict):
+        raise ConfigExit(f"{what} must be a JSON object")
+    return value
+
+
+@train.command(
+    "run",
+    hidden=True,
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+)
+@click.argument("env_spec", metavar="OWNER/NAME[@VER]", required=False)
+@click.option("-m", "--model", help="model.name: local/smollm2-135m or a Hugging Face model dir")
+@click.option(
+    "-c", "--config", "configs", multiple=True, type=Path, help="TOML config (repeatable)"
+)
+@click.option("-a", "--env-args", help="JSON object passed to load_environment")
+@click.option("--max-steps", type=click.IntRange(min=1))
+@click.option("--backend", type=click.Choice(["auto", "torch", "vllm", "external"]))
+@click.option(
+    "-o", "--output-dir", type=Path, help="where outputs/train/… goes (default ./outputs)"
+)
+@click.option("--run-name", help="the run directory's name (default: a timestamp)")
+@click.option("--push", is_flag=True, help="upload the step-0 and final evals to the hub")
+@click.option("--public", is_flag=True, help="with --push: show them on the leaderboard")
+@click.option("--dry-run", is_flag=True, help="validate, print each host's command, start nothing")
+@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.pass_context
+def run_cmd(
+    ctx: click.Context,
+    env_spec: str | None,
+    model: str | None,
+    configs: tuple[Path, ...],
+    env_args: str | None,
+    max_steps: int | None,
+    backend: str | None,
+    output_dir: Path | None,
+    run_name: str | None,
+    push: bool,
+    public: bool,
+    dry_run: bool,
+    output: str,
+) -> None:
+    """Train on OWNER/NAME[@VER] (installed from the hub when missing)."""
+    from trainer_bridge.config import ConfigError, build_config, parse_flags
+
+    try:
+        extra_files, overrides = parse_flags(ctx.args)
+        flags: list[tuple[str, Any]] = []
+        for key, value in (
+            ("model.name", model),
+            ("max_steps", max_steps),
+            ("inference.backend", backend),
+            ("output_dir", str(output_dir) if output_dir else None),
+            ("run_name", run_name),
+        ):
+            if value is not None:
+                flags.append((key, value))
+        config = build_config(
+            [*configs, *extra_files],
+            [*overrides, *flags],
+            env_id=env_spec,
+            env_args=_json_object(env_args, "--env-args") if env_args is not None else None,
+        )
+        spec = config.env.id
+    except ConfigError as exc:
+        raise ConfigExit(str(exc)) from None
+    env = _load_env(spec, config.env.args)
+    from trainer_bridge import launch
+
+    try:
+        launch.check_env(config, env)
+    except ConfigError as exc:
+        raise ConfigExit(str(exc)) from None
+    if dry_run:
+        digest = config.digest()
+        commands = launch.host_commands(config, Path("<run dir>"))
+        if output == "json":
+            click.echo(json.dumps({"config_digest": digest, "hosts": commands}, indent=2))
+        else:
+            click.echo(config.to_toml())
+            for host, procs in commands.items():
+                click.echo(f"# {host}")
+                for name, line in procs.items():
+                    click.echo(f"{name}: {line}")
+        return
+    prepared = launch.start(config, env, spec)
+    console.print(f"run dir: {prepared.run.root}")
+    _finish(prepared, env, push=push, public=public, output=output)
+
+
+def _load_env(spec: str, args: dict[str, Any]) -> Any:
+    from prime_env.errors import EnvironmentNotFound
+    from prime_env.evaluation import EvalError, load_env
+
+    try:
+        return load_env(spec, args, install=_install)
+    except (EnvironmentNotFound, EvalError, InstallError, HubError, cfg.ConfigError) as exc:
+        raise ConfigExit(str(exc)) from None
+    except ValueError as exc:  # load_environment rejected its arguments
+        raise ConfigExit(f"{spec}: {exc}") from None
+
+
+def _finish(prepared: Any, env: Any, *, push: bool, public: bool, output: str) -> None:
+    from trainer_bridge import launch
+
+    code = launch.execute(prepared, env, console)
+    run = prepared.run
+    pushed: list[dict[str, str]] = []
+    if code == 0 and push:
+        pushed = _push(run, public)
+    info = run.read_run_json()
+    if output == "json":
+        click.echo(
+            json.dumps(
+                {
+                    "run_dir": str(run.root),
+                    "status": info.get("status"),
+                    "error": info.get("error"),
+                    "steps": prepared.config.max_steps,
+                    "pushes": pushed,
+                },
+                indent=2,
+            )
+        )
+    else:
+        click.echo(f"{info.get('status')}: {run.root}")
+    if code:
+        sys.exit(code)
+
+
+def _push(run: Any, public: bool) -> list[dict[str, str]]:
+    """Upload the step-0 and final evals with `prime eval push`'s code (before/after)."""
+    from prime_cli.eval_commands import push_run
+    from trainer_bridge.stable import step_dir
+
+    evals = sorted(
+        int(p.name.removeprefix("step_"))
+        for p in (run.root / "evals").glob("step_*")
+        if (p / "metadata.json").is_file()
+    )
+    chosen = sorted({evals[0], evals[-1]}) if evals else []
+    pushed = []
+    try:
+        hub = HubClient.from_settings(cfg.load_settings(), console=console)
+    except cfg.ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    with hub:
+        for step in chosen:
+            directory = step_dir(run.root / "evals", step)
+            evaluation_id = push_run(hub, directory, public=public)
+            pushed.append({"step": str(step), "evaluation_id": evaluation_id})
+    run.update_run_json(pushes=pushed)
+    return pushed
+
+
+@train.command("resume")
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--max-steps", type=click.IntRange(min=1))
+@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def resume_cmd(run_dir: Path, max_steps: int | None, output: str) -> None:
+    """Continue RUN_DIR from its newest complete checkpoint."""
+    from trainer_bridge import launch
+    from trainer_bridge.config import ConfigError
+
+    def change(config: Any) -> Any:
+        return config.model_copy(update={"max_steps": max_steps}) if max_steps else config
+
+    try:
+        prepared = launch.resume(run_dir, change)
+    except ConfigError as exc:
+        raise ConfigExit(str(exc)) from None
+    env = _load_env(prepared.env_spec, prepared.config.env.args)
+    step = prepared.resume.step if prepared.resume else 0
+    console.print(f"resuming {run_dir} at step {step}")
+    _finish(prepared, env, push=False, public=False, output=output)
+
+
+@train.command("plot")
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("-o", "--out", type=Path, help="PNG path (default RUN_DIR/plots/train.png)")
+def plot_cmd(run_dir: Path, out: Path | None) -> None:
+    """Draw RUN_DIR's training curves (reward, eval, loss, KL, entropy, grad norm)."""
+    from trainer_bridge.evals import read_evals
+    from trainer_bridge.metrics import plot
+
+    target = out or run_dir / "plots" / "train.png"
+    try:
+        plot(run_dir / "metrics.jsonl", target, read_evals(run_dir))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(str(target))
+
+
+@train.command("export")
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--step", type=int, help="policy version (default: the newest)")
+@click.option("--merge", is_flag=True, help="merge the LoRA adapter into the base weights")
+@click.option("-o", "--out", type=Path, required=True, help="output directory (HF format)")
+def export_cmd(run_dir: Path, step: int | None, merge: bool, out: Path) -> None:
+    """Write a policy of RUN_DIR as a PEFT adapter, or merged into a Hugging Face model dir."""
+    from trainer_bridge.config import load_resolved
+    from trainer_bridge.export import ExportError, export_policy
+
+    config = load_resolved(run_dir / "config" / "resolved.toml")
+    try:
+        path = export_policy(run_dir, config.model, out, step=step, merge=merge)
+    except ExportError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(str(path))

@@ -1,0 +1,373 @@
+"""`prime train`'s configuration: prime-rl's key names, validated before any model loads.
+
+Precedence: defaults < `-c FILE.toml` files (prime-rl's `@ FILE.toml` too), left to right, deep
+merged < `--dotted.key VALUE` flags (kebab or snake case, values read as TOML, `None` for null).
+Every section forbids unknown keys, so a single-env prime-rl `rl.toml` that uses the keys we
+share loads unchanged and any other key is refused by its full dotted name, never ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import tomli_w
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from trainer_bridge.trainer_config import ModelConfig, TrainerConfig
+
+RESUMABLE_CHANGES = ("max_steps", "orchestrator.eval", "monitors", "ckpt")
+"""Keys `prime train resume` may change; any other difference is refused."""
+
+
+class ConfigError(ValueError):
+    """The configuration is wrong; the message names the key and says how to fix it."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class EnvSpec(Strict):
+    """`[[orchestrator.env]]`: the environment to train on (the CLI's positional argument)."""
+
+    id: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    name: str | None = None
+
+
+class SamplingConfig(Strict):
+    """Sampling for training rollouts. `top_p`/`top_k` exist so prime-rl configs load; anything
+    but the full distribution is refused: the loss needs the logprobs of what was sampled."""
+
+    max_tokens: int = Field(default=128, ge=1)
+    temperature: float = Field(default=1.0, gt=0)
+    top_p: float = 1.0
+    top_k: int = -1
+    stop: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _full_distribution(self) -> SamplingConfig:
+        if self.top_p != 1.0:
+            raise ValueError(
+                f"top_p={self.top_p} is refused: training needs the logprobs of the distribution "
+                "sampled, and truncated sampling makes them off-policy; use top_p = 1"
+            )
+        if self.top_k not in (-1, 0):
+            raise ValueError(f"top_k={self.top_k} is refused for the same reason; use top_k = -1")
+        return self
+
+
+class RewardConfig(Strict):
+    weights: dict[str, float] = Field(default_factory=dict)
+    """Re-weights the env's named rewards/metrics for training only (evals keep the env's)."""
+
+
+class AdvantageConfig(Strict):
+    std_norm: bool = False
+    """Divide by the group's reward std (GRPO); off = Dr. GRPO (reward − group mean)."""
+
+
+class EvalConfig(Strict):
+    """Evals of the env's eval split at step 0, every `interval` steps (0: none between) and at the end."""
+
+    interval: int = Field(default=0, ge=0)
+    num_examples: int = Field(default=-1)
+    rollouts_per_example: int = Field(default=1, ge=1)
+    temperature: float = Field(default=0.0, ge=0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    at_start: bool = True
+    at_end: bool = True
+
+
+class OrchestratorConfig(Strict):
+    env: list[EnvSpec] = Field(default_factory=list)
+    batch_size: int = Field(default=64, ge=1)
+    rollouts_per_example: int = Field(default=8, ge=2)
+    max_async_level: int = Field(default=1, ge=0)
+    max_off_policy_steps: int = Field(default=2, ge=0)
+    max_inflight: int | None = Field(default=None, ge=1)
+    """Groups in flight at once (default: two batches' worth)."""
+    seed: int = 0
+    filter_zero_advantages: bool = True
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    advantage: AdvantageConfig = Field(default_factory=AdvantageConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    probe_tolerance: float = Field(default=1e-2, gt=0)
+    """Largest |Δ logprob| on the probe between trainer and backend before a policy is used."""
+    sampler_timeout_s: float = Field(default=600.0, gt=0)
+    """A model call slower than this is a hung sampler: `sampler_error`, and the sampler is rebuilt."""
+
+    @model_validator(mode="after")
+    def _shape(self) -> OrchestratorConfig:
+        if len(self.env) > 1:
+            raise ValueError(
+                f"{len(self.env)} [[orchestrator.env]] entries: prime train trains on one "
+                "environment; keep one entry"
+            )
+        if self.batch_size % self.rollouts_per_example:
+            raise ValueError(
+                f"batch_size {self.batch_size} is not a multiple of rollouts_per_example "
+                f"{self.rollouts_per_example} (the group size); e.g. use batch_size "
+                f"{max(1, self.batch_size // self.rollouts_per_example) * self.rollouts_per_example}"
+            )
+        if self.max_off_policy_steps < self.max_async_level:
+            raise ValueError(
+                f"max_off_policy_steps {self.max_off_policy_steps} < max_async_level "
+                f"{self.max_async_level}: every rollout would be dropped as stale"
+            )
+        return self
+
+    @property
+    def groups_per_batch(self) -> int:
+        return self.batch_size // self.rollouts_per_example
+
+
+class CkptConfig(Strict):
+    interval: int | None = Field(default=5, ge=1)
+    """Save trainer + orchestrator state every `interval` steps (None: only at the end)."""
+    keep_last: int | None = Field(default=2, ge=1)
+
+
+class InferenceConfig(Strict):
+    backend: Literal["auto", "torch", "vllm", "external"] = "auto"
+    urls: list[str] = Field(default_factory=list)
+    """vLLM servers to use (external) or to start (one per url with backend vllm)."""
+    gpu_memory_utilization: float = Field(default=0.5, gt=0, le=1)
+    max_loras: int | None = Field(default=None, ge=1)
+    extra_args: list[str] = Field(default_factory=list)
+
+
+class WandbConfig(Strict):
+    project: str = "prime-train"
+    name: str | None = None
+
+
+class MonitorsConfig(Strict):
+    wandb: WandbConfig | None = None
+    tensorboard: bool = False
+    live: bool = True
+
+
+class TrainConfig(Strict):
+    """The whole run: what `config/resolved.toml` holds and every process reads."""
+
+    max_steps: int = Field(default=100, ge=1)
+    seed: int = 0
+    deterministic: bool = False
+    output_dir: Path = Path("outputs")
+    run_name: str | None = None
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    inference: InferenceConfig = Field(default_factory=InferenceConfig)
+    ckpt: CkptConfig = Field(default_factory=CkptConfig)
+    monitors: MonitorsConfig = Field(default_factory=MonitorsConfig)
+
+    @model_validator(mode="after")
+    def _deterministic(self) -> TrainConfig:
+        if self.deterministic and self.orchestrator.max_async_level != 0:
+            raise ValueError(
+                "deterministic = true needs orchestrator.max_async_level = 0 (asynchronous "
+                "sampling depends on timing)"
+            )
+        return self
+
+    @property
+    def env(self) -> EnvSpec:
+        if not self.orchestrator.env:
+            raise ConfigError(
+                "no environment: give OWNER/NAME on the command line or [[orchestrator.env]] id"
+            )
+        return self.orchestrator.env[0]
+
+    def to_toml(self) -> str:
+        return tomli_w.dumps(_drop_none(self.model_dump(mode="json")))
+
+    def digest(self) -> str:
+        """sha256 of everything that defines the run (the keys resume may change left out)."""
+        data = flatten(self.model_dump(mode="json"))
+        kept = {k: v for k, v in data.items() if not _resumable(k)}
+        return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+def _resumable(key: str) -> bool:
+    return any(key == p or key.startswith(p + ".") for p in RESUMABLE_CHANGES)
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}} → {"a.b": 1}; lists of tables flatten with their index."""
+    out: dict[str, Any] = {}
+    if isinstance(data, dict):
+        for key, value in data.items():
+            out.update(flatten(value, f"{prefix}{key}."))
+    elif isinstance(data, list) and data and all(isinstance(v, dict) for v in data):
+        for i, value in enumerate(data):
+            out.update(flatten(value, f"{prefix}{i}."))
+    else:
+        out[prefix.rstrip(".")] = data
+    return out
+
+
+def differences(old: TrainConfig, new: TrainConfig) -> list[str]:
+    """Keys whose values differ, resumable ones excluded: what `resume` refuses, by name."""
+    a, b = flatten(old.model_dump(mode="json")), flatten(new.model_dump(mode="json"))
+    return [
+        f"{key}: run has {a.get(key)!r}, now {b.get(key)!r}"
+        for key in sorted(set(a) | set(b))
+        if not _resumable(key) and a.get(key) != b.get(key)
+    ]
+
+
+# ------------------------------------------------------------------ loading
+
+
+def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+
+
+def parse_value(text: str) -> Any:
+    """A flag value as TOML (`3e-4`, `true`, `[1, 2]`, `{a = 1}`, `"x"`); else the plain string."""
+    if text == "None":
+        return None
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
+    parts = [p.replace("-", "_") for p in key.split(".")]
+    if not all(parts):
+        raise ConfigError(f"--{key}: empty key segment")
+    node = data
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if isinstance(child, list) and len(child) == 1 and isinstance(child[0], dict):
+            child = child[0]  # `--orchestrator.env.args …` addresses the single env entry
+        if not isinstance(child, dict):
+            raise ConfigError(f"--{key}: {part} is a value, not a table")
+        node = child
+    node[parts[-1]] = value
+
+
+def parse_flags(args: Sequence[str]) -> tuple[list[Path], list[tuple[str, Any]]]:
+    """Split extra CLI arguments into `@ FILE.toml` files and `--dotted.key VALUE` overrides."""
+    files: list[Path] = []
+    overrides: list[tuple[str, Any]] = []
+    items = list(args)
+    i = 0
+    while i < len(items):
+        arg = items[i]
+        if arg == "@":
+            if i + 1 >= len(items):
+                raise ConfigError("`@` must be followed by a TOML file")
+            files.append(Path(items[i + 1]))
+            i += 2
+            continue
+        if arg.startswith("@"):
+            files.append(Path(arg[1:]))
+            i += 1
+            continue
+        if not arg.startswith("--"):
+            raise ConfigError(
+                f"unexpected argument {arg!r}: overrides look like --dotted.key VALUE"
+            )
+        key = arg[2:]
+        if "=" in key:
+            key, raw = key.split("=", 1)
+            overrides.append((key, parse_value(raw)))
+            i += 1
+        elif key.startswith("no-") and (i + 1 >= len(items) or items[i + 1].startswith("--")):
+            overrides.append((key[3:], False))
+            i += 1
+        elif i + 1 >= len(items) or items[i + 1].startswith("--"):
+            overrides.append((key, True))  # a bare flag is a boolean switch, as in prime-rl
+            i += 1
+        else:
+            overrides.append((key, parse_value(items[i + 1])))
+            i += 2
+    return files, overrides
+
+
+def build_config(
+    files: Iterable[Path] = (),
+    overrides: Iterable[tuple[str, Any]] = (),
+    *,
+    env_id: str | None = None,
+    env_args: dict[str, Any] | None = None,
+) -> TrainConfig:
+    """Defaults < files (left to right) < overrides, validated into a TrainConfig.
+
+    `env_id`/`env_args` (the CLI's positional and `-a`) set the single `[[orchestrator.env]]`
+    entry: a different id replaces the file's entry (its args with it), the same id keeps them."""
+    merged: dict[str, Any] = {}
+    for path in files:
+        merged = deep_merge(merged, read_toml(path))
+    if env_id is not None or env_args is not None:
+        orchestrator = merged.setdefault("orchestrator", {})
+        entries = orchestrator.get("env") or [{}]
+        entry = dict(entries[0]) if isinstance(entries, list) and entries else {}
+        if env_id is not None and entry.get("id") != env_id:
+            entry = {"id": env_id}
+        if env_args is not None:
+            entry["args"] = env_args
+        orchestrator["env"] = [entry]
+    for key, value in overrides:
+        set_dotted(merged, key, value)
+    return validate(merged)
+
+
+def validate(data: dict[str, Any]) -> TrainConfig:
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(describe(exc)) from None
+
+
+def describe(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        key = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        if error["type"] == "extra_forbidden":
+            lines.append(
+                f"unknown key {key!r}: prime train does not support it (see docs/training.md "
+                "for the keys it shares with prime-rl)"
+            )
+        else:
+            message = str(error["msg"]).removeprefix("Value error, ")
+            lines.append(f"{key}: {message}")
+    return "invalid training config:\n  " + "\n  ".join(lines)
+
+
+def load_resolved(path: Path) -> TrainConfig:
+    """The config a run was started with (`config/resolved.toml`)."""
+    return validate(read_toml(path))

@@ -1,0 +1,294 @@
+"""Start, resume and finish a training run: the run dir, the child processes, the backend.
+
+`prime train` (prime_cli) is a thin shell over this: it resolves the config, installs and
+loads the environment, then calls `start`/`resume` and `execute`. Everything a notebook or a
+script would also need to launch a run lives here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from prime_env.environment import Environment
+from trainer_bridge import checkpoints
+from trainer_bridge.backends.base import InferenceBackend
+from trainer_bridge.config import (
+    ConfigError,
+    TrainConfig,
+    differences,
+    load_resolved,
+)
+from trainer_bridge.evals import evaluate
+from trainer_bridge.metrics import Monitor, plot
+from trainer_bridge.orchestrator import (
+    BackendFactory,
+    Orchestrator,
+    TrainingStopped,
+    reward_weights,
+    trainer_command,
+)
+from trainer_bridge.run_dir import RunDir, write_text_atomic
+from trainer_bridge.supervisor import ChildDied, Supervisor
+
+SHUTDOWN_BOUND_S = 60.0
+
+
+def check_env(config: TrainConfig, env: Environment) -> None:
+    """What can be refused once the env is loaded and before any model loads (exit 2)."""
+    if len(env.tasks) == 0:
+        raise ConfigError(
+            f"{env.id} with args {config.env.args} has an empty train split (its eval split "
+            "took every task?); pass -a with more examples or another difficulty"
+        )
+    reward_weights(env, config.orchestrator.reward.weights)
+
+
+def backend_kind(config: TrainConfig) -> str:
+    kind = config.inference.backend
+    if kind != "auto":
+        return kind
+    if config.inference.urls:
+        return "external"
+    try:
+        import torch
+
+        cuda = bool(torch.cuda.is_available())
+    except ImportError:
+        cuda = False
+    if cuda:
+        try:
+            import vllm  # noqa: F401
+
+            return "vllm"
+        except ImportError:
+            pass
+    return "torch"
+
+
+def vllm_urls(config: TrainConfig) -> list[str]:
+    return config.inference.urls or ["http://127.0.0.1:8000/v1"]
+
+
+def vllm_command(config: TrainConfig, url: str) -> list[str]:
+    """`vllm serve` with runtime LoRA loading and token-exact responses (see vllm_backend)."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url)
+    argv = [
+        "vllm",
+        "serve",
+        config.model.name,
+        "--host",
+        parsed.hostname or "127.0.0.1",
+        "--port",
+        str(parsed.port or 8000),
+        "--return-tokens-as-token-ids",
+        "--logprobs-mode",
+        "processed_logprobs",
+        "--gpu-memory-utilization",
+        str(config.inference.gpu_memory_utilization),
+    ]
+    if config.model.lora is not None:
+        rank = config.model.lora.rank
+        argv += ["--enable-lora", "--max-lora-rank", str(rank)]
+        argv += [
+            "--max-loras",
+            str(config.inference.max_loras or config.orchestrator.max_off_policy_steps + 2),
+        ]
+    return argv + list(config.inference.extra_args)
+
+
+def host_commands(config: TrainConfig, run_root: Path) -> dict[str, dict[str, str]]:
+    """What `--dry-run` prints: each host's processes as shell command lines."""
+    run = RunDir(run_root)
+    local: dict[str, str] = {
+        "orchestrator": f"prime train resume {shlex.quote(str(run_root))}  (this process)",
+        "trainer": shlex.join(trainer_command(run, sys.executable)),
+    }
+    kind = backend_kind(config)
+    hosts: dict[str, dict[str, str]] = {"localhost": local}
+    if kind == "torch":
+        local["inference"] = "in-process torch sampler (backend torch)"
+    elif kind == "vllm":
+        for i, url in enumerate(vllm_urls(config)):
+            from urllib.parse import urlparse
+
+            host = urlparse(url).hostname or "127.0.0.1"
+            name = "localhost" if host in ("127.0.0.1", "localhost", "::1") else host
+            env = "VLLM_ALLOW_RUNTIME_LORA_UPDATING=1 "
+            hosts.setdefault(name, {})[f"inference[{i}]"] = env + shlex.join(
+                vllm_command(config, url)
+            )
+    else:
+        local["inference"] = "external servers: " + ", ".join(config.inference.urls)
+    return hosts
+
+
+@dataclass
+class Prepared:
+    """A run ready to execute: its directory, config, and where it continues from."""
+
+    run: RunDir
+    config: TrainConfig
+    env_spec: str
+    resume: checkpoints.OrchestratorState | None = None
+
+
+def start(config: TrainConfig, env: Environment, env_spec: str) -> Prepared:
+    """Create the run dir and write the resolved config and run.json."""
+    run = RunDir.new(
+        config.output_dir, env.name or env_spec, Path(config.model.name).name, config.run_name
+    )
+    write_text_atomic(run.resolved_config, config.to_toml())
+    run.update_run_json(
+        status="created",
+        run_id=run.run_id,
+        env=env_spec,
+        env_version=env.version,
+        model=config.model.name,
+        config_digest=config.digest(),
+        pushes=[],
+    )
+    return Prepared(run, config, env_spec)
+
+
+def resume(
+    run_root: Path, overrides: Callable[[TrainConfig], TrainConfig] | None = None
+) -> Prepared:
+    """Reopen a run at its newest STABLE checkpoint; refuse changed config beyond the
+    resumable keys (max_steps, orchestrator.eval, monitors, ckpt), listing the differences."""
+    run = RunDir(run_root)
+    if not run.resolved_config.is_file():
+        raise ConfigError(
+            f"{run_root} is not a prime train run directory (no config/resolved.toml)"
+        )
+    stored = load_resolved(run.resolved_config)
+    config = overrides(stored) if overrides is not None else stored
+    diff = differences(stored, config)
+    if diff:
+        raise ConfigError(
+            "refusing to resume with a changed config (only max_steps, orchestrator.eval, "
+            "monitors and ckpt may change):\n  " + "\n  ".join(diff)
+        )
+    state = checkpoints.latest(run)
+    if state is not None and state.config_digest != stored.digest():
+        raise ConfigError(f"the checkpoint at step {state.step} was written by another config")
+    step = state.step if state is not None else 0
+    checkpoints.discard_after(run, step)
+    if config != stored:
+        write_text_atomic(run.resolved_config, config.to_toml())
+    env_spec = str(run.read_run_json().get("env") or config.env.id)
+    return Prepared(run, config, env_spec, state)
+
+
+def make_backend_factory(
+    config: TrainConfig, supervisor: Supervisor, run: RunDir
+) -> BackendFactory:
+    kind = backend_kind(config)
+
+    async def torch_backend() -> InferenceBackend:
+        from trainer_bridge.backends.torch_backend import TorchBackend
+
+        backend = TorchBackend(config.model, threads=1)
+        await backend.client().ensure_loaded()
+        return backend
+
+    async def vllm_backend() -> InferenceBackend:
+        from trainer_bridge.backends.vllm_backend import VLLMBackend
+
+        backend = VLLMBackend(
+            config.model.name, vllm_urls(config) if kind == "vllm" else config.inference.urls
+        )
+        await backend.wait_ready(timeout_s=900 if kind == "vllm" else 60, check=supervisor.check)
+        return backend
+
+    if kind == "torch":
+        return torch_backend
+    if kind == "vllm" and not any(c.name.startswith("vllm") for c in supervisor.children):
+        environ = dict(os.environ, VLLM_ALLOW_RUNTIME_LORA_UPDATING="1")
+        for i, url in enumerate(vllm_urls(config)):
+            supervisor.start(
+                f"vllm[{i}]", vllm_command(config, url), run.logs / f"vllm_{i}.log", env=environ
+            )
+    return vllm_backend
+
+
+def execute(prepared: Prepared, env: Environment, console: Console) -> int:
+    """Run (or continue) training to max_steps; return the exit status (0 done, 1 stopped)."""
+    run, config = prepared.run, prepared.config
+    supervisor = Supervisor()
+    monitor = Monitor(run, config.monitors, console)
+    run.update_run_json(status="running", pid=os.getpid())
+    # SIGTERM (e.g. from a scheduler) unwinds like Ctrl-C so children are stopped.
+    signal.signal(signal.SIGTERM, _interrupt)
+    status, code, message = "failed", 1, ""
+    try:
+        supervisor.start(
+            "trainer",
+            trainer_command(run, sys.executable, prepared.resume.step if prepared.resume else 0),
+            run.logs / "trainer.log",
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )
+        factory = make_backend_factory(config, supervisor, run)
+
+        async def eval_hook(version: int, backend: InferenceBackend) -> dict[str, float]:
+            return await evaluate(config, run, env, prepared.env_spec, version, backend)
+
+        orchestrator = Orchestrator(
+            config,
+            run,
+            env,
+            factory,
+            supervisor,
+            monitor,
+            evaluate=eval_hook,
+            resume=prepared.resume,
+            log=lambda text: console.print(text),
+        )
+        _run_loop(orchestrator.run_training())
+        status, code = "completed", 0
+    except (TrainingStopped, ChildDied) as exc:
+        message = str(exc)
+        console.print(f"[red]stopped:[/red] {exc}")
+        console.print(f"resume with: prime train resume {run.root}")
+    except KeyboardInterrupt:
+        status, message = "interrupted", "interrupted"
+        console.print(f"interrupted; resume with: prime train resume {run.root}")
+    finally:
+        supervisor.stop_all(grace_s=10)
+        monitor.close()
+        _plot_quietly(run)
+        run.update_run_json(status=status, error=message or None, pid=None)
+    return code
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _plot_quietly(run: RunDir) -> None:
+    from trainer_bridge.evals import read_evals
+
+    try:
+        plot(run.metrics, run.plots / "train.png", read_evals(run.root))
+    except ValueError:
+        pass  # no metrics yet
+
+
+def _run_loop(coro: Any) -> None:
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(coro)
+        return
+    uvloop.run(coro)

@@ -1,0 +1,126 @@
+"""The layout of one training run on disk, and the atomic writes everything in it relies on.
+
+`outputs/train/<env>--<model>/<run_id>/` holds
+- `run.json`: status, config digest, pushes (replaced atomically, never half-written);
+- `config/resolved.toml`: the full configuration the run was started with (what the trainer
+  child reads and what `prime train resume` compares against);
+- `metrics.jsonl`: one line per trained step;
+- `rollouts/step_N.jsonl`: every rollout record that step saw (errors and drops included);
+- `batches/step_N/`, `broadcasts/step_N/`, `checkpoints/step_N/`: handed between processes,
+  each directory complete only once its `STABLE` marker exists (written last);
+- `evals/step_N/`: standard eval runs (`prime eval push` reads them);
+- `logs/`: one log per child process; `plots/train.png`.
+
+Every process of the run (orchestrator, trainer) derives paths from this one class, so the
+layout has a single home.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainer_bridge.stable import step_dir
+
+RUN_JSON = "run.json"
+RESOLVED = "config/resolved.toml"
+
+
+def slug(text: str) -> str:
+    """A path component for an env or model id (`prime/arithmetic@0.1` → `prime--arithmetic-0.1`)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text.replace("/", "--").replace("@", "-"))
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def write_json_atomic(path: Path, payload: Any) -> None:
+    """Write + rename in the same directory: readers see the old or the new file, never a torn one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(json.dumps(payload, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Paths of one training run."""
+
+    root: Path
+
+    @classmethod
+    def new(cls, output_dir: Path, env_id: str, model: str, run_id: str | None = None) -> RunDir:
+        run_id = run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+        root = output_dir / "train" / f"{slug(env_id)}--{slug(model)}" / run_id
+        root.mkdir(parents=True, exist_ok=False)
+        run = cls(root)
+        for sub in ("config", "rollouts", "evals", "broadcasts", "batches", "checkpoints"):
+            (root / sub).mkdir(exist_ok=True)
+        run.logs.mkdir(exist_ok=True)
+        run.plots.mkdir(exist_ok=True)
+        return run
+
+    @property
+    def run_id(self) -> str:
+        return self.root.name
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / RUN_JSON
+
+    @property
+    def resolved_config(self) -> Path:
+        return self.root / RESOLVED
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def plots(self) -> Path:
+        return self.root / "plots"
+
+    def rollouts(self, step: int) -> Path:
+        return self.root / "rollouts" / f"step_{step}.jsonl"
+
+    def batch(self, step: int) -> Path:
+        return step_dir(self.root / "batches", step)
+
+    def broadcast(self, step: int) -> Path:
+        return step_dir(self.root / "broadcasts", step)
+
+    def checkpoint(self, step: int) -> Path:
+        return step_dir(self.root / "checkpoints", step)
+
+    def eval_dir(self, step: int) -> Path:
+        return step_dir(self.root / "evals", step)
+
+    def read_run_json(self) -> dict[str, Any]:
+        if not self.run_json.is_file():
+            return {}
+        return dict(json.loads(self.run_json.read_text()))
+
+    def update_run_json(self, **fields: Any) -> dict[str, Any]:
+        """Merge `fields` into run.json (atomically) and return the new content."""
+        data = self.read_run_json() | fields
+        data["updated_at"] = now()
+        write_json_atomic(self.run_json, data)
+        return data
