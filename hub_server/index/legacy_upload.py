@@ -169,6 +169,7 @@ def _handle(hub: Hub, principal: Principal, owner_name: str | None, form: object
             summary=metadata.summary or "",
             metadata_raw=metadata.raw if validated.metadata_sha256 else None,
             metadata_sha256=validated.metadata_sha256,
+            keywords=tuple(metadata.keywords),
         )
         target = EnvTarget(owner=owner, name=metadata.name, environment_id=env.id if env else None)
         result = publish_file(hub.engine, hub.store, target, new, scratch, principal.user.id)

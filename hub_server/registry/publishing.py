@@ -45,6 +45,7 @@ class NewFile:
     metadata_raw: bytes | None = None
     metadata_sha256: str | None = None
     content_hash: str | None = None
+    keywords: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,21 @@ def create_environment(
     return env
 
 
+MAX_TAGS = 20
+
+
+def _tags_from_keywords(session: Session, env: Environment, keywords: tuple[str, ...]) -> None:
+    """An environment without tags takes its METADATA `Keywords` as tags, so twine and uv
+    uploads get the same tags a `prime env push` sends; tags set since are left alone."""
+    if not keywords:
+        return
+    if session.exec(select(EnvironmentTag).where(EnvironmentTag.environment_id == env.id)).first():
+        return
+    tags = sorted({k.strip().lower()[:64] for k in keywords if k.strip()})[:MAX_TAGS]
+    for tag in tags:
+        session.add(EnvironmentTag(environment_id=env.id, tag=tag))
+
+
 def _check_new_name(session: Session, owner: Owner, name: str) -> None:
     if is_sdk_name(name):
         raise BadRequest(
@@ -266,6 +282,7 @@ def _record(
         if existing is not None:
             return existing
         version = _get_or_create_version(session, env, new)
+        _tags_from_keywords(session, env, new.keywords)
         file = DistFile(
             environment_id=env.id,
             version_id=version.id,

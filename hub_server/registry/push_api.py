@@ -357,6 +357,7 @@ def _validated_file(
         metadata_raw=metadata.raw,
         metadata_sha256=validated.metadata_sha256,
         content_hash=pending.content_hash,
+        keywords=tuple(metadata.keywords),
     )
 
 

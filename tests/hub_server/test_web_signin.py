@@ -30,7 +30,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, 
     }
     engine.dispose()
     with TestClient(create_app(settings)) as client:
-        data = wheel_bytes("hidden-env", "1.0.0")
+        data = wheel_bytes("hidden-env", "1.0.0", extra_metadata=("Keywords: Game,multi-turn",))
         response = client.post(
             "/alice/legacy/",
             auth=("__token__", tokens["alice"]),
@@ -55,6 +55,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, 
             json={"visibility": "private"},
         )
         assert response.status_code == 200, response.text
+        assert sorted(response.json()["data"]["tags"]) == ["game", "multi-turn"]
         yield client, tokens
 
 

@@ -30,6 +30,7 @@ def wheel_bytes(
     requires_python: str | None = ">=3.9",
     extra_members: dict[str, bytes] | None = None,
     summary: str = "A test environment",
+    extra_metadata: tuple[str, ...] = (),
 ) -> bytes:
     """A valid pure-Python wheel (or a variant via the keyword arguments)."""
     dist = name.replace("-", "_")
@@ -42,6 +43,7 @@ def wheel_bytes(
     ]
     if requires_python:
         metadata.append(f"Requires-Python: {requires_python}")
+    metadata.extend(extra_metadata)
     members: dict[str, bytes] = {
         f"{dist}/__init__.py": module_source.encode(),
         f"{dist_info}/METADATA": ("\n".join(metadata) + "\n\n").encode(),
