@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import time
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -107,6 +108,9 @@ class FaultPlan:
     latency_ms: float = 0.0
     requests: int = 0
     injected: Counter[str] = field(default_factory=Counter)
+    # monotonic seconds of the first and the latest model request: a timer benchmarks share
+    first_at: float | None = None
+    last_at: float | None = None
 
     def __post_init__(self) -> None:
         unknown = (set(self.rates) | set(self.script)) - {*FAULT_TYPES, "ok"}
@@ -116,6 +120,9 @@ class FaultPlan:
 
     def next(self) -> str | None:
         self.requests += 1
+        self.last_at = time.monotonic()
+        if self.first_at is None:
+            self.first_at = self.last_at
         fault: str | None = None
         if self.script:
             step = self.script.pop(0)
@@ -132,4 +139,9 @@ class FaultPlan:
         return fault
 
     def stats(self) -> dict[str, Any]:
-        return {"requests": self.requests, "injected": dict(self.injected)}
+        return {
+            "requests": self.requests,
+            "injected": dict(self.injected),
+            "first_at": self.first_at,
+            "last_at": self.last_at,
+        }
