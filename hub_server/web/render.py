@@ -8,13 +8,14 @@ output is the only thing marked safe. There is no other path to the HTML.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 STATIC_DIR = Path(__file__).parent / "static"
@@ -29,6 +30,16 @@ def render_markdown(text: str | None) -> Markup | None:
     if not text or not text.strip():
         return None
     return Markup(_markdown.render(text))  # safe: raw HTML disabled, text escaped
+
+
+_BACKTICKS = re.compile(r"`([^`]+)`")
+
+
+def inline_code(text: str | None) -> Markup:
+    """A message written for terminals (`prime login`) with its backticks as <code>: the text
+    is escaped first, so only the code spans become markup."""
+    escaped = str(escape(text or ""))
+    return Markup(_BACKTICKS.sub(r"<code>\1</code>", escaped))  # safe: built from escaped text
 
 
 def score(value: float | None) -> str:
@@ -83,5 +94,5 @@ def messages(value: Any) -> list[dict[str, str]]:
 
 def build_templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
-    templates.env.filters.update(score=score, day=day, messages=messages)
+    templates.env.filters.update(score=score, day=day, messages=messages, inline_code=inline_code)
     return templates
