@@ -9,6 +9,7 @@ Expected failures become a one-line `Error: …` and exit status 1 (`prime_cli.e
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,9 @@ from rich.table import Table
 from prime_cli import config as cfg
 from prime_cli.env_install import (
     InstallError,
-    check_distinct_packages,
     choose_installer,
-    fetch_wheel,
     install_command,
+    prepare_install,
     resolve,
     run_installer,
     target_python,
@@ -226,8 +226,9 @@ def push(
             owner = settings.owner or "OWNER"
         if bumps:
             new_version = bumped_version(project.version, bumps[0])
-            if dry_run:
+            if dry_run:  # check the version it would publish; pyproject.toml stays as it is
                 err_console.print(f"would bump {project.version} → {new_version} (dry run)")
+                project = dataclasses.replace(project, version=new_version)
             else:
                 project = write_version(project, new_version)
                 err_console.print(f"bumped the version to {project.version} in pyproject.toml")
@@ -334,8 +335,7 @@ def install(
     if parsed:
         with _client() as client:
             resolved = [resolve(client, ref) for ref in parsed]
-            check_distinct_packages(resolved)
-            wheels = {env.package_name: fetch_wheel(client, env) for env in resolved}
+            plan = prepare_install(client, resolved, interpreter)
         for item in resolved:
             if item.yanked:
                 reason = f": {item.yanked_reason}" if item.yanked_reason else ""
@@ -343,9 +343,9 @@ def install(
                     f"[yellow]warning:[/] {item.ref.owner}/{item.ref.name} {item.version} "
                     f"is yanked{reason}"
                 )
-        cmd = install_command(wheels, interpreter, tool, prerelease=prerelease)
+        cmd = install_command(plan.wheels, interpreter, tool, prerelease=prerelease)
         with err_console.status(f"Installing with {tool} into {interpreter} …"):
-            run_installer(cmd)
+            run_installer(cmd, plan.requires)
     rows = [
         {
             "environment": f"{item.ref.owner}/{item.ref.name}",

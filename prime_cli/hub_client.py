@@ -69,8 +69,9 @@ class _RetryableStatus(Exception):
 class RetryPolicy:
     """How hard to try: attempts include the first; delays are seconds."""
 
-    max_attempts: int = 8
-    max_elapsed_s: float = 60.0  # long enough for a hub restart, short enough for a person
+    max_attempts: int = 30
+    max_elapsed_s: float = 120.0  # once the hub has answered: long enough for it to restart
+    first_contact_attempts: int = 3  # a hub that never answered is likely down or mistyped
     base_delay_s: float = 0.5
     max_delay_s: float = 15.0
     max_retry_after_s: float = 60.0  # a longer Retry-After fails now rather than hanging
@@ -155,6 +156,7 @@ class HubClient:
         self.api_key = api_key
         self.console = console or Console(stderr=True)
         self.retry = retry or RetryPolicy()
+        self._answered = False  # has the hub (or storage) answered this client yet?
         headers = {"User-Agent": "prime-envhub-cli"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -210,11 +212,18 @@ class HubClient:
                 f"(attempt {state.attempt_number + 1} of {policy.max_attempts})[/]"
             )
 
+        def stop(state: tenacity.RetryCallState) -> bool:
+            attempts = policy.max_attempts if self._answered else policy.first_contact_attempts
+            return (
+                state.attempt_number >= attempts
+                or state.seconds_since_start is not None
+                and state.seconds_since_start >= policy.max_elapsed_s
+            )
+
         return tenacity.Retrying(
             retry=tenacity.retry_if_exception(_retryable(method)),
             wait=_wait(policy),
-            stop=tenacity.stop_after_attempt(policy.max_attempts)
-            | tenacity.stop_after_delay(policy.max_elapsed_s),
+            stop=stop,
             before_sleep=announce,
             reraise=True,
         )
@@ -230,10 +239,10 @@ class HubClient:
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from exc
 
-    @staticmethod
-    def _raise_retryable(call: Callable[[], httpx.Response]) -> Callable[[], httpx.Response]:
+    def _raise_retryable(self, call: Callable[[], httpx.Response]) -> Callable[[], httpx.Response]:
         def attempt() -> httpx.Response:
             response = call()
+            self._answered = True
             if response.status_code in RETRY_STATUSES:
                 response.read()
                 response.close()
