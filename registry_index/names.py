@@ -1,7 +1,8 @@
-"""Project names: PEP 503 normalisation and PEP 508 validity.
+"""Names: projects (PEP 503 normalisation, PEP 508 validity) and owners (users, organisations).
 
-Every lookup, URL and uniqueness check in the hub goes through `normalize`, so `Foo.Bar`,
-`foo_bar` and `FOO-bar` are one project, exactly as pip and uv expect.
+Every lookup, URL and uniqueness check in the hub, the CLI and the SDK goes through `normalize`
+(packaging's `canonicalize_name`), so `Foo.Bar`, `foo_bar` and `FOO-bar` are one project, exactly
+as pip and uv expect; and every owner name is checked by `check_owner_name`, the one owner rule.
 """
 
 from __future__ import annotations
@@ -9,18 +10,50 @@ from __future__ import annotations
 import re
 import sys
 
+from packaging.utils import canonicalize_name
+
 from registry_index.errors import InvalidUpload
 
-_SEPARATORS = re.compile(r"[-_.]+")
 _ULTRA_DROP = str.maketrans({".": None, "_": None, "-": None})
 _ULTRA_MAP = str.maketrans({"l": "1", "i": "1", "o": "0"})
 _VALID_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])\Z", re.IGNORECASE)
 MAX_NAME_LENGTH = 128
 
 
+# Owners are URL path segments (`/{owner}/simple/`) and the first part of `owner/name`: 1-40
+# lowercase letters, digits and '-', starting and ending with a letter or digit. Owner names are
+# case-insensitive: references are lower-cased (`owner_key`) before they are checked or looked up.
+OWNER_PATTERN = r"[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?"
+_OWNER = re.compile(rf"^{OWNER_PATTERN}\Z")
+OWNER_RULE = (
+    "use 1-40 lowercase letters, digits and '-', starting and ending with a letter or digit"
+)
+
+
 def normalize(name: str) -> str:
     """PEP 503 normal form: runs of `-`, `_`, `.` become one `-`, lower-cased."""
-    return _SEPARATORS.sub("-", name).lower()
+    return str(canonicalize_name(name))
+
+
+def module_name(name: str) -> str:
+    """The import name an environment called `name` is found under (`Word-Le` -> `word_le`)."""
+    return normalize(name).replace("-", "_")
+
+
+def owner_key(name: str) -> str:
+    """The form an owner name is stored and looked up in (owners are case-insensitive)."""
+    return name.strip().lower()
+
+
+def is_valid_owner_name(name: str) -> bool:
+    """True when `name` is a valid user or organisation name (already lower-cased)."""
+    return _OWNER.match(name) is not None
+
+
+def check_owner_name(name: str) -> None:
+    """Raise ValueError (with the rule) unless `name` is a valid user or organisation name."""
+    if not is_valid_owner_name(name):
+        raise ValueError(f"{name!r} is not a valid user or organisation name: {OWNER_RULE}.")
 
 
 def is_valid_project_name(name: str) -> bool:
@@ -54,4 +87,4 @@ def ultranormalize(name: str) -> str:
 
 def is_stdlib_name(name: str) -> bool:
     """True when `name` normalises to a standard-library module (PyPI reserves those)."""
-    return normalize(name).replace("-", "_") in sys.stdlib_module_names
+    return module_name(name) in sys.stdlib_module_names

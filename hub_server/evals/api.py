@@ -31,7 +31,6 @@ from hub_server.evals.schemas import (
     FinalizeEvaluation,
     Leaderboard,
     SamplePage,
-    SummaryInfo,
 )
 from hub_server.registry.models import Environment
 
@@ -106,7 +105,7 @@ def evaluation_info(session: SessionDep, evaluation: Evaluation) -> EvaluationIn
         tags=json.loads(evaluation.tags_json),
         metadata=json.loads(evaluation.metadata_json),
         metrics=json.loads(evaluation.client_metrics_json),
-        summary=SummaryInfo(**summary.as_dict()) if summary else None,
+        summary=summary,
         sample_count=evaluation.sample_count,
         user=user.username if user else "?",
         created_at=evaluation.created_at,

@@ -2,8 +2,9 @@
 
 The hub does not trust a client's summary: it recomputes means from the samples, so every
 sample must carry the few fields the maths needs (which example, which rollout, the reward or
-the error). Everything else in the record is kept verbatim. The stock `prime` client sends
-verifiers' flat rows (`example_id`, `rollout_number`), so those names are accepted as aliases.
+the error), checked by `registry_index.record.ScoredRollout`, the SDK's own record rules.
+Everything else in the record is kept verbatim. The stock `prime` client sends verifiers' flat
+rows (`example_id`, `rollout_number`), so those names are accepted as aliases.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
+
+from registry_index.record import ScoredRollout
 
 # Clients split batches by bytes only (the stock SDK at 25 MiB), so the count limit is loose:
 # it only bounds the memory a batch of tiny records takes once parsed.
@@ -36,43 +38,6 @@ class SampleError(ValueError):
         self.status = status
 
 
-class RolloutError(BaseModel):
-    """An infrastructure failure recorded on a rollout (never a reward of 0)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    type: str = Field(min_length=1, max_length=200)
-    message: str = Field(default="", max_length=20_000)
-
-
-class RolloutSample(BaseModel):
-    """The fields of a rollout record that the hub reads; the rest is stored untouched."""
-
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-    example_index: int = Field(ge=0)
-    rollout_index: int | None = Field(default=None, ge=0)
-    reward: float | None = None
-    rewards: dict[str, float | None] = Field(default_factory=dict)
-    metrics: dict[str, float | int | bool | None] = Field(default_factory=dict)
-    error: RolloutError | None = None
-
-    @field_validator("error", mode="before")
-    @classmethod
-    def _error_from_text(cls, value: Any) -> Any:
-        """verifiers records an error as a plain string; keep it, typed as a generic error."""
-        if isinstance(value, str):
-            return {"type": "Error", "message": value} if value else None
-        return value
-
-    @field_validator("reward")
-    @classmethod
-    def _finite(cls, value: float | None) -> float | None:
-        if value is not None and not math.isfinite(value):
-            raise ValueError("reward must be a finite number")
-        return value
-
-
 _ALIASES = {"example_id": "example_index", "rollout_number": "rollout_index"}
 
 
@@ -87,8 +52,9 @@ def _normalise(raw: dict[str, Any]) -> dict[str, Any]:
 
 def _describe(exc: ValidationError) -> str:
     first = exc.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "sample"
-    return f"{where}: {first['msg']}"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    where = ".".join(str(part) for part in first["loc"])
+    return f".{where}: {message}" if where else f": {message}"
 
 
 def validate_batch(raw_samples: Sequence[Any]) -> list[dict[str, Any]]:
@@ -111,14 +77,9 @@ def validate_batch(raw_samples: Sequence[Any]) -> list[dict[str, Any]]:
             raise SampleError(f"samples[{position}] is not a JSON object")
         record = _normalise(raw)
         try:
-            parsed = RolloutSample.model_validate(record)
+            parsed = ScoredRollout.model_validate(record)
         except ValidationError as exc:
-            raise SampleError(f"samples[{position}].{_describe(exc)}") from None
-        if parsed.error is None and parsed.reward is None:
-            raise SampleError(
-                f"samples[{position}] has neither a reward nor an error; "
-                "a scored rollout needs 'reward', a failed one needs 'error': {type, message}"
-            )
+            raise SampleError(f"samples[{position}]{_describe(exc)}") from None
         record["example_index"] = parsed.example_index
         record["rollout_index"] = parsed.rollout_index
         record["error"] = parsed.error.model_dump() if parsed.error else None

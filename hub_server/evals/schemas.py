@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from registry_index.summary import Summary
+
 
 class EnvironmentRef(BaseModel):
     """Which environment was evaluated: `slug` (`owner/name`) or the hub's `id`, and a version."""
@@ -86,20 +88,6 @@ class EnvironmentLink(BaseModel):
     version_id: str
 
 
-class SummaryInfo(BaseModel):
-    """Computed by the hub from the samples at finalize (errors excluded from the means)."""
-
-    mean_reward: float | None
-    stderr: float | None
-    n_examples: int
-    n_rollouts: int
-    n_errors: int
-    metrics: dict[str, float]
-    errors_by_type: dict[str, int]
-    prompt_tokens: int
-    completion_tokens: int
-
-
 class EvaluationInfo(BaseModel):
     id: str
     evaluation_id: str
@@ -112,7 +100,8 @@ class EvaluationInfo(BaseModel):
     tags: list[str]
     metadata: dict[str, Any]
     metrics: dict[str, Any]
-    summary: SummaryInfo | None
+    summary: Summary | None
+    """Computed by the hub from the samples at finalize (errors excluded from the means)."""
     sample_count: int
     user: str
     created_at: datetime

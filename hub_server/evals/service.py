@@ -36,9 +36,10 @@ from hub_server.evals.samples import (
     validate_batch,
 )
 from hub_server.evals.schemas import CreateEvaluation, EnvironmentRef
-from hub_server.evals.stats import Summary, SummaryBuilder
+from hub_server.evals.stats import add_stored, batch_partial, merge_partial, summary_from_json
 from hub_server.registry.models import Environment, Version
 from registry_index.names import normalize
+from registry_index.summary import Summary, SummaryBuilder
 
 
 class EvalError(HubError):
@@ -242,13 +243,6 @@ def _taken_keys(session: Session, evaluation_id: str) -> set[tuple[int, int]]:
     return taken
 
 
-def _partial(records: list[dict[str, Any]]) -> dict[str, Any]:
-    builder = SummaryBuilder()
-    for record in records:
-        builder.add(record)
-    return builder.partial()
-
-
 def append_samples(
     session: Session, store: BlobStore, evaluation_id: str, principal: Principal, raw_samples: Any
 ) -> EvaluationBatch:
@@ -279,7 +273,7 @@ def append_samples(
             blob_key=key,
             sample_count=len(records),
             keys_json=json.dumps([[r["example_index"], r["rollout_index"]] for r in records]),
-            partial_json=json.dumps(_partial(records)),
+            partial_json=json.dumps(batch_partial(records)),
         )
         evaluation.sample_count += len(records)
         session.add(batch)
@@ -319,20 +313,17 @@ def finalize_evaluation(
         evaluation = _writable(session, evaluation_id, principal)
         builder = SummaryBuilder()
         for batch in _batches(session, evaluation_id):
-            if batch.partial_json is not None:
-                builder.merge(json.loads(batch.partial_json))
-            else:
-                for record in iter_samples(store, [batch]):
-                    builder.add(record)
-        summary = builder.build()
+            if not merge_partial(builder, batch.partial_json):
+                add_stored(builder, iter_samples(store, [batch]))
+        summary = builder.summary()
         evaluation.status = "completed"
         evaluation.finalized_at = utcnow()
-        evaluation.summary_json = json.dumps(summary.as_dict())
-        evaluation.mean_reward = summary.mean_reward
-        evaluation.stderr = summary.stderr
-        evaluation.n_examples = summary.n_examples
-        evaluation.n_rollouts = summary.n_rollouts
-        evaluation.n_errors = summary.n_errors
+        evaluation.summary_json = summary.model_dump_json()
+        evaluation.mean_reward = summary.reward_mean
+        evaluation.stderr = summary.reward_stderr
+        evaluation.n_examples = summary.examples
+        evaluation.n_rollouts = summary.scored
+        evaluation.n_errors = summary.errors
         if metrics:
             merged = {**json.loads(evaluation.client_metrics_json), **metrics}
             evaluation.client_metrics_json = json.dumps(merged, default=str)
@@ -476,4 +467,4 @@ def read_samples(
 def summary_of(evaluation: Evaluation) -> Summary | None:
     if evaluation.summary_json is None:
         return None
-    return Summary(**json.loads(evaluation.summary_json))
+    return summary_from_json(evaluation.summary_json)

@@ -127,8 +127,8 @@ def test_run_installs_from_hub_pushes_and_reads_back(hub: HubProcess, tmp_path: 
     assert shown.returncode == 0, shown.stderr
     data = json.loads(shown.stdout)
     assert data["data"]["environment"]["version"] == "0.1.0"
-    assert data["data"]["summary"]["n_rollouts"] == 10
-    assert data["data"]["summary"]["mean_reward"] == pytest.approx(0.8)
+    assert data["data"]["summary"]["scored"] == 10
+    assert data["data"]["summary"]["reward_mean"] == pytest.approx(0.8)
     assert len(data["samples"]) == 3
 
     listed = json.loads(prime("eval", "list", "-e", "alice/say-env", "--output", "json").stdout)
