@@ -635,10 +635,10 @@ def _local_runs(root: Path) -> list[dict[str, Any]]:
 def _hub_summary_cells(item: dict[str, Any]) -> list[str]:
     summary = item.get("summary") or {}
     return [
-        _fmt(summary.get("mean_reward")),
-        _fmt(summary.get("stderr")),
-        str(summary.get("n_rollouts", "-")),
-        str(summary.get("n_errors", "-")),
+        _fmt(summary.get("reward_mean")),
+        _fmt(summary.get("reward_stderr")),
+        str(summary.get("rollouts", "-")),
+        str(summary.get("errors", "-")),
     ]
 
 
