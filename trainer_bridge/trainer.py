@@ -1,0 +1,396 @@
+"""The trainer process: `python -m trainer_bridge.trainer --run-dir DIR` (or under torchrun).
+
+It reads `DIR/config/resolved.toml`, then for each step N: waits for `batches/step_N/STABLE`,
+takes one AdamW step on it in token-budget micro-batches, and publishes policy N+1 as
+`broadcasts/step_{N+1}/` (adapter + policy.json with the probe, STABLE last). Every
+`ckpt.interval` steps it saves weights, optimizer, scheduler and RNG under
+`checkpoints/step_N/trainer/` (STABLE last, `keep_last` kept) and on start resumes from the
+newest stable one. It knows nothing about environments: the batch files are its whole input.
+
+Under torchrun (WORLD_SIZE > 1) every decoder layer is `fully_shard`ed (FSDP2; gloo on CPU);
+each rank trains on its share of the batch with the global normalisers (see loss.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import resource
+import shutil
+import sys
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from .loss import LossInputs, LossStats, Normaliser, resolve_loss
+from .modeling import add_lora, load_base, resolve_device, right_pad, token_logprobs
+from .policy import Probe, broadcast_dir, probe_token_ids, write_policy
+from .samples import TrainSample, batch_ready, read_batch
+from .stable import is_stable, stable_dir
+from .trainer_config import ModelConfig, TrainerConfig, check_compatible
+
+POLL_S = 0.2
+METRICS_FILE = "trainer_metrics.jsonl"
+
+
+class _Ckpt(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    interval: int | None = Field(default=None, ge=1)
+    keep_last: int | None = Field(default=None, ge=1)
+
+
+class RunConfig(BaseModel):
+    """The parts of the run's resolved config the trainer reads (the rest is the
+    orchestrator's): the model, the trainer section, max_steps and checkpointing."""
+
+    model_config = ConfigDict(extra="ignore")
+    max_steps: int = Field(default=100, ge=1)
+    model: ModelConfig = ModelConfig()
+    trainer: TrainerConfig = TrainerConfig()
+    ckpt: _Ckpt = _Ckpt()
+
+    @classmethod
+    def load(cls, run_dir: Path) -> RunConfig:
+        path = run_dir / "config" / "resolved.toml"
+        with path.open("rb") as f:
+            config = cls.model_validate(tomllib.load(f))
+        check_compatible(config.model, config.trainer)
+        return config
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world_size: int = 1
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def micro_batches(samples: list[TrainSample], budget: int) -> list[list[TrainSample]]:
+    """Pack samples, longest first, into micro-batches of at most `budget` padded tokens
+    (rows × longest row); a sample longer than the budget gets a micro-batch of its own."""
+    ordered = sorted(samples, key=lambda s: len(s.input_ids), reverse=True)
+    batches: list[list[TrainSample]] = []
+    for sample in ordered:
+        if batches and (len(batches[-1]) + 1) * len(batches[-1][0].input_ids) <= budget:
+            batches[-1].append(sample)
+        else:
+            batches.append([sample])
+    return batches
+
+
+def effective_mask(sample: TrainSample, mask_truncated: bool) -> list[int]:
+    return [0] * len(sample.loss_mask) if mask_truncated and sample.truncated else sample.loss_mask
+
+
+def normaliser(samples: list[TrainSample], config: TrainerConfig, world_size: int) -> Normaliser:
+    masks = [effective_mask(s, config.loss.mask_truncated) for s in samples]
+    counts = [sum(m) for m in masks]
+    constant = config.loss.norm_constant or max(counts, default=1)
+    return Normaliser(
+        tokens=float(sum(counts)),
+        sequences=float(sum(1 for c in counts if c)),
+        constant=float(constant),
+        world_size=world_size,
+    )
+
+
+class Trainer:
+    def __init__(self, run_dir: Path, config: RunConfig, dist: Dist | None = None) -> None:
+        self.run_dir = run_dir
+        self.config = config
+        self.dist = dist or Dist()
+        tc = config.trainer
+        self.device = resolve_device(config.model)
+        if self.device.type == "cpu":
+            torch.set_num_threads(tc.threads)
+        torch.manual_seed(tc.seed)
+        random.seed(tc.seed)
+        base, self.tokenizer = load_base(config.model)
+        self.model = add_lora(base, config.model)
+        if self.dist.world_size > 1:
+            from .distributed import shard_model
+
+            shard_model(self.model)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(
+            params,
+            lr=tc.optim.lr,
+            betas=(tc.optim.betas1, tc.optim.betas2),
+            weight_decay=tc.optim.weight_decay,
+        )
+        from transformers import get_scheduler
+
+        name: str = tc.scheduler.type
+        if name == "constant" and tc.scheduler.warmup_steps:
+            name = "constant_with_warmup"
+        self.scheduler = get_scheduler(
+            name,
+            self.optimizer,
+            num_warmup_steps=tc.scheduler.warmup_steps,
+            num_training_steps=config.max_steps,
+        )
+        self.loss_fn = resolve_loss(tc.loss)
+        self.pad_id = int(self.tokenizer.pad_token_id or self.tokenizer.eos_token_id or 0)
+        self.probe_ids = probe_token_ids(self.tokenizer)
+
+    # --- one step -----------------------------------------------------------------------
+    def train_step(self, samples: list[TrainSample]) -> dict[str, float]:
+        """One optimizer step on a whole batch; returns the step's metrics."""
+        tc = self.config.trainer
+        started = time.perf_counter()
+        norm = normaliser(samples, tc, self.dist.world_size)
+        mine = samples[self.dist.rank :: self.dist.world_size]
+        groups = micro_batches(mine, tc.micro_batch_tokens)
+        rounds = len(groups)
+        if self.dist.world_size > 1:
+            from .distributed import max_over_ranks
+
+            rounds = max_over_ranks(rounds)
+        self.model.train()
+        stats = LossStats()
+        total_loss = 0.0
+        filler = (groups[-1] if groups else samples)[:1]  # keeps FSDP's collectives in step
+        for i in range(rounds):
+            group = groups[i] if i < len(groups) else filler
+            loss, part = self._micro_step(group, norm, dummy=i >= len(groups))
+            total_loss += loss
+            stats.add(part)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        max_norm = tc.optim.max_norm if tc.optim.max_norm is not None else float("inf")
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+        lr = float(self.scheduler.get_last_lr()[0])
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        tokens = max(stats.tokens, 1.0)
+        return {
+            "loss": total_loss,
+            "lr": lr,
+            "grad_norm": grad_norm,
+            "entropy": stats.entropy / tokens,
+            "mismatch_kl": stats.mismatch_kl / tokens,
+            "clip_fraction": stats.clipped / tokens,
+            "ref_kl": stats.ref_kl / tokens,
+            "loss_tokens": stats.tokens,
+            "samples": float(len(mine)),
+            "micro_batches": float(len(groups)),
+            "train_s": time.perf_counter() - started,
+        }
+
+    def _micro_step(
+        self, group: list[TrainSample], norm: Normaliser, *, dummy: bool
+    ) -> tuple[float, LossStats]:
+        tc = self.config.trainer
+        padded = right_pad([s.input_ids for s in group], self.pad_id, self.device)
+        width = padded.input_ids.shape[1]
+
+        def rows(values: list[list[Any]], dtype: torch.dtype) -> torch.Tensor:
+            out = torch.zeros((len(group), width), dtype=dtype)
+            for r, v in enumerate(values):
+                out[r, : len(v)] = torch.tensor(v, dtype=dtype)
+            return out.to(self.device)
+
+        masks = [effective_mask(s, tc.loss.mask_truncated) for s in group]
+        mask = rows(masks, torch.float32) * (0.0 if dummy else 1.0)
+        temperature = torch.tensor([s.temperature for s in group], device=self.device)
+        logprobs, entropy = token_logprobs(
+            self.model,
+            padded.input_ids,
+            padded.attention_mask,
+            temperature=temperature,
+            chunk=tc.logprob_chunk,
+            with_entropy=True,
+        )
+        ref = None
+        if tc.loss.kl_coef > 0:
+            with torch.no_grad(), self.model.disable_adapter():
+                ref, _ = token_logprobs(
+                    self.model,
+                    padded.input_ids,
+                    padded.attention_mask,
+                    temperature=temperature,
+                    chunk=tc.logprob_chunk,
+                )
+        inputs = LossInputs(
+            logprobs=logprobs,
+            sampler_logprobs=rows([s.sampler_logprobs for s in group], torch.float32),
+            loss_mask=mask,
+            advantages=torch.tensor([s.advantage for s in group], device=self.device),
+            ref_logprobs=ref,
+            entropy=entropy if tc.loss.entropy_coef > 0 else entropy.detach(),
+        )
+        loss, stats = self.loss_fn(inputs, tc.loss, norm)
+        loss.backward()
+        return float(loss.detach()), stats
+
+    # --- policies -----------------------------------------------------------------------
+    def probe(self) -> Probe:
+        self.model.eval()
+        with torch.no_grad():
+            padded = right_pad([self.probe_ids], self.pad_id, self.device)
+            logprobs, _ = token_logprobs(self.model, padded.input_ids, padded.attention_mask)
+        return Probe(self.probe_ids, [float(x) for x in logprobs[0, 1 : len(self.probe_ids)]])
+
+    def publish(self, version: int) -> None:
+        probe = self.probe()  # every rank runs the forward (FSDP gathers), rank 0 writes
+        if self.dist.world_size > 1:
+            from .distributed import publish_sharded
+
+            publish_sharded(self, version, probe)
+        elif not is_stable(broadcast_dir(self.run_dir, version)):
+            write_policy(self.run_dir, version, self.model, probe)
+
+    # --- checkpoints --------------------------------------------------------------------
+    def ckpt_dir(self, step: int) -> Path:
+        return self.run_dir / "checkpoints" / f"step_{step}" / "trainer"
+
+    def stable_ckpts(self) -> list[int]:
+        root = self.run_dir / "checkpoints"
+        if not root.is_dir():
+            return []
+        steps = []
+        for child in root.iterdir():
+            name = child.name
+            if name.startswith("step_") and name[5:].isdigit() and is_stable(child / "trainer"):
+                steps.append(int(name[5:]))
+        return sorted(steps)
+
+    def save_checkpoint(self, step: int) -> None:
+        if self.dist.world_size > 1:
+            from .distributed import save_sharded_checkpoint
+
+            save_sharded_checkpoint(self, step)
+        else:
+            with stable_dir(self.ckpt_dir(step), overwrite=True) as scratch:
+                self._save_local(scratch, step)
+        keep = self.config.ckpt.keep_last
+        if keep and self.dist.main:
+            for old in self.stable_ckpts()[:-keep]:
+                shutil.rmtree(self.ckpt_dir(old), ignore_errors=True)
+                with contextlib.suppress(OSError):  # the orchestrator's half may still be there
+                    self.ckpt_dir(old).parent.rmdir()
+
+    def _save_local(self, directory: Path, step: int) -> None:
+        from safetensors.torch import save_file
+
+        trainable = {
+            n: p.detach().cpu() for n, p in self.model.named_parameters() if p.requires_grad
+        }
+        save_file(trainable, str(directory / "trainable.safetensors"))
+        torch.save(
+            {
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "torch_rng": torch.get_rng_state(),
+                "python_rng": random.getstate(),
+            },
+            directory / "state.pt",
+        )
+        (directory / "trainer.json").write_text(json.dumps({"step": step}))
+
+    def load_checkpoint(self, step: int) -> None:
+        if self.dist.world_size > 1:
+            from .distributed import load_sharded_checkpoint
+
+            load_sharded_checkpoint(self, step)
+            return
+        from safetensors.torch import load_file
+
+        directory = self.ckpt_dir(step)
+        tensors = load_file(str(directory / "trainable.safetensors"))
+        params = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for name, value in tensors.items():
+                params[name].copy_(value)
+        state = torch.load(directory / "state.pt", weights_only=False)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["torch_rng"])
+        random.setstate(state["python_rng"])
+
+    # --- the loop -----------------------------------------------------------------------
+    def resume_step(self, requested: int | None) -> int:
+        stable = self.stable_ckpts()
+        if requested is not None:
+            if requested and requested not in stable:
+                raise SystemExit(f"no stable trainer checkpoint at step {requested}: {stable}")
+            return requested
+        return stable[-1] if stable else 0
+
+    def run(self, resume_step: int | None = None) -> None:
+        start = self.resume_step(resume_step)
+        if start:
+            self.load_checkpoint(start)
+        self.publish(start)
+        if self.dist.main:
+            self._trim_metrics(start)
+        interval = self.config.ckpt.interval
+        for step in range(start, self.config.max_steps):
+            waited = self._wait_for_batch(step)
+            batch = read_batch(self.run_dir, step)
+            metrics = self.train_step(batch.samples)
+            self.publish(step + 1)
+            done = step + 1
+            if (interval and done % interval == 0) or done == self.config.max_steps:
+                self.save_checkpoint(done)
+            if self.dist.main:
+                metrics.update(step=step, wait_s=waited, peak_rss_mb=peak_rss_mb())
+                with (self.run_dir / METRICS_FILE).open("a") as out:
+                    out.write(json.dumps(metrics) + "\n")
+
+    def _wait_for_batch(self, step: int) -> float:
+        started = time.perf_counter()
+        while not batch_ready(self.run_dir, step):
+            time.sleep(POLL_S)
+        return time.perf_counter() - started
+
+    def _trim_metrics(self, start: int) -> None:
+        """On resume, forget the steps after the checkpoint: they are trained again."""
+        path = self.run_dir / METRICS_FILE
+        if not path.is_file():
+            return
+        kept = [line for line in path.read_text().splitlines() if json.loads(line)["step"] < start]
+        path.write_text("".join(line + "\n" for line in kept))
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trainer_bridge.trainer")
+    parser.add_argument("--run-dir", type=Path, required=True)
+    parser.add_argument("--resume-step", type=int, default=None)
+    args = parser.parse_args(argv)
+    try:
+        config = RunConfig.load(args.run_dir)
+    except (OSError, ValueError) as exc:
+        print(f"trainer: cannot read {args.run_dir}/config/resolved.toml: {exc}", file=sys.stderr)
+        return 2
+    dist = Dist()
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        from .distributed import init_process_group
+
+        dist = init_process_group()
+    try:
+        Trainer(args.run_dir, config, dist).run(args.resume_step)
+    finally:
+        if dist.world_size > 1:
+            torch.distributed.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
