@@ -346,7 +346,27 @@ def build_config(
     return validate(merged)
 
 
+def _prime_rl_model_keys(data: dict[str, Any]) -> dict[str, Any]:
+    """prime-rl writes the trainer's model settings (LoRA) under `[trainer.model]`; here they
+    live in the one `[model]` table both processes read. Move them, refusing a contradiction."""
+    trainer = data.get("trainer")
+    if not isinstance(trainer, dict) or not isinstance(trainer.get("model"), dict):
+        return data
+    trainer = dict(trainer)
+    moved = trainer.pop("model")
+    model = dict(data.get("model") or {})
+    for key, value in moved.items():
+        if key in model and model[key] != value:
+            raise ConfigError(
+                f"trainer.model.{key} = {value!r} contradicts model.{key} = {model[key]!r}; "
+                "keep one of them"
+            )
+        model[key] = value
+    return {**data, "trainer": trainer, "model": model}
+
+
 def validate(data: dict[str, Any]) -> TrainConfig:
+    data = _prime_rl_model_keys(data)
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as exc:

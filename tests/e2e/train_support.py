@@ -1,0 +1,64 @@
+"""Helpers for the `prime train` end-to-end tests: the fast env, run dirs, live children."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.eval_support import ROOT
+
+VOWELS_ENV = ROOT / "tests" / "trainer_bridge" / "envs" / "vowels.py"
+
+FAST = [
+    "--orchestrator.batch-size",
+    "8",
+    "--orchestrator.rollouts-per-example",
+    "4",
+    "--orchestrator.sampling.max-tokens",
+    "12",
+    "--orchestrator.eval.num-examples",
+    "2",
+    "--orchestrator.eval.max-tokens",
+    "8",
+]
+"""Small batches and short replies: a step of the tiny model takes seconds on one core."""
+
+
+def train_dirs(out: Path) -> list[Path]:
+    return sorted(p.parent for p in out.glob("train/*/*/run.json"))
+
+
+def metrics(run: Path) -> list[dict[str, Any]]:
+    path = run / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("State:"):
+                return "Z" not in line.split(":", 1)[1]
+    return True
+
+
+def children_of_run(run: Path) -> list[int]:
+    """Processes whose command line names this run dir (the trainer child)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if str(run) in cmdline and "trainer_bridge.trainer" in cmdline:
+            pids.append(int(proc.name))
+    return pids
