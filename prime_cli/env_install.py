@@ -6,28 +6,44 @@ Design (dependency confusion is impossible by construction):
    else, so a same-named package on PyPI (or any other index) can never be installed instead.
 2. The exact wheel the hub reported is downloaded from the hub (with the token, so private
    environments work) and its sha256 is checked against the hub's record.
-3. The installer (uv when present, else pip) is given the *local wheel file*, never the
-   environment's name, and no hub index: the environment can only come from that file, and its
-   dependencies come only from the user's normal index configuration (pip.conf, uv.toml,
-   PIP_INDEX_URL, UV_INDEX_URL, …), so a hub upload can never shadow a dependency either.
+3. Every archive the hub serves is checked like an upload before anything uses it
+   (`registry_index.validation`: member count, decompressed size and expansion ratio, RECORD
+   hashes), since a hostile hub could serve a zip bomb.
+4. The environment SDK (`prime-envhub-sdk`, not on PyPI) comes from the hub too: when the target
+   Python lacks a version the environments accept, the wheel the hub serves at
+   `/_sdk/simple/prime-envhub-sdk/` is downloaded, hash-checked and validated the same way.
+5. The installer (uv when present, else pip) is given the *local wheel files*, never the
+   environment's name, and no hub index: the environment and the SDK can only come from those
+   files, and every other dependency comes only from the user's normal index configuration
+   (pip.conf, uv.toml, PIP_INDEX_URL, UV_DEFAULT_INDEX, …), so a hub upload can never shadow
+   a dependency either. When that resolution fails, the error names the requirement.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+import tempfile
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from prime_cli.hub_client import HubClient, HubError, NotFound, env_path
+from registry_index.errors import InvalidUpload
 from registry_index.resolve import EnvRef
+from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER, is_sdk_name
+from registry_index.validation import validate_distribution
 
 
 class InstallError(Exception):
@@ -102,18 +118,132 @@ def check_distinct_packages(envs: list[ResolvedEnv]) -> None:
             )
 
 
+def _check_filename(filename: str) -> None:
+    if "/" in filename or "\\" in filename or not filename.endswith(".whl"):
+        raise HubError(f"the hub returned an invalid wheel filename {filename!r}")
+
+
 def fetch_wheel(client: HubClient, env: ResolvedEnv) -> Path:
     """The verified wheel on disk (downloaded once; cached by owner and sha256)."""
-    if (
-        "/" in env.wheel_filename
-        or "\\" in env.wheel_filename
-        or not env.wheel_filename.endswith(".whl")
-    ):
-        raise HubError(f"the hub returned an invalid wheel filename {env.wheel_filename!r}")
+    _check_filename(env.wheel_filename)
     dest = cache_dir() / env.ref.owner / env.wheel_sha256[:16] / env.wheel_filename
-    if dest.is_file() and _sha256(dest) == env.wheel_sha256:
-        return dest
-    return client.download(env.wheel_url, dest, sha256=env.wheel_sha256)
+    if not (dest.is_file() and _sha256(dest) == env.wheel_sha256):
+        client.download(env.wheel_url, dest, sha256=env.wheel_sha256)
+    return dest
+
+
+def check_archive(path: Path, what: str) -> list[str]:
+    """Validate a wheel the hub served exactly as the hub validates uploads; its Requires-Dist.
+
+    Caps member count, decompressed size and expansion ratio (a hostile hub may serve a zip
+    bomb) and checks RECORD, so nothing is handed to an installer that an upload would fail.
+    """
+    try:
+        return validate_distribution(path, path.name).metadata.requires_dist
+    except InvalidUpload as exc:
+        path.unlink(missing_ok=True)
+        raise InstallError(
+            f"the hub served a wheel for {what} that fails validation, nothing was installed: {exc}"
+        ) from None
+
+
+# --------------------------------------------------------------------------- the SDK
+
+
+@dataclass(frozen=True)
+class SdkNeed:
+    """What the environments being installed ask of the SDK (all their requirements on it)."""
+
+    requirements: list[Requirement] = field(default_factory=list)
+    wanted_by: list[str] = field(default_factory=list)
+
+    def accepts(self, version: str) -> bool:
+        try:
+            parsed = Version(version)
+        except InvalidVersion:
+            return False
+        return all(r.specifier.contains(parsed, prereleases=True) for r in self.requirements)
+
+    def describe(self) -> str:
+        return ", ".join(f"{w} needs {r}" for w, r in zip(self.wanted_by, self.requirements))
+
+
+def sdk_need(requires: dict[str, list[str]]) -> SdkNeed:
+    """Collect `{environment: Requires-Dist}` entries that name the SDK (any spelling)."""
+    need = SdkNeed()
+    for wanted_by, lines in requires.items():
+        for line in lines:
+            try:
+                requirement = Requirement(line)
+            except InvalidRequirement:
+                continue
+            if is_sdk_name(requirement.name) and (
+                requirement.marker is None or requirement.marker.evaluate({"extra": ""})
+            ):
+                need.requirements.append(requirement)
+                need.wanted_by.append(wanted_by)
+    return need
+
+
+def installed_version(python: str, distribution: str) -> str | None:
+    """The version of `distribution` installed for `python` (isolated mode: as installers see it)."""
+    code = (
+        "import importlib.metadata as m, sys\n"
+        "try: print(m.version(sys.argv[1]))\n"
+        "except m.PackageNotFoundError: print('')"
+    )
+    try:
+        proc = subprocess.run(
+            [python, "-I", "-c", code, distribution], capture_output=True, text=True, check=False
+        )
+    except OSError as exc:
+        raise InstallError(f"cannot run {python}: {exc.strerror}") from exc
+    return (proc.stdout.strip() or None) if proc.returncode == 0 else None
+
+
+def fetch_sdk(client: HubClient, need: SdkNeed) -> Path:
+    """Download, hash-check and validate the SDK wheel the hub serves; it must satisfy `need`."""
+    base = client.base_url.rstrip("/")
+    page_url = f"{base}/{SDK_OWNER}/simple/{SDK_DISTRIBUTION}/"
+    with tempfile.TemporaryDirectory(prefix="prime-sdk-") as tmp:
+        try:
+            page_file = client.download(
+                page_url + "?format=application/vnd.pypi.simple.v1%2Bjson",
+                Path(tmp) / "page.json",
+                label="SDK index",
+            )
+        except NotFound:
+            raise InstallError(
+                f"the hub at {base} does not serve the environment SDK ({SDK_DISTRIBUTION}), "
+                f"which {need.describe()}; upgrade the hub, or install a matching "
+                f"{SDK_DISTRIBUTION} into the target Python first"
+            ) from None
+        try:
+            page = json.loads(page_file.read_text("utf-8"))
+            files = [f for f in page["files"] if str(f["filename"]).endswith(".whl")]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise HubError(f"the hub's SDK index page at {page_url} is malformed ({exc})") from None
+    usable = [f for f in files if need.accepts(_wheel_version(str(f["filename"])))]
+    if not usable:
+        served = ", ".join(_wheel_version(str(f["filename"])) for f in files) or "nothing"
+        raise InstallError(
+            f"{need.describe()}, but the hub at {base} serves {SDK_DISTRIBUTION} {served}; "
+            "ask the hub's operator to upgrade it, or install a matching SDK into the target "
+            "Python first"
+        )
+    chosen = max(usable, key=lambda f: Version(_wheel_version(str(f["filename"]))))
+    filename, sha256 = str(chosen["filename"]), str(chosen["hashes"]["sha256"]).lower()
+    _check_filename(filename)
+    dest = cache_dir() / SDK_OWNER / sha256[:16] / filename
+    if not (dest.is_file() and _sha256(dest) == sha256):
+        client.download(f"{page_url}{chosen['url']}", dest, sha256=sha256)
+    check_archive(dest, SDK_DISTRIBUTION)
+    return dest
+
+
+def _wheel_version(filename: str) -> str:
+    parts = filename.split("-")
+    return parts[1] if len(parts) >= 5 else ""
 
 
 def _sha256(path: Path) -> str:
@@ -175,30 +305,143 @@ def choose_installer(requested: str) -> str:
     return "uv" if find_uv() else "pip"
 
 
-def run_installer(cmd: list[str]) -> None:
+def run_installer(cmd: list[str], requires: dict[str, list[str]] | None = None) -> None:
     """Run the installer with its output on stderr (stdout is for our result, e.g. JSON).
 
-    A failure becomes an InstallError.
+    The output is also kept (its tail), so a failure becomes an InstallError that names the
+    requirement that could not be resolved (`requires`: `{environment: Requires-Dist}`).
     """
+    tail: deque[str] = deque(maxlen=400)
     try:
-        proc = subprocess.run(cmd, check=False, stdout=sys.stderr)
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+        )
     except OSError as exc:
         raise InstallError(f"cannot run {cmd[0]}: {exc.strerror}") from exc
-    if proc.returncode != 0:
-        if "-m" in cmd and "pip" in cmd:
-            hint = " (does the target Python have pip? try --with uv)"
-        else:
-            hint = ""
-        raise InstallError(f"the installer failed with exit status {proc.returncode}{hint}")
+    assert proc.stdout is not None
+    with proc:
+        for line in proc.stdout:
+            sys.stderr.write(line)
+            tail.append(line)
+    if proc.returncode == 0:
+        return
+    pip = "-m" in cmd and "pip" in cmd
+    output = "".join(tail)
+    explained = explain_failure(output, requires or {}, "pip" if pip else "uv")
+    if explained:
+        raise InstallError(explained)
+    if pip and "No module named pip" in output:
+        raise InstallError("the target Python has no pip; install with --with uv instead")
+    last = next(
+        (line.strip() for line in reversed(tail) if re.match(r"\s*(error|ERROR|cause)\b", line)),
+        "",
+    )
+    detail = f": {last}" if last else ""
+    raise InstallError(f"the installer failed with exit status {proc.returncode}{detail}")
+
+
+# Where uv and pip name a project they could not find, or no acceptable version of.
+_NAME = r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)"
+_MISSING = [
+    re.compile(_NAME + r" was not found in the (?:package registry|provided package locations)"),
+    re.compile(r"there (?:is|are) no versions? of " + _NAME),
+    re.compile(r"only " + _NAME + r"(?:\[[^\]]*\])?[<>=!~]\S* is available"),
+    re.compile(
+        r"(?:Could not find a version that satisfies the requirement|No matching "
+        r"distribution found for) " + _NAME
+    ),
+]
+
+
+def _index_hint(installer: str) -> str:
+    if installer == "uv":
+        chosen = os.environ.get("UV_DEFAULT_INDEX") or os.environ.get("UV_INDEX_URL")
+        where = chosen or "https://pypi.org/simple unless uv.toml says otherwise"
+        return f"your package index ({where}; set UV_DEFAULT_INDEX to use another)"
+    chosen = os.environ.get("PIP_INDEX_URL")
+    where = chosen or "https://pypi.org/simple unless pip.conf says otherwise"
+    return f"your package index ({where}; set PIP_INDEX_URL to use another)"
+
+
+def explain_failure(output: str, requires: dict[str, list[str]], installer: str) -> str | None:
+    """One sentence naming the declared requirement the installer could not satisfy, or None."""
+    declared: dict[str, tuple[str, str]] = {}
+    for wanted_by, lines in requires.items():
+        for line in lines:
+            try:
+                name = canonicalize_name(Requirement(line).name)
+            except InvalidRequirement:
+                continue
+            declared.setdefault(name, (wanted_by, line))
+    found = sorted(
+        (match.start(), canonicalize_name(match.group("name").rstrip(".")))
+        for pattern in _MISSING
+        for match in pattern.finditer(output)
+    )
+    for _position, name in found:
+        if name in declared:
+            wanted_by, line = declared[name]
+            return (
+                f"{wanted_by} requires {line!r}, and no version of {name!r} that satisfies it "
+                f"was found on {_index_hint(installer)}. Make {name!r} available on that index "
+                f"or point the installer at one that has it; if you maintain {wanted_by}, fix "
+                "the dependency in its pyproject.toml and push a new version."
+            )
+    return None
+
+
+@dataclass(frozen=True)
+class InstallPlan:
+    """Verified local wheels to hand to the installer, and what each environment requires."""
+
+    wheels: dict[str, Path]
+    requires: dict[str, list[str]]
+
+
+def prepare_install(client: HubClient, envs: list[ResolvedEnv], python: str) -> InstallPlan:
+    """Fetch and verify each environment's wheel; add the hub's SDK wheel when `python` lacks
+    a version they accept (a version it already has is kept, e.g. an editable checkout)."""
+    check_distinct_packages(envs)
+    wheels: dict[str, Path] = {}
+    requires: dict[str, list[str]] = {}
+    for env in envs:
+        wheels[env.package_name] = fetch_wheel(client, env)
+        label = f"{env.ref.owner}/{env.ref.name} {env.version}"
+        requires[label] = check_archive(wheels[env.package_name], label)
+    need = sdk_need(requires)
+    if need.requirements:
+        have = installed_version(python, SDK_DISTRIBUTION)
+        if have is None or not need.accepts(have):
+            wheels[SDK_DISTRIBUTION] = fetch_sdk(client, need)
+    return InstallPlan(wheels, requires)
+
+
+def install_environments(
+    client: HubClient,
+    envs: list[ResolvedEnv],
+    python: str,
+    installer: str,
+    *,
+    prerelease: bool = False,
+) -> None:
+    """The one install routine (`prime env install`, `prime eval run`'s install-on-demand):
+    prepare the local wheels, then run the installer on those files only."""
+    plan = prepare_install(client, envs, python)
+    run_installer(
+        install_command(plan.wheels, python, installer, prerelease=prerelease), plan.requires
+    )
 
 
 __all__ = [
     "InstallError",
+    "InstallPlan",
     "NotFound",
     "ResolvedEnv",
     "choose_installer",
     "fetch_wheel",
     "install_command",
+    "install_environments",
+    "prepare_install",
     "resolve",
     "run_installer",
     "target_python",
