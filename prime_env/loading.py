@@ -79,11 +79,16 @@ def load(env_id: str, **env_args: Any) -> Environment:
             if exc.name != module_name:
                 raise  # the environment exists but one of ITS imports is missing
             installed = sorted(installed_environments())
+            how = (
+                f"Install it with `prime env install {env_id}`."
+                if owner
+                else f"Find its owner with `prime env list -s {name}`, then install it with "
+                f"`prime env install OWNER/{name}` (or give a path to its directory)."
+            )
             raise EnvironmentNotFound(
                 f"environment {env_id!r} is not installed (no entry point {name!r} in group "
                 f"{GROUP!r} and no module {module_name!r}). Installed environments: "
-                f"{', '.join(installed) if installed else 'none'}. Install it with "
-                f"`prime env install {env_id}`."
+                f"{', '.join(installed) if installed else 'none'}. {how}"
             ) from None
         factory = getattr(module, "load_environment", None)
         if factory is None:
