@@ -20,9 +20,9 @@ from rich.table import Table
 from prime_cli import config as cfg
 from prime_cli.env_install import (
     InstallError,
+    check_distinct_packages,
     choose_installer,
-    install_command,
-    prepare_install,
+    install_environments,
     resolve,
     run_installer,
     target_python,
@@ -335,17 +335,16 @@ def install(
     if parsed:
         with _client() as client:
             resolved = [resolve(client, ref) for ref in parsed]
-            plan = prepare_install(client, resolved, interpreter)
-        for item in resolved:
-            if item.yanked:
-                reason = f": {item.yanked_reason}" if item.yanked_reason else ""
-                err_console.print(
-                    f"[yellow]warning:[/] {item.ref.owner}/{item.ref.name} {item.version} "
-                    f"is yanked{reason}"
-                )
-        cmd = install_command(plan.wheels, interpreter, tool, prerelease=prerelease)
-        with err_console.status(f"Installing with {tool} into {interpreter} …"):
-            run_installer(cmd, plan.requires)
+            check_distinct_packages(resolved)
+            for item in resolved:
+                if item.yanked:
+                    reason = f": {item.yanked_reason}" if item.yanked_reason else ""
+                    err_console.print(
+                        f"[yellow]warning:[/] {item.ref.owner}/{item.ref.name} {item.version} "
+                        f"is yanked{reason}"
+                    )
+            err_console.print(f"Installing with {tool} into {interpreter}")
+            install_environments(client, resolved, interpreter, tool, prerelease=prerelease)
     rows = [
         {
             "environment": f"{item.ref.owner}/{item.ref.name}",
