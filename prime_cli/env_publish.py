@@ -26,6 +26,7 @@ from prime_cli.env_project import (
     source_archive,
 )
 from prime_cli.hub_client import HubClient, HubError, NotFound
+from registry_index import scopes as token_scopes
 from registry_index.content_hash import iter_tree_files, tree_content_hash
 from registry_index.errors import InvalidUpload
 from registry_index.validation import validate_distribution
@@ -79,8 +80,7 @@ def check_can_push(who: dict[str, Any], owner: str, project: EnvProject) -> None
             f"{username} cannot publish to {owner!r}: not your account or one of your "
             f"organisations ({', '.join(sorted(members))}); pass --owner with one of them"
         )
-    allowed = {"all", f"upload:{owner}", f"upload:{owner}/{project.normalized_name}"}
-    if scopes and not allowed.intersection(scopes):
+    if scopes and not token_scopes.allows(scopes, "write", owner, project.normalized_name):
         raise PushRefused(
             f"this token (scopes: {', '.join(scopes)}) may not publish {slug}; create a token "
             f"with scope 'upload:{owner}' or 'all' (prime hub token create) and run prime login"

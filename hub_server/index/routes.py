@@ -21,6 +21,7 @@ from hub_server.core.deps import HubDep, PrincipalDep, SessionDep, resolve_princ
 from hub_server.core.errors import HubError, NotFound
 from hub_server.core.state import Hub
 from hub_server.registry.models import DistFile, Environment, Version
+from registry_index import scopes
 from registry_index.names import normalize
 from registry_index.simple import ProjectFile, negotiate, render_index_page, render_project_page
 
@@ -57,7 +58,7 @@ def _sees_all(principal: Principal | None, owner: Owner) -> bool:
     if principal is None:
         return False
     reaches = principal.user.is_admin or owner.id in principal.owner_ids
-    return reaches and any(s in ("all", "read", f"upload:{owner.name}") for s in principal.scopes)
+    return reaches and scopes.allows(principal.scopes, "read", owner.name)
 
 
 # Anonymous requests (pip and uv without credentials) take a fast path: one Core query on the
