@@ -116,6 +116,16 @@ def select_version(available: list[tuple[Version, bool]], spec: str | None) -> V
     return max(matching)
 
 
+def latest_version(available: list[tuple[Version, bool]]) -> Version | None:
+    """What "latest" means everywhere (install, the web page, an eval's `@latest`): the newest
+    version that is not yanked, a final release unless only pre-releases exist; None when
+    nothing is installable without an exact pin."""
+    try:
+        return select_version(available, None)
+    except LookupError:
+        return None
+
+
 def _not_found(wanted: str, available: list[tuple[Version, bool]]) -> str:
     if not available:
         return f"No {wanted.removeprefix('a ')} is available: nothing has been published yet."

@@ -42,6 +42,7 @@ from registry_index.names import normalize
 from registry_index.summary import Summary, SummaryBuilder
 
 
+from registry_index import resolve
 class EvalError(HubError):
     """A request the hub refuses; `status` is the HTTP status, the message says how to fix it.
 
@@ -110,12 +111,11 @@ def _pep440(text: str) -> PepVersion | None:
 
 
 def latest_version(session: Session, env: Environment) -> Version | None:
-    """Newest non-yanked version by PEP 440 ordering; pre-releases only when nothing else."""
+    """The version `@latest` means, by the rule install uses (`registry_index.resolve`)."""
     versions = [v for v in session.exec(select(Version).where(Version.environment_id == env.id))]
-    usable = [(p, v) for v in versions if not v.yanked and (p := _pep440(v.version)) is not None]
-    finals = [(p, v) for p, v in usable if not p.is_prerelease]
-    pool = finals or usable
-    return max(pool, key=lambda pair: pair[0])[1] if pool else None
+    usable = [(p, v) for v in versions if (p := _pep440(v.version)) is not None]
+    chosen = resolve.latest_version([(p, v.yanked) for p, v in usable])
+    return next((v for p, v in usable if p == chosen), None)
 
 
 def _resolve_version(session: Session, env: Environment, ref: EnvironmentRef) -> Version:

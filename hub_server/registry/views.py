@@ -17,6 +17,7 @@ from hub_server.registry.schemas import (
     OwnerOut,
     VersionInfo,
 )
+from registry_index.resolve import latest_version
 
 
 def sort_key(version: Version) -> PkgVersion:
@@ -76,17 +77,20 @@ def version_info(
 
 
 def latest_versions(session: Session, env_ids: Sequence[str]) -> dict[str, str]:
-    """Newest non-yanked version per environment (any version if all are yanked)."""
+    """The version "latest" installs, per environment (`registry_index.resolve.latest_version`:
+    no pre-release while a final release exists, nothing yanked); absent when none is."""
     if not env_ids:
         return {}
     rows = session.exec(select(Version).where(Version.environment_id.in_(env_ids))).all()  # type: ignore[attr-defined]
-    best: dict[str, tuple[bool, PkgVersion, str]] = {}
+    by_env: dict[str, list[Version]] = defaultdict(list)
     for row in rows:
-        candidate = (not row.yanked, sort_key(row), row.version)
-        current = best.get(row.environment_id)
-        if current is None or candidate[:2] > current[:2]:
-            best[row.environment_id] = candidate
-    return {env_id: value[2] for env_id, value in best.items()}
+        by_env[row.environment_id].append(row)
+    latest: dict[str, str] = {}
+    for env_id, versions in by_env.items():
+        chosen = latest_version([(sort_key(v), v.yanked) for v in versions])
+        if chosen is not None:
+            latest[env_id] = next(v.version for v in versions if sort_key(v) == chosen)
+    return latest
 
 
 def tags_of(session: Session, env_ids: Sequence[str]) -> dict[str, list[str]]:

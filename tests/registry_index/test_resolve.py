@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from registry_index.resolve import EnvRef, parse_env_ref, select_version
+from registry_index.resolve import EnvRef, latest_version, parse_env_ref, select_version
 
 owners = st.from_regex(r"\A[A-Za-z0-9]([A-Za-z0-9_-]{0,10}[A-Za-z0-9])?\Z")
 names = st.from_regex(r"\A[A-Za-z0-9]([A-Za-z0-9._-]{0,20}[A-Za-z0-9])?\Z")
@@ -112,3 +112,13 @@ def test_latest_and_bad_specs() -> None:
 def test_all_yanked_without_pin_is_not_found() -> None:
     with pytest.raises(LookupError, match="yanked"):
         select_version([(Version("1.0"), True)], None)
+
+
+def test_latest_is_one_rule_for_install_the_web_page_and_evals() -> None:
+    """The issue's case: with 1.0 and 2.0rc1 published, "latest" is 1.0 everywhere."""
+    v = Version
+    assert latest_version([(v("1.0"), False), (v("2.0rc1"), False)]) == v("1.0")
+    assert latest_version([(v("2.0rc1"), False)]) == v("2.0rc1")  # nothing else exists
+    assert latest_version([(v("1.0"), True), (v("0.9"), False)]) == v("0.9")
+    assert latest_version([(v("1.0"), True)]) is None  # a yanked version needs an exact pin
+    assert latest_version([]) is None
