@@ -11,11 +11,10 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import FileResponse, RedirectResponse
-from sqlalchemy import ColumnElement, and_, func, or_, true
-from sqlmodel import Session, col, select
+from sqlalchemy import func
+from sqlmodel import Session, select
 
 from hub_server.accounts.access import readable_environment, require_upload
-from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
 from hub_server.core.deps import HubDep, PrincipalDep, SessionDep
 from hub_server.core.errors import BadRequest, NotFound
@@ -32,37 +31,11 @@ from hub_server.registry.schemas import (
     VersionInfo,
     YankRequest,
 )
+from hub_server.registry.search import EnvironmentQuery, SortField, search_environments
 from hub_server.registry.views import file_url, sort_key, summaries, version_info, version_infos
 from registry_index.resolve import select_version
 
 router = APIRouter(prefix="/api/v1/environmentshub", tags=["environments"])
-
-SortField = Literal["name", "created_at", "updated_at", "downloads"]
-
-
-def _visible_clause(principal: Principal | None) -> ColumnElement[bool]:
-    """SQL condition: public, or private and readable by the caller (mirrors Principal.can_read)."""
-    public = col(Environment.visibility) == "public"
-    if principal is None:
-        return public
-    broad = any(s in ("all", "read") for s in principal.scopes)
-    if principal.user.is_admin and broad:
-        return true()
-    if broad:
-        return or_(public, col(Environment.owner_id).in_(principal.owner_ids))
-    clauses: list[ColumnElement[bool]] = [public]
-    for scope in principal.scopes:
-        if not scope.startswith("upload:"):
-            continue
-        owner_name, _, env_name = scope.removeprefix("upload:").partition("/")
-        owners = select(Owner.id).where(Owner.name == owner_name)
-        if not principal.user.is_admin:
-            owners = owners.where(col(Owner.id).in_(principal.owner_ids))
-        clause: ColumnElement[bool] = col(Environment.owner_id).in_(owners)
-        if env_name:
-            clause = and_(clause, col(Environment.normalized_name) == env_name)
-        clauses.append(clause)
-    return or_(*clauses)
 
 
 @router.get("/", response_model=Page[EnvironmentSummary], summary="List and search environments")
@@ -79,43 +52,24 @@ def list_environments(
     page: Annotated[int, Query(ge=1)] = 1,
     per_page: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> Page[EnvironmentSummary]:
-    query = select(Environment, Owner).join(Owner, Owner.id == Environment.owner_id)  # type: ignore[arg-type]
-    query = query.where(_visible_clause(principal))
-    if search:
-        pattern = f"%{search.lower()}%"
-        query = query.where(
-            or_(
-                func.lower(Environment.name).like(pattern),
-                func.lower(Environment.description).like(pattern),
-                func.lower(Owner.name + "/" + Environment.name).like(pattern),
-            )
-        )
-    for wanted in tag or []:
-        query = query.where(
-            col(Environment.id).in_(
-                select(EnvironmentTag.environment_id).where(EnvironmentTag.tag == wanted)
-            )
-        )
-    if owner:
-        query = query.where(Owner.name == owner.lower())
-    if visibility:
-        query = query.where(Environment.visibility == visibility.lower())
-    if mine:
-        if principal is None:
-            raise BadRequest("mine=true needs an API token.")
-        query = query.where(col(Environment.owner_id).in_(principal.owner_ids))
-    total = session.exec(select(func.count()).select_from(query.subquery())).one()
-    column = {
-        "name": Environment.normalized_name,
-        "created_at": Environment.created_at,
-        "updated_at": Environment.updated_at,
-        "downloads": Environment.downloads,
-    }[sort]
-    direction = order or ("asc" if sort == "name" else "desc")
-    ordered = col(column).asc() if direction == "asc" else col(column).desc()
-    rows = session.exec(
-        query.order_by(ordered, col(Environment.id)).offset((page - 1) * per_page).limit(per_page)
-    ).all()
+    if mine and principal is None:
+        raise BadRequest("mine=true needs an API token.")
+    result = search_environments(
+        session,
+        principal,
+        EnvironmentQuery(
+            text=search or "",
+            tags=tuple(tag or ()),
+            owner=owner,
+            visibility=visibility,
+            mine=mine,
+            sort=sort,
+            order=order,
+            page=page,
+            per_page=per_page,
+        ),
+    )
+    rows, total = result.rows, result.total
     return Page(
         data=summaries(session, list(rows)), total_count=total, page=page, per_page=per_page
     )

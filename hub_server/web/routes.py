@@ -17,13 +17,12 @@ from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-import sqlalchemy as sa
 from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup
 from sqlmodel import Session, col, select
 
-from hub_server.accounts.access import can_read, find_owner, readable_environment
+from hub_server.accounts.access import find_owner, readable_environment
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
 from hub_server.core.blobstore import BlobStore
@@ -32,8 +31,9 @@ from hub_server.core.errors import HubError
 from hub_server.evals import service
 from hub_server.evals.leaderboard import leaderboard
 from hub_server.index import routes as index_routes
-from hub_server.registry.models import DistFile, Environment, EnvironmentTag
+from hub_server.registry.models import DistFile, Environment
 from hub_server.registry.push_api import public_base
+from hub_server.registry.search import EnvironmentQuery, SortField, search_environments
 from hub_server.registry.views import summaries, version_infos
 from hub_server.web.pages import page
 from hub_server.web.render import STATIC_DIR, render_markdown
@@ -82,30 +82,6 @@ def _not_found(request: Request, message: str) -> HTMLResponse:
     return _page(request, "not_found.html", status_code=404, message=message)
 
 
-def _readable_environments(
-    session: Session, principal: Principal | None, *, owner: Owner | None, query: str, tag: str
-) -> list[tuple[Environment, Owner]]:
-    statement = select(Environment, Owner).join(Owner, col(Owner.id) == col(Environment.owner_id))
-    if owner is not None:
-        statement = statement.where(Environment.owner_id == owner.id)
-    if query:
-        pattern = f"%{query.lower()}%"
-        statement = statement.where(
-            sa.or_(
-                sa.func.lower(Environment.name).like(pattern),
-                sa.func.lower(Environment.description).like(pattern),
-                sa.func.lower(Owner.name).like(pattern),
-            )
-        )
-    if tag:
-        tagged = select(EnvironmentTag.environment_id).where(EnvironmentTag.tag == tag)
-        statement = statement.where(col(Environment.id).in_(tagged))
-    if principal is None:
-        statement = statement.where(Environment.visibility == "public")
-    statement = statement.order_by(col(Environment.downloads).desc(), col(Environment.name))
-    return [(env, own) for env, own in session.exec(statement) if can_read(principal, own, env)]
-
-
 def _cards(session: Session, pairs: list[tuple[Environment, Owner]]) -> list[dict[str, Any]]:
     return [
         {
@@ -120,46 +96,113 @@ def _cards(session: Session, pairs: list[tuple[Environment, Owner]]) -> list[dic
     ]
 
 
+_SORTS = {
+    "updated_at": "Recently updated",
+    "name": "Name",
+    "evaluations": "Most evaluated",
+    "downloads": "Most downloaded",
+    "relevance": "Best match",
+}
+
+
+def _listing(
+    request: Request,
+    session: Session,
+    principal: Principal | None,
+    template: str,
+    *,
+    q: str,
+    tags: list[str],
+    sort: str,
+    page: int,
+    owner: Owner | None = None,
+) -> HTMLResponse:
+    chosen: SortField = sort if sort in _SORTS else ("relevance" if q.strip() else "updated_at")  # type: ignore[assignment]
+    result = search_environments(
+        session,
+        principal,
+        EnvironmentQuery(
+            text=q.strip(),
+            tags=tuple(t.strip() for t in tags if t.strip()),
+            owner=owner.name if owner else None,
+            sort=chosen,
+            page=page,
+            per_page=PER_PAGE,
+        ),
+    )
+    pages = max(1, math.ceil(result.total / PER_PAGE))
+    clean_tags = [t.strip() for t in tags if t.strip()]
+
+    def listing_query(**changes: Any) -> str:
+        values: dict[str, Any] = {"q": q, "tag": clean_tags, "sort": sort, "page": page}
+        values.update(changes)
+        pairs = [
+            (key, item)
+            for key, value in values.items()
+            for item in (value if isinstance(value, list) else [value])
+            if item not in ("", None) and not (key == "page" and item == 1)
+        ]
+        return urlencode(pairs)
+
+    return _page(
+        request,
+        template,
+        environments=_cards(session, result.rows),
+        total=result.total,
+        query=q,
+        tags=clean_tags,
+        tag=clean_tags[0] if len(clean_tags) == 1 else "",
+        sort=chosen,
+        sorts=_SORTS,
+        page=page,
+        pages=pages,
+        pager_query=lambda number: listing_query(page=number),
+        listing_query=listing_query,
+        owner=owner.name if owner else None,
+        owner_kind=owner.kind if owner else None,
+    )
+
+
 @router.get("/", response_class=HTMLResponse)
 def home(
     request: Request,
     session: SessionDep,
     principal: WebPrincipalDep,
     q: Annotated[str, Query(max_length=200)] = "",
-    tag: Annotated[str, Query(max_length=64)] = "",
-    page: Annotated[int, Query(ge=1)] = 1,
+    tag: Annotated[list[str] | None, Query(max_length=64)] = None,
+    sort: Annotated[str, Query(max_length=20)] = "",
+    page: Annotated[int, Query(ge=1, le=10_000)] = 1,
 ) -> HTMLResponse:
-    pairs = _readable_environments(session, principal, owner=None, query=q.strip(), tag=tag.strip())
-    pages = max(1, math.ceil(len(pairs) / PER_PAGE))
-    shown = pairs[(page - 1) * PER_PAGE : page * PER_PAGE]
-
-    def pager_query(number: int) -> str:
-        return urlencode(
-            {key: value for key, value in (("q", q), ("tag", tag), ("page", number)) if value}
-        )
-
-    return _page(
-        request,
-        "index.html",
-        environments=_cards(session, shown),
-        total=len(pairs),
-        query=q,
-        tag=tag,
-        page=page,
-        pages=pages,
-        pager_query=pager_query,
+    return _listing(
+        request, session, principal, "index.html", q=q, tags=tag or [], sort=sort, page=page
     )
 
 
 @router.get("/{owner}", response_class=HTMLResponse)
 def owner_page(
-    owner: str, request: Request, session: SessionDep, principal: WebPrincipalDep
+    owner: str,
+    request: Request,
+    session: SessionDep,
+    principal: WebPrincipalDep,
+    q: Annotated[str, Query(max_length=200)] = "",
+    tag: Annotated[list[str] | None, Query(max_length=64)] = None,
+    sort: Annotated[str, Query(max_length=20)] = "",
+    page: Annotated[int, Query(ge=1, le=10_000)] = 1,
 ) -> HTMLResponse:
     found = None if owner in _RESERVED else find_owner(session, owner)
     if found is None:
         return _not_found(request, f"There is no user or organisation named {owner!r}.")
-    pairs = _readable_environments(session, principal, owner=found, query="", tag="")
-    return _page(request, "owner.html", owner=found.name, environments=_cards(session, pairs))
+    return _listing(
+        request,
+        session,
+        principal,
+        "owner.html",
+        q=q,
+        tags=tag or [],
+        sort=sort,
+        page=page,
+        owner=found,
+    )
 
 
 class _ReadmeCache:
