@@ -46,6 +46,7 @@ class CoreMetadata:
     requires_dist: list[str] = field(default_factory=list)
     license: str | None = None
     keywords: list[str] = field(default_factory=list)
+    description_content_type: str | None = None
     raw: bytes = b""
 
 
@@ -73,6 +74,7 @@ def parse_core_metadata(raw: bytes, source: str) -> CoreMetadata:
         requires_dist=[str(req) for req in meta.requires_dist or []],
         license=meta.license_expression or meta.license,
         keywords=list(meta.keywords or []),
+        description_content_type=meta.description_content_type,
         raw=raw,
     )
 
