@@ -29,7 +29,7 @@ from sandbox.supervisor import decode, encode, pack_list
 _GRACE_S = 10.0
 # How long starting (launch + first answer) may take.
 _START_TIMEOUT_S = 60.0
-_AGENT_ERRORS: dict[str, type[Exception]] = {
+_SUPERVISOR_ERRORS: dict[str, type[Exception]] = {
     "FileNotFoundError": FileNotFoundError,
     "IsADirectoryError": IsADirectoryError,
     "NotADirectoryError": NotADirectoryError,
@@ -41,6 +41,15 @@ _AGENT_ERRORS: dict[str, type[Exception]] = {
 }
 
 Command = str | Sequence[str]
+
+
+class _BroughtDownByProgram(Exception):
+    """The sandbox died or hung while a program ran: exec reports it as the program's failure."""
+
+    def __init__(self, detail: str, hung: bool) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.hung = hung
 
 
 class Sandbox(ABC):
@@ -61,6 +70,9 @@ class Sandbox(ABC):
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._dead: str | None = None
+        # Set when a program brought the sandbox down: the next call starts a fresh one.
+        self._brought_down: str | None = None
+        self._closing = False
 
     # -- lifecycle ---------------------------------------------------------------------------
     @abstractmethod
@@ -84,17 +96,25 @@ class Sandbox(ABC):
             hello = self._call({"op": "ping"}, _START_TIMEOUT_S)
             if not hello.get("sealed"):
                 raise SandboxError(
-                    f"the {self.backend} sandbox's Python cannot protect the supervisor's channel from the "
-                    "programs it runs (no ctypes / prctl): use an image with Debian's full `python3` "
-                    "(prime sandbox build-image)"
+                    f"the {self.backend} sandbox's Python cannot protect the supervisor's channel "
+                    "from the programs it runs (no ctypes / prctl): use an image with Debian's "
+                    "full `python3` (prime sandbox build-image)"
+                )
+            if hello.get("pid") != 1:
+                raise SandboxError(
+                    f"the {self.backend} sandbox's supervisor is not PID 1 of its own PID "
+                    "namespace, so programs could signal it; this backend cannot run here"
                 )
         except BaseException:
             self.stop()
             raise
+        self._dead = None
+        self._closing = False
         return self
 
     def stop(self) -> None:
         """Kill everything in the sandbox and remove it. Idempotent."""
+        self._closing = True  # a command this interrupts failed because of us, not the program
         channel, self._channel = self._channel, None
         if channel is not None:
             channel.close()
@@ -120,6 +140,8 @@ class Sandbox(ABC):
     def _call(
         self, request: dict[str, Any], timeout: float, max_reply: int | None = None
     ) -> dict[str, Any]:
+        if self._brought_down is not None and self._channel is not None:
+            self._relaunch()
         if self._dead is not None and self._channel is None:
             raise SandboxError(f"{self.backend} sandbox {self.id} is not running ({self._dead})")
         if self._channel is None:
@@ -132,23 +154,51 @@ class Sandbox(ABC):
                 raise SandboxError(f"{self.backend} sandbox {self.id} is broken ({self._dead})")
             request_id = next(self._ids)
             deadline = time.monotonic() + timeout
+            phase = "sent"
             try:
                 self._channel.send(encode({**request, "id": request_id}), deadline)
-                reply = decode(self._channel.recv_frame(limit, deadline))
+                while True:
+                    reply = decode(self._channel.recv_frame(limit, deadline))
+                    if reply.get("id") != request_id:
+                        self._dead = "protocol error"
+                        raise SandboxError(
+                            f"{self.backend} sandbox {self.id} answered out of order"
+                        )
+                    if "phase" not in reply:
+                        break
+                    phase = str(reply["phase"])  # exec's progress: started, reaped
             except (EOFError, OSError, TimeoutError, ValueError, SandboxError) as exc:
-                self._dead = "hung" if isinstance(exc, TimeoutError) else "died"
-                detail = self._describe_death()
+                hung = isinstance(exc, TimeoutError)
+                self._dead = self._dead or ("hung" if hung else "died")
+                detail = self._describe_death() or f"{type(exc).__name__} {exc}"
+                if phase == "started" and not self._closing and not self._outside_failure(hung):
+                    # Only the running program can have done this (nothing of an earlier
+                    # command survives it, and the supervisor is out of its reach otherwise).
+                    self._brought_down = detail
+                    raise _BroughtDownByProgram(detail, hung) from exc
                 raise SandboxError(
-                    f"{self.backend} sandbox {self.id} {self._dead} during {request['op']}: "
-                    f"{detail or type(exc).__name__ + ' ' + str(exc)}"
+                    f"{self.backend} sandbox {self.id} {self._dead} during {request['op']}: {detail}"
                 ) from exc
-            if reply.get("id") != request_id:
-                self._dead = "protocol error"
-                raise SandboxError(f"{self.backend} sandbox {self.id} answered out of order")
         if "error_type" in reply:
-            error = _AGENT_ERRORS.get(str(reply["error_type"]), SandboxError)
+            error = _SUPERVISOR_ERRORS.get(str(reply["error_type"]), SandboxError)
             raise error(f"{reply['error_type']} in sandbox: {reply.get('error')}")
         return reply
+
+    def _relaunch(self) -> None:
+        """A fresh sandbox in place of one a program brought down: its files are gone, as after
+        a crash the program caused, and a backend that cannot start raises `SandboxError`."""
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
+        self._destroy()
+        self._brought_down = None
+        self.start()
+
+    def _outside_failure(self, hung: bool) -> bool:
+        """Whether something outside the sandbox demonstrably stopped it mid-command (e.g. the
+        Docker daemon is gone, or was told to kill the container): then it is the
+        infrastructure's failure. Anything else is counted as the program's."""
+        return False
 
     def exec(
         self,
@@ -173,19 +223,34 @@ class Sandbox(ABC):
                 "exec arguments and environment may not contain NUL bytes (nor '=' in names)"
             )
         data = stdin.encode() if isinstance(stdin, str) else stdin
-        reply = self._call(
-            {
-                "op": "exec",
-                "argv": pack_list(argv),
-                "env": pack_list(f"{key}={value}" for key, value in merged.items()),
-                "cwd": cwd,
-                "stdin": data,
-                "timeout": limit,
-                "max_output": self.limits.output_bytes,
-            },
-            limit + _GRACE_S,
-            max_reply=2 * self.limits.output_bytes + 4096,
-        )
+        started = time.monotonic()
+        try:
+            reply = self._call(
+                {
+                    "op": "exec",
+                    "argv": pack_list(argv),
+                    "env": pack_list(f"{key}={value}" for key, value in merged.items()),
+                    "cwd": cwd,
+                    "stdin": data,
+                    "timeout": limit,
+                    "max_output": self.limits.output_bytes,
+                },
+                limit + _GRACE_S,
+                max_reply=2 * self.limits.output_bytes + 4096,
+            )
+        except _BroughtDownByProgram as fault:
+            return ExecResult(
+                exit_code=137,
+                stdout=b"",
+                stderr=(
+                    f"the sandbox stopped while this command ran ({fault.detail}); that is the "
+                    "command's failure\n"
+                ).encode(),
+                stdout_truncated=False,
+                stderr_truncated=False,
+                timed_out=fault.hung,
+                wall_ms=(time.monotonic() - started) * 1000.0,
+            )
         return ExecResult(
             exit_code=int(reply["exit_code"]),
             stdout=bytes(reply["stdout"]),

@@ -1,7 +1,10 @@
 """The Docker backend: one hardened container per sandbox, its supervisor reached over `attach`.
 
 Hardening by default: no network, read-only root, tmpfs /work and /tmp, memory = memory+swap
-limit, CPU quota, pids limit, all capabilities dropped, no-new-privileges, uid 65534, rlimits.
+limit, CPU quota, pids limit, no-new-privileges, rlimits. The supervisor is the container's
+PID 1 and runs as root with only CAP_SETUID, CAP_SETGID and CAP_KILL; programs run as uid
+65534 with no capabilities, so they can neither signal nor ptrace nor prlimit it, and it kills
+every process a command started when the command ends.
 Cleanup happens three ways, so a crashed host leaves nothing behind:
 - `stop()` removes the container;
 - the container is started with stdin_once + auto_remove: when the owner dies its attach
@@ -28,7 +31,10 @@ LABEL = "prime.sandbox"
 LABEL_OWNER = "prime.sandbox.owner"
 LABEL_RUN = "prime.sandbox.run"
 LABEL_EXPIRES = "prime.sandbox.expires"
-SANDBOX_UID = "65534:65534"
+SANDBOX_UID = "65534:65534"  # the programs' uid:gid (the supervisor is the container's root)
+# Memory kept free for the supervisor: /work and /tmp (tmpfs, counted in the container's memory)
+# may not fill the limit together, or a full disk would leave the supervisor no room to answer.
+SUPERVISOR_RESERVE_MB = 48
 # One id per host process: every container it starts carries it, so a run's sandboxes can be listed.
 RUN_ID = os.environ.get("PRIME_RUN_ID") or uuid.uuid4().hex[:12]
 
@@ -164,6 +170,7 @@ class DockerSandbox(Sandbox):
         super().__init__(limits, env)
         self.image = image or DEFAULT_IMAGE
         self.container: Any = None
+        self._started_at = 0.0
 
     def _launch(self) -> Channel:
         import docker.errors
@@ -179,7 +186,8 @@ class DockerSandbox(Sandbox):
         limits = self.limits
         with open(_supervisor_file) as handle:
             supervisor_source = handle.read()
-        size = f"size={limits.workdir_mb}m"
+        tmpfs_mb = max(1, min(limits.workdir_mb, (limits.memory_mb - SUPERVISOR_RESERVE_MB) // 2))
+        size = f"size={tmpfs_mb}m"
         uid, gid = SANDBOX_UID.split(":")
         try:
             # The low-level API: with detach=False and stdin_open it sets StdinOnce, which the
@@ -197,11 +205,12 @@ class DockerSandbox(Sandbox):
                 nano_cpus=int(limits.cpus * 1e9),
                 pids_limit=limits.pids,
                 cap_drop=["ALL"],
+                cap_add=["SETUID", "SETGID", "KILL"],
                 security_opt=["no-new-privileges"],
-                # Per-process limits as Docker ulimits (the image's Python may lack `resource`).
+                # Limits for every process; CPU seconds are per command (child rlimits), since
+                # the long-lived supervisor would otherwise use them up.
                 ulimits=[
                     Ulimit(name="nofile", soft=limits.nofile, hard=limits.nofile),
-                    Ulimit(name="cpu", soft=limits.cpu_seconds, hard=limits.cpu_seconds),
                     Ulimit(
                         name="fsize", soft=limits.file_size_mb << 20, hard=limits.file_size_mb << 20
                     ),
@@ -219,10 +228,11 @@ class DockerSandbox(Sandbox):
                     supervisor_source,
                     self.workdir,
                     str(int(limits.ttl_s)),
+                    limits.child_rlimits(),
+                    SANDBOX_UID,
                     "",
-                    "1",
                 ],
-                user=SANDBOX_UID,
+                user="0:0",
                 working_dir=self.workdir,
                 environment={"LANG": "C.UTF-8", "TMPDIR": "/tmp", "HOME": self.workdir},
                 labels={
@@ -242,12 +252,40 @@ class DockerSandbox(Sandbox):
             sock = client.api.attach_socket(
                 self.container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
             )
+            self._started_at = time.time()
             self.container.start()
         except docker.errors.DockerException as exc:
             raise SandboxError(
                 f"cannot start a sandbox container from {self.image!r}: {exc}"
             ) from exc
         return DockerAttachChannel(sock)
+
+    def _outside_failure(self, hung: bool) -> bool:
+        # Programs cannot signal the supervisor, and the OOM killer takes them first; what is
+        # left is the daemon or an operator stopping the container, both on the daemon's record.
+        import docker.errors
+
+        try:
+            client = docker_client()
+            client.ping()
+            events = client.events(
+                since=self._started_at,
+                until=time.time(),
+                filters={"container": self.container.id},
+                decode=True,
+            )
+            actions = {str(event.get("Action", "")).split(":")[0] for event in events}
+            if not hung:
+                try:
+                    self.container.reload()
+                    running = self.container.attrs["State"]["Running"]
+                except docker.errors.NotFound:  # it ended and auto_remove took it
+                    running = False
+                if running:
+                    return True  # the attach stream broke, not the supervisor: the runtime's fault
+        except Exception:  # noqa: BLE001 - a daemon that cannot answer this is itself the failure
+            return True
+        return bool(actions & {"kill", "stop", "pause", "destroy", "restart"})
 
     def _describe_death(self) -> str:
         import docker.errors

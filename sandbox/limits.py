@@ -34,6 +34,16 @@ class SandboxLimits:
     timeout_s: float = 30.0
     ttl_s: float = 6 * 3600.0
 
-    def child_rlimits(self) -> str:
-        """The supervisor's command-line form of the per-command rlimits (see supervisor._parse_limits)."""
-        return f"cpu={self.cpu_seconds},nofile={self.nofile},fsize={self.file_size_mb << 20}"
+    def child_rlimits(self, address_space: bool = False, processes: bool = False) -> str:
+        """The supervisor's command-line form of the per-command rlimits (supervisor._parse_limits).
+
+        `address_space`: RLIMIT_AS = the memory limit per process, where nothing else limits
+        memory (also kept under a cgroup, as a cheap first bound). `processes`: RLIMIT_NPROC =
+        the pids limit, for a uid of the sandbox's own (it counts every process of that uid).
+        """
+        limits = f"cpu={self.cpu_seconds},nofile={self.nofile},fsize={self.file_size_mb << 20}"
+        if address_space:
+            limits += f",as={self.memory_mb << 20}"
+        if processes:
+            limits += f",nproc={self.pids}"
+        return limits

@@ -1,14 +1,17 @@
-"""The local backend: the supervisor as a subprocess under rlimits, a uid of its own and bubblewrap.
+"""The local backend: the supervisor in a PID namespace of its own, programs under a uid of their own.
 
-Weaker than Docker, and documented so (docs/sandbox.md): memory is limited per process
-(RLIMIT_AS), not per sandbox; without bubblewrap there is no filesystem or network isolation
-beyond Unix permissions. What it does:
-- a fresh temporary directory as the work directory (bind-mounted at /work under bwrap);
-- as root, a uid of its own per sandbox (RLIMIT_NPROC is not enforced for root, and a private
-  uid makes "kill every process of this uid" an exact cleanup, also for processes that left
-  the process group);
-- bubblewrap when installed: new user, pid, net, ipc and uts namespaces, read-only system
-  directories, no host $HOME, dies with its parent;
+Every local sandbox (documented, with what is weaker than Docker, in docs/sandbox.md):
+- the supervisor is PID 1 of a new PID namespace (bubblewrap, or util-linux `unshare` without
+  it), so nothing inside can signal it and killing the namespace's processes after each command
+  is exact: setsid, double forks and daemons die with the command;
+- as root: the supervisor keeps only CAP_SETUID, CAP_SETGID and CAP_KILL, and programs run
+  under a uid of their own per sandbox (no capabilities; RLIMIT_NPROC is enforced for it);
+- /work and /tmp are size-limited tmpfs mounts inside the sandbox's mount namespace (the disk
+  quota: nothing a program writes reaches the host's disk);
+- as root, a cgroup per sandbox (sandbox/cgroups.py) limits memory and processes for the whole
+  tree; elsewhere only per-process RLIMIT_AS holds;
+- bubblewrap also gives new user (unless root), net, ipc and uts namespaces and a read-only view
+  of the system directories only; without it there is no filesystem or network isolation;
 - a claim file per sandbox, so the reaper can clean up after an owner that was SIGKILLed.
 """
 
@@ -26,9 +29,10 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from sandbox.cgroups import SandboxCgroup
 from sandbox.channel import Channel, PipeChannel
 from sandbox.core import Sandbox
-from sandbox.errors import SandboxError
+from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.limits import SandboxLimits
 from sandbox.owner import Owner
 from sandbox.supervisor import __file__ as _supervisor_file
@@ -84,6 +88,7 @@ class _Claim:
     uid: int | None
     root: Path
     owner: Owner
+    cgroup: SandboxCgroup | None = None
 
 
 def _write_claim(claim: _Claim) -> Path:
@@ -92,14 +97,17 @@ def _write_claim(claim: _Claim) -> Path:
     with os.fdopen(fd, "w") as handle:
         handle.write(
             f"{claim.uid if claim.uid is not None else ''}\n{claim.root}\n{claim.owner.encode()}\n"
+            f"{claim.cgroup.encode() if claim.cgroup else ''}\n"
         )
     return path
 
 
 def _read_claim(path: Path) -> _Claim | None:
     try:
-        uid, root, owner = path.read_text().splitlines()[:3]
-        return _Claim(int(uid) if uid else None, Path(root), Owner.decode(owner))
+        uid, root, owner, cgroup = (path.read_text().splitlines() + [""])[:4]
+        return _Claim(
+            int(uid) if uid else None, Path(root), Owner.decode(owner), SandboxCgroup.decode(cgroup)
+        )
     except (OSError, ValueError):
         return None
 
@@ -152,6 +160,11 @@ def kill_uid(uid: int) -> None:
 def _release(claim_path: Path, claim: _Claim) -> None:
     if claim.uid is not None:
         kill_uid(claim.uid)
+    if claim.cgroup is not None:
+        try:
+            claim.cgroup.remove()
+        except OSError as exc:
+            raise SandboxError(f"cannot remove the sandbox's cgroup: {exc}") from exc
     shutil.rmtree(claim.root, ignore_errors=True)
     claim_path.unlink(missing_ok=True)
 
@@ -188,6 +201,14 @@ def list_sandboxes() -> list[dict[str, str]]:
     return rows
 
 
+# Mounts the size-limited /work and /tmp inside `unshare`'s mount namespace, then runs the rest.
+_MOUNT_TMPFS = (
+    'mount -t tmpfs -o "size=$3,mode=1777,nosuid,nodev" tmpfs "$1" && '
+    'mount -t tmpfs -o "size=$3,mode=1777,nosuid,nodev" tmpfs "$2" && shift 3 && exec "$@"'
+)
+_SUPERVISOR_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")
+
+
 class LocalSandbox(Sandbox):
     """A sandbox made of a supervisor subprocess on this machine (see the module docstring)."""
 
@@ -206,37 +227,56 @@ class LocalSandbox(Sandbox):
                 "bubblewrap (bwrap) is not usable here: install the Debian package "
                 "'bubblewrap' or pass use_bwrap=False"
             )
+        if not self.use_bwrap and os.geteuid() != 0:
+            raise SandboxUnavailable(
+                "without root, the local backend needs bubblewrap to keep programs away from "
+                "its supervisor: install the Debian package 'bubblewrap', or use Docker"
+            )
         self.uid: int | None = None
         self.root: Path | None = None
+        self.cgroup: SandboxCgroup | None = None
         self._claim_path: Path | None = None
         self._claim: _Claim | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._tmpdir = "/tmp"
+
+    def base_env(self) -> dict[str, str]:
+        # Without bubblewrap the sandbox's /tmp is a directory of its own, not the host's /tmp.
+        return {**super().base_env(), "TMPDIR": self._tmpdir}
 
     def _launch(self) -> Channel:
         reap_orphans()
+        as_root = os.geteuid() == 0
+        limits = self.limits
         self.root = Path(tempfile.mkdtemp(prefix="prime-sbx-"))
-        self.root.chmod(0o711)  # the sandbox uid must traverse it to reach work/ and tmp/
+        self.root.chmod(0o755)
         self.id = self.root.name
-        self.uid = _allocate_uid() if os.geteuid() == 0 else None
-        self._claim = _Claim(self.uid, self.root, Owner.current())
+        self.uid = _allocate_uid() if as_root else None
+        self.cgroup = SandboxCgroup.create(self.id, limits.memory_mb << 20, limits.pids)
+        self._claim = _Claim(self.uid, self.root, Owner.current(), self.cgroup)
         self._claim_path = _write_claim(self._claim)
         work, tmp = self.root / "work", self.root / "tmp"
         for path in (work, tmp):
-            path.mkdir(mode=0o700)
-            if self.uid is not None:
-                os.chown(path, self.uid, self.uid)
+            path.mkdir(mode=0o755)
+        tmpfs_bytes = limits.workdir_mb << 20
         if self.use_bwrap:
-            self.workdir = "/work"
-            prefix = self._bwrap_argv(work, tmp)
-            tmpdir = "/tmp"
+            self.workdir, self._tmpdir = "/work", "/tmp"
+            prefix = self._bwrap_argv(as_root, tmpfs_bytes)
         else:
-            self.workdir = str(work)
-            prefix = []
-            tmpdir = str(tmp)
-        # kill(-1) inside the supervisor is safe with a pid namespace or a uid of its own.
-        kill_all = "1" if (self.use_bwrap or self.uid is not None) else "0"
+            self.workdir, self._tmpdir = str(work), str(tmp)
+            prefix = [
+                *("unshare", "--pid", "--fork", "--mount", "--mount-proc", "--kill-child", "--"),
+                *("/bin/sh", "-c", _MOUNT_TMPFS, "sh", str(work), str(tmp), str(tmpfs_bytes)),
+                *("setpriv", "--no-new-privs", "--inh-caps=-all"),
+                "--bounding-set=-all," + ",".join("+" + c[4:].lower() for c in _SUPERVISOR_CAPS),
+                "--",
+            ]
         with open(_supervisor_file) as handle:
             supervisor_source = handle.read()
+        cgroup_fds = [
+            os.open(path, os.O_WRONLY)
+            for path in (self.cgroup.procs_files() if self.cgroup else [])
+        ]
         argv = [
             *prefix,
             _python(),
@@ -245,25 +285,18 @@ class LocalSandbox(Sandbox):
             "-c",
             supervisor_source,
             self.workdir,
-            str(int(self.limits.ttl_s)),
-            self.limits.child_rlimits(),
-            kill_all,
+            str(int(limits.ttl_s)),
+            limits.child_rlimits(address_space=True, processes=as_root),
+            f"{self.uid}:{self.uid}" if self.uid is not None else "",
+            ",".join(str(fd) for fd in cgroup_fds),
         ]
         # Limits and parent-death signal by util-linux wrappers rather than a preexec_fn, which
         # is unsafe in a threaded host (the pool runs sandboxes from worker threads).
-        limits = self.limits
         confine = [
-            "setpriv",
-            "--pdeathsig",
-            "KILL",
-            "--",
-            "prlimit",
-            f"--as={limits.memory_mb << 20}",
-            f"--cpu={limits.cpu_seconds}",
+            *("setpriv", "--pdeathsig", "KILL", "--", "prlimit"),
             f"--fsize={limits.file_size_mb << 20}",
             f"--nofile={limits.nofile}",
             "--core=0",
-            *([f"--nproc={limits.pids}"] if self.uid is not None else []),
             "--",
         ]
         try:
@@ -273,19 +306,20 @@ class LocalSandbox(Sandbox):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env={
-                    "PATH": "/usr/bin:/bin",
+                    "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
                     "LANG": "C.UTF-8",
-                    "TMPDIR": tmpdir,
+                    "TMPDIR": self._tmpdir,
                     "HOME": self.workdir,
                 },
-                cwd=str(work),
+                cwd=str(self.root),
                 start_new_session=True,
-                user=self.uid,
-                group=self.uid,
-                extra_groups=[] if self.uid is not None else None,
+                pass_fds=cgroup_fds,
             )
         except OSError as exc:
             raise SandboxError(f"cannot start the local sandbox supervisor: {exc}") from exc
+        finally:
+            for fd in cgroup_fds:
+                os.close(fd)
         assert self._proc.stdin and self._proc.stdout and self._proc.stderr
         return PipeChannel(
             os.dup(self._proc.stdin.fileno()),
@@ -293,14 +327,23 @@ class LocalSandbox(Sandbox):
             os.dup(self._proc.stderr.fileno()),
         )
 
-    def _bwrap_argv(self, work: Path, tmp: Path) -> list[str]:
+    def _bwrap_argv(self, as_root: bool, tmpfs_bytes: int) -> list[str]:
         bwrap = bwrap_path()
         assert bwrap is not None
+        # As root no user namespace: real uids, so programs run under a uid of their own, and
+        # the supervisor keeps three capabilities. Without root: a user namespace, one uid.
+        namespaces = ["--unshare-user"] if not as_root else []
+        namespaces += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
+        caps = ["--cap-drop", "ALL"]
+        for cap in _SUPERVISOR_CAPS if as_root else ():
+            caps += ["--cap-add", cap]
         argv = [
             bwrap,
-            "--unshare-all",
+            *namespaces,
+            "--as-pid-1",
             "--die-with-parent",
             "--new-session",
+            *caps,
             "--hostname",
             "sandbox",
             "--proc",
@@ -316,19 +359,9 @@ class LocalSandbox(Sandbox):
         for path in _ETC_FILES:
             if os.path.exists(path):
                 argv += ["--ro-bind", path, path]
-        argv += [
-            "--bind",
-            str(work),
-            "/work",
-            "--bind",
-            str(tmp),
-            "/tmp",
-            "--remount-ro",
-            "/",
-            "--chdir",
-            "/work",
-            "--",
-        ]
+        for path in ("/work", "/tmp"):
+            argv += ["--perms", "1777", "--size", str(tmpfs_bytes), "--tmpfs", path]
+        argv += ["--remount-ro", "/", "--chdir", "/work", "--"]
         return argv
 
     def _describe_death(self) -> str:

@@ -5,14 +5,15 @@ exec session (tens of ms); a long-lived process that reads framed requests from 
 answers on its stdout answers in about a millisecond, and the same supervisor runs the local backend,
 so both backends share one tested code path (kill, reap, truncate, timeout, reset).
 
-This file must stay self-contained and run on the stdlib of Debian's `python3-minimal`
-(no json, shutil or tarfile there): the Docker backend runs its source with `python3 -c`.
+This file must stay self-contained, stdlib only (no json, shutil or tarfile at import time):
+the Docker backend runs its source with `python3 -c` on the image's interpreter.
 The host imports `encode`/`decode` from here, so both ends share one codec. The codec never
 evaluates anything: the sandbox is hostile, and a process inside could forge frames on the
 supervisor's stdout, so the host parses strictly and bounds every size.
 """
 
 import os
+import select
 import selectors
 import signal
 import struct
@@ -101,13 +102,20 @@ def unpack_list(raw):
     return [item.decode("utf-8", "surrogateescape") for item in raw.split(b"\0")]
 
 
-# -- supervisor ---------------------------------------------------------------------------------
+# -- supervisor ------------------------------------------------------------------------------
 _CHUNK = 65536
+# A command's processes must all be gone within this long after it ends; more means something
+# in the sandbox is unkillable, which is the sandbox's failure, not the program's.
+_SETTLE_S = 10.0
 
 
-def _read_exact(stream, size):
+def _read_exact(stream, size, deadline):
+    """`size` bytes from the host, or None at EOF or once the sandbox's lifetime is over."""
     data = b""
     while len(data) < size:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([stream], [], [], remaining)[0]:
+            return None
         chunk = stream.read(size - len(data))
         if not chunk:
             return None
@@ -116,23 +124,31 @@ def _read_exact(stream, size):
 
 
 class Supervisor:
-    """Serves requests from `reader` until EOF (the host went away), then exits."""
+    """Serves requests from `reader` until EOF (the host went away) or the TTL, then exits.
 
-    def __init__(self, workdir, reader, writer, child_limits, kill_all):
+    It is PID 1 of the sandbox's own PID namespace (the host checks), with every signal left
+    at its default disposition, so the kernel drops any signal a process inside sends it. As
+    root it runs programs under `runner` (uid, gid): they cannot ptrace, prlimit or signal it,
+    and it keeps only CAP_SETUID, CAP_SETGID and CAP_KILL for itself.
+    """
+
+    def __init__(self, workdir, reader, writer, child_limits, runner, cgroup_fds, deadline):
         self.workdir = workdir
-        self.kill_all = kill_all  # kill(-1) is safe: own pid namespace or a uid of its own
         self.reader = reader
         self.writer = writer
         self.child_limits = child_limits  # list of (setrlimit, resource constant, value)
+        self.runner = runner  # (uid, gid) for programs, or None: the supervisor's own uid
+        self.cgroup_fds = cgroup_fds  # open cgroup.procs files every program joins
+        self.deadline = deadline
         self.sealed = _seal()
 
     def serve(self):
         while True:
-            header = _read_exact(self.reader, _HEADER.size)
+            header = _read_exact(self.reader, _HEADER.size, self.deadline)
             if header is None:
                 return
             (length,) = _HEADER.unpack(header)
-            payload = _read_exact(self.reader, length)
+            payload = _read_exact(self.reader, length, self.deadline)
             if payload is None:
                 return
             request = decode(payload)
@@ -140,9 +156,12 @@ class Supervisor:
                 response = self.handle(request)
             except Exception as exc:  # noqa: BLE001 (reported to the host, which raises it)
                 response = {"error_type": type(exc).__name__, "error": str(exc)}
-            response["id"] = request.get("id")
-            self.writer.write(encode(response))
-            self.writer.flush()
+            self._send(request, response)
+
+    def _send(self, request, response):
+        response["id"] = request.get("id")
+        self.writer.write(encode(response))
+        self.writer.flush()
 
     def handle(self, request):
         op = request.get("op")
@@ -150,20 +169,35 @@ class Supervisor:
             return {
                 "pid": os.getpid(),
                 "uid": os.getuid(),
+                "runner_uid": self.runner[0] if self.runner else os.getuid(),
                 "workdir": self.workdir,
                 "sealed": self.sealed,
             }
         if op == "exec":
             return self.exec(request)
         if op == "write":
-            return self.write(request)
+            return self._as_runner(self.write, request)
         if op == "read":
-            return self.read(request)
+            return self._as_runner(self.read, request)
         if op == "unzip":
-            return self.unzip(request)
+            return self._as_runner(self.unzip, request)
         if op == "reset":
             return self.reset()
         raise ValueError(f"unknown op {op!r}")
+
+    def _as_runner(self, func, request):
+        """File operations run with the programs' uid: a symlink a program planted in /work
+        reaches nothing the program could not read or write itself."""
+        if self.runner is None:
+            return func(request)
+        uid, gid = self.runner
+        os.setegid(gid)
+        os.seteuid(uid)
+        try:
+            return func(request)
+        finally:
+            os.seteuid(0)
+            os.setegid(0)
 
     def _path(self, path):
         return path if os.path.isabs(path) else os.path.join(self.workdir, path)
@@ -202,9 +236,12 @@ class Supervisor:
                     os.chmod(os.path.join(target, info.filename), mode)
         return {}
 
-    def _limit_child(self):
-        # Runs in the child between fork and exec: own session, resource limits, and the first
-        # place the kernel's OOM killer looks, so the supervisor survives a memory hog.
+    def _prepare_child(self):
+        # Runs in the child between fork and exec: join the sandbox's cgroups (memory and pids
+        # for the whole tree), per-process limits, first in line for the OOM killer, and last
+        # the programs' uid (which also drops every capability).
+        for fd in self.cgroup_fds:
+            os.write(fd, b"0")
         for setrlimit, name, value in self.child_limits:
             setrlimit(name, (value, value))
         try:
@@ -212,6 +249,11 @@ class Supervisor:
                 handle.write("1000")
         except OSError:
             pass
+        if self.runner is not None:
+            uid, gid = self.runner
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
 
     def exec(self, request):
         argv = unpack_list(request["argv"])
@@ -232,10 +274,11 @@ class Supervisor:
                 cwd=cwd,
                 env=env,
                 start_new_session=True,
-                preexec_fn=self._limit_child,  # noqa: PLW1509 (the supervisor has one thread)
+                preexec_fn=self._prepare_child,  # noqa: PLW1509 (the supervisor has one thread)
             )
-        except OSError as exc:
-            # The program could not start (not found, not executable): the shell's convention.
+        except (OSError, subprocess.SubprocessError) as exc:
+            # The program could not start (not found, not executable, no process left under
+            # the sandbox's limit): the shell's convention.
             code = 127 if isinstance(exc, FileNotFoundError) else 126
             return {
                 "exit_code": code,
@@ -246,6 +289,9 @@ class Supervisor:
                 "timed_out": False,
                 "wall_ms": (time.monotonic() - started) * 1000.0,
             }
+        # From here on the program runs: if the sandbox dies before the answer, the host
+        # counts it as the program's doing.
+        self._send(request, {"phase": "started"})
         outputs = {proc.stdout: bytearray(), proc.stderr: bytearray()}
         truncated = {proc.stdout: False, proc.stderr: False}
         selector = selectors.DefaultSelector()
@@ -261,15 +307,17 @@ class Supervisor:
         deadline = started + timeout
         timed_out = False
         open_streams = 2
+        swept = False
         while open_streams:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 timed_out = True
                 break
-            if proc.poll() is not None:
-                # The command is done; whatever it left in its process group goes with it, so
-                # a background child holding the pipes open cannot stall the answer.
-                self._kill_group(proc.pid)
+            if not swept and proc.poll() is not None:
+                # The command is done; whatever it started goes with it, so a background child
+                # holding the pipes open cannot stall the answer.
+                _kill_others()
+                swept = True
             for key, _ in selector.select(min(remaining, 0.5)):
                 stream = key.fileobj
                 if stream is proc.stdin:
@@ -293,13 +341,14 @@ class Supervisor:
                     buffer += chunk[:room]
                 if len(chunk) > max(room, 0):
                     truncated[stream] = True
-        self._kill_group(proc.pid)
+        _kill_others()
         selector.close()
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             if stream is not None and not stream.closed:
                 stream.close()
-        code = proc.wait()
-        self._settle(proc.pid)
+        code = proc.wait()  # before _settle's waitpid(-1) could take its status away
+        _settle()
+        self._send(request, {"phase": "reaped"})
         return {
             "exit_code": 128 - code if code < 0 else code,
             "stdout": bytes(outputs[proc.stdout]),
@@ -310,62 +359,54 @@ class Supervisor:
             "wall_ms": (time.monotonic() - started) * 1000.0,
         }
 
-    @staticmethod
-    def _kill_group(pgid):
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-    @classmethod
-    def _settle(cls, pgid, within_s=5.0):
-        """Kill the command's process group until no member is left, reaping as it goes.
-
-        One SIGKILL is not the end of a fork bomb: its members are still exiting (and, as
-        zombies, still listed) when kill returns, and on a loaded host that lasts long enough
-        for the next command to see them. The direct child must be waited for first."""
-        deadline = time.monotonic() + within_s
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                break
-            cls._reap()
-            time.sleep(0.002)
-        cls._reap()
-
-    @staticmethod
-    def _reap():
-        # The supervisor is PID 1 in a container: orphans are re-parented to it and must be reaped,
-        # or zombies fill the pids limit.
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-
     def reset(self):
         """Kill every other process of this sandbox and empty the work and temp directories."""
-        # kill(-1) reaches every process this uid may signal except the supervisor itself: in a
-        # container or under a per-sandbox uid that is exactly the sandbox's processes.
-        for _ in range(20 if self.kill_all else 0):
-            try:
-                os.kill(-1, signal.SIGKILL)
-            except ProcessLookupError:
-                break
-            self._reap()
-            time.sleep(0.005)
-        self._reap()
+        _settle()
         for root in (self.workdir, os.environ.get("TMPDIR", "/tmp")):
-            _empty_dir(root)
+            self._as_runner(_empty_dir, root)
         return {}
 
 
+def _kill_others():
+    # As PID 1 of the sandbox's namespace, kill(-1) reaches every process in the sandbox but
+    # this one: setsid, double forks and daemons included (CAP_KILL when they run as another uid).
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _settle():
+    """Kill and reap until the supervisor is the only process left in the sandbox.
+
+    One SIGKILL is not the end of a fork bomb: its members are still exiting (and, as zombies,
+    still listed) when kill returns. Orphans are re-parented to PID 1, so reaping here is what
+    empties the process table."""
+    deadline = time.monotonic() + _SETTLE_S
+    me = str(os.getpid())
+    while True:
+        _kill_others()
+        _reap()
+        if not [name for name in os.listdir("/proc") if name.isdigit() and name != me]:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"processes in the sandbox survived SIGKILL for {_SETTLE_S:g}s")
+        time.sleep(0.001)
+
+
+def _reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def _seal():
-    """Make the supervisor non-dumpable, so the sandboxed programs (same uid) cannot open
-    /proc/<supervisor>/fd/0 or /fd/1, steal requests or forge replies (a fake passing test run)."""
+    """Make the supervisor non-dumpable, so no program can open /proc/<supervisor>/fd/0 or
+    /fd/1, steal requests or forge replies (a fake passing test run), even under its uid."""
     try:
         import ctypes
     except ImportError:  # Debian's python3-minimal has no ctypes: the host refuses to use it
@@ -375,7 +416,7 @@ def _seal():
 
 def _empty_dir(root):
     if not os.path.isdir(root):
-        return
+        return {}
     for dirpath, dirnames, filenames in os.walk(root, topdown=False):
         for name in filenames:
             _ignore(os.unlink, os.path.join(dirpath, name))
@@ -385,6 +426,7 @@ def _empty_dir(root):
                 _ignore(os.unlink, path)
             else:
                 _ignore(os.rmdir, path)
+    return {}
 
 
 def _ignore(func, path):
@@ -407,21 +449,32 @@ def _parse_limits(text):
 
 
 def main(argv):
-    workdir, ttl, limits, kill_all = argv[0], float(argv[1]), argv[2], argv[3] == "1"
+    workdir, ttl, limits, runner, cgroup_fds = argv
+    # Default dispositions only: as PID 1 of its namespace the kernel then drops every signal a
+    # process in the sandbox sends it (a Python handler, e.g. SIGINT's, would let it through).
+    for number in range(1, signal.NSIG):
+        if number not in (signal.SIGKILL, signal.SIGSTOP):
+            try:
+                signal.signal(number, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
+    run_as = None
+    if runner:
+        uid, gid = (int(part) for part in runner.split(":"))
+        run_as = (uid, gid)
+        os.setgroups([])  # the supervisor's own groups must not leak into file operations
     os.makedirs(workdir, exist_ok=True)
     os.chdir(workdir)
-    if ttl > 0:
-        # The backstop: even if the host and the reaper both fail, the sandbox ends itself.
-        signal.signal(signal.SIGALRM, lambda *_: os._exit(3))
-        signal.alarm(int(ttl))
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     reader = os.fdopen(os.dup(0), "rb", buffering=0)
     writer = os.fdopen(os.dup(1), "wb")
     # Nothing the supervisor or its children print may land on the protocol stream.
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
-    Supervisor(workdir, reader, writer, _parse_limits(limits), kill_all).serve()
+    # The backstop: even if the host and the reaper both fail, the sandbox ends itself.
+    deadline = time.monotonic() + (float(ttl) if float(ttl) > 0 else 10 * 365 * 86400.0)
+    fds = [int(fd) for fd in cgroup_fds.split(",") if fd]
+    Supervisor(workdir, reader, writer, _parse_limits(limits), run_as, fds, deadline).serve()
 
 
 if __name__ == "__main__":

@@ -7,12 +7,14 @@ machine (debootstrap + docker import), then found by tag on later runs.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from sandbox import SandboxLimits
+from sandbox import Sandbox, SandboxLimits
 from sandbox.limits import DEFAULT_IMAGE
 from tests.support import require
 
@@ -92,3 +94,12 @@ def no_leaks() -> Iterator[None]:
     yield
     after = host_footprint()
     assert after == before, f"the host changed: before {before}, after {after}"
+
+
+def kill_from_outside(box: Sandbox) -> None:
+    """A crash of the sandbox itself, not caused by any program: its supervisor killed by the host."""
+    sandbox: Any = box
+    if box.backend == "docker":
+        sandbox.container.kill()
+    else:
+        os.killpg(sandbox._proc.pid, signal.SIGKILL)

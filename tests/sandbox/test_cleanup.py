@@ -13,25 +13,27 @@ from pathlib import Path
 import pytest
 
 from sandbox import SandboxError, open_sandbox
-from sandbox.local_backend import kill_uid
 from sandbox.owner import Owner, _start_time, host_id
+from tests.sandbox.conftest import kill_from_outside
 
 ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = r"""
-import json, sys
+import json, sys, threading
 from sandbox import open_sandbox
 from sandbox.local_backend import LocalSandbox
 
 boxes = {"docker": open_sandbox("docker").start(), "bwrap": LocalSandbox().start(),
          "plain": LocalSandbox(use_bwrap=False).start()}
 for box in boxes.values():
-    # A process that leaves the command's process group and session: only a reaper finds it.
-    # (The pause lets setsid leave the group before the command ends and its group is killed.)
-    assert box.exec("setsid sleep 1000 </dev/null >/dev/null 2>&1 & sleep 0.5").exit_code == 0
+    # The owner dies in the middle of a command that also left its session.
+    command = "setsid sleep 1000 </dev/null >/dev/null 2>&1 & sleep 1000"
+    threading.Thread(target=box.exec, args=(command,), kwargs={"timeout": 900}, daemon=True).start()
 print(json.dumps({"container": boxes["docker"].container.id,
                   "uids": [boxes["bwrap"].uid, boxes["plain"].uid],
-                  "roots": [str(boxes["bwrap"].root), str(boxes["plain"].root)]}), flush=True)
+                  "roots": [str(boxes["bwrap"].root), str(boxes["plain"].root)],
+                  "cgroups": [box.cgroup.encode() for box in (boxes["bwrap"], boxes["plain"])
+                              if box.cgroup]}), flush=True)
 sys.stdin.read()
 """
 
@@ -72,13 +74,17 @@ def test_sigkilled_owner_leaves_nothing_after_the_next_start() -> None:
     assert child.stdout is not None
     info = json.loads(child.stdout.readline())
     bwrap_uid, plain_uid = info["uids"]
-    assert "sleep" in _names(plain_uid), "the escaped sleeper should be running"
+    assert _wait_for(
+        lambda: _names(plain_uid).count("sleep") == _names(bwrap_uid).count("sleep") == 2
+    )
     child.send_signal(signal.SIGKILL)
     child.wait()
-    # Without a reaper, the sleeper outside bubblewrap outlives its SIGKILLed owner.
-    time.sleep(0.5)
-    assert _names(plain_uid) == ["sleep"]
+    # The sandboxes' processes die with their owner (parent-death signal, then the PID
+    # namespace goes with its init); their directories and cgroups wait for the reaper.
+    assert _wait_for(lambda: _names(plain_uid) == _names(bwrap_uid) == [])
     assert all(Path(root).exists() for root in info["roots"])
+    cgroups = [Path(p) for text in info["cgroups"] for p in text.split(";")]
+    assert all(path.exists() for path in cgroups)
 
     with open_sandbox("local") as box:  # the next start reaps the local orphans
         assert box.exec("true").ok
@@ -88,6 +94,7 @@ def test_sigkilled_owner_leaves_nothing_after_the_next_start() -> None:
     assert local_backend.processes_of(plain_uid) == []
     assert local_backend.processes_of(bwrap_uid) == []
     assert not any(Path(root).exists() for root in info["roots"])
+    assert not any(path.exists() for path in cgroups)
     claims = [p.read_text() for p in local_backend.state_dir().iterdir()]
     assert not any(f"{child.pid}:" in text for text in claims)
     assert _wait_for(
@@ -153,10 +160,7 @@ def test_reaper_removes_orphans_and_expired_but_keeps_live_containers() -> None:
 def test_dead_sandbox_raises_sandbox_error_not_a_result(backend: str) -> None:
     box = open_sandbox(backend).start()
     try:
-        if backend == "docker":
-            box.container.kill()  # type: ignore[attr-defined]
-        else:
-            kill_uid(box.uid)  # type: ignore[attr-defined]
+        kill_from_outside(box)
         with pytest.raises(SandboxError, match="died"):
             box.exec("echo hi")
         assert not box.alive

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from sandbox import SandboxError, SandboxLimits, SandboxPool
-from sandbox.local_backend import kill_uid
+from tests.sandbox.conftest import kill_from_outside
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -51,10 +51,7 @@ async def test_a_sandbox_that_dies_in_use_is_replaced(backend: str) -> None:
     async with SandboxPool(1, backend=backend) as pool:
         async with pool.acquire() as box:
             dead_id = box.id
-            if backend == "docker":
-                box.sync.container.kill()  # type: ignore[attr-defined]
-            else:
-                kill_uid(box.sync.uid)  # type: ignore[attr-defined]
+            kill_from_outside(box.sync)
             with pytest.raises(SandboxError):
                 await box.exec("true")
         async with pool.acquire() as box:
