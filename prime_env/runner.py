@@ -1,9 +1,14 @@
 """The rollout runner: many rollouts on one event loop, scored as they finish.
 
-Generation is bounded by a semaphore of `concurrency` workers (and an optional adaptive
-limiter); scoring runs in separate tasks so a slow judge never holds a generation slot.
-A rollout whose infrastructure failed becomes a record with `error` set and `reward` None:
-it is counted, never averaged in as a 0.
+Generation is bounded by `concurrency` workers (and an optional adaptive limiter); scoring
+runs in separate tasks so a slow judge never holds a generation slot. A rollout whose
+infrastructure failed becomes a record with `error` set and `reward` None: it is counted,
+never averaged in as a 0.
+
+`stream_rollouts` hands each record on and forgets it, and makes rollouts lazily as workers
+take them, so memory is bounded by the concurrency (plus unfinished groups), not by the run's
+size; `run_rollouts` collects them for callers that want a list. When one loop is the limit,
+prime_env.parallel runs the same thing in several processes.
 """
 
 from __future__ import annotations

@@ -303,3 +303,93 @@ def test_run_rollouts_sync_outside_and_inside_a_running_loop() -> None:
         return run_rollouts_sync(make_env(), answering_client(), n=3)
 
     assert len(asyncio.run(notebook_cell())) == 3
+
+
+async def test_stream_rollouts_hands_records_out_without_keeping_them() -> None:
+    """The runner keeps no record once it is handed out: a run's memory does not grow with it."""
+    import gc
+    import weakref
+
+    from prime_env.runner import stream_rollouts
+
+    refs: list[weakref.ref[RolloutRecord]] = []
+    keys = []
+
+    def on_record(rec: RolloutRecord) -> None:
+        refs.append(weakref.ref(rec))
+        keys.append(rec.key)
+
+    count = await stream_rollouts(
+        make_env(), answering_client(), on_record=on_record, r=3, concurrency=4
+    )
+    gc.collect()
+    assert count == 15 and sorted(keys) == [(i, j) for i in range(5) for j in range(3)]
+    assert [ref for ref in refs if ref() is not None] == []
+
+
+async def test_stream_rollouts_runs_only_the_given_examples_with_whole_groups() -> None:
+    from prime_env.runner import stream_rollouts
+
+    def group_bonus(completions):
+        return [0.5] * len(completions)
+
+    env = Environment(TASKS, SingleTurn(), Rubric([exact, group_bonus]))
+    got: list[RolloutRecord] = []
+    await stream_rollouts(
+        env, answering_client(), on_record=got.append, r=2, examples=range(1, 5, 2)
+    )
+    assert sorted(rec.key for rec in got) == [(1, 0), (1, 1), (3, 0), (3, 1)]
+    assert all(rec.reward == 1.5 for rec in got)
+
+
+def _eval_run(tmp_path, env, n: int, r: int):
+    from prime_env.clients.registry import ModelSpec
+    from prime_env.evaluation import RunConfig, start_run
+
+    spec = ModelSpec("scripted", "scripted-model", "scripted", "openai", None, None)
+    config = RunConfig("adder", None, {}, "scripted", None, n, r, {})
+    return start_run(env, spec, config, tmp_path)
+
+
+async def test_execute_with_worker_processes_writes_each_record_once(tmp_path) -> None:
+    """Two forked workers share -c and the run's results file; the parent writes every line,
+    counts every record and keeps the summary (group rewards see their whole group)."""
+    from prime_env.evaluation import execute, read_results
+
+    def group_bonus(completions):
+        return [0.5] * len(completions)
+
+    tasks = [{"question": f"{i}+{i}", "answer": str(2 * i), "id": f"t{i}"} for i in range(9)]
+    env = Environment(tasks, SingleTurn(), Rubric([exact, group_bonus]), name="alice/adder")
+    run = _eval_run(tmp_path, env, n=9, r=3)
+    seen = []
+    summary = await execute(
+        run,
+        answering_client(),
+        concurrency=4,
+        on_record=seen.append,
+        workers=2,
+        client_factory=answering_client,
+    )
+    records = read_results(run.results_path)
+    assert sorted(rec.key for rec in records) == [(i, j) for i in range(9) for j in range(3)]
+    assert len(run.results_path.read_text().splitlines()) == 27
+    assert len(seen) == 27 and summary.rollouts == 27 and summary.reward_mean == 1.5
+    assert json.loads(run.metadata_path.read_text())["summary"]["rollouts"] == 27
+
+
+async def test_a_failing_worker_process_fails_the_run_clearly(tmp_path) -> None:
+    from prime_env.evaluation import execute
+
+    def broken_factory():
+        raise RuntimeError("no client in this process")
+
+    run = _eval_run(tmp_path, make_env(), n=4, r=1)
+    with pytest.raises(RuntimeError, match="worker process .* failed"):
+        await execute(
+            run, answering_client(), concurrency=2, workers=2, client_factory=broken_factory
+        )
+    with pytest.raises(ValueError, match="cannot be shared"):
+        await execute(
+            run, answering_client(), concurrency=1, workers=2, client_factory=answering_client
+        )
