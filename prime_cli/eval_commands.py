@@ -347,6 +347,12 @@ def run(
     """Evaluate ENV (a path, an installed name, or OWNER/NAME[@VERSION] from the hub)."""
     if r < 1:
         raise click.BadParameter("must be at least 1", param_hint="-r")
+    if workers > concurrency:
+        raise click.BadParameter(
+            f"-c {concurrency} cannot be shared by {workers} worker processes; "
+            "give at most -c worker processes",
+            param_hint="-w",
+        )
     args = _json_option(env_args, "--env-args")
     sampling = _json_option(sampling_args, "--sampling-args")
     if max_tokens is not None:
