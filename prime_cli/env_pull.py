@@ -1,9 +1,12 @@
 """`prime env pull`: fetch an environment's source archive and extract it safely.
 
 The archive comes from the network, so it is treated as hostile: it is downloaded to a temporary
-file, extracted with tarfile's `data` filter (no absolute paths, no `..`, no links pointing
-outside, no devices, no setuid bits) into a temporary sibling of the target, and only renamed
-into place when everything succeeded, so a failed pull leaves nothing behind.
+file, checked exactly as the hub checks an upload (`registry_index.validation.
+validate_source_archive`: member count, decompressed bytes counted while decompressing, only
+regular files and directories with relative names), so a bomb served by a hostile hub is refused
+before anything is written, then extracted with tarfile's `data` filter (no absolute paths, no
+`..`, no links, no devices, no setuid bits) into a temporary sibling of the target, and only
+renamed into place when everything succeeded, so a failed pull leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 from prime_cli.hub_client import HubClient, HubError, env_path
+from registry_index.errors import InvalidUpload
 from registry_index.resolve import EnvRef
+from registry_index.validation import DEFAULT_LIMITS, UploadLimits, validate_source_archive
 
 
 class PullError(Exception):
@@ -47,9 +52,15 @@ def _check_target(dest: Path) -> None:
         raise PullError(f"{dest} already exists and is not empty; pass --target DIR")
 
 
-def extract_archive(archive: Path, dest: Path) -> Path:
+def extract_archive(archive: Path, dest: Path, limits: UploadLimits = DEFAULT_LIMITS) -> Path:
     """Extract a gzip tar into `dest` (absent or empty) all-or-nothing; PullError if hostile."""
     _check_target(dest)
+    try:
+        validate_source_archive(archive, "source.tar.gz", limits)
+    except InvalidUpload as exc:
+        raise PullError(
+            f"the source archive is unsafe or broken, nothing was extracted: {exc}"
+        ) from None
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
     try:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from prime_cli.env_pull import PullError, extract_archive
+from registry_index.validation import UploadLimits
 
 
 def _archive(path: Path, members: list[tarfile.TarInfo], data: bytes = b"x") -> Path:
@@ -65,7 +66,47 @@ def test_truncated_archive_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def test_absolute_names_stay_inside(tmp_path: Path) -> None:
+def test_absolute_names_are_refused(tmp_path: Path) -> None:
     archive = _archive(tmp_path / "abs.tar.gz", [_member("/abs/inside.txt")])
-    dest = extract_archive(archive, tmp_path / "out")
-    assert (dest / "abs" / "inside.txt").is_file()
+    with pytest.raises(PullError, match="absolute path"):
+        extract_archive(archive, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_bomb_from_a_hostile_hub_writes_nothing(tmp_path: Path) -> None:
+    """A ~64 KiB archive that would unpack to 64 MiB: refused while decompressing, before any
+    write (the budget is 50x the compressed size, at least 16 MiB)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    archive = tmp_path / "bomb.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        info = tarfile.TarInfo("zeros.bin")
+        info.size = 64 * 1024 * 1024
+        tar.addfile(info, _Zeros(info.size))
+    assert archive.stat().st_size < 1024 * 1024
+    with pytest.raises(PullError, match="compression bomb"):
+        extract_archive(archive, work / "out")
+    assert list(work.iterdir()) == []
+
+
+def test_too_many_members_are_refused(tmp_path: Path) -> None:
+    archive = _archive(tmp_path / "many.tar.gz", [_member(f"f{i}.py") for i in range(50)])
+    with pytest.raises(PullError, match="more than 40 files"):
+        extract_archive(archive, tmp_path / "out", UploadLimits(max_members=40))
+    assert not (tmp_path / "out").exists()
+
+
+class _Zeros(io.RawIOBase):
+    """`size` zero bytes, produced on demand (never held in memory at once)."""
+
+    def __init__(self, size: int) -> None:
+        self._left = size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        count = min(len(buffer), self._left)
+        buffer[:count] = bytes(count)
+        self._left -= count
+        return count
