@@ -1,7 +1,9 @@
-"""The install command line: local wheel files only, never a hub index or a bare name."""
+"""The install routine: local wheel files only (never a hub index or a bare name), every
+hub archive validated, the SDK requirement understood, installer failures explained."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,12 +12,16 @@ import pytest
 from prime_cli.env_install import (
     InstallError,
     ResolvedEnv,
+    check_archive,
     check_distinct_packages,
     find_uv,
     install_command,
+    run_installer,
+    sdk_need,
     target_python,
 )
 from registry_index.resolve import parse_env_ref
+from tests.registry_index.wheelmaker import metadata_text, wheel_members, write_zip
 from tests.support import require
 
 
@@ -65,3 +71,56 @@ def test_target_python() -> None:
     assert target_python(None) == sys.executable
     with pytest.raises(InstallError, match="not an executable Python"):
         target_python("/nonexistent/bin/python")
+
+
+def test_sdk_need_in_any_spelling() -> None:
+    need = sdk_need(
+        {
+            "alice/a 1.0": ["numpy>=1", "Prime_EnvHub.SDK[sandbox]>=0.1"],
+            "alice/b 1.0": ["prime-envhub-sdk<0.3", "prime-envhub-sdk>=9; extra == 'never'"],
+        }
+    )
+    assert [str(r) for r in need.requirements] == [
+        "Prime_EnvHub.SDK[sandbox]>=0.1",
+        "prime-envhub-sdk<0.3",
+    ]
+    assert need.accepts("0.2.0") and not need.accepts("0.3.0") and not need.accepts("0.0.9")
+    assert "alice/a 1.0 needs Prime_EnvHub.SDK[sandbox]>=0.1" in need.describe()
+    assert sdk_need({"alice/c 1.0": ["numpy"]}).requirements == []
+
+
+def test_a_bomb_wheel_from_a_hostile_hub_is_refused_and_dropped(tmp_path: Path) -> None:
+    wheel = tmp_path / "bomb_env-1.0.0-py3-none-any.whl"
+    members = wheel_members("bomb_env", extra={"bomb_env/zeros.bin": bytes(64 * 1024 * 1024)})
+    write_zip(wheel, members)
+    assert wheel.stat().st_size < 1024 * 1024
+    with pytest.raises(InstallError, match="fails validation, nothing was installed.*zip bomb"):
+        check_archive(wheel, "alice/bomb-env 1.0.0")
+    assert not wheel.exists()
+
+
+def test_real_uv_failure_names_the_missing_requirement(tmp_path: Path) -> None:
+    """uv against an empty local index: the error names the requirement and the fix."""
+    uv = find_uv()
+    require(uv is not None, "uv (dev extra)")
+    wheel = tmp_path / "needy_env-1.0.0-py3-none-any.whl"
+    meta = metadata_text("needy_env", "1.0.0").replace(
+        "Summary", "Requires-Dist: ghost-dep-xyz>=2\nSummary"
+    )
+    write_zip(
+        wheel,
+        wheel_members("needy_env", extra={"needy_env-1.0.0.dist-info/METADATA": meta.encode()}),
+    )
+    venv = tmp_path / "venv"
+    subprocess.run([str(uv), "venv", "-q", "--python", sys.executable, str(venv)], check=True)
+    (tmp_path / "empty").mkdir()
+    cmd = install_command({"needy-env": wheel}, str(venv / "bin" / "python"), "uv")
+    env_vars = {"UV_DEFAULT_INDEX": (tmp_path / "empty").as_uri(), "UV_NO_CACHE": "1"}
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env_vars.items():
+            patch.setenv(key, value)
+        with pytest.raises(InstallError) as info:
+            run_installer(cmd, {"alice/needy-env 1.0.0": ["ghost-dep-xyz>=2"]})
+    message = str(info.value)
+    assert message.startswith("alice/needy-env 1.0.0 requires 'ghost-dep-xyz>=2'"), message
+    assert env_vars["UV_DEFAULT_INDEX"] in message and "pyproject.toml" in message
