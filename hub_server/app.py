@@ -39,6 +39,7 @@ _EXTENSIONS: tuple[str, ...] = (
     "hub_server.evals.api:router",
     "hub_server.web.account_pages:router",
     "hub_server.web.routes:router",
+    "hub_server.web.environment_pages:router",
 )
 
 

@@ -1,8 +1,8 @@
-"""Rendering helpers for the web pages: the Jinja2 environment, its filters, and README Markdown.
+"""Rendering helpers for the web pages: the Jinja2 environment and its filters.
 
 Everything user-supplied (names, descriptions, READMEs, sample transcripts) reaches the page
-either through Jinja2's autoescaping or through markdown-it with raw HTML disabled, whose
-output is the only thing marked safe. There is no other path to the HTML.
+either through Jinja2's autoescaping or through PyPI's readme_renderer (hub_server.web.readme),
+whose output nh3 has sanitised. There is no other path to the HTML.
 """
 
 from __future__ import annotations
@@ -14,23 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from fastapi.templating import Jinja2Templates
-from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 STATIC_DIR = Path(__file__).parent / "static"
-
-# CommonMark + GFM tables/strikethrough; `html: False` turns raw HTML into escaped text, and
-# markdown-it's link validator already refuses javascript:/vbscript:/data: (except images) URLs.
-_markdown = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
-
-
-def render_markdown(text: str | None) -> Markup | None:
-    """README Markdown to safe HTML, or None when there is nothing to show."""
-    if not text or not text.strip():
-        return None
-    return Markup(_markdown.render(text))  # safe: raw HTML disabled, text escaped
-
 
 _BACKTICKS = re.compile(r"`([^`]+)`")
 
@@ -45,6 +32,16 @@ def inline_code(text: str | None) -> Markup:
 def score(value: float | None) -> str:
     """Rewards to three decimals; a missing value as an em dash, never as 0."""
     return "—" if value is None else f"{value:.3f}"
+
+
+def filesize(value: int | None) -> str:
+    """Bytes as people read them: 812 B, 14.2 KiB, 3.1 MiB."""
+    size = float(value or 0)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
 
 
 def day(value: datetime | str | None) -> str:
@@ -94,5 +91,7 @@ def messages(value: Any) -> list[dict[str, str]]:
 
 def build_templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
-    templates.env.filters.update(score=score, day=day, messages=messages, inline_code=inline_code)
+    templates.env.filters.update(
+        score=score, day=day, messages=messages, inline_code=inline_code, filesize=filesize
+    )
     return templates

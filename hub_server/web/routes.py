@@ -11,55 +11,33 @@ package-index routes; `/{owner}/{name}` has no trailing slash, so `/{owner}/simp
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
-from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, BackgroundTasks, Query, Request
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
-from markupsafe import Markup
-from sqlmodel import Session, col, select
+from fastapi.responses import FileResponse, HTMLResponse, Response
+from sqlmodel import Session
 
 from hub_server.accounts.access import find_owner, readable_environment
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
-from hub_server.core.blobstore import BlobStore
 from hub_server.core.deps import HubDep, SessionDep
 from hub_server.core.errors import HubError
 from hub_server.evals import service
-from hub_server.evals.leaderboard import leaderboard
 from hub_server.index import routes as index_routes
-from hub_server.registry.models import DistFile, Environment
-from hub_server.registry.push_api import public_base
+from hub_server.registry.models import Environment
 from hub_server.registry.search import EnvironmentQuery, SortField, search_environments
-from hub_server.registry.views import summaries, version_infos
+from hub_server.registry.views import summaries
+from hub_server.web.environment_pages import RESERVED_FIRST_SEGMENTS
 from hub_server.web.pages import page
-from hub_server.web.render import STATIC_DIR, render_markdown
+from hub_server.web.render import STATIC_DIR
 from hub_server.web.session import WebPrincipalDep
-from registry_index.errors import InvalidUpload
-from registry_index.metadata import parse_core_metadata
 
 router = APIRouter(include_in_schema=False)
 
 PER_PAGE = 24
 SAMPLES_SHOWN = 20
 # First path segments that belong to the API, the index or static files, never to an owner.
-_RESERVED = {
-    "api",
-    "static",
-    "legacy",
-    "docs",
-    "redoc",
-    "openapi.json",
-    "favicon.ico",
-    "healthz",
-    "login",
-    "logout",
-    "settings",
-    "docs-assets",
-}
 
 
 _STATIC_FILES = {path.name: path for path in STATIC_DIR.iterdir() if path.is_file()}
@@ -189,7 +167,7 @@ def owner_page(
     sort: Annotated[str, Query(max_length=20)] = "",
     page: Annotated[int, Query(ge=1, le=10_000)] = 1,
 ) -> HTMLResponse:
-    found = None if owner in _RESERVED else find_owner(session, owner)
+    found = None if owner in RESERVED_FIRST_SEGMENTS else find_owner(session, owner)
     if found is None:
         return _not_found(request, f"There is no user or organisation named {owner!r}.")
     return _listing(
@@ -202,98 +180,6 @@ def owner_page(
         sort=sort,
         page=page,
         owner=found,
-    )
-
-
-class _ReadmeCache:
-    """Rendered READMEs by METADATA sha256 (immutable, so never stale), least recently used out.
-
-    Keyed by hash only, so the cache holds rendered HTML, never the raw METADATA bytes.
-    """
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._items: OrderedDict[str, Markup | None] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, sha256: str, load: Callable[[], bytes]) -> Markup | None:
-        with self._lock:
-            if sha256 in self._items:
-                self._items.move_to_end(sha256)
-                return self._items[sha256]
-        try:
-            description = parse_core_metadata(load(), "METADATA").description
-            html = render_markdown(description)
-        except InvalidUpload:
-            html = None
-        with self._lock:
-            self._items[sha256] = html
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-        return html
-
-
-_readmes = _ReadmeCache(128)
-
-
-def _latest_readme(
-    session: Session, store: BlobStore, env: Environment, version_id: str | None
-) -> Markup | None:
-    if version_id is None:
-        return None
-    wheel = session.exec(
-        select(DistFile).where(
-            DistFile.version_id == version_id,
-            DistFile.kind == "wheel",
-            col(DistFile.metadata_blob_key).is_not(None),
-        )
-    ).first()
-    if wheel is None or wheel.metadata_blob_key is None or wheel.metadata_sha256 is None:
-        return None
-    key = wheel.metadata_blob_key
-
-    def load() -> bytes:
-        with store.open(key) as handle:
-            return handle.read()
-
-    return _readmes.get(wheel.metadata_sha256, load)
-
-
-@router.get("/{owner}/{name}", response_class=HTMLResponse)
-def environment_page(
-    owner: str,
-    name: str,
-    request: Request,
-    hub: HubDep,
-    session: SessionDep,
-    principal: WebPrincipalDep,
-) -> Response:
-    if name == "simple":
-        return RedirectResponse(f"/{owner}/simple/", status_code=301)
-    try:
-        if owner in _RESERVED:
-            raise service.EvalError(404, f"Environment {owner}/{name} not found.")
-        own, env = readable_environment(session, principal, owner, name)
-    except HubError as exc:
-        return _not_found(request, exc.message)
-    base = public_base(request, hub)
-    (summary,) = summaries(session, [(env, own)])
-    versions = version_infos(session, base, own, env)
-    latest = next((v for v in versions if v.semantic_version == summary.latest_version), None)
-    return _page(
-        request,
-        "environment.html",
-        owner=own.name,
-        name=env.name,
-        env=summary,
-        index_url=f"{base}/{own.name}/simple/",
-        versions=[
-            {"version": v.semantic_version, "created_at": v.created_at, "yanked": v.yanked}
-            for v in versions
-        ],
-        readme_html=_latest_readme(session, hub.store, env, latest.id if latest else None),
-        leaderboard=leaderboard(session, env, principal),
-        runs=service.recent_runs(session, principal, env, limit=10),
     )
 
 

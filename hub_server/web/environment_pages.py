@@ -1,0 +1,161 @@
+"""The environment page (latest version) and one page per version: README, install commands,
+files with sizes and hashes, dependencies, Requires-Python, license, yank reason, leaderboard.
+
+Both read through the same access rule and service functions as the API, so a page never shows
+what the API would hide. The install lines come from `registry_index.install_commands` (the
+one home of what we tell people to paste), with this hub's public URL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, BackgroundTasks, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlmodel import Session, col, select
+
+from hub_server.accounts.access import readable_environment
+from hub_server.accounts.models import Owner
+from hub_server.core.blobstore import BlobStore
+from hub_server.core.deps import HubDep, SessionDep
+from hub_server.core.errors import HubError, NotFound
+from hub_server.evals import service
+from hub_server.evals.leaderboard import leaderboard
+from hub_server.index import routes as index_routes
+from hub_server.index.sdk import sdk_wheel
+from hub_server.registry.models import DistFile, Environment
+from hub_server.registry.push_api import public_base
+from hub_server.registry.schemas import VersionInfo
+from hub_server.registry.views import summaries, version_infos
+from hub_server.web.pages import page
+from hub_server.web.readme import MetadataCache, VersionMetadata
+from hub_server.web.session import WebPrincipalDep
+from registry_index.install_commands import install_commands
+from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER
+
+router = APIRouter(include_in_schema=False)
+
+_metadata = MetadataCache(256)
+# First path segments that are the API's, the index's or the pages' own, never an owner's.
+RESERVED_FIRST_SEGMENTS = frozenset(
+    {
+        "api", "static", "legacy", "docs", "redoc", "openapi.json", "favicon.ico", "healthz",
+        "login", "logout", "settings", "docs-assets", SDK_OWNER,
+    }
+)  # fmt: skip
+
+
+def _version_metadata(
+    session: Session, store: BlobStore, version_id: str | None
+) -> VersionMetadata | None:
+    if version_id is None:
+        return None
+    wheel = session.exec(
+        select(DistFile).where(
+            DistFile.version_id == version_id,
+            DistFile.kind == "wheel",
+            col(DistFile.metadata_blob_key).is_not(None),
+        )
+    ).first()
+    if wheel is None or wheel.metadata_blob_key is None or wheel.metadata_sha256 is None:
+        return None
+    key = wheel.metadata_blob_key
+
+    def load() -> bytes:
+        with store.open(key) as handle:
+            return handle.read()
+
+    return _metadata.get(wheel.metadata_sha256, load)
+
+
+def _commands(base: str, owner: str, name: str, version: VersionInfo | None) -> list[Any]:
+    wheel = next((f for f in version.files if f.kind == "wheel"), None) if version else None
+    sdk = sdk_wheel()
+    return install_commands(
+        base,
+        owner,
+        name,
+        version.semantic_version if version else None,
+        wheel_url=wheel.url if wheel else None,
+        sdk_wheel_url=f"{base}/{SDK_OWNER}/files/{SDK_DISTRIBUTION}/{sdk.filename}",
+    )
+
+
+def _render(
+    request: Request,
+    hub: HubDep,
+    session: Session,
+    principal: Any,
+    own: Owner,
+    env: Environment,
+    chosen: str | None,
+) -> Response:
+    base = public_base(request, hub)
+    (summary,) = summaries(session, [(env, own)])
+    versions = version_infos(session, base, own, env)
+    latest = next((v for v in versions if v.semantic_version == summary.latest_version), None)
+    shown = (
+        latest
+        if chosen is None
+        else next((v for v in versions if v.semantic_version == chosen), None)
+    )
+    if chosen is not None and shown is None:
+        return page(
+            request,
+            "not_found.html",
+            status_code=404,
+            message=f"{own.name}/{env.name} has no version {chosen!r}.",
+        )
+    rows = leaderboard(session, env, principal)
+    return page(
+        request,
+        "environment.html",
+        owner=own.name,
+        name=env.name,
+        env=summary,
+        version=shown,
+        is_latest=shown is not None and latest is not None and shown.id == latest.id,
+        meta=_version_metadata(session, hub.store, shown.id if shown else None),
+        commands=_commands(base, own.name, env.name, shown),
+        versions=versions,
+        leaderboard=rows,
+        runs=service.recent_runs(session, principal, env, limit=10),
+    )
+
+
+def _readable(session: Session, principal: Any, owner: str, name: str) -> tuple[Owner, Environment]:
+    if owner in RESERVED_FIRST_SEGMENTS:
+        raise NotFound(f"Environment {owner}/{name} not found.")
+    return readable_environment(session, principal, owner, name)
+
+
+@router.get("/{owner}/{name}", response_class=HTMLResponse)
+def environment_page(
+    owner: str, name: str, request: Request, hub: HubDep, session: SessionDep,
+    principal: WebPrincipalDep,
+) -> Response:  # fmt: skip
+    if name == "simple":
+        return RedirectResponse(f"/{owner}/simple/", status_code=301)
+    try:
+        own, env = _readable(session, principal, owner, name)
+    except HubError as exc:
+        return page(request, "not_found.html", status_code=404, message=exc.message)
+    return _render(request, hub, session, principal, own, env, None)
+
+
+@router.get("/{owner}/{name}/v/{version}", response_class=HTMLResponse)
+def version_page(
+    owner: str, name: str, version: str, request: Request, hub: HubDep, session: SessionDep,
+    principal: WebPrincipalDep, background: BackgroundTasks,
+) -> Response:  # fmt: skip
+    if name == "files":
+        # `/{owner}/files/v/{filename}` is a download from a project named "v"; this router
+        # is matched before the index's, so hand the request to the index route.
+        return index_routes.download(
+            owner, "v", version, request, background, hub, session, principal
+        )
+    try:
+        own, env = _readable(session, principal, owner, name)
+    except HubError as exc:
+        return page(request, "not_found.html", status_code=404, message=exc.message)
+    return _render(request, hub, session, principal, own, env, version)
