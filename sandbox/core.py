@@ -113,12 +113,20 @@ class Sandbox(ABC):
         return self
 
     def stop(self) -> None:
-        """Kill everything in the sandbox and remove it. Idempotent."""
+        """Kill everything in the sandbox and remove it. Idempotent; safe while a call runs."""
         self._closing = True  # a command this interrupts failed because of us, not the program
-        channel, self._channel = self._channel, None
-        if channel is not None:
-            channel.close()
+        # Destroy first: a call in flight then reads EOF at once and lets go of the channel,
+        # which is closed only after that (closing it under a reader could hand its descriptor
+        # number to another socket while the reader still waits on it).
         self._destroy()
+        locked = self._lock.acquire(timeout=_GRACE_S)
+        try:
+            channel, self._channel = self._channel, None
+            if channel is not None:
+                channel.close()
+        finally:
+            if locked:
+                self._lock.release()
         self._dead = self._dead or "stopped"
 
     @property
@@ -192,6 +200,7 @@ class Sandbox(ABC):
             channel.close()
         self._destroy()
         self._brought_down = None
+        self._dead = None
         self.start()
 
     def _outside_failure(self, hung: bool) -> bool:
