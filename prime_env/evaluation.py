@@ -14,22 +14,21 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
-import importlib.util
 import json
 import os
-import sys
-import tomllib
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from registry_index.resolve import parse_env_id
+
 from .clients.base import ModelClient, SamplingArgs
 from .clients.registry import ModelSpec
 from .environment import Environment
 from .errors import EnvironmentNotFound
-from .loading import call_factory, load, parse_env_id
+from .loading import load
 from .parallel import ClientFactory, run_in_processes
 from .record import RolloutRecord
 from .runner import stream_rollouts
@@ -71,7 +70,10 @@ def _load_env(
     if path.suffix == ".py" or path.is_dir() or os.sep in spec and path.exists():
         if not path.exists():
             raise EvalError(f"environment path {spec} does not exist")
-        return _load_path(path, env_args)
+        try:
+            return load(str(path), **env_args)
+        except EnvironmentNotFound as exc:
+            raise EvalError(str(exc)) from None
     try:
         owner, name, version = parse_env_id(spec)
     except ValueError as exc:
@@ -90,38 +92,6 @@ def _load_env(
             f"installed {owner}/{name} {version} (was {env.version}); run the command again to "
             "evaluate it (a Python process cannot reload an imported environment)"
         )
-    return env
-
-
-def _load_path(path: Path, env_args: dict[str, Any]) -> Environment:
-    if path.is_dir():
-        pyproject = path / "pyproject.toml"
-        if not pyproject.is_file():
-            raise EvalError(
-                f"{path} has no pyproject.toml; pass an environment project or a .py file"
-            )
-        project = tomllib.loads(pyproject.read_text()).get("project", {})
-        if "name" not in project:
-            raise EvalError(f"{pyproject} has no [project] name")
-        for root in (path / "src", path):
-            if root.is_dir() and str(root.resolve()) not in sys.path:
-                sys.path.insert(0, str(root.resolve()))
-        env = load(project["name"], **env_args)
-        env.version = env.version or project.get("version")
-        return env
-    module_name = path.stem.replace("-", "_")
-    module_spec = importlib.util.spec_from_file_location(module_name, path)
-    if module_spec is None or module_spec.loader is None:
-        raise EvalError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[module_name] = module
-    module_spec.loader.exec_module(module)
-    factory = getattr(module, "load_environment", None)
-    if factory is None:
-        raise EvalError(f"{path} defines no load_environment(**kwargs)")
-    env = call_factory(str(path), factory, env_args)
-    env.name = env.name or path.stem
-    env.env_args = dict(env_args)
     return env
 
 

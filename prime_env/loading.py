@@ -10,31 +10,19 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import re
 import sys
 import tomllib
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from registry_index.names import module_name as import_name
+from registry_index.resolve import parse_env_id
+
 from .environment import Environment
 from .errors import EnvironmentNotFound
 
 GROUP = "prime.environments"
-
-
-def parse_env_id(env_id: str) -> tuple[str | None, str, str | None]:
-    """ "owner/name@spec" -> (owner, name, spec); owner and spec are optional."""
-    match = re.fullmatch(r"(?:([\w.-]+)/)?([\w.-]+)(?:@(.+))?", env_id.strip())
-    if match is None:
-        raise ValueError(
-            f"{env_id!r} is not an environment id; expected name, owner/name or owner/name@version"
-        )
-    return match.group(1), match.group(2), match.group(3)
-
-
-def _normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "_", name).lower()
 
 
 def installed_environments() -> dict[str, metadata.EntryPoint]:
@@ -60,9 +48,9 @@ def load(env_id: str, **env_args: Any) -> Environment:
     if is_local_path(env_id):
         return _load_path(Path(env_id).expanduser(), env_args)
     owner, name, _spec = parse_env_id(env_id)
-    wanted = _normalise(name)
+    wanted = import_name(name)
     found = [
-        ep for ep_name, ep in installed_environments().items() if _normalise(ep_name) == wanted
+        ep for ep_name, ep in installed_environments().items() if import_name(ep_name) == wanted
     ]
     version: str | None = None
     if found:
@@ -155,7 +143,7 @@ def _load_path(path: Path, env_args: dict[str, Any]) -> Environment:
         version = project.get("version")
         entry = project.get("entry-points", {}).get(GROUP, {})
         target = next(iter(entry.values()), None) if entry else None
-        module_name, _, attr = (target or f"{_normalise(name)}:load_environment").partition(":")
+        module_name, _, attr = (target or f"{import_name(name)}:load_environment").partition(":")
         root = path / "src" if (path / "src" / module_name.split(".")[0]).exists() else path
     elif (path / "__init__.py").exists():
         root, module_name, name = path.parent, path.name, path.name

@@ -7,15 +7,18 @@ matches (PEP 440).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from registry_index.names import is_valid_project_name, normalize
-
-_OWNER = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,38}[A-Za-z0-9])?$")
+from registry_index.names import (
+    OWNER_RULE,
+    is_valid_owner_name,
+    is_valid_project_name,
+    normalize,
+    owner_key,
+)
 
 
 @dataclass(frozen=True)
@@ -30,21 +33,25 @@ class EnvRef:
         return f"{self.owner}/{self.name}" + (f"@{self.spec}" if self.spec else "")
 
 
-def parse_env_ref(ref: str) -> EnvRef:
-    """Parse `owner/name`, `owner/name@1.2.0` or `owner/name@>=1.2,<2`."""
+def parse_env_id(ref: str) -> tuple[str | None, str, str | None]:
+    """The one grammar of environment references, `[owner/]name[@spec]`, as (owner, name, spec).
+
+    `owner` is lower-cased (owners are case-insensitive) and None when absent; `name` is as
+    written (a valid PEP 508 name); `spec` is None for the latest version, else an exact version
+    or a specifier set. ValueError, saying how to write it, for anything else.
+    """
     text = ref.strip()
     base, at, spec = text.partition("@")
     owner, slash, name = base.partition("/")
-    if not slash or "/" in name:
+    if not slash:
+        owner, name = "", base
+    if "/" in name:
         raise ValueError(
             f"{ref!r} is not an environment reference; write it as OWNER/NAME or "
             "OWNER/NAME@VERSION (for example 'alice/wordle@1.2.0')."
         )
-    if not _OWNER.match(owner):
-        raise ValueError(
-            f"{owner!r} in {ref!r} is not a valid owner: use letters, digits, '-', '_' or '.', "
-            "starting and ending with a letter or digit."
-        )
+    if slash and not is_valid_owner_name(owner_key(owner)):
+        raise ValueError(f"{owner!r} in {ref!r} is not a valid owner: {OWNER_RULE}.")
     if not is_valid_project_name(name):
         raise ValueError(
             f"{name!r} in {ref!r} is not a valid environment name: use letters, digits, '-', "
@@ -57,11 +64,22 @@ def parse_env_ref(ref: str) -> EnvRef:
                 f"{ref!r} has an empty version after '@'; write e.g. '@1.2.0' or '@>=1.2,<2', "
                 "or leave out '@' for the latest version."
             )
-        if spec != "latest":
-            _parse_spec(spec, ref)
-        else:
+        if spec == "latest":
             spec = ""
-    return EnvRef(owner=owner, name=normalize(name), spec=spec or None)
+        else:
+            _parse_spec(spec, ref)
+    return (owner_key(owner) if slash else None), name, spec or None
+
+
+def parse_env_ref(ref: str) -> EnvRef:
+    """Parse `owner/name`, `owner/name@1.2.0` or `owner/name@>=1.2,<2` (the owner is required)."""
+    owner, name, spec = parse_env_id(ref)
+    if owner is None:
+        raise ValueError(
+            f"{ref!r} has no owner; write it as OWNER/NAME or OWNER/NAME@VERSION "
+            "(for example 'alice/wordle@1.2.0')."
+        )
+    return EnvRef(owner=owner, name=normalize(name), spec=spec)
 
 
 def _parse_spec(spec: str, ref: str | None = None) -> Version | SpecifierSet:

@@ -50,7 +50,7 @@ def test_parse_env_id() -> None:
     assert parse_env_id("alice/wordle@1.2") == ("alice", "wordle", "1.2")
     assert parse_env_id("wordle") == (None, "wordle", None)
     assert parse_env_id("alice/wiki-search@>=0.2") == ("alice", "wiki-search", ">=0.2")
-    with pytest.raises(ValueError, match="not an environment id"):
+    with pytest.raises(ValueError, match="not an environment reference"):
         parse_env_id("a/b/c")
 
 

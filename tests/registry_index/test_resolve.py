@@ -8,9 +8,15 @@ from hypothesis import strategies as st
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from registry_index.resolve import EnvRef, latest_version, parse_env_ref, select_version
+from registry_index.resolve import (
+    EnvRef,
+    latest_version,
+    parse_env_id,
+    parse_env_ref,
+    select_version,
+)
 
-owners = st.from_regex(r"\A[A-Za-z0-9]([A-Za-z0-9_-]{0,10}[A-Za-z0-9])?\Z")
+owners = st.from_regex(r"\A[A-Za-z0-9]([A-Za-z0-9-]{0,10}[A-Za-z0-9])?\Z")
 names = st.from_regex(r"\A[A-Za-z0-9]([A-Za-z0-9._-]{0,20}[A-Za-z0-9])?\Z")
 versions = st.builds(
     lambda a, b, c: f"{a}.{b}.{c}", *(st.integers(min_value=0, max_value=99) for _ in range(3))
@@ -21,7 +27,7 @@ versions = st.builds(
 def test_roundtrip(owner: str, name: str, version: str | None) -> None:
     text = f"{owner}/{name}" + (f"@{version}" if version else "")
     ref = parse_env_ref(text)
-    assert ref.owner == owner
+    assert ref.owner == owner.lower()  # owners are case-insensitive
     assert ref.name == canonicalize_name(name)
     assert ref.spec == version
     assert parse_env_ref(str(ref)) == ref
@@ -43,10 +49,11 @@ def test_examples(text: str, expected: EnvRef) -> None:
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
-        ("wordle", "OWNER/NAME"),
         ("a/b/c", "OWNER/NAME"),
         ("/wordle", "not a valid owner"),
         ("al ice/wordle", "not a valid owner"),
+        ("al_ice/wordle", "not a valid owner"),  # the hub's owner rule: no '_'
+        ("wordle", "has no owner"),
         ("alice/", "not a valid environment name"),
         ("alice/wor dle", "not a valid environment name"),
         ("alice/wordle@", "empty version"),
@@ -122,3 +129,18 @@ def test_latest_is_one_rule_for_install_the_web_page_and_evals() -> None:
     assert latest_version([(v("1.0"), True), (v("0.9"), False)]) == v("0.9")
     assert latest_version([(v("1.0"), True)]) is None  # a yanked version needs an exact pin
     assert latest_version([]) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("wordle", (None, "wordle", None)),
+        ("Alice/Word_Le@1.0", ("alice", "Word_Le", "1.0")),
+        ("alice/wordle@latest", ("alice", "wordle", None)),
+    ],
+)
+def test_env_ids_with_an_optional_owner(
+    text: str, expected: tuple[str | None, str, str | None]
+) -> None:
+    """`prime_env.load` takes the same grammar with the owner optional (an installed env)."""
+    assert parse_env_id(text) == expected
