@@ -6,8 +6,6 @@ so an operator can bootstrap a hub (first admin, first token) before starting it
 
 from __future__ import annotations
 
-import re
-
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
@@ -17,8 +15,7 @@ from hub_server.accounts.models import ApiToken, Membership, Owner, User
 from hub_server.core.db import make_engine, migrate, session_scope
 from hub_server.core.ids import utcnow
 from hub_server.core.settings import HubSettings
-
-OWNER_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")
+from registry_index.names import OWNER_RULE, is_valid_owner_name
 
 
 class AdminError(ValueError):
@@ -35,11 +32,8 @@ def open_database(settings: HubSettings) -> Engine:
 
 def check_owner_name(name: str) -> None:
     """User and organisation names are URL path segments: keep them simple."""
-    if not OWNER_NAME.match(name):
-        raise AdminError(
-            f"{name!r} is not a valid user or organisation name: use 1-40 lowercase letters, "
-            "digits and '-', starting and ending with a letter or digit."
-        )
+    if not is_valid_owner_name(name):
+        raise AdminError(f"{name!r} is not a valid user or organisation name: {OWNER_RULE}.")
 
 
 def _owner_taken(session: Session, name: str) -> bool:
