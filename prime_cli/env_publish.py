@@ -122,11 +122,23 @@ def check_not_published(
 def _upload_flow(
     client: HubClient, env_id: str, kind: str, path: Path, body: dict[str, Any]
 ) -> dict[str, Any]:
-    """Reserve an upload, PUT the bytes, finalize; `kind` is `wheels` or `versions`."""
-    reserved = client.reserve_upload(env_id, kind, body)
-    upload_id = str(reserved.get("wheel_id") or reserved.get("version_id"))
-    client.upload(reserved["upload_url"], path, label=f"upload {path.name}")
-    return client.finalize_upload(env_id, kind, upload_id, path.name)
+    """Reserve an upload, PUT the bytes, finalize; `kind` is `wheels` or `versions`.
+
+    An upload URL the hub no longer honours (404: expired; 409: still held by a PUT that a
+    hub restart cut off) is replaced by a fresh reservation once; the bytes go up again.
+    """
+    for fresh in (False, True):
+        reserved = client.reserve_upload(env_id, kind, body)
+        upload_id = str(reserved.get("wheel_id") or reserved.get("version_id"))
+        try:
+            client.upload(reserved["upload_url"], path, label=f"upload {path.name}")
+        except HubError as exc:
+            if fresh or exc.status not in (404, 409):
+                raise
+            client.console.print(f"[yellow]{exc}; reserving a new upload URL[/]")
+            continue
+        return client.finalize_upload(env_id, kind, upload_id, path.name)
+    raise AssertionError("unreachable: the loop returns or raises")
 
 
 def write_push_metadata(project: EnvProject, result: PushResult) -> Path:

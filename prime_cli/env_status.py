@@ -1,7 +1,7 @@
 """`prime env status` and `prime env uninstall`: the environments installed in a Python.
 
 An installed environment is a distribution that declares a `prime.environments` entry point
-(the contract in docs/architecture.md). The list is read inside the target interpreter (it may
+(the contract in docs/architecture.md), or one installed from a hub (found by module name). The list is read inside the target interpreter (it may
 be another virtualenv than the one running `prime`), with the distribution's `direct_url.json`
 (PEP 610) telling where it came from: a wheel verified from a hub (our wheel cache), an
 editable checkout, another file or URL, or a package index.
@@ -21,13 +21,14 @@ from packaging.utils import canonicalize_name
 from prime_cli.env_install import InstallError, cache_dir, find_uv
 
 _PROBE = r"""
-import json, importlib.metadata as md
+import json, sys, importlib.metadata as md
+hub_cache = "file://" + sys.argv[1]
 found = []
 for dist in md.distributions():
     eps = {ep.name: ep.value for ep in dist.entry_points if ep.group == "prime.environments"}
-    if not eps:
-        continue
     direct = dist.read_text("direct_url.json")
+    if not eps and not (direct and json.loads(direct).get("url", "").startswith(hub_cache)):
+        continue
     found.append({
         "package": dist.metadata["Name"],
         "version": dist.version,
@@ -77,7 +78,11 @@ def installed_environments(python: str) -> list[InstalledEnv]:
     """The environment packages installed in the interpreter `python`, by package name."""
     try:
         proc = subprocess.run(
-            [python, "-c", _PROBE], capture_output=True, text=True, check=False, timeout=120
+            [python, "-c", _PROBE, str(cache_dir())],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InstallError(f"cannot inspect {python}: {exc}") from exc
@@ -88,7 +93,7 @@ def installed_environments(python: str) -> list[InstalledEnv]:
         InstalledEnv(
             package=str(item["package"]),
             version=str(item["version"]),
-            environments=sorted(item["entry_points"]),
+            environments=sorted(item["entry_points"]) or [str(item["package"])],
             source=_source(item.get("direct_url")),
         )
         for item in json.loads(proc.stdout)

@@ -144,7 +144,16 @@ class SlowLink:
     def restore(self) -> None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", self.port))
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                sock.bind(("127.0.0.1", self.port))
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    sock.close()
+                    raise
+                time.sleep(0.1)
         sock.listen(64)
         self.port = sock.getsockname()[1]
         self._listener = sock
@@ -154,6 +163,10 @@ class SlowLink:
     def cut(self) -> None:
         listener, self._listener = self._listener, None
         if listener is not None:
+            try:
+                listener.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
+            except OSError:
+                pass
             listener.close()
         with self._lock:
             conns, self._conns = self._conns, []
