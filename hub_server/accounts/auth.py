@@ -15,7 +15,6 @@ import base64
 import binascii
 import hashlib
 import hmac
-import re
 import secrets
 from dataclasses import dataclass, field
 
@@ -23,10 +22,9 @@ from sqlmodel import Session, select
 
 from hub_server.accounts.models import ApiToken, Membership, Owner, User
 from hub_server.registry.models import Environment
-from registry_index.names import normalize
+from registry_index import scopes as token_scopes
 
 TOKEN_PREFIX = "phub_"
-_SCOPE = re.compile(r"^(all|read|upload:[a-z0-9-]+(/[A-Za-z0-9._-]+)?)$")
 
 
 def generate_token() -> str:
@@ -40,19 +38,8 @@ def hash_token(token: str) -> str:
 
 
 def validate_scopes(scopes: list[str]) -> list[str]:
-    """Canonical scopes (`upload:OWNER/NAME` with a normalised name); ValueError on junk."""
-    result: list[str] = []
-    for scope in scopes:
-        if not _SCOPE.match(scope):
-            raise ValueError(
-                f"Unknown scope {scope!r}; use 'all', 'read', 'upload:OWNER' or "
-                "'upload:OWNER/NAME'."
-            )
-        if scope.startswith("upload:") and "/" in scope:
-            owner, name = scope.removeprefix("upload:").split("/", 1)
-            scope = f"upload:{owner}/{normalize(name)}"
-        result.append(scope)
-    return result or ["all"]
+    """Canonical scopes (`registry_index.scopes`: names normalised); ValueError on junk."""
+    return token_scopes.canonical_scopes(scopes)
 
 
 def credentials_from_header(authorization: str | None) -> str | None:
@@ -109,12 +96,7 @@ class Principal:
 
     def upload_owner_names(self) -> list[str]:
         """Owners named by this token's upload scopes (for `/legacy/` without an owner)."""
-        names = {
-            s.removeprefix("upload:").split("/", 1)[0]
-            for s in self.scopes
-            if s.startswith("upload:")
-        }
-        return sorted(names)
+        return token_scopes.upload_owners(self.scopes)
 
 
 def authenticate(session: Session, token: str) -> Principal | None:
