@@ -7,10 +7,10 @@ comes from here, and each one pins the hub's names to the hub:
 
 - `prime env install` resolves the environment on the hub and installs with the hub's index
   first (see prime_cli.env_install);
-- uv: the hub's indexes given with `--index` take priority over the default index, and uv's
-  default `--index-strategy first-index` takes every package only from the first index that has
-  it, so the environment and the SDK come from the hub and only their other dependencies from
-  PyPI;
+- uv: the hub's indexes given with `--index` take priority over the default index, and
+  `--index-strategy first-index` (uv's default, spelled out so that a uv.toml saying otherwise
+  cannot undo it) takes every package only from the first index that has it, so the
+  environment and the SDK come from the hub and only their other dependencies from PyPI;
 - pip has no index priority at all, so the pip line names the exact wheel URLs of the
   environment and of the SDK: pip then never looks those two names up on any index.
 """
@@ -56,7 +56,7 @@ def install_commands(
         ),
         InstallCommand(
             "uv",
-            f"uv pip install --index {owner_index_url(hub_url, owner)} "
+            f"uv pip install --index-strategy first-index --index {owner_index_url(hub_url, owner)} "
             f"--index {sdk_index_url(hub_url)} {pinned}",
             "The environment and its SDK come only from this hub; other dependencies from PyPI.",
         ),

@@ -84,7 +84,8 @@ def test_environment_page_shows_readme_install_versions_and_leaderboard(
     assert 'href="javascript:' not in html
     assert "prime env install alice/wordle" in html
     assert (
-        f"uv pip install --index {hub.url}/alice/simple/ --index {hub.url}/_sdk/simple/ "
+        f"uv pip install --index-strategy first-index --index {hub.url}/alice/simple/ "
+        f"--index {hub.url}/_sdk/simple/ "
         "wordle==0.2.0" in html
     )
     shown = text_of(html)
