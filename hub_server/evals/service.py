@@ -38,11 +38,11 @@ from hub_server.evals.samples import (
 from hub_server.evals.schemas import CreateEvaluation, EnvironmentRef
 from hub_server.evals.stats import add_stored, batch_partial, merge_partial, summary_from_json
 from hub_server.registry.models import Environment, Version
+from registry_index import resolve, scopes
 from registry_index.names import normalize
 from registry_index.summary import Summary, SummaryBuilder
 
 
-from registry_index import resolve
 class EvalError(HubError):
     """A request the hub refuses; `status` is the HTTP status, the message says how to fix it.
 
@@ -361,14 +361,13 @@ def visible_runs(principal: Principal | None) -> sa.ColumnElement[bool]:
     )
     reach = sa.true() if principal.user.is_admin else col(Owner.id).in_(sorted(principal.owner_ids))
     scope_ok: list[sa.ColumnElement[bool]] = []
-    for scope in principal.scopes:
-        if scope in ("all", "read"):
+    for scope in map(scopes.parse_scope, principal.scopes):  # Scope.allows, in SQL
+        if scope.owner is None:  # all, read
             scope_ok.append(sa.true())
-        elif scope.startswith("upload:"):
-            owner_name, _, env_name = scope.removeprefix("upload:").partition("/")
-            term = col(Owner.name) == owner_name
-            if env_name:
-                term = sa.and_(term, col(Environment.normalized_name) == env_name)
+        else:
+            term = col(Owner.name) == scope.owner
+            if scope.name:
+                term = sa.and_(term, col(Environment.normalized_name) == scope.name)
             scope_ok.append(term)
     private_ok = sa.and_(reach, sa.or_(*scope_ok)) if scope_ok else sa.false()
     env_ok = sa.or_(col(Environment.visibility) == "public", private_ok)

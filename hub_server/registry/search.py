@@ -20,6 +20,7 @@ from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
 from hub_server.evals.models import Evaluation
 from hub_server.registry.models import Environment, EnvironmentTag
+from registry_index.scopes import parse_scope
 
 SortField = Literal["updated_at", "created_at", "name", "downloads", "evaluations", "relevance"]
 SORT_FIELDS: tuple[str, ...] = (
@@ -39,22 +40,20 @@ def visible_clause(principal: Principal | None) -> ColumnElement[bool]:
     public = col(Environment.visibility) == "public"
     if principal is None:
         return public
-    broad = any(s in ("all", "read") for s in principal.scopes)
+    parsed = [parse_scope(s) for s in principal.scopes]
+    broad = any(scope.owner is None for scope in parsed)  # all, read
     if principal.user.is_admin and broad:
         return true()
     if broad:
         return or_(public, col(Environment.owner_id).in_(principal.owner_ids))
     clauses: list[ColumnElement[bool]] = [public]
-    for scope in principal.scopes:
-        if not scope.startswith("upload:"):
-            continue
-        owner_name, _, env_name = scope.removeprefix("upload:").partition("/")
-        owners = select(Owner.id).where(Owner.name == owner_name)
+    for scope in parsed:  # upload scopes: registry_index.scopes.Scope.allows, in SQL
+        owners = select(Owner.id).where(Owner.name == scope.owner)
         if not principal.user.is_admin:
             owners = owners.where(col(Owner.id).in_(principal.owner_ids))
         clause: ColumnElement[bool] = col(Environment.owner_id).in_(owners)
-        if env_name:
-            clause = and_(clause, col(Environment.normalized_name) == env_name)
+        if scope.name:
+            clause = and_(clause, col(Environment.normalized_name) == scope.name)
         clauses.append(clause)
     return or_(*clauses)
 
