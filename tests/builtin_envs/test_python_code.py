@@ -206,3 +206,59 @@ def test_bad_arguments_are_rejected_clearly() -> None:
         load_environment(backend="cloud")
     with pytest.raises(ValueError, match="per_test_timeout"):
         load_environment(per_test_timeout=0)
+
+
+# Wrong answers that try to turn their failure into an excluded sandbox error (issue 9, item 1):
+# each runs its attack when the candidate's module loads, then returns a wrong value.
+REWARD_HACKS = {
+    "kills pid 1": (
+        "import os, signal\nfor sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):\n"
+        "    try:\n        os.kill(1, sig)\n    except OSError:\n        pass"
+    ),
+    "kills its parent and grandparent": (
+        "import os\nparent = os.getppid()\n"
+        "grandparent = int(open(f'/proc/{parent}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+        "for pid in (grandparent, parent):\n    try:\n        os.kill(pid, 9)\n"
+        "    except OSError:\n        pass"
+    ),
+    "kill -9 -1": "import os\nos.kill(-1, 9)",
+    "leaves a setsid survivor": (
+        "import subprocess\nsubprocess.Popen(['sleep', '300'], start_new_session=True,\n"
+        "    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)"
+    ),
+    "double forks": (
+        "import os, time\nif os.fork() == 0:\n    if os.fork() == 0:\n        os.setsid()\n"
+        "        time.sleep(300)\n    os._exit(0)"
+    ),
+    "fills the disk": (
+        "import os\nfor folder in ('.', os.environ.get('TMPDIR', '/tmp')):\n    try:\n"
+        "        with open(os.path.join(folder, 'fill'), 'wb') as out:\n"
+        "            while True:\n                out.write(b'x' * (16 << 20))\n"
+        "    except OSError:\n        pass"
+    ),
+    "spreads memory over 6 processes": (
+        "import os, time\nchildren = []\nfor _ in range(6):\n    pid = os.fork()\n"
+        "    if pid == 0:\n        block = bytearray(100 << 20)\n"
+        "        block[::4096] = b'x' * len(block[::4096])\n        time.sleep(1)\n"
+        "        os._exit(0)\n    children.append(pid)\nfor pid in children:\n"
+        "    os.waitpid(pid, 0)"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REWARD_HACKS))
+async def test_a_wrong_answer_that_attacks_its_sandbox_scores_zero_not_an_error(
+    backend: str, name: str
+) -> None:
+    # A survivor holding the runner's report pipe costs the candidate its per-test timeout.
+    env = load_environment(backend=backend, per_test_timeout=2.0)
+    by_prompt = _by_prompt(env)
+
+    def wrong(messages: list[dict]) -> str:
+        entry_point = by_prompt[messages[-1]["content"]]["entry_point"]
+        return _reply(
+            f"{REWARD_HACKS[name]}\ndef {entry_point}(*args, **kwargs):\n    return object()"
+        )
+
+    records = await run_rollouts(env, PolicyClient(wrong), n=1, r=1)
+    assert [(r.reward, r.error) for r in records] == [(0.0, None)], records[0].error
