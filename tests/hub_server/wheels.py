@@ -31,6 +31,7 @@ def wheel_bytes(
     extra_members: dict[str, bytes] | None = None,
     summary: str = "A test environment",
     extra_metadata: tuple[str, ...] = (),
+    description: str = "",
 ) -> bytes:
     """A valid pure-Python wheel (or a variant via the keyword arguments)."""
     dist = name.replace("-", "_")
@@ -46,7 +47,7 @@ def wheel_bytes(
     metadata.extend(extra_metadata)
     members: dict[str, bytes] = {
         f"{dist}/__init__.py": module_source.encode(),
-        f"{dist_info}/METADATA": ("\n".join(metadata) + "\n\n").encode(),
+        f"{dist_info}/METADATA": ("\n".join(metadata) + "\n\n" + description).encode(),
         f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     members.update(extra_members or {})
