@@ -4,12 +4,15 @@
     publish_builtins("http://127.0.0.1:8000", token)   # a token of user `prime`
 
 Each environment is built into a wheel and an sdist with `python -m build` and uploaded with
-`twine upload` to the hub's standard upload endpoint (`/prime/legacy/`),
-exactly what an author would do by hand. The SDK wheel (`prime-envhub`, built from this
-checkout) goes up with them by default: the environments depend on it and it is not on PyPI,
-so `pip install --index-url HUB/prime/simple/ --extra-index-url PYPI wordle` resolves in a
-fresh virtualenv. Re-running is safe: files already on the hub are skipped, since published
-versions are immutable.
+`twine upload` to the hub's standard upload endpoint (`/prime/legacy/`), exactly what an author
+would do by hand. The environments depend on the SDK (`prime-envhub-sdk`), which every hub
+serves by itself (`HUB/_sdk/simple/`), so nothing else is uploaded. Re-running is safe: files
+already on the hub are skipped, since published versions are immutable.
+
+To install one, use the commands `install_lines` prints (from `registry_index.install_commands`,
+the one home of the commands we show): `prime env install prime/wordle`, or uv with the hub's
+indexes first. Never `--extra-index-url <public index>`: pip and uv would then take a same-named
+project with a higher version from the public index (PyPI's unrelated `wordle` did exactly that).
 
 This runs from a source checkout (the environment sources live beside this file).
 """
@@ -26,8 +29,9 @@ from pathlib import Path
 
 import httpx
 
+from registry_index.install_commands import install_commands
+
 BUILTINS_DIR = Path(__file__).resolve().parent
-REPO_ROOT = BUILTINS_DIR.parent
 OWNER = "prime"
 BUILTIN_NAMES: tuple[str, ...] = (
     "wordle",
@@ -51,7 +55,6 @@ _SKIP = shutil.ignore_patterns(
     "outputs",
     ".prime-data",
     ".cache",
-    "builtin_envs",
 )
 
 
@@ -66,13 +69,12 @@ def _run(cmd: Sequence[str], what: str, env: dict[str, str] | None = None) -> No
         raise PublishError(f"{what} failed (exit {proc.returncode}):\n{tail}")
 
 
-def build_distributions(source: Path, out_dir: Path, *, sdist: bool = True) -> list[Path]:
+def build_distributions(source: Path, out_dir: Path) -> list[Path]:
     """Build `source` (a project directory) in a scratch copy so the checkout stays clean."""
     with tempfile.TemporaryDirectory(prefix="prime-build-") as scratch:
         copy = Path(scratch) / source.name
         shutil.copytree(source, copy, ignore=_SKIP)
         before = set(out_dir.glob("*"))
-        formats = ["--wheel", "--sdist"] if sdist else ["--wheel"]
         # --no-isolation: build with the setuptools installed here (no index needed); setuptools
         # >= 70.1 builds wheels itself, so the `wheel` package some pyprojects list is not required.
         # A fixed SOURCE_DATE_EPOCH makes the archives byte-identical across builds, so seeding a
@@ -85,7 +87,8 @@ def build_distributions(source: Path, out_dir: Path, *, sdist: bool = True) -> l
                 "build",
                 "--no-isolation",
                 "--skip-dependency-check",
-                *formats,
+                "--wheel",
+                "--sdist",
                 "--outdir",
                 str(out_dir),
                 str(copy),
@@ -133,13 +136,7 @@ def upload(hub_url: str, token: str, files: Iterable[Path], owner: str = OWNER) 
     )
 
 
-def publish_builtins(
-    hub_url: str,
-    token: str,
-    names: Sequence[str] = BUILTIN_NAMES,
-    *,
-    include_sdk: bool = True,
-) -> list[str]:
+def publish_builtins(hub_url: str, token: str, names: Sequence[str] = BUILTIN_NAMES) -> list[str]:
     """Build and upload the named built-ins (default: all five) as `prime`; returns the file
     names uploaded (files the hub already has are skipped)."""
     unknown = [n for n in names if n not in BUILTIN_NAMES]
@@ -148,7 +145,7 @@ def publish_builtins(
             f"unknown built-in environment(s) {unknown}; choose from {list(BUILTIN_NAMES)}"
         )
     missing_sources = [n for n in names if not (BUILTINS_DIR / n / "pyproject.toml").is_file()]
-    if missing_sources or not (REPO_ROOT / "pyproject.toml").is_file():
+    if missing_sources:
         raise PublishError(
             f"the built-in environment sources are not beside {BUILTINS_DIR} "
             "(publishing needs a source checkout of prime-envhub)"
@@ -156,8 +153,6 @@ def publish_builtins(
     with tempfile.TemporaryDirectory(prefix="prime-builtins-") as out:
         out_dir = Path(out)
         files: list[Path] = []
-        if include_sdk:
-            files += build_distributions(REPO_ROOT, out_dir, sdist=False)
         for name in names:
             files += build_distributions(BUILTINS_DIR / name, out_dir)
         # Published versions are immutable: files the hub already has are kept, not re-sent
@@ -169,6 +164,16 @@ def publish_builtins(
         if missing:
             upload(hub_url, token, missing)
         return [f.name for f in missing]
+
+
+def install_lines(hub_url: str, names: Sequence[str] = BUILTIN_NAMES) -> list[str]:
+    """How to install each published built-in: `prime env install`, and uv pinned to the hub."""
+    lines = []
+    for name in names:
+        for command in install_commands(hub_url, OWNER, name):
+            if command.tool in ("prime", "uv"):
+                lines.append(command.command)
+    return lines
 
 
 def _project(filename: str) -> str:
@@ -192,6 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print("\n".join(f"uploaded {name}" for name in uploaded))
+    print("install with one of:")
+    print("\n".join(f"  {line}" for line in install_lines(args[0])))
     return 0
 
 

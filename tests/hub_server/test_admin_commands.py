@@ -101,7 +101,9 @@ def test_seed_publishes_the_builtins_once_and_revokes_its_token(fresh_hub: HubPr
     listing = httpx.get(f"{fresh_hub.url}/api/v1/environmentshub/", params={"owner": "prime"})
     names = {env["name"] for env in listing.json()["data"]}
     assert {"wordle", "wiki-search", "reverse-text", "arithmetic", "python-code"} <= names
-    assert "prime-envhub" in names  # the SDK the environments depend on
+    # Only the environments: the SDK they depend on is served by every hub itself (/_sdk/).
+    assert not any(name.startswith("prime-envhub") for name in names)
+    assert httpx.get(f"{fresh_hub.url}/_sdk/simple/prime-envhub-sdk/").status_code == 200
     again = prime(*args, env=fresh_hub.env)
     assert again.returncode == 0, again.stderr
     assert "0 new file(s)" in again.stdout
