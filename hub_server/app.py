@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import importlib
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -18,11 +21,15 @@ from fastapi_offline import FastAPIOffline
 
 from hub_server.accounts import api as account_api
 from hub_server.accounts.admin import open_database
+from hub_server.core import log_redaction
 from hub_server.core.blobstore import BlobStore
 from hub_server.core.errors import HubError
+from hub_server.core.limits import RequestLimitsMiddleware
 from hub_server.core.ratelimit import SlidingWindowLimiter
 from hub_server.core.settings import HubSettings
 from hub_server.core.state import Hub
+from hub_server.core.upkeep import periodic
+from hub_server.evals.service import mark_abandoned
 from hub_server.index import legacy_upload
 from hub_server.index import routes as index_routes
 from hub_server.index import sdk as sdk_index
@@ -40,6 +47,7 @@ _EXTENSIONS: tuple[str, ...] = (
     "hub_server.web.account_pages:router",
     "hub_server.web.routes:router",
     "hub_server.web.environment_pages:router",
+    "hub_server.web.evaluation_pages:router",
 )
 
 
@@ -63,13 +71,27 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
     engine = open_database(settings)
     store = BlobStore(settings.resolved_storage_url, settings.s3_endpoint_url)
     purge_expired(engine, store)
+    log_redaction.install()
+    jobs = [
+        partial(purge_expired, engine, store),
+        partial(mark_abandoned, engine, settings.eval_abandon_after_seconds),
+    ]
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        async with periodic(settings.sweep_interval_seconds, jobs):
+            yield
+
     # FastAPIOffline: /docs and /redoc load their scripts and styles from the hub, not a CDN.
     app = FastAPIOffline(
         static_url=DOCS_ASSETS,
         title="Environments Hub",
         version="1",
         description="Publish, install and evaluate LLM environments; see docs/api.md.",
+        lifespan=lifespan,
     )
+    # Bounds every request (auth, body size) before a route can read its body.
+    app.add_middleware(RequestLimitsMiddleware)
     app.state.hub = Hub(
         settings=settings,
         engine=engine,

@@ -73,7 +73,21 @@ def hub() -> None:
     is_flag=True,
     help="Once the server answers, publish the built-in environments under owner `prime`.",
 )
-def serve(host: str, port: int, data_dir: Path | None, workers: int, with_builtins: bool) -> None:
+@click.option(
+    "--forwarded-allow-ips",
+    envvar="PRIME_HUB_FORWARDED_ALLOW_IPS",
+    default=None,
+    help="Proxies (comma-separated IPs, or '*') whose X-Forwarded-For is believed for the "
+    "client address (rate limits, logs). Default: none, the socket's peer is the client.",
+)
+def serve(
+    host: str,
+    port: int,
+    data_dir: Path | None,
+    workers: int,
+    with_builtins: bool,
+    forwarded_allow_ips: str | None,
+) -> None:
     """Start the hub server (uvicorn)."""
     import os
 
@@ -102,6 +116,10 @@ def serve(host: str, port: int, data_dir: Path | None, workers: int, with_builti
         workers=workers,
         http=ReasonPhraseH11Protocol,  # type: ignore[arg-type]
         log_level="info",
+        # uvicorn trusts X-Forwarded-For from 127.0.0.1 by default: any local client could
+        # then pick its own address for the rate limits. Only named proxies are believed.
+        proxy_headers=bool(forwarded_allow_ips),
+        forwarded_allow_ips=forwarded_allow_ips or "",
     )
 
 
@@ -125,6 +143,32 @@ def user_add(name: str, admin: bool, token_name: str, data_dir: Path | None) -> 
     role = "admin" if admin else "user"
     click.echo(f"Created {role} {name!r} with namespace {name}/ and token {token_name!r}:")
     click.echo(secret)
+
+
+@user.command("disable")
+@click.argument("name")
+@click.option("--enable", is_flag=True, help="Re-enable a disabled user instead.")
+@_DATA_DIR
+def user_disable(name: str, enable: bool, data_dir: Path | None) -> None:
+    """Disable user NAME: their tokens stop working at once, on every route."""
+    from hub_server.accounts.admin import disable_user
+
+    _admin_call(disable_user, _engine(data_dir), name, disabled=not enable)
+    click.echo(f"{'Enabled' if enable else 'Disabled'} user {name!r}.")
+
+
+@user.command("delete")
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@_DATA_DIR
+def user_delete(name: str, yes: bool, data_dir: Path | None) -> None:
+    """Delete user NAME: tokens revoked, memberships removed; files and runs stay."""
+    from hub_server.accounts.admin import delete_user
+
+    if not yes:
+        click.confirm(f"Delete user {name!r} for good?", abort=True)
+    _admin_call(delete_user, _engine(data_dir), name)
+    click.echo(f"Deleted user {name!r}; the name stays reserved.")
 
 
 @hub.group()
@@ -157,6 +201,18 @@ def org_add_member(name: str, users: tuple[str, ...], data_dir: Path | None) -> 
     click.echo(f"Added {', '.join(users)} to {name!r}.")
 
 
+@org.command("remove-member")
+@click.argument("name")
+@click.argument("member")
+@_DATA_DIR
+def org_remove_member(name: str, member: str, data_dir: Path | None) -> None:
+    """Remove MEMBER from organisation NAME (effective at once)."""
+    from hub_server.accounts.admin import remove_member
+
+    _admin_call(remove_member, _engine(data_dir), name, member)
+    click.echo(f"Removed {member} from {name!r}.")
+
+
 @hub.group()
 def token() -> None:
     """Manage API tokens."""
@@ -183,14 +239,40 @@ def token_create(
     click.echo(secret)
 
 
-@token.command("revoke")
-@click.argument("secret")
+@token.command("list")
+@click.argument("username")
 @_DATA_DIR
-def token_revoke(secret: str, data_dir: Path | None) -> None:
-    """Revoke the token SECRET."""
-    from hub_server.accounts.admin import revoke_token
+def token_list(username: str, data_dir: Path | None) -> None:
+    """List USERNAME's tokens: id, name, scopes, created, last used (never the secret)."""
+    from hub_server.accounts.admin import list_tokens
 
-    _admin_call(revoke_token, _engine(data_dir), secret)
+    def when(value: object) -> str:
+        return f"{value:%Y-%m-%d %H:%M}" if value is not None else "-"
+
+    rows = _admin_call(list_tokens, _engine(data_dir), username)
+    click.echo("id\tname\tscopes\tcreated\tlast used\trevoked")
+    for row in rows:
+        click.echo(
+            f"{row.id}\t{row.name}\t{row.scopes}\t{when(row.created_at)}\t"
+            f"{when(row.last_used_at)}\t{when(row.revoked_at)}"
+        )
+
+
+@token.command("revoke")
+@click.argument("secret", required=False)
+@click.option("--id", "token_id", help="The token's id (from `prime hub token list`).")
+@_DATA_DIR
+def token_revoke(secret: str | None, token_id: str | None, data_dir: Path | None) -> None:
+    """Revoke a token by its SECRET or by --id."""
+    from hub_server.accounts.admin import revoke_token, revoke_token_id
+
+    if (secret is None) == (token_id is None):
+        raise click.UsageError("Give either the token SECRET or --id ID.")
+    engine = _engine(data_dir)
+    if token_id is not None:
+        _admin_call(revoke_token_id, engine, token_id)
+    else:
+        _admin_call(revoke_token, engine, secret)
     click.echo("Token revoked.")
 
 

@@ -52,12 +52,18 @@ def can_read(principal: Principal | None, owner: Owner, env: Environment) -> boo
 def require_upload(
     principal: Principal | None, owner: Owner, env: Environment | None, new_name: str | None = None
 ) -> None:
-    """401/403/404 unless the caller may publish to `owner`'s `env` (or new `new_name`)."""
+    """401/403/404 unless the caller may publish to `owner`'s `env` (or new `new_name`).
+
+    A missing name is answered like a private one (404) to anyone who could not see a private
+    environment there, so writes cannot probe for private names either.
+    """
     if env is not None and not can_read(principal, owner, env):
         raise env_not_found(owner.name, env.name)
     if principal is None:
         raise Unauthorized("Publishing needs an API token (`prime login`, or twine's __token__).")
     normalized = env.normalized_name if env is not None else new_name
+    if env is None and not principal.could_read_private(owner, normalized or ""):
+        raise env_not_found(owner.name, new_name or "")
     if not principal.can_upload(owner, normalized):
         target = f"{owner.name}/{env.name if env is not None else new_name or ''}"
         raise Forbidden(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from hub_server.accounts.auth import generate_token, hash_token, validate_scopes
 from hub_server.accounts.models import ApiToken, Membership, Owner, User
@@ -112,7 +112,7 @@ def create_token(
         raise AdminError("Give the token a name (e.g. the machine it is for).")
     secret = generate_token()
     with session_scope(engine) as session:
-        user = _user(session, username)
+        user = _require_user(session, username)
         row = ApiToken(
             user_id=user.id,
             name=token_name,
@@ -131,3 +131,79 @@ def revoke_token(engine: Engine, token: str) -> None:
             raise AdminError("No such token.")
         row.revoked_at = utcnow()
         session.add(row)
+
+
+def _require_user(session: Session, name: str) -> User:
+    user = _user(session, name)
+    if user.deleted_at is not None:
+        raise AdminError(f"User {name!r} was deleted; the name stays reserved.")
+    return user
+
+
+def disable_user(engine: Engine, name: str, *, disabled: bool = True) -> None:
+    """Disable (or re-enable) a user: every token of theirs fails at once, on every route."""
+    with session_scope(engine) as session:
+        user = _require_user(session, name)
+        user.disabled_at = utcnow() if disabled else None
+        session.add(user)
+
+
+def delete_user(engine: Engine, name: str) -> None:
+    """Delete a user's access for good: tokens revoked, memberships removed, name reserved.
+
+    Published files and evaluation runs stay (files are immutable history, and other users
+    may depend on them); an admin can yank or hide them.
+    """
+    with session_scope(engine) as session:
+        user = _require_user(session, name)
+        now = utcnow()
+        user.disabled_at = user.disabled_at or now
+        user.deleted_at = now
+        user.is_admin = False
+        session.add(user)
+        for row in session.exec(select(ApiToken).where(ApiToken.user_id == user.id)):
+            if row.revoked_at is None:
+                row.revoked_at = now
+                session.add(row)
+        for membership in session.exec(select(Membership).where(Membership.user_id == user.id)):
+            session.delete(membership)
+
+
+def remove_member(engine: Engine, org_name: str, member: str) -> None:
+    """Remove a user from an organisation; their tokens lose its private data at once."""
+    with session_scope(engine) as session:
+        org = session.exec(select(Owner).where(Owner.name == org_name, Owner.kind == "org")).first()
+        if org is None:
+            raise AdminError(f"No organisation named {org_name!r}.")
+        user = _user(session, member)
+        membership = session.get(Membership, (org.id, user.id))
+        if membership is None:
+            raise AdminError(f"{member!r} is not a member of {org_name!r}.")
+        session.delete(membership)
+
+
+def list_tokens(engine: Engine, username: str) -> list[ApiToken]:
+    """A user's tokens, oldest first (rows hold only the hash: the secret is never shown)."""
+    with Session(engine, expire_on_commit=False) as session:
+        user = _user(session, username)
+        return list(
+            session.exec(
+                select(ApiToken)
+                .where(ApiToken.user_id == user.id)
+                .order_by(col(ApiToken.created_at), col(ApiToken.id))
+            )
+        )
+
+
+def revoke_token_id(engine: Engine, token_id: str) -> ApiToken:
+    """Revoke a token by its id (from `prime hub token list`); idempotent."""
+    with session_scope(engine) as session:
+        row = session.get(ApiToken, token_id)
+        if row is None:
+            raise AdminError(
+                f"No token with id {token_id!r}; see `prime hub token list USER` for the ids."
+            )
+        if row.revoked_at is None:
+            row.revoked_at = utcnow()
+            session.add(row)
+        return row

@@ -17,14 +17,21 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass, field
+from datetime import timedelta
 
-from sqlmodel import Session, select
+import sqlalchemy as sa
+from sqlalchemy.orm.attributes import set_committed_value
+from sqlmodel import Session, col, select
 
 from hub_server.accounts.models import ApiToken, Membership, Owner, User
+from hub_server.core.ids import utcnow
 from hub_server.registry.models import Environment
 from registry_index import scopes as token_scopes
 
 TOKEN_PREFIX = "phub_"
+# `last_used_at` is written at most this often per token (a write per request would queue
+# every reader behind SQLite's single writer).
+_LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
 def generate_token() -> str:
@@ -73,26 +80,34 @@ class Principal:
     def _user_reaches(self, owner: Owner) -> bool:
         return self.user.is_admin or owner.id in self.owner_ids
 
+    def scope_reads(self, owner_name: str, normalized_name: str) -> bool:
+        """The token's scopes cover reading `owner/name` (membership is checked apart)."""
+        return token_scopes.allows(self.scopes, "read", owner_name, normalized_name)
+
+    def scope_writes(self, owner_name: str, normalized_name: str | None) -> bool:
+        """The token's scopes cover writing to `owner/name` (any name of owner when None)."""
+        return token_scopes.allows(self.scopes, "write", owner_name, normalized_name)
+
+    def may_write_anything(self) -> bool:
+        """False for a read-only token: it can be refused before any body is read."""
+        return any(scope == "all" or scope.startswith("upload:") for scope in self.scopes)
+
     def can_read(self, owner: Owner, env: Environment) -> bool:
         """Private environments are readable by their owner's people, within the scopes."""
         if env.visibility == "public":
             return True
-        if not self._user_reaches(owner):
-            return False
-        return any(
-            scope
-            in ("all", "read", f"upload:{owner.name}", f"upload:{owner.name}/{env.normalized_name}")
-            for scope in self.scopes
-        )
+        return self._user_reaches(owner) and self.scope_reads(owner.name, env.normalized_name)
+
+    def could_read_private(self, owner: Owner, normalized_name: str) -> bool:
+        """Whether a private `owner/name` would be visible to this caller if it existed.
+
+        When it would not, a missing name must be answered exactly like a private one.
+        """
+        return self._user_reaches(owner) and self.scope_reads(owner.name, normalized_name)
 
     def can_upload(self, owner: Owner, normalized_name: str | None) -> bool:
         """May publish to `owner` (to one environment when `normalized_name` is given)."""
-        if not self._user_reaches(owner):
-            return False
-        allowed = {"all", f"upload:{owner.name}"}
-        if normalized_name is not None:
-            allowed.add(f"upload:{owner.name}/{normalized_name}")
-        return any(scope in allowed for scope in self.scopes)
+        return self._user_reaches(owner) and self.scope_writes(owner.name, normalized_name)
 
     def upload_owner_names(self) -> list[str]:
         """Owners named by this token's upload scopes (for `/legacy/` without an owner)."""
@@ -100,7 +115,7 @@ class Principal:
 
 
 def authenticate(session: Session, token: str) -> Principal | None:
-    """The principal for `token`, or None when it is unknown or revoked."""
+    """The principal for `token`, or None when it is unknown, revoked or its user disabled."""
     if not token.startswith(TOKEN_PREFIX):
         return None
     digest = hash_token(token)
@@ -113,15 +128,33 @@ def authenticate(session: Session, token: str) -> Principal | None:
 
 
 def principal_for_token(session: Session, row: ApiToken) -> Principal | None:
-    """The principal acting through the token `row` (found by hash, or by id from a signed
-    web session), or None when the token is revoked or its user is gone."""
+    """The principal acting through token `row` (API header or web session cookie), or None.
+
+    Checked on every request, so revoking a token, disabling or deleting its user, or removing
+    them from an organisation takes effect at once on every route.
+    """
     if row.revoked_at is not None:
         return None
     user = session.get(User, row.user_id)
-    if user is None:
+    if user is None or user.disabled_at is not None or user.deleted_at is not None:
         return None
     owner_ids = set(session.exec(select(Owner.id).where(Owner.user_id == user.id)).all())
     owner_ids.update(
         session.exec(select(Membership.owner_id).where(Membership.user_id == user.id)).all()
     )
+    _note_use(session, row)
     return Principal(user=user, token=row, scopes=row.scopes.split(), owner_ids=owner_ids)
+
+
+def _note_use(session: Session, row: ApiToken) -> None:
+    """Record when the token was last used (for `prime hub token list`), at most once a minute."""
+    now = utcnow()
+    last = row.last_used_at
+    if last is not None and last.tzinfo is None:
+        last = last.replace(tzinfo=now.tzinfo)
+    if last is not None and now - last < _LAST_USED_RESOLUTION:
+        return
+    with Session(session.get_bind()) as own:  # its own short transaction, apart from the request's
+        own.execute(sa.update(ApiToken).where(col(ApiToken.id) == row.id).values(last_used_at=now))
+        own.commit()
+    set_committed_value(row, "last_used_at", now)  # known, but not a pending change

@@ -16,6 +16,10 @@ class User(SQLModel, table=True):
     username: str = Field(index=True, unique=True, max_length=64)
     is_admin: bool = False
     created_at: datetime = Field(default_factory=utcnow)
+    # A disabled user's tokens stop working at once; a deleted user is disabled for good, with
+    # tokens revoked and memberships removed (their published files and runs stay: history).
+    disabled_at: datetime | None = None
+    deleted_at: datetime | None = None
 
 
 class Owner(SQLModel, table=True):

@@ -4,7 +4,9 @@ Keys are derived from the sha256 of the bytes, never from user input, so a retri
 concurrent upload of the same file writes the same key and two files can never collide.
 Local writes go to a temp file in the destination directory, are fsynced and then renamed
 with `os.replace`, so a reader (or a server restarted after SIGKILL) sees either nothing or
-the whole blob; leftover temp files are removed when the store opens.
+the whole blob. Temp files carry the writing process's pid; when a store opens it removes only
+those whose process is gone, so a worker restarting beside others (`--workers N`) never
+deletes their in-flight files.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,6 +25,8 @@ import fsspec
 
 _TEMP_MARK = ".tmp-"
 _CHUNK = 1024 * 1024
+# A temp file whose writer cannot be identified (or whose pid was reused) is stale after this.
+_STALE_TEMP_SECONDS = 24 * 3600
 
 
 def content_key(sha256: str) -> str:
@@ -66,10 +71,22 @@ class BlobStore:
         return self.root / key
 
     def _remove_temp_files(self) -> None:
-        """Drop temp files of writes interrupted by a crash; they were never visible."""
+        """Drop temp files of writes interrupted by a crash; they were never visible.
+
+        Only files of dead processes (or older than a day) go: another worker's live upload
+        is left alone.
+        """
+        now = time.time()
         for path in self.root.rglob(f"*{_TEMP_MARK}*"):
-            if path.is_file():
-                path.unlink(missing_ok=True)
+            try:
+                if not path.is_file():
+                    continue
+                pid = _writer_pid(path.name)
+                stale = now - path.stat().st_mtime > _STALE_TEMP_SECONDS
+                if stale or pid is None or not _alive(pid):
+                    path.unlink(missing_ok=True)
+            except FileNotFoundError:
+                continue  # finished or removed by its writer meanwhile
 
     # -- writes --------------------------------------------------------------------------
 
@@ -82,7 +99,7 @@ class BlobStore:
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
         return tempfile.NamedTemporaryFile(
-            prefix=f"upload{_TEMP_MARK}", dir=directory, delete=False
+            prefix=f"upload{_TEMP_MARK}{os.getpid()}-", dir=directory, delete=False
         )
 
     def put_file(self, source: Path, key: str) -> None:
@@ -150,8 +167,11 @@ class BlobStore:
 
     def delete(self, key: str) -> None:
         """Remove `key` if present (staging cleanup; content blobs are never deleted)."""
-        if self.exists(key):
-            self.fs.rm_file(self._path(key))
+        try:
+            if self.exists(key):
+                self.fs.rm_file(self._path(key))
+        except FileNotFoundError:
+            pass  # removed concurrently (another worker's sweep)
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -186,6 +206,22 @@ class BlobStore:
         )
         url: str = self.fs.url(self._path(key), expires=expires, client_method=method, **extra)
         return url
+
+
+def _writer_pid(name: str) -> int | None:
+    """The pid in a temp file name `….tmp-PID-…`, if there is one."""
+    digits = name.partition(_TEMP_MARK)[2].partition("-")[0]
+    return int(digits) if digits.isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -14,6 +14,7 @@ from sqlmodel import Session
 
 from hub_server.accounts.auth import Principal, authenticate, credentials_from_header
 from hub_server.core.errors import RateLimited, Unauthorized
+from hub_server.core.limits import PRINCIPAL_KEY
 from hub_server.core.state import Hub
 
 
@@ -42,8 +43,12 @@ def resolve_principal(request: Request, hub: Hub, session: Session) -> Principal
     """The caller behind the Authorization header; None when anonymous.
 
     A wrong token is a 401 (never silently anonymous), and failed attempts are rate limited
-    per client IP so tokens cannot be guessed at speed.
+    per client IP so tokens cannot be guessed at speed. The request-limits middleware already
+    authenticated a request that carries a body; its answer is reused.
     """
+    if PRINCIPAL_KEY in request.scope:
+        cached: Principal | None = request.scope[PRINCIPAL_KEY]
+        return cached
     token = credentials_from_header(request.headers.get("authorization"))
     if token is None:
         return None

@@ -27,6 +27,19 @@ class HubSettings(BaseModel):
     uploads_per_minute: int = 60
     failed_logins_per_minute: int = 20
     upload_url_ttl_seconds: int = 3600
+    # Request bodies (see core/limits.py): an upload route may carry one file plus its form;
+    # any other route a JSON document (the largest is a batch of eval samples).
+    max_request_bytes: int | None = None  # None: max_upload_bytes + 1 MiB
+    max_json_bytes: int = 33 * 1024 * 1024
+    max_anonymous_body_bytes: int = 64 * 1024
+    # Per-user quotas on reserved-but-unfinished REST uploads (`prime env push`).
+    max_pending_uploads_per_user: int = 20
+    max_staged_bytes_per_user: int = 1024 * 1024 * 1024
+    # Background upkeep: expired reservations and abandoned eval runs, every this many seconds.
+    sweep_interval_seconds: float = 60.0
+    eval_abandon_after_seconds: int = 24 * 3600
+    # Nesting depth allowed in one pushed eval sample.
+    max_sample_depth: int = 64
 
     @classmethod
     def from_env(cls, data_dir: Path | str | None = None) -> HubSettings:
@@ -44,10 +57,26 @@ class HubSettings(BaseModel):
             ("max_upload_bytes", "PRIME_HUB_MAX_UPLOAD_BYTES"),
             ("uploads_per_minute", "PRIME_HUB_UPLOADS_PER_MINUTE"),
             ("failed_logins_per_minute", "PRIME_HUB_FAILED_LOGINS_PER_MINUTE"),
+            ("upload_url_ttl_seconds", "PRIME_HUB_UPLOAD_URL_TTL_SECONDS"),
+            ("max_request_bytes", "PRIME_HUB_MAX_REQUEST_BYTES"),
+            ("max_json_bytes", "PRIME_HUB_MAX_JSON_BYTES"),
+            ("max_anonymous_body_bytes", "PRIME_HUB_MAX_ANONYMOUS_BODY_BYTES"),
+            ("max_pending_uploads_per_user", "PRIME_HUB_MAX_PENDING_UPLOADS_PER_USER"),
+            ("max_staged_bytes_per_user", "PRIME_HUB_MAX_STAGED_BYTES_PER_USER"),
+            ("sweep_interval_seconds", "PRIME_HUB_SWEEP_INTERVAL_SECONDS"),
+            ("eval_abandon_after_seconds", "PRIME_HUB_EVAL_ABANDON_AFTER_SECONDS"),
+            ("max_sample_depth", "PRIME_HUB_MAX_SAMPLE_DEPTH"),
         ):
             if env.get(var):
                 values[field] = env[var]
         return cls.model_validate(values)
+
+    @property
+    def request_body_limit(self) -> int:
+        """The most bytes an upload request may carry: one file plus its multipart framing."""
+        if self.max_request_bytes is not None:
+            return self.max_request_bytes
+        return self.max_upload_bytes + 1024 * 1024
 
     @property
     def resolved_database_url(self) -> str:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from hub_server.accounts.models import Owner, User
 from hub_server.core.deps import AuthDep, HubDep, PrincipalDep, SessionDep, check_upload_rate
 from hub_server.evals import service
+from hub_server.evals.integrity import IntegrityError, loads_strict
 from hub_server.evals.leaderboard import leaderboard
 from hub_server.evals.models import Evaluation
 from hub_server.evals.samples import MAX_BATCH_BYTES
@@ -40,7 +41,9 @@ _CREATE_BODY_LIMIT = 1024 * 1024
 M = TypeVar("M", bound=BaseModel)
 
 
-async def _read_json(request: Request, limit: int, *, empty_ok: bool = False) -> Any:
+async def _read_json(
+    request: Request, limit: int, *, empty_ok: bool = False, max_depth: int = 64
+) -> Any:
     """The JSON body, refusing more than `limit` bytes (413) and unparseable bytes (400)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -55,7 +58,9 @@ async def _read_json(request: Request, limit: int, *, empty_ok: bool = False) ->
             return {}
         raise service.EvalError(400, "The request body is empty; send a JSON object.")
     try:
-        return json.loads(received)
+        return loads_strict(received, max_depth)
+    except IntegrityError as exc:
+        raise service.EvalError(400, f"The request body is refused: {exc}.") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise service.EvalError(400, f"The request body is not valid JSON: {exc}.") from None
 
@@ -111,6 +116,8 @@ def evaluation_info(session: SessionDep, evaluation: Evaluation) -> EvaluationIn
         created_at=evaluation.created_at,
         updated_at=evaluation.updated_at,
         finalized_at=evaluation.finalized_at,
+        third_party=service.is_third_party(session, evaluation, env) if env else True,
+        hidden=evaluation.hidden_at is not None,
     )
 
 
@@ -120,6 +127,9 @@ async def create(
 ) -> EvaluationEnvelope:
     """Body: `CreateEvaluation`. `evaluation_id` is also top-level, where the stock `prime` reads it."""
     body = _parse(CreateEvaluation, await _read_json(request, _CREATE_BODY_LIMIT))
+    key = request.headers.get("idempotency-key")
+    if key and not body.client_run_id:
+        body.client_run_id = key[:128]
     check_upload_rate(request, hub, principal)
     evaluation = service.create_evaluation(session, body, principal)
     return EvaluationEnvelope(
@@ -132,7 +142,7 @@ async def push_samples(
     evaluation_id: str, request: Request, hub: HubDep, session: SessionDep, principal: AuthDep
 ) -> BatchEnvelope:
     """Body `{"samples": [rollout record, …]}`, at most 100,000 samples and 32 MiB per batch."""
-    body = await _read_json(request, MAX_BATCH_BYTES)
+    body = await _read_json(request, MAX_BATCH_BYTES, max_depth=hub.settings.max_sample_depth)
     if not isinstance(body, dict) or "samples" not in body:
         raise service.EvalError(400, 'The body must be {"samples": [ {…rollout record…}, … ]}.')
     batch = service.append_samples(session, hub.store, evaluation_id, principal, body["samples"])
@@ -174,7 +184,7 @@ def list_evaluations(
         str | None, Query(description="owner/name, or a bare name under any owner")
     ] = None,
     model: str | None = None,
-    status: Annotated[str | None, Query(pattern="^(running|completed)$")] = None,
+    status: Annotated[str | None, Query(pattern="^(running|completed|abandoned)$")] = None,
     page: Annotated[int, Query(ge=1)] = 1,
     per_page: Annotated[int, Query(ge=1, le=100)] = 20,
     skip: Annotated[int | None, Query(ge=0, description="offset (stock prime client)")] = None,
@@ -248,8 +258,23 @@ def environment_leaderboard(
     session: SessionDep,
     principal: PrincipalDep,
     version: str | None = None,
+    third_party: Annotated[
+        bool, Query(description="include runs pushed by people outside the env's owner")
+    ] = True,
 ) -> Leaderboard:
+    """Rows state n and a 95% interval; rows whose intervals overlap share a rank (`tied`)."""
     env = service.find_environment(session, owner, name, principal)
-    return Leaderboard(
-        environment=f"{owner}/{env.name}", data=leaderboard(session, env, principal, version)
-    )
+    rows = leaderboard(session, env, principal, version, include_third_party=third_party)
+    return Leaderboard(environment=f"{owner}/{env.name}", data=rows)
+
+
+@router.post("/evaluations/{evaluation_id}/hide", summary="Owner: hide a run from the leaderboard")
+def hide(evaluation_id: str, session: SessionDep, principal: AuthDep) -> EvaluationData:
+    evaluation = service.set_hidden(session, evaluation_id, principal, True)
+    return EvaluationData(data=evaluation_info(session, evaluation))
+
+
+@router.post("/evaluations/{evaluation_id}/unhide", summary="Owner: show a hidden run again")
+def unhide(evaluation_id: str, session: SessionDep, principal: AuthDep) -> EvaluationData:
+    evaluation = service.set_hidden(session, evaluation_id, principal, False)
+    return EvaluationData(data=evaluation_info(session, evaluation))

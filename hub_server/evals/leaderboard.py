@@ -1,8 +1,11 @@
 """Per-environment leaderboard: the best finalized run of each model.
 
 "Best" is the highest hub-computed mean reward (errored rollouts excluded, never counted as
-0); ties go to the run with more scored rollouts, then to the newer one. Open runs and runs
-with no scored rollout never rank.
+0); ties go to the run with more scored rollouts, then to the newer one. Open, abandoned and
+owner-hidden runs never rank. Each row states n and a 95% confidence interval; rows whose
+intervals overlap the interval of their group's first row share its rank and are `tied`,
+so a difference the samples cannot support is not shown as a ranking. Runs pushed by people
+outside the environment's owner are marked `third_party` and can be left out.
 """
 
 from __future__ import annotations
@@ -15,46 +18,62 @@ from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import User
 from hub_server.evals.models import Evaluation
 from hub_server.evals.schemas import LeaderboardRow
-from hub_server.evals.service import runs_query
+from hub_server.evals.service import runs_query, third_party_clause
 from hub_server.registry.models import Environment
 
-_COLUMNS = (
-    Evaluation.id,
-    Evaluation.model_name,
-    Evaluation.mean_reward,
-    Evaluation.stderr,
-    Evaluation.n_examples,
-    Evaluation.n_rollouts,
-    Evaluation.n_errors,
-    Evaluation.env_version,
-    Evaluation.finalized_at,
-    User.username,
-)
+# Two-sided 95% normal quantile.
+_Z95 = 1.96
 
 
 def leaderboard(
-    session: Session, env: Environment, principal: Principal | None, version: str | None = None
+    session: Session,
+    env: Environment,
+    principal: Principal | None,
+    version: str | None = None,
+    *,
+    include_third_party: bool = True,
 ) -> list[LeaderboardRow]:
+    third_party = third_party_clause().label("third_party")
     query = (
-        runs_query(principal, *_COLUMNS)
+        runs_query(
+            principal,
+            Evaluation.id,
+            Evaluation.model_name,
+            Evaluation.mean_reward,
+            Evaluation.stderr,
+            Evaluation.n_examples,
+            Evaluation.n_rollouts,
+            Evaluation.n_errors,
+            Evaluation.env_version,
+            Evaluation.finalized_at,
+            User.username,
+            third_party,
+        )
         .join(User, col(User.id) == col(Evaluation.user_id))
         .where(
             Evaluation.environment_id == env.id,
             Evaluation.status == "completed",
             col(Evaluation.mean_reward).is_not(None),
+            col(Evaluation.hidden_at).is_(None),
         )
     )
     if version:
         query = query.where(Evaluation.env_version == version)
+    if not include_third_party:
+        query = query.where(third_party_clause().is_(False))
     best: dict[str, Any] = {}
     for run in session.exec(query):
         current = best.get(run.model_name)
         if current is None or _rank_key(run) > _rank_key(current):
             best[run.model_name] = run
     ordered = sorted(best.values(), key=_rank_key, reverse=True)
+    ranks = _tie_ranks([_interval(run) for run in ordered])
+    sizes: dict[int, int] = {}
+    for rank in ranks:
+        sizes[rank] = sizes.get(rank, 0) + 1
     return [
         LeaderboardRow(
-            rank=position,
+            rank=rank,
             model=run.model_name,
             evaluation_id=run.id,
             mean_reward=float(run.mean_reward),
@@ -65,9 +84,33 @@ def leaderboard(
             env_version=run.env_version,
             date=run.finalized_at,
             user=run.username,
+            third_party=bool(run.third_party),
+            ci_low=_interval(run)[0],
+            ci_high=_interval(run)[1],
+            tied=sizes[rank] > 1,
         )
-        for position, run in enumerate(ordered, start=1)
+        for run, rank in zip(ordered, ranks, strict=True)
     ]
+
+
+def _interval(run: Any) -> tuple[float, float]:
+    """mean ± 1.96·stderr (a single point when the run has no standard error)."""
+    half = _Z95 * float(run.stderr or 0.0)
+    return float(run.mean_reward) - half, float(run.mean_reward) + half
+
+
+def _tie_ranks(intervals: list[tuple[float, float]]) -> list[int]:
+    """Competition ranks over rows sorted best first: a row whose interval reaches the lower
+    end of its group leader's interval shares the leader's rank."""
+    ranks: list[int] = []
+    leader_low = 0.0
+    for position, (_low, high) in enumerate(intervals, start=1):
+        if ranks and high >= leader_low:
+            ranks.append(ranks[-1])
+            continue
+        ranks.append(position)
+        leader_low = intervals[position - 1][0]
+    return ranks
 
 
 def _rank_key(run: Any) -> tuple[float, int, str]:

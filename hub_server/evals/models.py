@@ -18,6 +18,8 @@ from hub_server.core.ids import new_id, utcnow
 class Evaluation(SQLModel, table=True):
     """One evaluation run of one model on one exact environment version."""
 
+    __table_args__ = (sa.UniqueConstraint("user_id", "client_run_id"),)
+
     id: str = Field(default_factory=new_id, primary_key=True, max_length=32)
     name: str = Field(max_length=256)
     environment_id: str = Field(foreign_key="environment.id", index=True, max_length=32)
@@ -27,7 +29,13 @@ class Evaluation(SQLModel, table=True):
     model_name: str = Field(max_length=256, index=True)
     framework: str = Field(default="", max_length=64)
     is_public: bool = False
-    status: str = Field(default="running", max_length=16)  # "running" | "completed"
+    # "running" | "completed" | "abandoned" (left running past the hub's timeout; never ranks)
+    status: str = Field(default="running", max_length=16)
+    # The client's own id for the run (`prime eval push` sends metadata.json's run_id): a
+    # retried create with the same id resumes this run instead of making a second one.
+    client_run_id: str | None = Field(default=None, max_length=128)
+    # Set when the environment's owner hides the run from their leaderboard.
+    hidden_at: datetime | None = None
     tags_json: str = "[]"
     metadata_json: str = "{}"
     client_metrics_json: str = "{}"
@@ -52,6 +60,8 @@ class EvaluationBatch(SQLModel, table=True):
     evaluation_id: str = Field(foreign_key="evaluation.id", index=True, max_length=32)
     seq: int
     blob_key: str = Field(max_length=255)
+    # sha256 of the batch as received (before rollout numbering): a retried push is a no-op.
+    request_sha256: str | None = Field(default=None, max_length=64)
     sample_count: int
     keys_json: str  # [[example_index, rollout_index], …] for duplicate checks without the blob
     # SummaryBuilder.partial() of the batch, so finalize merges sums instead of re-reading blobs

@@ -48,6 +48,8 @@ class CreateEvaluation(BaseModel):
     task_type: str | None = None
     description: str | None = None
     run_id: str | None = None
+    # Idempotency: a create repeated with the same id (per user) answers the same run.
+    client_run_id: str | None = Field(default=None, min_length=1, max_length=128)
 
     @model_validator(mode="after")
     def _one_environment(self) -> CreateEvaluation:
@@ -107,6 +109,8 @@ class EvaluationInfo(BaseModel):
     created_at: datetime
     updated_at: datetime
     finalized_at: datetime | None
+    third_party: bool = False  # pushed by someone outside the environment's owner
+    hidden: bool = False  # hidden from the leaderboard by the environment's owner
 
 
 class LeaderboardRow(BaseModel):
@@ -121,6 +125,10 @@ class LeaderboardRow(BaseModel):
     env_version: str
     date: datetime
     user: str
+    third_party: bool
+    ci_low: float  # 95% confidence interval of mean_reward (mean ± 1.96 stderr)
+    ci_high: float
+    tied: bool  # its interval overlaps another row's of the same rank
 
 
 class EvaluationEnvelope(BaseModel):

@@ -13,20 +13,24 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from packaging.utils import canonicalize_version
 from packaging.version import InvalidVersion
 from packaging.version import Version as PepVersion
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError as RowConflict
 from sqlmodel import Session, col, select
 
 from hub_server.accounts.access import can_read, readable_environment
 from hub_server.accounts.auth import Principal
-from hub_server.accounts.models import Owner
+from hub_server.accounts.models import Membership, Owner
 from hub_server.core.blobstore import BlobStore, content_key
 from hub_server.core.errors import HubError
 from hub_server.core.ids import utcnow
+from hub_server.evals.integrity import IntegrityError, check_scores
 from hub_server.evals.models import Evaluation, EvaluationBatch
 from hub_server.evals.samples import (
     SampleError,
@@ -70,12 +74,17 @@ def can_read_environment(session: Session, env: Environment, principal: Principa
 def can_read_evaluation(
     session: Session, evaluation: Evaluation, env: Environment, principal: Principal | None
 ) -> bool:
-    """A run is readable when its environment is, and it is public or the reader pushed it."""
+    """A run is readable when its environment is, and it is public or the reader pushed it
+    (through a token whose scopes cover that environment: `upload:alice/foo` reads no private
+    run of another environment)."""
     if not can_read_environment(session, env, principal):
         return False
-    return evaluation.is_public or (
-        principal is not None and evaluation.user_id == principal.user.id
-    )
+    if evaluation.is_public:
+        return True
+    if principal is None or evaluation.user_id != principal.user.id:
+        return False
+    owner = session.get(Owner, env.owner_id)
+    return owner is not None and principal.scope_reads(owner.name, env.normalized_name)
 
 
 def can_write_results(principal: Principal, owner: Owner, env: Environment) -> bool:
@@ -84,8 +93,7 @@ def can_write_results(principal: Principal, owner: Owner, env: Environment) -> b
     Anyone may evaluate a public environment, so owner membership is not required; a
     read-only token can never write.
     """
-    allowed = {"all", f"upload:{owner.name}", f"upload:{owner.name}/{env.normalized_name}"}
-    return any(scope in allowed for scope in principal.scopes)
+    return principal.scope_writes(owner.name, env.normalized_name)
 
 
 def find_environment(
@@ -191,7 +199,12 @@ def create_evaluation(
             "use a token with scope 'all' (or an upload scope for this environment).",
         )
     version = _resolve_version(session, env, ref)
+    if request.client_run_id:
+        resumed = _resume(session, principal, request, env)
+        if resumed is not None:
+            return resumed
     evaluation = Evaluation(
+        client_run_id=request.client_run_id,
         name=request.name,
         environment_id=env.id,
         version_id=version.id,
@@ -205,8 +218,36 @@ def create_evaluation(
         client_metrics_json=json.dumps(request.metrics, default=str),
     )
     session.add(evaluation)
-    session.commit()
+    try:
+        session.commit()
+    except RowConflict:  # the same client run id, created concurrently: resume that run
+        session.rollback()
+        resumed = _resume(session, principal, request, env)
+        if resumed is None:
+            raise
+        return resumed
     return evaluation
+
+
+def _resume(
+    session: Session, principal: Principal, request: CreateEvaluation, env: Environment
+) -> Evaluation | None:
+    """The caller's run with this `client_run_id`, if any (a retried `prime eval push`)."""
+    existing = session.exec(
+        select(Evaluation).where(
+            Evaluation.user_id == principal.user.id,
+            Evaluation.client_run_id == request.client_run_id,
+        )
+    ).first()
+    if existing is None:
+        return None
+    if existing.environment_id != env.id or existing.model_name != request.model_name:
+        raise EvalError(
+            409,
+            f"client_run_id {request.client_run_id!r} already names evaluation {existing.id} "
+            "of another environment or model; send a new id for a new run.",
+        )
+    return existing
 
 
 def _writable(session: Session, evaluation_id: str, principal: Principal) -> Evaluation:
@@ -223,6 +264,20 @@ def _writable(session: Session, evaluation_id: str, principal: Principal) -> Eva
     if evaluation.user_id != principal.user.id:
         raise EvalError(
             403, f"Evaluation {evaluation_id} was created by another user; only they can add to it."
+        )
+    owner = session.get(Owner, env.owner_id)
+    if owner is None or not can_write_results(principal, owner, env):
+        raise EvalError(
+            403,
+            f"This token may not write results of {owner.name if owner else '?'}/{env.name}: "
+            "use a token with scope 'all' or an upload scope for this environment "
+            "(a read token never writes).",
+        )
+    if evaluation.status == "abandoned":
+        raise EvalError(
+            409,
+            f"Evaluation {evaluation_id} was abandoned (nothing pushed for too long) and is "
+            "closed; create a new evaluation to push these results.",
         )
     if evaluation.status != "running":
         raise EvalError(
@@ -246,15 +301,33 @@ def _taken_keys(session: Session, evaluation_id: str) -> set[tuple[int, int]]:
 def append_samples(
     session: Session, store: BlobStore, evaluation_id: str, principal: Principal, raw_samples: Any
 ) -> EvaluationBatch:
-    """Validate one batch, store it as a gzip JSONL blob, and list it on the run."""
+    """Validate one batch, store it as a gzip JSONL blob, and list it on the run.
+
+    A batch identical to one already stored on the run (a client retrying after a lost
+    answer) is accepted once: the stored batch is answered and nothing is added.
+    """
     if not isinstance(raw_samples, list):
         raise EvalError(400, 'The body must be {"samples": [ {…rollout record…}, … ]}.')
     try:
         records = validate_batch(raw_samples)
     except SampleError as exc:
         raise EvalError(exc.status, str(exc)) from None
+    request_sha256 = hashlib.sha256(encode_batch(records)).hexdigest()
     try:
         evaluation = _writable(session, evaluation_id, principal)
+        try:
+            check_scores(records, reward_range(session.get(Environment, evaluation.environment_id)))
+        except IntegrityError as exc:
+            raise EvalError(400, str(exc)) from None
+        retried = session.exec(
+            select(EvaluationBatch).where(
+                EvaluationBatch.evaluation_id == evaluation_id,
+                EvaluationBatch.request_sha256 == request_sha256,
+            )
+        ).first()
+        if retried is not None:
+            session.rollback()
+            return retried
         try:
             assign_keys(records, _taken_keys(session, evaluation_id))
         except SampleError as exc:
@@ -271,6 +344,7 @@ def append_samples(
             evaluation_id=evaluation_id,
             seq=int(seq) + 1,
             blob_key=key,
+            request_sha256=request_sha256,
             sample_count=len(records),
             keys_json=json.dumps([[r["example_index"], r["rollout_index"]] for r in records]),
             partial_json=json.dumps(batch_partial(records)),
@@ -356,9 +430,6 @@ def visible_runs(principal: Principal | None) -> sa.ColumnElement[bool]:
     """SQL form of `can_read_evaluation`; needs `Environment` and `Owner` joined in."""
     if principal is None:
         return sa.and_(col(Evaluation.is_public).is_(True), col(Environment.visibility) == "public")
-    run_ok = sa.or_(
-        col(Evaluation.is_public).is_(True), col(Evaluation.user_id) == principal.user.id
-    )
     reach = sa.true() if principal.user.is_admin else col(Owner.id).in_(sorted(principal.owner_ids))
     scope_ok: list[sa.ColumnElement[bool]] = []
     for scope in map(scopes.parse_scope, principal.scopes):  # Scope.allows, in SQL
@@ -369,7 +440,13 @@ def visible_runs(principal: Principal | None) -> sa.ColumnElement[bool]:
             if scope.name:
                 term = sa.and_(term, col(Environment.normalized_name) == scope.name)
             scope_ok.append(term)
-    private_ok = sa.and_(reach, sa.or_(*scope_ok)) if scope_ok else sa.false()
+    scope_cover = sa.or_(*scope_ok) if scope_ok else sa.false()
+    # One's own private runs are readable only through a token whose scopes cover the env.
+    run_ok = sa.or_(
+        col(Evaluation.is_public).is_(True),
+        sa.and_(col(Evaluation.user_id) == principal.user.id, scope_cover),
+    )
+    private_ok = sa.and_(reach, scope_cover)
     env_ok = sa.or_(col(Environment.visibility) == "public", private_ok)
     return sa.and_(run_ok, env_ok)
 
@@ -416,6 +493,8 @@ def list_evaluations(
         query = query.where(Evaluation.model_name == model)
     if status:
         query = query.where(Evaluation.status == status)
+    else:  # abandoned runs are not results: listed only when asked for by status
+        query = query.where(Evaluation.status != "abandoned")
     total = session.exec(select(sa.func.count()).select_from(query.subquery())).one()
     rows = session.exec(
         query.order_by(col(Evaluation.created_at).desc(), col(Evaluation.id))
@@ -435,7 +514,7 @@ def recent_runs(
         Evaluation.model_name,
         Evaluation.status,
         Evaluation.created_at,
-    ).where(Evaluation.environment_id == env.id)
+    ).where(Evaluation.environment_id == env.id, Evaluation.status != "abandoned")
     return list(
         session.exec(
             query.order_by(col(Evaluation.created_at).desc(), col(Evaluation.id)).limit(limit)
@@ -467,3 +546,67 @@ def summary_of(evaluation: Evaluation) -> Summary | None:
     if evaluation.summary_json is None:
         return None
     return summary_from_json(evaluation.summary_json)
+
+
+# -- integrity and provenance -------------------------------------------------------------
+
+
+def reward_range(env: Environment | None) -> tuple[float, float] | None:
+    """The range the environment's owner declared for its rewards, if any."""
+    if env is None or env.reward_min is None or env.reward_max is None:
+        return None
+    return env.reward_min, env.reward_max
+
+
+def mark_abandoned(engine: Engine, after_seconds: int) -> int:
+    """Close runs left `running` with no write for `after_seconds`: they never rank or list."""
+    cutoff = utcnow() - timedelta(seconds=after_seconds)
+    with Session(engine) as session:
+        result = session.execute(
+            sa.update(Evaluation)
+            .where(col(Evaluation.status) == "running", col(Evaluation.updated_at) < cutoff)
+            .values(status="abandoned")
+        )
+        session.commit()
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def set_hidden(
+    session: Session, evaluation_id: str, principal: Principal, hidden: bool
+) -> Evaluation:
+    """The environment's owner hides (or shows again) a run on their leaderboard."""
+    evaluation, env = get_evaluation(session, evaluation_id, principal)
+    owner = session.get(Owner, env.owner_id)
+    if owner is None or not principal.can_upload(owner, env.normalized_name):
+        raise EvalError(
+            403,
+            "Only the environment's owner (a token that may publish it) can hide or show runs "
+            "on its leaderboard.",
+        )
+    evaluation.hidden_at = utcnow() if hidden else None
+    session.add(evaluation)
+    session.commit()
+    return evaluation
+
+
+def third_party_clause() -> Any:
+    """SQL: the run's uploader is neither the owning user nor a member of the owning org.
+
+    Needs `Owner` joined (as `runs_query` does)."""
+    member = (
+        sa.exists()
+        .where(col(Membership.owner_id) == col(Owner.id))
+        .where(col(Membership.user_id) == col(Evaluation.user_id))
+    )
+    first_party = sa.or_(col(Owner.user_id) == col(Evaluation.user_id), member)
+    return sa.case((first_party, sa.false()), else_=sa.true())
+
+
+def is_third_party(session: Session, evaluation: Evaluation, env: Environment) -> bool:
+    """Python form of `third_party_clause` for one run."""
+    owner = session.get(Owner, env.owner_id)
+    if owner is None:
+        return True
+    if owner.user_id == evaluation.user_id:
+        return False
+    return session.get(Membership, (owner.id, evaluation.user_id)) is None

@@ -23,7 +23,14 @@ from hub_server.accounts.access import find_owner, readable_environment, require
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
 from hub_server.core.deps import check_upload_rate, resolve_principal
-from hub_server.core.errors import BadRequest, HubError, NotFound, TooLarge, Unauthorized
+from hub_server.core.errors import (
+    BadRequest,
+    Forbidden,
+    HubError,
+    NotFound,
+    TooLarge,
+    Unauthorized,
+)
 from hub_server.core.http_protocol import REASON_HEADER, latin1_reason
 from hub_server.core.state import Hub
 from hub_server.registry.publishing import EnvTarget, NewFile, publish_file
@@ -58,6 +65,11 @@ async def _upload(request: Request, owner_name: str | None) -> Response:
     hub: Hub = request.app.state.hub
     try:
         principal = await run_in_threadpool(_authenticate, request, hub)
+        if not principal.may_write_anything():
+            raise Forbidden(
+                "This token is read-only; upload with a token of scope 'all' or "
+                "'upload:OWNER[/NAME]' (`prime hub token create --scope upload:OWNER`)."
+            )
         declared = request.headers.get("content-length")
         if (
             declared

@@ -14,6 +14,11 @@ from sqlmodel import Field, SQLModel
 
 from hub_server.core.ids import new_id, utcnow
 
+# Column widths that requests are checked against (SQLite ignores VARCHAR lengths and
+# PostgreSQL enforces them: checking first gives both the same 4xx).
+MAX_VERSION_LENGTH = 64
+MAX_TAG_LENGTH = 64
+
 
 class Environment(SQLModel, table=True):
     """An environment `owner/name`: one installable project in the owner's simple index."""
@@ -28,6 +33,9 @@ class Environment(SQLModel, table=True):
     visibility: str = Field(default="public", max_length=8)  # "public" | "private"
     serial: int = 0  # bumped on every change to its files (project page cache)
     downloads: int = 0
+    # The range every pushed reward must fall in, when the owner declares one (else any finite).
+    reward_min: float | None = None
+    reward_max: float | None = None
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow, index=True)
 
@@ -36,7 +44,7 @@ class EnvironmentTag(SQLModel, table=True):
     """One tag of an environment (a row each, so tag filters use an index)."""
 
     environment_id: str = Field(foreign_key="environment.id", primary_key=True, max_length=32)
-    tag: str = Field(primary_key=True, max_length=64, index=True)
+    tag: str = Field(primary_key=True, max_length=MAX_TAG_LENGTH, index=True)
 
 
 class Version(SQLModel, table=True):
@@ -46,8 +54,8 @@ class Version(SQLModel, table=True):
 
     id: str = Field(default_factory=new_id, primary_key=True, max_length=32)
     environment_id: str = Field(foreign_key="environment.id", index=True, max_length=32)
-    version: str = Field(max_length=64)
-    canonical_version: str = Field(max_length=64)
+    version: str = Field(max_length=MAX_VERSION_LENGTH)
+    canonical_version: str = Field(max_length=MAX_VERSION_LENGTH)
     content_hash: str | None = Field(default=None, max_length=64, index=True)
     summary: str = ""
     requires_python: str | None = Field(default=None, max_length=256)
@@ -95,6 +103,8 @@ class PendingUpload(SQLModel, table=True):
     content_hash: str | None = Field(default=None, max_length=64)
     secret_hash: str = Field(max_length=64)
     staging_key: str = Field(max_length=255)
-    user_id: str = Field(foreign_key="user.id", max_length=32)
+    user_id: str = Field(foreign_key="user.id", max_length=32, index=True)
     created_at: datetime = Field(default_factory=utcnow)
     expires_at: datetime
+    # Set while one PUT is receiving the bytes: a second concurrent PUT of the URL is refused.
+    receiving_since: datetime | None = None

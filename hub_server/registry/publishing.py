@@ -12,18 +12,25 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import sqlalchemy as sa
 from packaging.utils import canonicalize_version
 from sqlalchemy import update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from hub_server.accounts.models import Owner
 from hub_server.core.blobstore import BlobStore, content_key
 from hub_server.core.db import session_scope
 from hub_server.core.errors import BadRequest, FileExists
 from hub_server.core.ids import utcnow
-from hub_server.registry.models import DistFile, Environment, EnvironmentTag, Version
+from hub_server.registry.models import (
+    MAX_VERSION_LENGTH,
+    DistFile,
+    Environment,
+    EnvironmentTag,
+    Version,
+)
 from registry_index.names import is_stdlib_name, normalize, ultranormalize
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER, is_sdk_name
 
@@ -79,26 +86,30 @@ def _find_env(session: Session, target: EnvTarget, normalized: str) -> Environme
 
 
 def _existing(session: Session, env: Environment, new: NewFile) -> PublishResult | None:
-    """The stored file if this exact file is already there; FileExists if the name is taken."""
-    file = session.exec(
-        select(DistFile).where(DistFile.environment_id == env.id, DistFile.filename == new.filename)
-    ).first()
+    """The stored file if this exact file is already there; FileExists if the name is taken.
+
+    One query reads both the name and the bytes, so a concurrent identical upload that
+    commits between two reads cannot look like "these bytes under another name".
+    """
+    rows = session.exec(
+        select(DistFile).where(
+            DistFile.environment_id == env.id,
+            sa.or_(
+                col(DistFile.filename) == new.filename,
+                sa.and_(col(DistFile.sha256) == new.sha256, col(DistFile.kind) == new.kind),
+            ),
+        )
+    ).all()
+    file = next((row for row in rows if row.filename == new.filename), None)
     if file is not None:
         if file.sha256 != new.sha256:
             raise FileExists(new.filename, file.sha256)
         version = session.get(Version, file.version_id)
         assert version is not None
         return PublishResult(env, version, file, created=False)
-    same_bytes = session.exec(
-        select(DistFile).where(
-            DistFile.environment_id == env.id,
-            DistFile.sha256 == new.sha256,
-            DistFile.kind == new.kind,
-        )
-    ).first()
-    if same_bytes is not None:
+    if rows:
         raise BadRequest(
-            f"File already exists ('{same_bytes.filename}', with sha256 hash '{new.sha256}'): "
+            f"File already exists ('{rows[0].filename}', with sha256 hash '{new.sha256}'): "
             f"these bytes were already uploaded under that name; {new.filename!r} cannot reuse them."
         )
     return None
@@ -225,6 +236,12 @@ def publish_file(
     """Record `new` (bytes at `source`, consumed) under `target`; idempotent and race-safe."""
     normalized = normalize(target.name)
     try:
+        if len(new.version) > MAX_VERSION_LENGTH:
+            # SQLite would store it and PostgreSQL refuse it: both refuse it here, with a 400.
+            raise BadRequest(
+                f"Version {new.version[:80]!r} is {len(new.version)} characters long; "
+                f"use at most {MAX_VERSION_LENGTH}."
+            )
         with Session(engine, expire_on_commit=False) as session:
             env = _find_env(session, target, normalized)
             if env is not None:

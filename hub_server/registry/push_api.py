@@ -13,9 +13,10 @@ import secrets
 from datetime import timedelta
 from pathlib import Path
 
+import sqlalchemy as sa
 from fastapi import APIRouter, Request
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 from starlette.concurrency import run_in_threadpool
 
 from hub_server.accounts.access import find_owner, require_upload, writable_environment_by_id
@@ -26,6 +27,7 @@ from hub_server.core.errors import BadRequest, Conflict, FileExists, NotFound, T
 from hub_server.core.ids import utcnow
 from hub_server.core.state import Hub
 from hub_server.registry.models import DistFile, Environment, PendingUpload, Version
+from hub_server.registry.pending_uploads import check_quota
 from hub_server.registry.publishing import EnvTarget, NewFile, create_environment, publish_file
 from hub_server.registry.schemas import (
     Envelope,
@@ -45,6 +47,9 @@ from registry_index.names import normalize, validate_project_name
 from registry_index.validation import UploadLimits, validate_distribution, validate_source_archive
 
 router = APIRouter(prefix="/api/v1/environmentshub", tags=["push"])
+
+# A PUT that died without releasing its claim (worker killed) frees the URL after this long.
+_RECEIVE_LEASE = timedelta(minutes=15)
 
 
 def public_base(request: Request, hub: Hub) -> str:
@@ -181,6 +186,7 @@ def _reserve(
 ) -> tuple[PendingUpload, str]:  # fmt: skip
     owner, env = writable_environment_by_id(session, principal, env_id)
     check_upload_rate(request, hub, principal)
+    check_quota(session, hub.settings, principal.user.id, body.size)
     _canonical_text(body.semantic_version)
     _check_announcement(session, hub, env, owner, body, kind)
     _apply_metadata(session, env, body)
@@ -215,6 +221,9 @@ def _apply_metadata(session: Session, env: Environment, body: UploadRequest) -> 
     if body.metadata.description is not None:
         env.description = body.metadata.description
         session.add(env)
+    if body.metadata.reward_range is not None:
+        env.reward_min, env.reward_max = body.metadata.reward_range
+        session.add(env)
     if body.metadata.tags is not None:
         for row in session.exec(
             select(EnvironmentTag).where(EnvironmentTag.environment_id == env.id)
@@ -222,7 +231,7 @@ def _apply_metadata(session: Session, env: Environment, body: UploadRequest) -> 
             session.delete(row)
         session.flush()
         for tag in sorted(set(body.metadata.tags)):
-            session.add(EnvironmentTag(environment_id=env.id, tag=tag[:64]))
+            session.add(EnvironmentTag(environment_id=env.id, tag=tag))
 
 
 @router.post("/{env_id}/wheels", response_model=Envelope[WheelReservation])
@@ -255,35 +264,82 @@ def reserve_source(
 
 @router.put("/uploads/{upload_id}", response_model=Envelope[PutResult])
 async def put_bytes(upload_id: str, token: str, request: Request) -> Envelope[PutResult]:
-    """Receive the bytes of a reserved upload; the URL's token is the credential."""
+    """Receive the bytes of a reserved upload; the URL's token is the credential.
+
+    The URL is checked and claimed before a byte is read, so only one PUT of it runs at a
+    time (a second one gets 409), and the bytes stream to a scratch file: memory stays flat.
+    """
     hub: Hub = request.app.state.hub
-    pending = await run_in_threadpool(_pending_for_put, hub, upload_id, token)
-    limit = min(hub.settings.max_upload_bytes, pending.size or hub.settings.max_upload_bytes)
-    chunks: list[bytes] = []
-    received = 0
-    async for chunk in request.stream():
-        received += len(chunk)
-        if received > limit:
-            raise TooLarge(f"The upload is larger than announced or allowed ({limit} bytes).")
-        chunks.append(chunk)
-    data = b"".join(chunks)
-    sha256 = hashlib.sha256(data).hexdigest()
-    if not hmac.compare_digest(sha256, pending.sha256):
-        raise BadRequest(
-            f"The uploaded bytes have sha256 {sha256}, not the announced {pending.sha256}; "
-            "upload the same file you announced."
-        )
-    await run_in_threadpool(hub.store.put_bytes, data, pending.staging_key)
-    return Envelope(data=PutResult(sha256=sha256, size=len(data)))
+    pending = await run_in_threadpool(_claim_for_put, hub, upload_id, token)
+    try:
+        limit = min(hub.settings.max_upload_bytes, pending.size or hub.settings.max_upload_bytes)
+        sha = hashlib.sha256()
+        received = 0
+        handle = hub.store.scratch_file()
+        path = Path(handle.name)
+        try:
+            with handle:
+                async for chunk in request.stream():
+                    received += len(chunk)
+                    if received > limit:
+                        raise TooLarge(
+                            f"The upload is larger than announced or allowed ({limit} bytes)."
+                        )
+                    sha.update(chunk)
+                    handle.write(chunk)
+            if not hmac.compare_digest(sha.hexdigest(), pending.sha256):
+                raise BadRequest(
+                    f"The uploaded bytes have sha256 {sha.hexdigest()}, not the announced "
+                    f"{pending.sha256}; upload the same file you announced."
+                )
+            await run_in_threadpool(hub.store.put_file, path, pending.staging_key)
+        finally:
+            path.unlink(missing_ok=True)
+    finally:
+        await run_in_threadpool(_release_put, hub, upload_id)
+    return Envelope(data=PutResult(sha256=sha.hexdigest(), size=received))
 
 
-def _pending_for_put(hub: Hub, upload_id: str, token: str) -> PendingUpload:
+def _claim_for_put(hub: Hub, upload_id: str, token: str) -> PendingUpload:
+    """The reservation behind this URL, claimed for one PUT (404 unknown, 409 busy)."""
     with Session(hub.engine, expire_on_commit=False) as session:
         pending = session.get(PendingUpload, upload_id)
-    digest = hashlib.sha256(token.encode()).hexdigest()
-    if pending is None or not hmac.compare_digest(pending.secret_hash, digest) or _expired(pending):
-        raise NotFound("This upload URL is unknown or expired; reserve the upload again.")
-    return pending
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        if (
+            pending is None
+            or not hmac.compare_digest(pending.secret_hash, digest)
+            or _expired(pending)
+        ):
+            raise NotFound("This upload URL is unknown or expired; reserve the upload again.")
+        now = utcnow()
+        claimed = session.execute(
+            sa.update(PendingUpload)
+            .where(
+                col(PendingUpload.id) == upload_id,
+                sa.or_(
+                    col(PendingUpload.receiving_since).is_(None),
+                    col(PendingUpload.receiving_since) < now - _RECEIVE_LEASE,
+                ),
+            )
+            .values(receiving_since=now)
+        )
+        session.commit()
+        if claimed.rowcount == 0:  # type: ignore[attr-defined]
+            raise Conflict(
+                "This upload URL is already receiving an upload; wait for that PUT to finish "
+                "(one upload per URL at a time)."
+            )
+        return pending
+
+
+def _release_put(hub: Hub, upload_id: str) -> None:
+    with Session(hub.engine) as session:
+        session.execute(
+            sa.update(PendingUpload)
+            .where(col(PendingUpload.id) == upload_id)
+            .values(receiving_since=None)
+        )
+        session.commit()
 
 
 def _expired(pending: PendingUpload) -> bool:

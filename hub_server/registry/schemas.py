@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, StringConstraints, field_validator, model_validator
+
+from hub_server.registry.models import MAX_TAG_LENGTH
 
 T = TypeVar("T")
+# A tag as the database stores it: refused with a 400 when longer (never cut or a 500).
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_LENGTH)]
+Tags = Annotated[list[Tag], Field(max_length=32)]
 
 
 class Envelope(BaseModel, Generic[T]):
@@ -107,7 +112,7 @@ class ResolveRequest(BaseModel):
     team_slug: str | None = None
     team_id: str | None = None
     description: str | None = None
-    tags: list[str] | None = None
+    tags: Tags | None = None
 
     _visibility = field_validator("visibility", mode="before")(_lower_visibility)
 
@@ -126,12 +131,22 @@ class PushMetadata(BaseModel):
     model_config = {"extra": "allow"}
 
     description: str | None = None
-    tags: list[str] | None = None
+    tags: Tags | None = None
     license: str | None = None
     dependencies: list[str] | None = None
     python_requires: str | None = None
     original_filename: str | None = None
     requires_dist: list[str] | None = None
+    # [low, high]: the hub refuses eval samples whose reward falls outside (integrity).
+    reward_range: tuple[float, float] | None = None
+
+    @model_validator(mode="after")
+    def _ordered_range(self) -> PushMetadata:
+        if self.reward_range is not None:
+            low, high = self.reward_range
+            if not (abs(low) < float("inf") and abs(high) < float("inf") and low <= high):
+                raise ValueError("reward_range must be two finite numbers [low, high], low <= high")
+        return self
 
 
 class UploadRequest(BaseModel):
@@ -167,7 +182,7 @@ class FinalizeResult(BaseModel):
 
 class EnvironmentPatch(BaseModel):
     description: str | None = None
-    tags: list[str] | None = None
+    tags: Tags | None = None
     visibility: Visibility | None = None
 
     _visibility = field_validator("visibility", mode="before")(_lower_visibility)

@@ -1,0 +1,167 @@
+"""Every request is bounded before the hub reads its body (an ASGI middleware).
+
+FastAPI reads a JSON or form body before a route's dependencies run, so a route cannot refuse
+an oversized or unauthenticated body in time: by then it is in memory (or spooled to /tmp).
+This middleware runs first and decides from the headers alone:
+
+- a token in `Authorization` is checked now; a wrong one is a 401 before any byte is read;
+- the body limit is chosen by route: an upload (`/legacy/`, the `PUT` upload URL) may carry
+  `request_body_limit` bytes, any other route `max_json_bytes`, and an anonymous request (no
+  token; the upload URL carries its own) only `max_anonymous_body_bytes`;
+- a declared `Content-Length` over the limit is answered 413 (401 for an anonymous API call)
+  without reading; a chunked or lying body is counted while it streams and cut off with 413
+  the moment it passes the limit, whatever the route was doing with it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from sqlmodel import Session
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from hub_server.core.errors import HubError
+from hub_server.core.http_protocol import REASON_HEADER, latin1_reason
+from hub_server.core.state import Hub
+
+# The REST upload URL: its `?token=` is the credential, checked by the route before reading.
+_UPLOAD_URL = re.compile(r"^/api/v1/environmentshub/uploads/[^/]+/?$")
+_LEGACY = re.compile(r"^/(?:[^/]+/)?legacy/?$")
+PRINCIPAL_KEY = "hub.principal"
+
+
+class BodyTooLarge(Exception):
+    """Raised from `receive` when a streaming body passes its limit."""
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _is_api(path: str) -> bool:
+    return path.startswith("/api/") or bool(_LEGACY.match(path))
+
+
+def _limit_for(hub: Hub, scope: Scope) -> tuple[int, bool]:
+    """(byte limit, whether the credential travels in the URL) for this request."""
+    path = scope.get("path", "")
+    if scope.get("method") == "PUT" and _UPLOAD_URL.match(path):
+        return hub.settings.request_body_limit, True
+    if _LEGACY.match(path):
+        return hub.settings.request_body_limit, False
+    return hub.settings.max_json_bytes, False
+
+
+async def _respond(send: Send, status: int, message: str, headers: dict[str, str]) -> None:
+    body = json.dumps({"detail": message}).encode()
+    raw = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+        (REASON_HEADER, latin1_reason(message).encode("latin-1")),
+    ]
+    raw.extend((k.lower().encode(), v.encode("latin-1")) for k, v in headers.items())
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _too_large_message(limit: int) -> str:
+    return (
+        f"The request body is larger than this hub accepts here ({limit} bytes); "
+        "send a smaller file or batch."
+    )
+
+
+class RequestLimitsMiddleware:
+    """Authenticate and size-check a request before its body is read; see the module doc."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        hub: Hub = scope["app"].state.hub
+        limit, token_in_url = _limit_for(hub, scope)
+        declared_text = _header(scope, b"content-length")
+        declared = int(declared_text) if declared_text and declared_text.isdigit() else None
+        has_body = (declared or 0) > 0 or _header(scope, b"transfer-encoding") is not None
+        if has_body and not token_in_url:
+            if _header(scope, b"authorization"):
+                try:
+                    scope[PRINCIPAL_KEY] = await run_in_threadpool(_authenticate, scope, hub)
+                except HubError as error:
+                    await _respond(send, error.status, error.message, error.headers)
+                    return
+            else:
+                anonymous_limit = hub.settings.max_anonymous_body_bytes
+                if (declared or 0) > anonymous_limit and _is_api(scope.get("path", "")):
+                    await _respond(
+                        send,
+                        401,
+                        "This needs an API token: send `Authorization: Bearer <token>` "
+                        "(prime login) or basic auth `__token__:<token>` (twine, uv).",
+                        {"WWW-Authenticate": 'Basic realm="prime-hub"'},
+                    )
+                    return
+                limit = min(limit, anonymous_limit)
+        if declared is not None and declared > limit:
+            await _respond(send, 413, _too_large_message(limit), {})
+            return
+        await _Guard(self.app, limit).run(scope, receive, send)
+
+
+def _authenticate(scope: Scope, hub: Hub) -> Any:
+    from hub_server.core.deps import resolve_principal
+
+    with Session(hub.engine, expire_on_commit=False) as session:
+        return resolve_principal(Request(scope), hub, session)
+
+
+class _Guard:
+    """Counts body bytes as they stream in; past the limit, the answer is a 413 whatever the
+    route does with the error (FastAPI would turn it into a 400 'error parsing the body')."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+        self.received = 0
+        self.exceeded = False
+        self.started = False
+
+    async def run(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def limited_receive() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                self.received += len(message.get("body", b""))
+                if self.received > self.limit:
+                    self.exceeded = True
+                    raise BodyTooLarge(self.limit)
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            if self.exceeded:
+                if not self.started:
+                    self.started = True
+                    await _respond(send, 413, _too_large_message(self.limit), {})
+                return  # the route's own answer to the cut-off body is dropped
+            if message["type"] == "http.response.start":
+                self.started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, guarded_send)
+        except Exception:
+            if not self.exceeded:
+                raise
+            if not self.started:
+                self.started = True
+                await _respond(send, 413, _too_large_message(self.limit), {})

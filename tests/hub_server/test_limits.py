@@ -1,0 +1,299 @@
+"""Issue 9, item 2: the hub bounds every request before it reads it.
+
+In-process (create_app + raw ASGI calls that count the body bytes the app pulled) for the
+route logic; a real `prime hub serve` only where the server itself is the point (uvicorn's
+X-Forwarded-For handling, the access log).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlmodel import Session, select
+
+from hub_server.core.blobstore import BlobStore
+from hub_server.registry.models import PendingUpload
+from tests.hub_server.hardening_hub import HardenedHub
+from tests.hub_server.hubproc import HubProcess, start_hub
+
+GIB = 1024 * 1024 * 1024
+RESOLVE = "/api/v1/environmentshub/resolve"
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> HardenedHub:
+    return HardenedHub(
+        tmp_path / "hub",
+        max_upload_bytes=4 * 1024 * 1024,
+        max_json_bytes=2 * 1024 * 1024,
+        max_pending_uploads_per_user=3,
+        max_staged_bytes_per_user=10 * 1024 * 1024,
+    )
+
+
+def test_unauthenticated_gigabyte_is_refused_before_reading(hub: HardenedHub) -> None:
+    status, pulled = asyncio.run(hub.raw("POST", RESOLVE, body_size=GIB))
+    assert (status, pulled) == (401, 0)
+
+
+def test_chunked_unauthenticated_body_is_cut_at_the_anonymous_limit(hub: HardenedHub) -> None:
+    status, pulled = asyncio.run(
+        hub.raw("POST", RESOLVE, body_size=GIB, declare_length=False, chunk=16 * 1024)
+    )
+    assert status == 413
+    assert pulled <= hub.settings.max_anonymous_body_bytes + 16 * 1024
+
+
+def test_wrong_token_is_refused_before_reading(hub: HardenedHub) -> None:
+    status, pulled = asyncio.run(hub.raw("POST", RESOLVE, token="phub_wrong", body_size=GIB))
+    assert (status, pulled) == (401, 0)
+
+
+def test_json_route_body_limit_holds_for_declared_and_chunked(hub: HardenedHub) -> None:
+    token = hub.tokens["alice"]
+    status, pulled = asyncio.run(hub.raw("POST", RESOLVE, token=token, body_size=GIB))
+    assert (status, pulled) == (413, 0)
+    status, pulled = asyncio.run(
+        hub.raw("POST", RESOLVE, token=token, body_size=GIB, declare_length=False)
+    )
+    assert status == 413
+    assert pulled <= hub.settings.max_json_bytes + 1024 * 1024
+
+
+def test_legacy_upload_with_read_token_is_refused_before_reading(hub: HardenedHub) -> None:
+    read = hub.token("alice", ["read"])
+    status, pulled = asyncio.run(
+        hub.raw(
+            "POST", "/legacy/", token=read, basic=True, body_size=GIB, declare_length=False,
+            content_type="multipart/form-data; boundary=x",
+        )
+    )  # fmt: skip
+    assert (status, pulled) == (403, 0)
+
+
+_MULTIPART_FILE = (
+    b'--x\r\nContent-Disposition: form-data; name="content"; filename="w-1.0-py3-none-any.whl"'
+    b"\r\nContent-Type: application/octet-stream\r\n\r\n"
+)
+
+
+def test_legacy_chunked_upload_is_cut_at_the_request_limit(hub: HardenedHub) -> None:
+    status, pulled = asyncio.run(
+        hub.raw(
+            "POST", "/legacy/", token=hub.tokens["alice"], basic=True, body_size=GIB,
+            declare_length=False, content_type="multipart/form-data; boundary=x",
+            prefix=_MULTIPART_FILE,
+        )
+    )  # fmt: skip
+    assert status == 413
+    assert pulled <= hub.settings.request_body_limit + 1024 * 1024
+
+
+def _reserve(client: httpx.Client | object, hub: HardenedHub, data: bytes, n: int = 0) -> dict:
+    env_id = hub.env_ids["alice/wordle"]
+    response = client.post(  # type: ignore[attr-defined]
+        f"/api/v1/environmentshub/{env_id}/versions",
+        headers={"Authorization": f"Bearer {hub.tokens['alice']}"},
+        json={
+            "filename": f"wordle-{n}.tar.gz",
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "size": len(data),
+            "semantic_version": f"0.{n + 2}.0",
+        },
+    )
+    assert response.status_code == 200, response.text
+    return dict(response.json()["data"])
+
+
+def test_one_put_per_upload_url_at_a_time_and_bounded(hub: HardenedHub) -> None:
+    data = b"y" * (3 * 1024 * 1024)
+    with hub.client() as client:
+        reservation = _reserve(client, hub, data)
+    path, _, query = reservation["upload_url"].partition("://")[2].partition("/")[2].partition("?")
+
+    async def race() -> tuple[tuple[int, int], tuple[int, int]]:
+        hold = asyncio.Event()
+        first = asyncio.create_task(
+            hub.raw("PUT", "/" + path, query=query, body_size=len(data), hold=hold, chunk=65536)
+        )
+        await asyncio.sleep(0.5)  # the first PUT has claimed the URL and is mid-body
+        second = await hub.raw("PUT", "/" + path, query=query, body_size=len(data))
+        hold.set()
+        return await first, second
+
+    first, second = asyncio.run(race())
+    assert second == (409, 0)
+    assert first[0] == 400  # the bytes (all 'x') differ from the announced sha256: refused
+    # The claim is released: the URL takes the next upload.
+    status, _ = asyncio.run(hub.raw("PUT", "/" + path, query=query, body_size=len(data)))
+    assert status == 400
+
+
+def test_put_larger_than_announced_stops_early(hub: HardenedHub) -> None:
+    data = b"z" * 1000
+    with hub.client() as client:
+        reservation = _reserve(client, hub, data)
+    path, _, query = reservation["upload_url"].partition("://")[2].partition("/")[2].partition("?")
+    status, pulled = asyncio.run(
+        hub.raw("PUT", "/" + path, query=query, body_size=GIB, declare_length=False, chunk=65536)
+    )
+    assert status == 413
+    assert pulled <= 2 * 65536
+
+
+def test_per_user_quota_on_pending_uploads(hub: HardenedHub) -> None:
+    with hub.client() as client:
+        for n in range(3):
+            _reserve(client, hub, b"%d" % n, n)
+        env_id = hub.env_ids["alice/wordle"]
+        refused = client.post(
+            f"/api/v1/environmentshub/{env_id}/versions",
+            headers={"Authorization": f"Bearer {hub.tokens['alice']}"},
+            json={"filename": "w.tar.gz", "sha256": "0" * 64, "semantic_version": "9.0.0"},
+        )
+        assert refused.status_code == 429
+        assert "unfinished uploads" in refused.json()["detail"]
+
+
+def test_per_user_quota_on_staged_bytes(tmp_path: Path) -> None:
+    hub = HardenedHub(tmp_path, max_staged_bytes_per_user=1000)
+    with hub.client() as client:
+        env_id = hub.env_ids["alice/wordle"]
+        body = {"filename": "w.tar.gz", "sha256": "0" * 64, "semantic_version": "1.0.0"}
+        ok = client.post(
+            f"/api/v1/environmentshub/{env_id}/versions",
+            headers={"Authorization": f"Bearer {hub.tokens['alice']}"},
+            json={**body, "size": 600},
+        )
+        assert ok.status_code == 200
+        refused = client.post(
+            f"/api/v1/environmentshub/{env_id}/versions",
+            headers={"Authorization": f"Bearer {hub.tokens['alice']}"},
+            json={**body, "size": 600},
+        )
+        assert refused.status_code == 429
+        assert "quota" in refused.json()["detail"]
+
+
+def test_abandoned_uploads_are_purged_while_running(tmp_path: Path) -> None:
+    hub = HardenedHub(tmp_path, upload_url_ttl_seconds=1, sweep_interval_seconds=0.2)
+    data = b"staged bytes"
+    with hub.client() as client:
+        reservation = _reserve(client, hub, data)
+        put = client.put(reservation["upload_url"], content=data)
+        assert put.status_code == 200
+        staged = list((tmp_path / "blobs" / "staging").iterdir())
+        assert len(staged) == 1
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and staged[0].exists():
+            time.sleep(0.1)
+        assert not staged[0].exists()
+        with Session(hub.engine) as session:
+            assert session.exec(select(PendingUpload)).all() == []
+
+
+def test_deep_json_sample_is_a_400_not_a_500(hub: HardenedHub) -> None:
+    with hub.client() as client:
+        auth = {"Authorization": f"Bearer {hub.tokens['alice']}"}
+        created = client.post(
+            "/api/v1/evaluations/",
+            headers=auth,
+            json={"name": "r", "environments": [{"slug": "alice/wordle"}], "model_name": "m"},
+        )
+        run = created.json()["evaluation_id"]
+        for depth in (100_000, 200):
+            deep = "[" * depth + "]" * depth
+            body = '{"samples": [{"example_index": 0, "reward": 1, "info": ' + deep + "}]}"
+            response = client.post(
+                f"/api/v1/evaluations/{run}/samples",
+                headers={**auth, "content-type": "application/json"},
+                content=body,
+            )
+            assert response.status_code == 400, response.text
+            assert "nested deeper" in response.json()["detail"]
+
+
+def test_restarting_worker_keeps_other_workers_scratch_files(tmp_path: Path) -> None:
+    store = BlobStore(str(tmp_path / "blobs"))
+    with store.scratch_file() as mine:
+        mine.write(b"mine")
+    live = subprocess.Popen(["sleep", "60"])
+    try:
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        tmp = tmp_path / "blobs" / "tmp"
+        theirs = tmp / f"upload.tmp-{live.pid}-abc"
+        stale = tmp / f"upload.tmp-{dead.pid}-def"
+        for path in (theirs, stale):
+            path.write_bytes(b"in flight")
+        BlobStore(str(tmp_path / "blobs"))  # another worker (re)starting on the same store
+        assert theirs.exists()
+        assert Path(mine.name).exists()  # this process is alive too
+        assert not stale.exists()
+    finally:
+        live.kill()
+        live.wait()
+        Path(mine.name).unlink(missing_ok=True)
+
+
+# -- the real server ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
+    env = {"PRIME_HUB_FAILED_LOGINS_PER_MINUTE": "3"}
+    with start_hub(tmp_path_factory.mktemp("served"), env=env) as running:
+        yield running
+
+
+def test_upload_url_secret_is_not_in_the_access_log(served: HubProcess) -> None:
+    token = served.add_user("logger")
+    auth = {"Authorization": f"Bearer {token}"}
+    resolved = httpx.post(
+        f"{served.url}{RESOLVE}", headers=auth, json={"name": "logged"}, timeout=30
+    ).json()["data"]
+    data = b"bytes"
+    reservation = httpx.post(
+        f"{served.url}/api/v1/environmentshub/{resolved['id']}/versions",
+        headers=auth,
+        json={
+            "filename": "logged-0.1.0.tar.gz",
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "size": len(data),
+            "semantic_version": "0.1.0",
+        },
+        timeout=30,
+    ).json()["data"]
+    secret = reservation["upload_url"].split("token=", 1)[1]
+    assert httpx.put(reservation["upload_url"], content=data, timeout=30).status_code == 200
+    deadline = time.monotonic() + 10
+    log = ""
+    while time.monotonic() < deadline and "/uploads/" not in log:
+        log = served.log_path.read_text()
+        time.sleep(0.1)
+    assert "/uploads/" in log and "token=***" in log
+    assert secret not in log
+    assert json.dumps(secret)[1:-1] not in log
+    assert os.environ.get("PRIME_API_KEY", "\0") not in log
+
+
+def test_x_forwarded_for_is_not_believed_without_trusted_proxies(served: HubProcess) -> None:
+    """Runs last on this server: it uses up loopback's failed-login budget."""
+    statuses = []
+    for n in range(5):
+        response = httpx.get(
+            f"{served.url}/api/v1/user/whoami",
+            headers={"Authorization": "Bearer phub_guess", "X-Forwarded-For": f"10.0.0.{n}"},
+        )
+        statuses.append(response.status_code)
+    assert statuses[:3] == [401, 401, 401]
+    assert statuses[3:] == [429, 429]
