@@ -1,4 +1,5 @@
-"""Start a real hub server in a subprocess (reusable by the cli, e2e and evals tests).
+"""Start a real hub server in a subprocess, for what needs a socket: pip/uv/twine, crashes,
+several workers, a browser (route logic is tested in-process: tests/hub_server/inproc.py).
 
     from tests.hub_server.hubproc import start_hub
     with start_hub(tmp_path / "hub") as hub:
@@ -29,17 +30,13 @@ from tests.support import free_port
 PRIME = Path(sys.executable).with_name("prime")
 
 
-@dataclass
-class HubProcess:
-    """A running hub: its URL, data directory, admin user `admin` and that user's token."""
+@dataclass(kw_only=True)
+class HubAccounts:
+    """A hub's data directory and settings, and users made straight in its database."""
 
-    url: str
     data_dir: Path
-    env: dict[str, str]
-    port: int
+    env: dict[str, str] = field(default_factory=dict)
     admin_token: str = ""
-    process: subprocess.Popen[bytes] | None = None
-    log_path: Path = field(default_factory=Path)
 
     @property
     def settings(self) -> HubSettings:
@@ -55,7 +52,7 @@ class HubProcess:
                     os.environ[key] = value
 
     def add_user(self, name: str, *, admin: bool = False, scopes: list[str] | None = None) -> str:
-        """Create a user (in the server's database) and return a token for it."""
+        """Create a user (in the hub's database) and return a token for it."""
         engine = open_database(self.settings)
         try:
             create_user(engine, name, admin=admin)
@@ -72,28 +69,43 @@ class HubProcess:
         finally:
             engine.dispose()
 
+
+@dataclass(kw_only=True)
+class HubProcess(HubAccounts):
+    """A running hub: its URL, data directory, admin user `admin` and that user's token."""
+
+    url: str
+    port: int
+    process: subprocess.Popen[bytes] | None = None
+    log_path: Path = field(default_factory=Path)
+
     def start(self, timeout: float = 240.0) -> None:
         """Start (or restart) the server and wait until it answers (generous: CI hosts get busy)."""
         command = [str(PRIME), "hub", "serve", "--host", "127.0.0.1", "--port", str(self.port)]
         command += ["--data-dir", str(self.data_dir)]
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            command, env={**os.environ, **self.env}, stdout=log, stderr=subprocess.STDOUT
-        )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"hub exited early:\n{self.log_path.read_text()[-4000:]}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(
-            f"hub did not start in {timeout} s:\n{self.log_path.read_text()[-4000:]}"
-        )
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                command, env={**os.environ, **self.env}, stdout=log, stderr=subprocess.STDOUT
+            )
+        # Ready means /healthz answers; the deadline only bounds a hub that hangs. Whatever
+        # ends the wait early (an error, Ctrl-C) kills the child: no server outlives a failure.
+        try:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"hub exited early:\n{self.log_path.read_text()[-4000:]}")
+                try:
+                    if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.05)
+            raise RuntimeError(
+                f"hub did not start in {timeout} s:\n{self.log_path.read_text()[-4000:]}"
+            )
+        except BaseException:
+            self.kill()
+            raise
 
     def kill(self) -> None:
         """SIGKILL the server (crash simulation)."""
