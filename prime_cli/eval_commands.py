@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -20,7 +20,14 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from prime_cli import config as cfg
@@ -31,7 +38,10 @@ from prime_cli.env_install import (
     resolve,
     target_python,
 )
+from prime_cli.errors import CliError, expected
+from prime_cli.eval_runs import find_run, local_runs, push_run, unpushed_runs
 from prime_cli.hub_client import HubClient, HubError
+from prime_cli.options import echo_json, output_option, page_of, paging_options
 from prime_env.clients.base import ModelClient
 from prime_env.clients.registry import ModelConfigError, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
@@ -60,17 +70,12 @@ T = TypeVar("T")
 console = Console()
 err_console = Console(stderr=True)
 
-SAMPLE_BATCH_BYTES = 8 * 1024 * 1024
-"""Pushed sample batches stay well under the hub's 32 MiB request limit."""
+expected(EvalError, ModelConfigError, EnvironmentNotFound, HubError, InstallError)
+expected(cfg.ConfigError)
 
-_EXPECTED = (
-    EvalError,
-    ModelConfigError,
-    EnvironmentNotFound,
-    HubError,
-    InstallError,
-    cfg.ConfigError,
-)
+LOCAL_MAX_TOKENS = 256
+"""Per-turn token cap for the built-in CPU model when none is given: SmolLM2-135M rarely needs
+more for these tasks, and uncapped it can ramble for minutes per rollout."""
 
 
 def _json_option(text: str | None, what: str) -> dict[str, Any]:
@@ -88,9 +93,24 @@ def _json_option(text: str | None, what: str) -> dict[str, Any]:
     return value
 
 
-@click.group("eval")
+class _EvalGroup(click.Group):
+    """`prime eval ENV …` is `prime eval run ENV …`, as with the stock client."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            run_cmd = self.commands["run"]
+            return "run", run_cmd, args
+        return super().resolve_command(ctx, args)
+
+
+@click.group("eval", cls=_EvalGroup)
 def eval_group() -> None:
-    """Evaluate models on environments, resume runs, push results to the hub."""
+    """Evaluate models on environments, resume runs, push results to the hub.
+
+    `prime eval ENV [OPTIONS]` is short for `prime eval run ENV [OPTIONS]`.
+    """
 
 
 # ------------------------------------------------------------------ run
@@ -122,6 +142,7 @@ class _Tracker:
     scored: int = 0
     errors: int = 0
     tokens: int = 0
+    resumed: int = 0  # rollouts already done when this invocation started
     started: float = field(default_factory=time.perf_counter)
 
     def add(self, record: RolloutRecord) -> None:
@@ -135,8 +156,13 @@ class _Tracker:
 
     def fields(self) -> dict[str, Any]:
         mean = f"{self.reward_sum / self.scored:.3f}" if self.scored else "-"
-        rate = self.tokens / max(time.perf_counter() - self.started, 1e-6)
-        return {"reward": mean, "errors": str(self.errors), "tps": f"{rate:,.0f}"}
+        elapsed = max(time.perf_counter() - self.started, 1e-6)
+        return {
+            "reward": mean,
+            "errors": str(self.errors),
+            "tps": f"{self.tokens / elapsed:,.0f}",
+            "rate": f"{(self.done - self.resumed) / elapsed:.2f}",
+        }
 
 
 @dataclass(frozen=True)
@@ -156,6 +182,7 @@ async def _run_all(
         tracker = _Tracker(total=run.total)
         for rec in run.done:
             tracker.add(rec)
+        tracker.resumed, tracker.tokens = tracker.done, 0
         task = progress.add_task(
             run.spec.name, total=run.total, completed=tracker.done, **tracker.fields()
         )
@@ -188,8 +215,11 @@ def _progress(disable: bool) -> Progress:
         MofNCompleteColumn(),
         TextColumn("reward {task.fields[reward]}"),
         TextColumn("errors {task.fields[errors]}"),
+        TextColumn("{task.fields[rate]} rollouts/s"),
         TextColumn("{task.fields[tps]} tok/s"),
         TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
         console=err_console,
         disable=disable,
         refresh_per_second=4,
@@ -204,11 +234,13 @@ def _summary_row(spec_name: str, summary: Summary, cost: float | None) -> dict[s
     return {"model": spec_name, "summary": summary.model_dump(), "cost_usd": cost}
 
 
-def _table(rows: list[tuple[EvalRun, Summary]]) -> Table:
+def _table(rows: list[tuple[EvalRun, Summary]], width: int) -> Table:
+    """One row per model; transposed (one row per figure, a column per model) when that is
+    too wide for the terminal, so an 80-column window stays readable."""
     metric_names = sorted({name for _, s in rows for name in [*s.rewards, *s.metrics]})
     ks = sorted({k for _, s in rows for k in s.pass_at_k}, key=int)
-    table = Table(title=f"{rows[0][0].env.id}: n={rows[0][0].config.n}, r={rows[0][0].config.r}")
-    for column in [
+    title = f"{rows[0][0].env.id}: n={rows[0][0].config.n}, r={rows[0][0].config.r}"
+    headers = [
         "model",
         "reward (mean ± se)",
         *[f"pass@{k}" for k in ks],
@@ -216,24 +248,54 @@ def _table(rows: list[tuple[EvalRun, Summary]]) -> Table:
         "errors",
         "tokens in/out",
         "cost",
-    ]:
-        table.add_column(column, overflow="fold")
+    ]
+    cells: list[list[str]] = []
     for run, s in rows:
         cost = run.spec.cost(s.prompt_tokens, s.completion_tokens)
         means = {**s.rewards, **s.metrics}
         errors = str(s.errors) + (
             f" ({', '.join(f'{t}: {c}' for t, c in s.error_types.items())})" if s.errors else ""
         )
-        table.add_row(
-            run.spec.name,
-            f"{_fmt(s.reward_mean)} ± {_fmt(s.reward_stderr)}",
-            *[_fmt(s.pass_at_k.get(k)) for k in ks],
-            *[_fmt(means.get(m)) for m in metric_names],
-            errors,
-            f"{s.prompt_tokens:,}/{s.completion_tokens:,}",
-            "-" if cost is None else f"${cost:.4f}",
+        cells.append(
+            [
+                run.spec.name,
+                f"{_fmt(s.reward_mean)} ± {_fmt(s.reward_stderr)}",
+                *[_fmt(s.pass_at_k.get(k)) for k in ks],
+                *[_fmt(means.get(m)) for m in metric_names],
+                errors,
+                f"{s.prompt_tokens:,}/{s.completion_tokens:,}",
+                "-" if cost is None else f"${cost:.4f}",
+            ]
         )
-    return table
+    wide = Table(title=title)
+    for header in headers:
+        wide.add_column(header, no_wrap=True)
+    for row in cells:
+        wide.add_row(*row)
+    if Console(width=10_000).measure(wide).maximum <= width:
+        return wide
+    narrow = Table(title=title)
+    narrow.add_column("", style="bold", no_wrap=True)
+    for row in cells:
+        narrow.add_column(row[0], overflow="fold")
+    for index, header in enumerate(headers[1:], start=1):
+        narrow.add_row(header, *[row[index] for row in cells])
+    return narrow
+
+
+def _zero_reward_notes(rows: list[tuple[EvalRun, Summary]]) -> list[str]:
+    """When every scored rollout got 0, say whether that is the model or infrastructure."""
+    notes = []
+    for run, s in rows:
+        if not s.scored or s.reward_mean != 0:
+            continue
+        errored = f"; {s.errors} more errored and are not counted" if s.errors else ""
+        notes.append(
+            f"{run.spec.name}: all {s.scored} scored rollouts got reward 0 — the model's answers "
+            f"were graded wrong, not errors{errored}. Read a few with "
+            f"`prime eval show {run.directory} --samples 3`"
+        )
+    return notes
 
 
 @eval_group.command("run")
@@ -359,57 +421,64 @@ def run(
         sampling["max_tokens"] = max_tokens
     if temperature is not None:
         sampling["temperature"] = temperature
-    try:
-        if resume_dir is not None:
-            if len(models) > 1:
-                raise click.UsageError("--resume continues one run; give at most one -m")
-            stored = stored_config(resume_dir)
-            env_spec = env_spec or stored.env
-            models = models or (stored.model,)
-            n = n if _explicit(ctx, "n") else stored.n
-            r = r if _explicit(ctx, "r") else stored.r
-            args = args if env_args is not None else stored.env_args
-            sampling = (
-                sampling
-                if (sampling_args or max_tokens is not None or temperature is not None)
-                else stored.sampling
-            )
-            base_url = base_url if base_url is not None else stored.base_url
-        if env_spec is None:
-            raise click.UsageError("missing ENV: a path, an installed environment or OWNER/NAME")
-        specs = [
-            resolve_model(m, base_url=base_url, api_key_var=api_key_var, endpoints=endpoints)
-            for m in (models or (default_model(),))
-        ]
-        if len({s.name for s in specs}) != len(specs):
-            raise click.UsageError("the same -m is given twice")
-        for spec in specs:
-            spec.api_key()  # a missing key fails here, before anything is installed or written
-        env = load_env(env_spec, args, install=_install_from_hub)
-        configs = [
-            RunConfig(
-                env=env_spec,
-                env_version=env.version,
-                env_args=args,
-                model=spec.name,
-                base_url=base_url,
-                n=n,
-                r=r,
-                sampling=normalize_sampling(sampling),
-            )
-            for spec in specs
-        ]
-        runs = [
-            resume_run(resume_dir, env, spec, config)
-            if resume_dir is not None
-            else start_run(env, spec, config, output_dir)
-            for spec, config in zip(specs, configs)
-        ]
-        policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
-        clients = [spec.create_client(stream=stream, policy=policy) for spec in specs]
-        factories = [partial(spec.create_client, stream=stream, policy=policy) for spec in specs]
-    except _EXPECTED as exc:
-        raise click.ClickException(str(exc)) from exc
+    if resume_dir is not None:
+        if len(models) > 1:
+            raise click.UsageError("--resume continues one run; give at most one -m")
+        stored = stored_config(resume_dir)
+        env_spec = env_spec or stored.env
+        models = models or (stored.model,)
+        n = n if _explicit(ctx, "n") else stored.n
+        r = r if _explicit(ctx, "r") else stored.r
+        args = args if env_args is not None else stored.env_args
+        sampling = (
+            sampling
+            if (sampling_args or max_tokens is not None or temperature is not None)
+            else stored.sampling
+        )
+        base_url = base_url if base_url is not None else stored.base_url
+    if env_spec is None:
+        raise click.UsageError("missing ENV: a path, an installed environment or OWNER/NAME")
+    specs = [
+        resolve_model(m, base_url=base_url, api_key_var=api_key_var, endpoints=endpoints)
+        for m in (models or (default_model(),))
+    ]
+    if len({s.name for s in specs}) != len(specs):
+        raise click.UsageError("the same -m is given twice")
+    for spec in specs:
+        spec.api_key()  # a missing key fails here, before anything is installed or written
+    if (
+        resume_dir is None
+        and "max_tokens" not in sampling
+        and all(spec.client == "local" for spec in specs)
+    ):
+        sampling["max_tokens"] = LOCAL_MAX_TOKENS
+        err_console.print(
+            f"{', '.join(spec.name for spec in specs)} runs on this CPU: each turn is capped at "
+            f"{LOCAL_MAX_TOKENS} tokens (pass -t N to change)"
+        )
+    env = load_env(env_spec, args, install=_install_from_hub)
+    configs = [
+        RunConfig(
+            env=env_spec,
+            env_version=env.version,
+            env_args=args,
+            model=spec.name,
+            base_url=base_url,
+            n=n,
+            r=r,
+            sampling=normalize_sampling(sampling),
+        )
+        for spec in specs
+    ]
+    runs = [
+        resume_run(resume_dir, env, spec, config)
+        if resume_dir is not None
+        else start_run(env, spec, config, output_dir)
+        for spec, config in zip(specs, configs)
+    ]
+    policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
+    clients = [spec.create_client(stream=stream, policy=policy) for spec in specs]
+    factories = [partial(spec.create_client, stream=stream, policy=policy) for spec in specs]
     for run_ in runs:
         verb = "resuming" if resume_dir else "writing"
         err_console.print(f"{verb} {run_.directory} ({len(run_.done)}/{run_.total} done)")
@@ -421,7 +490,7 @@ def run(
             )
     except KeyboardInterrupt:
         dirs = " ".join(str(run_.directory) for run_ in runs)
-        raise click.ClickException(
+        raise CliError(
             f"interrupted; finished rollouts are saved. Continue with: prime eval run --resume {dirs}"
         ) from None
     rows = [(run_, outcome.summary) for run_, outcome in zip(runs, outcomes)]
@@ -456,14 +525,16 @@ def run(
             )
         )
     else:
-        console.print(_table(rows))
+        console.print(_table(rows, console.width))
+        for note in _zero_reward_notes(rows):
+            console.print(note)
         for run_, _ in rows:
             console.print(f"{run_.spec.name}: {run_.directory}")
         for directory, evaluation_id in pushed.items():
             console.print(f"pushed {directory} as evaluation {evaluation_id}")
     failed = [run_.spec.name for run_, s in rows if s.rollouts and s.scored == 0]
     if failed:
-        raise click.ClickException(
+        raise CliError(
             f"every rollout of {', '.join(failed)} failed (see the errors column), so nothing "
             "was scored; fix the cause (key, URL, model name) and start a new run"
         )
@@ -473,162 +544,70 @@ def run(
 
 
 def _hub() -> HubClient:
-    try:
-        return HubClient.from_settings(cfg.load_settings(), console=err_console)
-    except cfg.ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
-
-
-def _batches(records: list[RolloutRecord]) -> Iterator[list[dict[str, Any]]]:
-    batch: list[dict[str, Any]] = []
-    size = 0
-    for record in records:
-        text = record.to_json()
-        if batch and size + len(text) > SAMPLE_BATCH_BYTES:
-            yield batch
-            batch, size = [], 0
-        batch.append(json.loads(text))
-        size += len(text)
-    if batch:
-        yield batch
-
-
-def push_run(
-    hub: HubClient,
-    directory: Path,
-    *,
-    env: str | None = None,
-    public: bool = False,
-    name: str | None = None,
-) -> str:
-    """Upload one run: create the evaluation, push samples in batches, finalize. Returns its id."""
-    meta_path = directory / METADATA
-    if not meta_path.is_file():
-        raise click.ClickException(f"{directory} is not an eval run directory (no {METADATA})")
-    meta = json.loads(meta_path.read_text())
-    if meta.get("status") != "completed":
-        raise click.ClickException(
-            f"{directory} is not finished (status {meta.get('status')!r}); finish it with "
-            f"prime eval run --resume {directory}"
-        )
-    slug = env or meta.get("hub_env") or meta.get("env") or ""
-    if "/" not in slug:
-        raise click.ClickException(
-            f"the run's environment {slug!r} has no hub owner; pass --env OWNER/NAME naming the "
-            "published environment these results belong to"
-        )
-    try:
-        records = read_results(directory / RESULTS)
-    except EvalError as exc:
-        raise click.ClickException(str(exc)) from exc
-    environment: dict[str, Any] = {"slug": slug.split("@")[0]}
-    if meta.get("env_version"):
-        environment["version"] = meta["env_version"]
-    metrics = {k: v for k, v in meta.items() if k.startswith("avg_") and v is not None}
-    body = {
-        "name": name or f"{slug.split('@')[0]}--{meta['model']}",
-        "environments": [environment],
-        "model_name": meta["model"],
-        "framework": "prime",
-        "metadata": {
-            k: meta.get(k)
-            for k in (
-                "run_id",
-                "num_examples",
-                "rollouts_per_example",
-                "sampling_args",
-                "env_args",
-                "model_info",
-                "started_at",
-                "ended_at",
-                "pass_at_k",
-            )
-        },
-        "metrics": metrics,
-        "tags": [],
-        "is_public": public,
-    }
-    try:
-        created = hub.request("POST", "/evaluations/", "create evaluation", json=body)
-        evaluation_id = str(created["evaluation_id"])
-        for batch in _batches(records):
-            hub.request(
-                "POST",
-                f"/evaluations/{evaluation_id}/samples",
-                "push samples",
-                json={"samples": batch},
-            )
-        hub.request(
-            "POST",
-            f"/evaluations/{evaluation_id}/finalize",
-            "finalize evaluation",
-            json={"metrics": metrics},
-        )
-    except HubError as exc:
-        raise click.ClickException(str(exc)) from exc
-    meta.setdefault("pushes", []).append({"hub": hub.base_url, "evaluation_id": evaluation_id})
-    tmp = meta_path.with_name(f".{METADATA}.tmp")
-    tmp.write_text(json.dumps(meta, indent=2) + "\n")
-    tmp.replace(meta_path)
-    return evaluation_id
+    return HubClient.from_settings(cfg.load_settings(), console=err_console)
 
 
 @eval_group.command("push")
 @click.argument(
     "directories",
     nargs=-1,
-    required=True,
     type=click.Path(file_okay=False, exists=True, path_type=Path),
 )
 @click.option("-e", "--env", help="OWNER/NAME the results belong to (default: from metadata.json)")
 @click.option("--name", help="a display name for the evaluation")
 @click.option("--public", is_flag=True, help="make the run public (appears on the leaderboard)")
 @click.option("--force", is_flag=True, help="push again even if already pushed to this hub")
-@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option(
+    "-o",
+    "--output-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("outputs"),
+    show_default=True,
+    help="where to look for runs when no DIRECTORY is given",
+)
+@output_option
 def push(
     directories: tuple[Path, ...],
     env: str | None,
     name: str | None,
     public: bool,
     force: bool,
+    output_dir: Path,
     output: str,
 ) -> None:
-    """Upload finished run DIRECTORIES (outputs/evals/<env>--<model>/<run_id>) to the hub."""
+    """Upload finished run DIRECTORIES (outputs/evals/<env>--<model>/<run_id>) to the hub.
+
+    With no DIRECTORY, every finished run under outputs/evals not yet pushed to this hub.
+    """
     results = []
     with _hub() as hub:
-        for directory in directories:
+        chosen = list(directories) or unpushed_runs(output_dir, hub.base_url)
+        if not chosen:
+            raise CliError(
+                f"no finished, unpushed runs under {output_dir / 'evals'}; run `prime eval run` "
+                "first or pass a run DIRECTORY"
+            )
+        for directory in chosen:
             meta_path = directory / METADATA
             previous = (
                 json.loads(meta_path.read_text()).get("pushes", []) if meta_path.is_file() else []
             )
             done = [p for p in previous if p.get("hub") == hub.base_url]
             if done and not force:
-                raise click.ClickException(
+                raise CliError(
                     f"{directory} was already pushed to {hub.base_url} as evaluation "
                     f"{done[-1]['evaluation_id']}; use --force to push it again"
                 )
             evaluation_id = push_run(hub, directory, env=env, public=public, name=name)
             results.append({"directory": str(directory), "evaluation_id": evaluation_id})
     if output == "json":
-        click.echo(json.dumps({"pushed": results}, indent=2))
+        echo_json({"pushed": results})
     else:
         for item in results:
             console.print(f"pushed {item['directory']} as evaluation {item['evaluation_id']}")
 
 
 # ------------------------------------------------------------------ read back
-
-
-def _local_runs(root: Path) -> list[dict[str, Any]]:
-    runs = []
-    for meta_path in sorted((root / "evals").glob(f"*/*/{METADATA}")):
-        try:
-            meta = json.loads(meta_path.read_text())
-        except ValueError:
-            continue
-        meta["directory"] = str(meta_path.parent)
-        runs.append(meta)
-    return runs
 
 
 def _hub_summary_cells(item: dict[str, Any]) -> list[str]:
@@ -653,26 +632,26 @@ def _hub_summary_cells(item: dict[str, Any]) -> list[str]:
 )
 @click.option("-e", "--env", help="only this environment (OWNER/NAME)")
 @click.option("-m", "--model", help="only this model")
-@click.option("--page", type=click.IntRange(min=1), default=1)
-@click.option("--per-page", type=click.IntRange(1, 100), default=20)
-@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@paging_options()
+@output_option
 def list_cmd(
     local_root: Path | None,
     env: str | None,
     model: str | None,
+    num: int,
     page: int,
-    per_page: int,
+    offset: int | None,
     output: str,
 ) -> None:
     """List evaluations on the hub (or local run directories with --local)."""
     if local_root is not None:
         runs = [
             m
-            for m in _local_runs(local_root)
+            for m in local_runs(local_root)
             if (env is None or m.get("env") == env) and (model is None or m.get("model") == model)
         ]
         if output == "json":
-            click.echo(json.dumps({"runs": runs}, indent=2))
+            echo_json({"runs": runs})
             return
         table = Table(title=f"runs under {local_root}")
         for column in ("directory", "env", "model", "n×r", "reward", "errors", "status"):
@@ -690,18 +669,16 @@ def list_cmd(
             )
         console.print(table)
         return
-    params: dict[str, Any] = {"page": page, "per_page": per_page}
+    page = page_of(page, num, offset)
+    params: dict[str, Any] = {"page": page, "per_page": num}
     if env:
         params["env"] = env
     if model:
         params["model"] = model
-    try:
-        with _hub() as hub:
-            body = hub.request("GET", "/evaluations/", "list evaluations", params=params)
-    except HubError as exc:
-        raise click.ClickException(str(exc)) from exc
+    with _hub() as hub:
+        body = hub.list_evaluations(params)
     if output == "json":
-        click.echo(json.dumps(body, indent=2))
+        echo_json({**body, "total": body.get("total_count"), "offset": (page - 1) * num})
         return
     table = Table(title=f"evaluations ({body.get('total_count', 0)} total, page {page})")
     for column in (
@@ -734,38 +711,30 @@ def list_cmd(
 @click.option(
     "--samples", type=click.IntRange(min=0), default=0, help="also print this many samples"
 )
-@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@output_option
 def show(target: str, samples: int, output: str) -> None:
-    """Show a run: a local run DIRECTORY, or an evaluation ID on the hub."""
-    directory = Path(target)
-    if (directory / METADATA).is_file():
-        meta = json.loads((directory / METADATA).read_text())
-        try:
-            records = read_results(directory / RESULTS)[:samples] if samples else []
-        except EvalError as exc:
-            raise click.ClickException(str(exc)) from exc
-        payload = {"data": meta, "samples": [json.loads(rec.to_json()) for rec in records]}
-    else:
-        try:
-            with _hub() as hub:
-                payload = {
-                    "data": hub.request("GET", f"/evaluations/{target}", "show evaluation")["data"]
-                }
-                if samples:
-                    payload["samples"] = hub.request(
-                        "GET",
-                        f"/evaluations/{target}/samples",
-                        "read samples",
-                        params={"per_page": samples},
-                    )["data"]
-        except HubError as exc:
-            raise click.ClickException(
-                f"{exc} (TARGET is neither a run directory nor a readable evaluation id)"
-            ) from exc
+    """Show a run: a local run DIRECTORY, a run id, or an evaluation ID on the hub.
+
+    Any unique prefix of a run id or evaluation id will do.
+    """
+    with _hub() as hub:
+        found = find_run(target, hub)
+        if found.directory is not None:
+            meta = json.loads((found.directory / METADATA).read_text())
+            records = read_results(found.directory / RESULTS)[:samples] if samples else []
+            payload: dict[str, Any] = {
+                "data": meta,
+                "samples": [json.loads(rec.to_json()) for rec in records],
+            }
+        else:
+            evaluation_id = str(found.evaluation_id)
+            payload = {"data": hub.evaluation(evaluation_id)}
+            if samples:
+                payload["samples"] = hub.evaluation_samples(evaluation_id, 1, samples)["data"]
     if output == "json":
-        click.echo(json.dumps(payload, indent=2))
+        echo_json(payload)
         return
-    table = Table(show_header=False, title=str(target))
+    table = Table(show_header=False, title=str(found.directory or found.evaluation_id))
     for key, value in payload["data"].items():
         if key in ("config", "model_info"):
             continue
@@ -773,6 +742,35 @@ def show(target: str, samples: int, output: str) -> None:
     console.print(table)
     for sample in payload.get("samples", []):
         console.print_json(json.dumps(sample))
+
+
+eval_group.add_command(show, "get")  # the stock client's name
+
+
+@eval_group.command("samples")
+@click.argument("target")
+@paging_options(default_size=10)
+@output_option
+def samples_cmd(target: str, num: int, page: int, offset: int | None, output: str) -> None:
+    """Print the samples of a run (local DIRECTORY, run id, evaluation id, or a prefix)."""
+    page = page_of(page, num, offset)
+    with _hub() as hub:
+        found = find_run(target, hub)
+        if found.directory is not None:
+            records = read_results(found.directory / RESULTS)
+            total = len(records)
+            rows = [json.loads(r.to_json()) for r in records[(page - 1) * num : page * num]]
+        else:
+            body = hub.evaluation_samples(str(found.evaluation_id), page, num)
+            rows, total = list(body["data"]), int(body.get("total_count", 0))
+    if output == "json":
+        echo_json({"samples": rows, "total": total, "page": page, "per_page": num})
+        return
+    for sample in rows:
+        console.print_json(json.dumps(sample))
+    console.print(
+        f"[dim]samples {(page - 1) * num + 1}-{(page - 1) * num + len(rows)} of {total}[/]"
+    )
 
 
 def _run_loop(coro: Coroutine[Any, Any, T]) -> T:

@@ -1,0 +1,184 @@
+"""Finding and uploading eval runs: local run directories, hub evaluations, short id prefixes.
+
+Local runs live in `outputs/evals/<env>--<model>/<run_id>/` (`metadata.json` + `results.jsonl`,
+written by `prime_env.evaluation`). A run is named by its directory, its run id, or any unique
+prefix of either kind of id, as with git commits. Pushing follows the stock client's protocol:
+create the evaluation, push samples in batches, finalize.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prime_cli.errors import CliError
+from prime_cli.hub_client import HubClient, NotFound
+from prime_env.evaluation import METADATA, RESULTS, read_results
+from prime_env.record import RolloutRecord
+
+SAMPLE_BATCH_BYTES = 8 * 1024 * 1024
+"""Pushed sample batches stay well under the hub's 32 MiB request limit."""
+
+PREFIX_SCAN_PAGES = 20  # hub evaluations scanned (×100) to expand a short id
+
+
+def local_runs(root: Path) -> list[dict[str, Any]]:
+    """The metadata of every run directory under `root/evals`, with its `directory`."""
+    runs = []
+    for meta_path in sorted((root / "evals").glob(f"*/*/{METADATA}")):
+        try:
+            meta = json.loads(meta_path.read_text())
+        except ValueError:
+            continue
+        meta["directory"] = str(meta_path.parent)
+        runs.append(meta)
+    return runs
+
+
+def looks_like_path(target: str) -> bool:
+    return os.sep in target or target.startswith((".", "~")) or Path(target).exists()
+
+
+@dataclass(frozen=True)
+class RunTarget:
+    """Where a named run lives: a local directory, or an evaluation id on the hub."""
+
+    directory: Path | None = None
+    evaluation_id: str | None = None
+
+
+def find_run(target: str, hub: HubClient | None, root: Path = Path("outputs")) -> RunTarget:
+    """Resolve a run DIRECTORY, run id, evaluation id, or a unique prefix of an id."""
+    path = Path(target).expanduser()
+    if (path / METADATA).is_file():
+        return RunTarget(directory=path)
+    if looks_like_path(target):
+        raise CliError(
+            f"{target} is not an eval run directory (no {METADATA} there); a run directory "
+            f"looks like outputs/evals/ENV--MODEL/RUN_ID"
+        )
+    local = [Path(m["directory"]) for m in local_runs(root)]
+    matches = [d for d in local if d.name.startswith(target)]
+    if len(matches) == 1:
+        return RunTarget(directory=matches[0])
+    if len(matches) > 1:
+        raise CliError(
+            f"{target!r} matches {len(matches)} local runs ({', '.join(d.name for d in matches[:5])}); "
+            "give more of the id"
+        )
+    if hub is None:
+        raise CliError(f"no run {target!r} under {root / 'evals'}")
+    try:
+        hub.evaluation(target)
+        return RunTarget(evaluation_id=target)
+    except NotFound:
+        pass
+    ids = [eid for eid in _hub_ids(hub) if eid.startswith(target)]
+    if len(ids) == 1:
+        return RunTarget(evaluation_id=ids[0])
+    if len(ids) > 1:
+        raise CliError(f"{target!r} matches {len(ids)} evaluations on the hub; give more of the id")
+    raise CliError(
+        f"no run {target!r}: not a local run under {root / 'evals'} and no evaluation on "
+        f"{hub.base_url} with that id or prefix (see `prime eval list`)"
+    )
+
+
+def _hub_ids(hub: HubClient) -> Iterator[str]:
+    for page in range(1, PREFIX_SCAN_PAGES + 1):
+        body = hub.list_evaluations({"page": page, "per_page": 100})
+        for item in body["data"]:
+            yield str(item.get("id"))
+        if page * 100 >= int(body.get("total_count", 0)):
+            return
+
+
+def unpushed_runs(root: Path, hub_url: str) -> list[Path]:
+    """Finished local runs not yet pushed to `hub_url` (for `prime eval push` with no DIR)."""
+    return [
+        Path(meta["directory"])
+        for meta in local_runs(root)
+        if meta.get("status") == "completed"
+        and not any(p.get("hub") == hub_url for p in meta.get("pushes") or [])
+    ]
+
+
+def _batches(records: list[RolloutRecord]) -> Iterator[list[dict[str, Any]]]:
+    batch: list[dict[str, Any]] = []
+    size = 0
+    for record in records:
+        text = record.to_json()
+        if batch and size + len(text) > SAMPLE_BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+        batch.append(json.loads(text))
+        size += len(text)
+    if batch:
+        yield batch
+
+
+def push_run(
+    hub: HubClient,
+    directory: Path,
+    *,
+    env: str | None = None,
+    public: bool = False,
+    name: str | None = None,
+) -> str:
+    """Upload one run: create the evaluation, push samples in batches, finalize. Returns its id."""
+    meta_path = directory / METADATA
+    if not meta_path.is_file():
+        raise CliError(f"{directory} is not an eval run directory (no {METADATA})")
+    meta = json.loads(meta_path.read_text())
+    if meta.get("status") != "completed":
+        raise CliError(
+            f"{directory} is not finished (status {meta.get('status')!r}); finish it with "
+            f"prime eval run --resume {directory}"
+        )
+    slug = env or meta.get("hub_env") or meta.get("env") or ""
+    if "/" not in slug:
+        raise CliError(
+            f"the run's environment {slug!r} has no hub owner; pass --env OWNER/NAME naming the "
+            "published environment these results belong to"
+        )
+    records = read_results(directory / RESULTS)
+    environment: dict[str, Any] = {"slug": slug.split("@")[0]}
+    if meta.get("env_version"):
+        environment["version"] = meta["env_version"]
+    metrics = {k: v for k, v in meta.items() if k.startswith("avg_") and v is not None}
+    body = {
+        "name": name or f"{slug.split('@')[0]}--{meta['model']}",
+        "environments": [environment],
+        "model_name": meta["model"],
+        "framework": "prime",
+        "metadata": {
+            k: meta.get(k)
+            for k in (
+                "run_id",
+                "num_examples",
+                "rollouts_per_example",
+                "sampling_args",
+                "env_args",
+                "model_info",
+                "started_at",
+                "ended_at",
+                "pass_at_k",
+            )
+        },
+        "metrics": metrics,
+        "tags": [],
+        "is_public": public,
+    }
+    evaluation_id = hub.create_evaluation(body)
+    for batch in _batches(records):
+        hub.push_samples(evaluation_id, batch)
+    hub.finalize_evaluation(evaluation_id, metrics)
+    meta.setdefault("pushes", []).append({"hub": hub.base_url, "evaluation_id": evaluation_id})
+    tmp = meta_path.with_name(f".{METADATA}.tmp")
+    tmp.write_text(json.dumps(meta, indent=2) + "\n")
+    tmp.replace(meta_path)
+    return evaluation_id
