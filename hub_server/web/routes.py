@@ -1,11 +1,12 @@
-"""Server-rendered web pages: environment list and search, owner pages, environment pages
-(README, versions, install lines, leaderboard) and evaluation run pages.
+"""Server-rendered listing pages: the home page (search, tags, sort, paging), owner pages, and
+the pages' own static files. Environment pages live in `environment_pages`, run pages in
+`evaluation_pages`, sign-in in `account_pages`.
 
 The pages apply exactly the API's visibility rule (a private environment is a 404 page for
-anyone who may not read it) and read through the same service functions as the API, so a
-page can never show something the API would hide. The app includes this router before the
-package-index routes; `/{owner}/{name}` has no trailing slash, so `/{owner}/simple/` and
-`/{owner}/files/…` never reach it, and `/{owner}/simple` is redirected here as the index would.
+anyone who may not read it) and read through the same query as the API, so a page can never
+show something the API would hide. The app includes the web routers before the package-index
+routes; the pages' paths never end in a slash, so `/{owner}/simple/` and `/{owner}/files/…`
+never reach them.
 """
 
 from __future__ import annotations
@@ -14,17 +15,15 @@ import math
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, BackgroundTasks, Query, Request
-from fastapi.responses import FileResponse, HTMLResponse, Response
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse
 from sqlmodel import Session
 
-from hub_server.accounts.access import find_owner, readable_environment
+from hub_server.accounts.access import find_owner
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
-from hub_server.core.deps import HubDep, SessionDep
-from hub_server.core.errors import HubError
-from hub_server.evals import service
-from hub_server.index import routes as index_routes
+from hub_server.core.deps import SessionDep
+from hub_server.core.errors import NotFound
 from hub_server.registry.models import Environment
 from hub_server.registry.search import EnvironmentQuery, SortField, search_environments
 from hub_server.registry.views import summaries
@@ -36,7 +35,6 @@ from hub_server.web.session import WebPrincipalDep
 router = APIRouter(include_in_schema=False)
 
 PER_PAGE = 24
-SAMPLES_SHOWN = 20
 # First path segments that belong to the API, the index or static files, never to an owner.
 
 
@@ -48,7 +46,7 @@ def static_file(filename: str) -> FileResponse:
     """The pages' own assets, served by name from a fixed list (no path ever built from input)."""
     path = _STATIC_FILES.get(filename)
     if path is None:
-        raise service.EvalError(404, f"No static file {filename!r}.")
+        raise NotFound(f"No static file {filename!r}.")
     return FileResponse(path, headers={"Cache-Control": "public, max-age=3600"})
 
 
@@ -180,45 +178,4 @@ def owner_page(
         sort=sort,
         page=page,
         owner=found,
-    )
-
-
-@router.get("/{owner}/{name}/evals/{evaluation_id}", response_class=HTMLResponse)
-def evaluation_page(
-    owner: str,
-    name: str,
-    evaluation_id: str,
-    request: Request,
-    hub: HubDep,
-    session: SessionDep,
-    principal: WebPrincipalDep,
-    background: BackgroundTasks,
-) -> Response:
-    if name == "files":
-        # `/{owner}/files/evals/{filename}` is a download from a project named "evals"; this
-        # router is matched before the index's, so hand the request to the index route.
-        return index_routes.download(
-            owner, "evals", evaluation_id, request, background, hub, session, principal
-        )
-    try:
-        own, env = readable_environment(session, principal, owner, name)
-        evaluation, run_env = service.get_evaluation(session, evaluation_id, principal)
-        if run_env.id != env.id:
-            raise service.EvalError(
-                404, f"Evaluation {evaluation_id} not found on {own.name}/{env.name}."
-            )
-    except HubError as exc:
-        return _not_found(request, exc.message)
-    run = {
-        "name": evaluation.name,
-        "model_name": evaluation.model_name,
-        "env_version": evaluation.env_version,
-        "status": evaluation.status,
-        "created_at": evaluation.created_at,
-        "sample_count": evaluation.sample_count,
-        "summary": service.summary_of(evaluation) or service.Summary(),
-    }
-    samples = service.read_samples(session, hub.store, evaluation, page=1, per_page=SAMPLES_SHOWN)
-    return _page(
-        request, "evaluation.html", owner=own.name, name=env.name, run=run, samples=samples
     )
