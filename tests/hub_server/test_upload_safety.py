@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.hub_server.hubproc import HubProcess, start_hub
+from tests.hub_server.hubproc import HubAccounts, HubProcess, start_hub
 from tests.hub_server.wheels import wheel_bytes
 
 LIMIT = 2 * 1024 * 1024
@@ -61,12 +61,12 @@ def upload(url: str, token: str, filename: str, data: bytes) -> httpx.Response:
     )
 
 
-def stored_blobs(hub: HubProcess) -> list[Path]:
+def stored_blobs(hub: HubAccounts) -> list[Path]:
     root = hub.data_dir / "blobs"
     return [p for p in root.rglob("*") if p.is_file()]
 
 
-def table_counts(hub: HubProcess) -> dict[str, int]:
+def table_counts(hub: HubAccounts) -> dict[str, int]:
     with sqlite3.connect(hub.data_dir / "hub.sqlite3") as db:
         return {
             table: db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
