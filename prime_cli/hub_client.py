@@ -34,7 +34,6 @@ from rich.progress import (
 )
 
 from prime_cli.config import Settings, load_settings
-from prime_env.clients.retry import retry_after_seconds
 
 API_PREFIX = "/api/v1"
 CHUNK = 256 * 1024
@@ -60,6 +59,10 @@ class _RetryableStatus(Exception):
     """A response worth another attempt; carries it so the last one can still be reported."""
 
     def __init__(self, response: httpx.Response) -> None:
+        # The one Retry-After parser (both RFC 9110 forms); imported here, on the rare retry,
+        # because importing prime_env costs every `prime` command about half a second.
+        from prime_env.clients.retry import retry_after_seconds
+
         super().__init__(f"HTTP {response.status_code}")
         self.response = response
         self.retry_after = retry_after_seconds(response.headers.get("Retry-After"))
