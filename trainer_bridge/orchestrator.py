@@ -258,7 +258,10 @@ class Orchestrator:
         """Dispatch nothing on `version` until the backend's logprobs of the probe match the
         trainer's within tolerance: a backend that ignored the load fails here, not later."""
         assert self.backend is not None
-        got = await self.backend.score(version, probe.token_ids)
+        try:
+            got = await self.backend.score(version, probe.token_ids)
+        except Exception as exc:
+            raise TrainingStopped(f"probe of policy {version} failed: {exc}") from exc
         if len(got) != len(probe.logprobs):
             raise TrainingStopped(
                 f"probe of policy {version}: the backend scored {len(got)} tokens, the trainer "
