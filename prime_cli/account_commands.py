@@ -145,3 +145,6 @@ def config_unset(key: str) -> None:
     """Remove one setting from the file."""
     path = cfg.unset_value(key)
     console.print(f"{key} removed from {path}")
+
+
+config.add_command(config_show, "view")  # the stock client's name
