@@ -41,6 +41,19 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
 
 
+# Full-text search structures that live beside the models (migration web_0001): SQLite's FTS5
+# table and its shadow tables. They are not SQLModel tables, so autogenerate must not propose
+# dropping them.
+_NOT_MODELS = ("environment_fts",)
+
+
+def include_in_autogenerate(
+    _object: object, name: str | None, type_: str, _reflected: bool, _compare_to: object
+) -> bool:
+    """Alembic's `include_object` hook: compare everything but the full-text search tables."""
+    return not (type_ == "table" and name is not None and name.startswith(_NOT_MODELS))
+
+
 def alembic_config() -> Config:
     """Alembic config pointing at the hub's migration scripts (no alembic.ini needed)."""
     config = Config()

@@ -29,6 +29,11 @@ HISTOGRAM_BINS = 10
 class EvaluationSample(SQLModel, table=True):
     """One sample of one run: where it is (batch `seq`, `position`) and what filters need."""
 
+    __table_args__ = (
+        sa.Index("ix_evaluationsample_reward", "evaluation_id", "reward"),
+        sa.Index("ix_evaluationsample_example", "evaluation_id", "example_index"),
+    )
+
     evaluation_id: str = Field(foreign_key="evaluation.id", primary_key=True, max_length=32)
     seq: int = Field(primary_key=True)
     position: int = Field(primary_key=True)

@@ -8,7 +8,9 @@ from sqlmodel import SQLModel
 # Every table module, so `alembic revision --autogenerate` sees the whole schema.
 import hub_server.accounts.models
 import hub_server.evals.models
+import hub_server.evals.sample_index
 import hub_server.registry.models  # noqa: F401
+from hub_server.core.db import include_in_autogenerate
 
 config = context.config
 target_metadata = SQLModel.metadata
@@ -19,7 +21,10 @@ def run_migrations() -> None:
     connection = config.attributes.get("connection")
     if connection is not None:
         context.configure(
-            connection=connection, target_metadata=target_metadata, render_as_batch=True
+            connection=connection,
+            target_metadata=target_metadata,
+            render_as_batch=True,
+            include_object=include_in_autogenerate,
         )
         with context.begin_transaction():
             context.run_migrations()
@@ -28,7 +33,12 @@ def run_migrations() -> None:
 
     engine = create_engine(config.get_main_option("sqlalchemy.url") or "")
     with engine.connect() as conn:
-        context.configure(connection=conn, target_metadata=target_metadata, render_as_batch=True)
+        context.configure(
+            connection=conn,
+            target_metadata=target_metadata,
+            render_as_batch=True,
+            include_object=include_in_autogenerate,
+        )
         with context.begin_transaction():
             context.run_migrations()
 

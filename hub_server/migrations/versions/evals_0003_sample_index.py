@@ -4,7 +4,7 @@ Existing runs are indexed from their batch blobs the first time they are viewed
 (`hub_server.evals.sample_index.ensure_indexed`), so this migration only creates the table.
 
 Revision ID: evals_0003
-Revises: evals_0002
+Revises: web_0001
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "evals_0003"
-down_revision: str | None = "evals_0002"
+down_revision: str | None = "web_0001"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

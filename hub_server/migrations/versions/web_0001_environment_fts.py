@@ -8,7 +8,7 @@ PostgreSQL: an expression GIN index on `to_tsvector('simple', name || ' ' || des
 the exact expression `hub_server.registry.search` queries, so no table or trigger is needed.
 
 Revision ID: web_0001
-Revises: evals_0002
+Revises: hub_0002
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "web_0001"
-down_revision: str | None = "evals_0002"
+down_revision: str | None = "hub_0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
