@@ -42,16 +42,16 @@ def make_engine(url: str) -> Engine:
 
 
 # Full-text search structures that live beside the models (migration web_0001): SQLite's FTS5
-# table and its shadow tables. They are not SQLModel tables, so autogenerate must not propose
-# dropping them.
+# table and its shadow tables, PostgreSQL's expression index. They are not declared by the
+# models, so autogenerate must not propose dropping them.
 _NOT_MODELS = ("environment_fts",)
 
 
 def include_in_autogenerate(
     _object: object, name: str | None, type_: str, _reflected: bool, _compare_to: object
 ) -> bool:
-    """Alembic's `include_object` hook: compare everything but the full-text search tables."""
-    return not (type_ == "table" and name is not None and name.startswith(_NOT_MODELS))
+    """Alembic's `include_object` hook: compare everything but the full-text search objects."""
+    return not (type_ in ("table", "index") and name is not None and name.startswith(_NOT_MODELS))
 
 
 def alembic_config() -> Config:
