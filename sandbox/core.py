@@ -260,10 +260,17 @@ class Sandbox(ABC):
                 timed_out=fault.hung,
                 wall_ms=(time.monotonic() - started) * 1000.0,
             )
+        stderr = bytes(reply["stderr"])
+        exit_code = int(reply["exit_code"])
+        if reply.get("unsettled"):
+            # Some of its processes outlived SIGKILL: the command fails, the sandbox is replaced.
+            self._dead = self._brought_down = "processes of a command survived SIGKILL"
+            exit_code = exit_code or 137
+            stderr += b"\nprocesses of this command could not be killed; that is its failure\n"
         return ExecResult(
-            exit_code=int(reply["exit_code"]),
+            exit_code=exit_code,
             stdout=bytes(reply["stdout"]),
-            stderr=bytes(reply["stderr"]),
+            stderr=stderr,
             stdout_truncated=bool(reply["stdout_truncated"]),
             stderr_truncated=bool(reply["stderr_truncated"]),
             timed_out=bool(reply["timed_out"]),

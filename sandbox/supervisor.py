@@ -347,9 +347,15 @@ class Supervisor:
             if stream is not None and not stream.closed:
                 stream.close()
         code = proc.wait()  # before _settle's waitpid(-1) could take its status away
-        _settle()
-        self._send(request, {"phase": "reaped"})
+        try:
+            _settle()
+        except RuntimeError:
+            unsettled = True  # the host fails the command and replaces the sandbox
+        else:
+            unsettled = False
+            self._send(request, {"phase": "reaped"})
         return {
+            "unsettled": unsettled,
             "exit_code": 128 - code if code < 0 else code,
             "stdout": bytes(outputs[proc.stdout]),
             "stderr": bytes(outputs[proc.stderr]),

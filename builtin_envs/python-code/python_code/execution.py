@@ -3,8 +3,10 @@
 The outcome separates the two kinds of failure the rubric must never confuse:
 - the candidate's own failure (syntax error, wrong answer, exception, crash, timeout, memory
   hog) is a normal `TestOutcome` with tests failed: reward 0 for those tests;
-- the sandbox's failure (daemon gone, container died, cannot start) is a `SandboxError`, which
-  propagates so the runner records the rollout as an error instead of scoring it.
+- the sandbox's failure (daemon gone, cannot start, stopped from outside) is a `SandboxError`,
+  which propagates so the runner records the rollout as an error instead of scoring it. A
+  candidate cannot cause one: killing the sandbox's supervisor, leaving processes behind or
+  filling its disk or memory all come back as its own failed run (see docs/sandbox.md).
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ def run_one(source, expression, timeout):
             break
         chunks.append(data)
         size += len(data)
-    os.kill(pid, signal.SIGKILL)  # no-op if it already exited; its children die with the sandbox
+    os.kill(pid, signal.SIGKILL)  # no-op if it already exited; its children die with the command
     _, wait_status = os.waitpid(pid, 0)
     os.close(read_end)
     if timed_out:
