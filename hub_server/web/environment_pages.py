@@ -8,9 +8,9 @@ one home of what we tell people to paste), with this hub's public URL.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, BackgroundTasks, Request
+from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlmodel import Session, col, select
 
@@ -21,12 +21,14 @@ from hub_server.core.deps import HubDep, SessionDep
 from hub_server.core.errors import HubError, NotFound
 from hub_server.evals import service
 from hub_server.evals.leaderboard import leaderboard
+from hub_server.evals.models import Evaluation
 from hub_server.index import routes as index_routes
 from hub_server.index.sdk import sdk_wheel
 from hub_server.registry.models import DistFile, Environment
 from hub_server.registry.push_api import public_base
 from hub_server.registry.schemas import VersionInfo
 from hub_server.registry.views import summaries, version_infos
+from hub_server.web.charts import leaderboard_svg
 from hub_server.web.pages import page
 from hub_server.web.readme import MetadataCache, VersionMetadata
 from hub_server.web.session import WebPrincipalDep
@@ -81,6 +83,19 @@ def _commands(base: str, owner: str, name: str, version: VersionInfo | None) -> 
     )
 
 
+def _pass_at_k(session: Session, evaluation_ids: list[str]) -> dict[str, dict[str, float]]:
+    """pass@k of each shown run, from the summary the hub recomputed at finalize."""
+    if not evaluation_ids:
+        return {}
+    runs = session.exec(select(Evaluation).where(col(Evaluation.id).in_(evaluation_ids))).all()
+    shown: dict[str, dict[str, float]] = {}
+    for run in runs:
+        summary = service.summary_of(run)
+        if summary is not None and summary.pass_at_k:
+            shown[run.id] = dict(summary.pass_at_k)
+    return shown
+
+
 def _render(
     request: Request,
     hub: HubDep,
@@ -89,6 +104,9 @@ def _render(
     own: Owner,
     env: Environment,
     chosen: str | None,
+    *,
+    board_version: str | None,
+    first_party: bool,
 ) -> Response:
     base = public_base(request, hub)
     (summary,) = summaries(session, [(env, own)])
@@ -106,7 +124,7 @@ def _render(
             status_code=404,
             message=f"{own.name}/{env.name} has no version {chosen!r}.",
         )
-    rows = leaderboard(session, env, principal)
+    rows = leaderboard(session, env, principal, board_version, include_third_party=not first_party)
     return page(
         request,
         "environment.html",
@@ -119,6 +137,10 @@ def _render(
         commands=_commands(base, own.name, env.name, shown),
         versions=versions,
         leaderboard=rows,
+        leaderboard_chart=leaderboard_svg(rows),
+        pass_at_k=_pass_at_k(session, [row.evaluation_id for row in rows]),
+        board_version=board_version or "",
+        first_party=first_party,
         runs=service.recent_runs(session, principal, env, limit=10),
     )
 
@@ -129,10 +151,14 @@ def _readable(session: Session, principal: Any, owner: str, name: str) -> tuple[
     return readable_environment(session, principal, owner, name)
 
 
+BoardVersion = Annotated[str, Query(alias="lb_version", max_length=64)]
+FirstParty = Annotated[bool, Query(alias="lb_first_party")]
+
+
 @router.get("/{owner}/{name}", response_class=HTMLResponse)
 def environment_page(
     owner: str, name: str, request: Request, hub: HubDep, session: SessionDep,
-    principal: WebPrincipalDep,
+    principal: WebPrincipalDep, board_version: BoardVersion = "", first_party: FirstParty = False,
 ) -> Response:  # fmt: skip
     if name == "simple":
         return RedirectResponse(f"/{owner}/simple/", status_code=301)
@@ -140,13 +166,16 @@ def environment_page(
         own, env = _readable(session, principal, owner, name)
     except HubError as exc:
         return page(request, "not_found.html", status_code=404, message=exc.message)
-    return _render(request, hub, session, principal, own, env, None)
+    return _render(
+        request, hub, session, principal, own, env, None,
+        board_version=board_version or None, first_party=first_party,
+    )  # fmt: skip
 
 
 @router.get("/{owner}/{name}/v/{version}", response_class=HTMLResponse)
 def version_page(
     owner: str, name: str, version: str, request: Request, hub: HubDep, session: SessionDep,
-    principal: WebPrincipalDep, background: BackgroundTasks,
+    principal: WebPrincipalDep, background: BackgroundTasks, first_party: FirstParty = False,
 ) -> Response:  # fmt: skip
     if name == "files":
         # `/{owner}/files/v/{filename}` is a download from a project named "v"; this router
@@ -158,4 +187,7 @@ def version_page(
         own, env = _readable(session, principal, owner, name)
     except HubError as exc:
         return page(request, "not_found.html", status_code=404, message=exc.message)
-    return _render(request, hub, session, principal, own, env, version)
+    return _render(
+        request, hub, session, principal, own, env, version,
+        board_version=version, first_party=first_party,
+    )  # fmt: skip

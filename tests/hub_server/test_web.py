@@ -4,14 +4,11 @@ install lines, leaderboard), run pages, owner pages, privacy, escaping, and a re
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.hub_server.test_evaluations import RunningHub
-from tests.support import require
 
 XSS_MODEL = '<img src=x onerror="alert(1)">'
 
@@ -90,12 +87,15 @@ def test_environment_page_shows_readme_install_versions_and_leaderboard(
     )
     shown = text_of(html)
     assert "0.2.0" in shown and "0.1.0" in shown
-    rows = re.findall(r"<tr>(.*?)</tr>", html.split('class="leaderboard"')[1], re.DOTALL)
-    cells = [text_of(row).split() for row in rows[1:]]
+    table = html.split('class="leaderboard"')[1].split("</table>")[0]
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.DOTALL)
+    cells = [text_of(row).replace(" tied ", " ").split() for row in rows[1:]]
     # best first; the errored rollout of the first run is excluded (3 of 4 scored = 0.75), counted apart
-    assert cells[0][:8] == ["1", "openai/gpt-4.1-mini", "0.750", "0.250", "4", "4", "1", "0.2.0"]
+    assert cells[0][:4] == ["1", "openai/gpt-4.1-mini", "0.750", "0.250"]
+    assert cells[0][6:9] == ["4", "4", "1"] and "0.2.0" in cells[0]
     # 0.75 ± 0.25 and 0.25 ± 0.25 over 4 examples: the 95% intervals overlap, so both rank 1
     assert cells[1][:3] == ["1", "local/smollm2-135m", "0.250"]
+    assert 'class="tied"' in table and "<svg" in html  # marked as tied; the chart is drawn
     assert f'href="/alice/wordle/evals/{runs["big"]}"' in html
     assert XSS_MODEL not in html and "&lt;img src=x onerror=" in html
 
@@ -159,46 +159,6 @@ def test_owner_pages_and_unknown_paths(site: tuple[RunningHub, dict[str, str]]) 
     assert redirect.status_code == 301 and redirect.headers["location"] == "/alice/simple/"
     assert hub.get("/static/hub.css").headers["content-type"].startswith("text/css")
     assert hub.get("/static/..%2Fweb.py").status_code == 404
-
-
-def test_browser_shows_the_leaderboard(
-    site: tuple[RunningHub, dict[str, str]], tmp_path: Path
-) -> None:
-    """Chromium (Debian's) renders the environment page; the leaderboard row is visible."""
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    require(Path(chromium).exists(), "Debian's chromium")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        require(False, "playwright (Python package)")
-    hub, runs = site
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=chromium,
-            args=["--no-sandbox", "--disable-background-networking", "--disable-gpu"],
-        )
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.goto(f"{hub.url}/alice/wordle")
-            first_row = page.locator("table.leaderboard tbody tr").first
-            assert first_row.is_visible()
-            assert "openai/gpt-4.1-mini" in first_row.inner_text()
-            assert page.locator("table.leaderboard tbody tr").count() == 3
-            # the stylesheet loaded: the header bar is styled, not the browser default
-            assert page.locator("header.top").evaluate("e => getComputedStyle(e).display") == "flex"
-            page.screenshot(path="/tmp/envhub-env-page.png", full_page=True)
-            first_row.locator("a").click()
-            page.wait_for_url(f"**/evals/{runs['big']}")
-            assert page.locator("article.sample").count() == 5
-            page.screenshot(path="/tmp/envhub-run-page.png", full_page=True)
-            page.goto(f"{hub.url}/")
-            page.screenshot(path="/tmp/envhub-home.png", full_page=True)
-            page.fill("header input[name=q]", "reverse")
-            page.keyboard.press("Enter")
-            page.wait_for_url("**/?q=reverse")
-            assert page.locator(".card").count() == 1
-        finally:
-            browser.close()
 
 
 def test_pages_do_not_shadow_index_files_of_a_project_named_evals(

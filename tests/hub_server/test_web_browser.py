@@ -246,11 +246,113 @@ def test_small_screens_do_not_scroll_sideways(
             page.goto(f"{hub.url}{path}")
             width = page.evaluate("document.documentElement.scrollWidth")
             assert width <= 390, (
-                f"{path} is {width} px wide at 390 px ({scheme}): "
-                + page.evaluate(WIDE_ELEMENTS)
+                f"{path} is {width} px wide at 390 px ({scheme}): " + page.evaluate(WIDE_ELEMENTS)
             )
             shot(page, f"{name}-390-{scheme}")
         background = page.evaluate("getComputedStyle(document.body).backgroundColor")
         assert (background == "rgb(13, 17, 23)") == (scheme == "dark"), background
     finally:
         context.close()
+
+
+def _push_run(
+    hub: HubProcess, token: str, model: str, rewards: list[float | None], *, batch: int = 5000
+) -> str:
+    """Create → push in batches → finalize, as `prime eval push` does; None = errored."""
+    headers = {"Authorization": f"Bearer {token}"}
+    created = httpx.post(
+        f"{hub.url}/api/v1/evaluations/",
+        headers=headers,
+        json={
+            "name": f"tiny-maths--{model}",
+            "environments": [{"slug": "alice/tiny-maths"}],
+            "model_name": model,
+            "is_public": True,
+        },
+        timeout=60,
+    )
+    assert created.status_code == 200, created.text
+    run_id = str(created.json()["evaluation_id"])
+    samples = [
+        {
+            "example_index": i // 4,
+            "rollout_index": i % 4,
+            "reward": reward,
+            "prompt": [{"role": "user", "content": f"What is {i // 4} + 1?"}],
+            "completion": [{"role": "assistant", "content": f"{i // 4 + 1}"}],
+            "error": None if reward is not None else {"type": "Timeout", "message": "took 60 s"},
+        }
+        for i, reward in enumerate(rewards)
+    ]
+    for start in range(0, len(samples), batch):
+        pushed = httpx.post(
+            f"{hub.url}/api/v1/evaluations/{run_id}/samples",
+            headers=headers,
+            json={"samples": samples[start : start + batch]},
+            timeout=120,
+        )
+        assert pushed.status_code == 200, pushed.text
+    done = httpx.post(
+        f"{hub.url}/api/v1/evaluations/{run_id}/finalize", headers=headers, json={}, timeout=120
+    )
+    assert done.status_code == 200, done.text
+    return run_id
+
+
+def test_leaderboard_ranks_and_marks_ties_after_pushes(
+    site: tuple[HubProcess, dict[str, str]], browser: Any
+) -> None:
+    hub, tokens = site
+    _push_run(hub, tokens["alice"], "strong-model", [1.0] * 36 + [0.0] * 4)
+    _push_run(hub, tokens["bob"], "close-model", [1.0] * 34 + [0.0] * 6)
+    _push_run(hub, tokens["alice"], "weak-model", [0.0] * 36 + [1.0] * 4)
+    page = browser.new_page()
+    try:
+        page.goto(f"{hub.url}/alice/tiny-maths")
+        rows = page.locator("table.leaderboard tbody tr")
+        assert rows.count() == 3
+        texts = [rows.nth(i).inner_text() for i in range(3)]
+        assert "strong-model" in texts[0] and "close-model" in texts[1] and "weak-model" in texts[2]
+        # 0.90 and 0.85 over 10 examples: the 95% intervals overlap, so both rank 1, tied
+        ranks = [t.split()[0] for t in texts]
+        assert [r.removesuffix("tied") for r in ranks] == ["1", "1", "3"], ranks
+        assert "tied" in texts[0] and "tied" in texts[1] and "tied" not in texts[2]
+        assert "third-party" in texts[1]  # bob pushed on alice's environment
+        assert page.locator("figure svg circle").count() == 3
+        shot(page, "leaderboard")
+        page.check("input[name=lb_first_party]")
+        page.click("form.filters button[type=submit] >> nth=0")
+        assert page.locator("table.leaderboard tbody tr").count() == 2
+    finally:
+        page.close()
+
+
+@pytest.mark.slow
+def test_samples_viewer_pages_a_100k_run_and_filters_by_reward(
+    site: tuple[HubProcess, dict[str, str]], browser: Any
+) -> None:
+    hub, tokens = site
+    rewards: list[float | None] = [
+        None if i % 1000 == 999 else (i % 10) / 10 for i in range(100_000)
+    ]
+    run_id = _push_run(hub, tokens["alice"], "big-model", rewards)
+    page = browser.new_page()
+    try:
+        page.goto(f"{hub.url}/alice/tiny-maths/evals/{run_id}", timeout=120_000)
+        heading = page.locator("#samples").inner_text()
+        assert "100000 matching of 100000" in heading
+        assert page.locator("article.sample").count() == 20
+        page.click("text=Next →")
+        assert "Page 2 of 5000" in page.locator(".pager").inner_text()
+        page.fill("#reward-min", "0.9")
+        page.click("form[aria-label='Filter samples'] button[type=submit]")
+        assert "9900 matching" in page.locator("#samples").inner_text()
+        shown = page.locator("article.sample header").all_inner_texts()
+        assert len(shown) == 20 and all("reward 0.900" in text for text in shown)
+        page.select_option("#error", "Timeout")
+        page.fill("#reward-min", "")
+        page.click("form[aria-label='Filter samples'] button[type=submit]")
+        assert "100 matching" in page.locator("#samples").inner_text()
+        shot(page, "samples-viewer")
+    finally:
+        page.close()
