@@ -2,7 +2,8 @@
 
 WHY one base class: both backends launch the same supervisor (sandbox/supervisor.py) and differ only
 in how they start it, wire its stdin/stdout and clean it up. Everything else (requests,
-timeouts, size caps, turning a dead supervisor into a `SandboxError`) lives here once.
+timeouts, size caps, and deciding whose failure a dead supervisor is: the running command's,
+or the infrastructure's `SandboxError`) lives here once.
 """
 
 from __future__ import annotations

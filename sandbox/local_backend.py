@@ -249,7 +249,7 @@ class LocalSandbox(Sandbox):
         as_root = os.geteuid() == 0
         limits = self.limits
         self.root = Path(tempfile.mkdtemp(prefix="prime-sbx-"))
-        self.root.chmod(0o755)
+        self.root.chmod(0o711)  # the programs' uid must traverse it (to work/ without bwrap)
         self.id = self.root.name
         self.uid = _allocate_uid() if as_root else None
         self.cgroup = SandboxCgroup.create(self.id, limits.memory_mb << 20, limits.pids)
