@@ -17,11 +17,11 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse
-from sqlmodel import Session
+from sqlmodel import Session, col, select
 
 from hub_server.accounts.access import find_owner
 from hub_server.accounts.auth import Principal
-from hub_server.accounts.models import Owner
+from hub_server.accounts.models import Membership, Owner, User
 from hub_server.core.deps import SessionDep
 from hub_server.core.errors import NotFound
 from hub_server.registry.models import Environment
@@ -92,6 +92,7 @@ def _listing(
     sort: str,
     page: int,
     owner: Owner | None = None,
+    people: list[str] | None = None,
 ) -> HTMLResponse:
     chosen: SortField = sort if sort in _SORTS else ("relevance" if q.strip() else "updated_at")  # type: ignore[assignment]
     result = search_environments(
@@ -136,7 +137,21 @@ def _listing(
         listing_query=listing_query,
         owner=owner.name if owner else None,
         owner_kind=owner.kind if owner else None,
+        people=people or [],
     )
+
+
+def _people(session: Session, owner: Owner) -> list[str]:
+    """An organisation's members, or the organisations a user belongs to (names, sorted)."""
+    if owner.kind == "org":
+        members = select(User.username).join(Membership, col(Membership.user_id) == col(User.id))
+        return sorted(session.exec(members.where(Membership.owner_id == owner.id)).all())
+    orgs = (
+        select(Owner.name)
+        .join(Membership, col(Membership.owner_id) == col(Owner.id))
+        .where(Membership.user_id == owner.user_id)
+    )
+    return sorted(session.exec(orgs).all())
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -173,6 +188,7 @@ def owner_page(
         session,
         principal,
         "owner.html",
+        people=_people(session, found),
         q=q,
         tags=tag or [],
         sort=sort,

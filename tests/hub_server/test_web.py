@@ -153,6 +153,9 @@ def test_owner_pages_and_unknown_paths(site: tuple[RunningHub, dict[str, str]]) 
     hub, _ = site
     owner = hub.get("/alice")
     assert owner.status_code == 200 and 'href="/alice/wordle"' in owner.text
+    assert "Member of" in owner.text and 'href="/acme"' in owner.text
+    org = hub.get("/acme").text
+    assert "organisation" in org and "Members" in org and 'href="/alice"' in org
     assert hub.get("/nobody").status_code == 404
     assert hub.get("/alice/nope").status_code == 404
     redirect = hub.http.get("/alice/simple", follow_redirects=False)
