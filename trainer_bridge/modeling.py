@@ -178,3 +178,29 @@ def _scatter(rows: int, width: int, valid: Tensor, values: Tensor) -> Tensor:
     out = values.new_zeros((rows, width - 1))
     out = out.masked_scatter(valid, values)
     return torch.cat([values.new_zeros((rows, 1)), out], dim=1)
+
+
+class TokenScorer(nn.Module):
+    """`token_logprobs` as a module around the policy, so that under FSDP2 it can be the root
+    whose forward hooks gather the embeddings, final norm and LM head the chunked head uses."""
+
+    def __init__(self, model: Any, chunk: int = 512) -> None:
+        super().__init__()
+        self.model = model
+        self.chunk = chunk
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        temperature: float | Tensor = 1.0,
+        with_entropy: bool = False,
+    ) -> tuple[Tensor, Tensor]:
+        return token_logprobs(
+            self.model,
+            input_ids,
+            attention_mask,
+            temperature=temperature,
+            chunk=self.chunk,
+            with_entropy=with_entropy,
+        )

@@ -31,7 +31,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from .loss import LossInputs, LossStats, Normaliser, resolve_loss
-from .modeling import add_lora, load_base, resolve_device, right_pad, token_logprobs
+from .modeling import TokenScorer, add_lora, load_base, resolve_device, right_pad
 from .policy import Probe, broadcast_dir, probe_token_ids, write_policy
 from .samples import TrainSample, batch_ready, read_batch
 from .stable import is_stable, stable_dir
@@ -64,6 +64,16 @@ class RunConfig(BaseModel):
             config = cls.model_validate(tomllib.load(f))
         check_compatible(config.model, config.trainer)
         return config
+
+
+@dataclass
+class Accumulated:
+    """A batch's gradient is in `.grad`; these are its statistics over all ranks."""
+
+    stats: LossStats
+    loss: float
+    samples: float
+    micro_batches: int
 
 
 @dataclass
@@ -118,10 +128,11 @@ class Trainer:
         random.seed(tc.seed)
         base, self.tokenizer = load_base(config.model)
         self.model = add_lora(base, config.model)
+        self.scorer = TokenScorer(self.model, tc.logprob_chunk)
         if self.dist.world_size > 1:
             from .distributed import shard_model
 
-            shard_model(self.model)
+            shard_model(self.scorer)
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
             params,
@@ -147,8 +158,36 @@ class Trainer:
     # --- one step -----------------------------------------------------------------------
     def train_step(self, samples: list[TrainSample]) -> dict[str, float]:
         """One optimizer step on a whole batch; returns the step's metrics."""
-        tc = self.config.trainer
         started = time.perf_counter()
+        accumulated = self.backward(samples)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        max_norm = self.config.trainer.optim.max_norm
+        total_norm = torch.nn.utils.clip_grad_norm_(params, max_norm or float("inf"))
+        if hasattr(total_norm, "full_tensor"):  # a DTensor under FSDP
+            total_norm = total_norm.full_tensor()
+        lr = float(self.scheduler.get_last_lr()[0])
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        stats = accumulated.stats
+        tokens = max(stats.tokens, 1.0)
+        return {
+            "loss": accumulated.loss,
+            "lr": lr,
+            "grad_norm": float(total_norm),
+            "entropy": stats.entropy / tokens,
+            "mismatch_kl": stats.mismatch_kl / tokens,
+            "clip_fraction": stats.clipped / tokens,
+            "ref_kl": stats.ref_kl / tokens,
+            "loss_tokens": stats.tokens,
+            "samples": accumulated.samples,
+            "micro_batches": float(accumulated.micro_batches),
+            "train_s": time.perf_counter() - started,
+        }
+
+    def backward(self, samples: list[TrainSample]) -> Accumulated:
+        """Accumulate the whole batch's gradient (this rank's share of it) in `.grad`."""
+        tc = self.config.trainer
         norm = normaliser(samples, tc, self.dist.world_size)
         mine = samples[self.dist.rank :: self.dist.world_size]
         groups = micro_batches(mine, tc.micro_batch_tokens)
@@ -166,27 +205,12 @@ class Trainer:
             loss, part = self._micro_step(group, norm, dummy=i >= len(groups))
             total_loss += loss
             stats.add(part)
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        max_norm = tc.optim.max_norm if tc.optim.max_norm is not None else float("inf")
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
-        lr = float(self.scheduler.get_last_lr()[0])
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        tokens = max(stats.tokens, 1.0)
-        return {
-            "loss": total_loss,
-            "lr": lr,
-            "grad_norm": grad_norm,
-            "entropy": stats.entropy / tokens,
-            "mismatch_kl": stats.mismatch_kl / tokens,
-            "clip_fraction": stats.clipped / tokens,
-            "ref_kl": stats.ref_kl / tokens,
-            "loss_tokens": stats.tokens,
-            "samples": float(len(mine)),
-            "micro_batches": float(len(groups)),
-            "train_s": time.perf_counter() - started,
-        }
+        samples_seen = float(len(mine))
+        if self.dist.world_size > 1:
+            from .distributed import sum_over_ranks
+
+            stats, total_loss, samples_seen = sum_over_ranks(stats, total_loss, samples_seen)
+        return Accumulated(stats, total_loss, samples_seen, len(groups))
 
     def _micro_step(
         self, group: list[TrainSample], norm: Normaliser, *, dummy: bool
@@ -204,24 +228,13 @@ class Trainer:
         masks = [effective_mask(s, tc.loss.mask_truncated) for s in group]
         mask = rows(masks, torch.float32) * (0.0 if dummy else 1.0)
         temperature = torch.tensor([s.temperature for s in group], device=self.device)
-        logprobs, entropy = token_logprobs(
-            self.model,
-            padded.input_ids,
-            padded.attention_mask,
-            temperature=temperature,
-            chunk=tc.logprob_chunk,
-            with_entropy=True,
-        )
         ref = None
         if tc.loss.kl_coef > 0:
             with torch.no_grad(), self.model.disable_adapter():
-                ref, _ = token_logprobs(
-                    self.model,
-                    padded.input_ids,
-                    padded.attention_mask,
-                    temperature=temperature,
-                    chunk=tc.logprob_chunk,
-                )
+                ref, _ = self.scorer(padded.input_ids, padded.attention_mask, temperature)
+        logprobs, entropy = self.scorer(
+            padded.input_ids, padded.attention_mask, temperature, with_entropy=True
+        )
         inputs = LossInputs(
             logprobs=logprobs,
             sampler_logprobs=rows([s.sampler_logprobs for s in group], torch.float32),
@@ -239,7 +252,7 @@ class Trainer:
         self.model.eval()
         with torch.no_grad():
             padded = right_pad([self.probe_ids], self.pad_id, self.device)
-            logprobs, _ = token_logprobs(self.model, padded.input_ids, padded.attention_mask)
+            logprobs, _ = self.scorer(padded.input_ids, padded.attention_mask)
         return Probe(self.probe_ids, [float(x) for x in logprobs[0, 1 : len(self.probe_ids)]])
 
     def publish(self, version: int) -> None:
