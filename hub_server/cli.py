@@ -277,14 +277,26 @@ def token_revoke(secret: str | None, token_id: str | None, data_dir: Path | None
 
 
 @hub.command()
-@click.option("--url", default="http://127.0.0.1:8000", show_default=True, help="The running hub.")
+@click.option(
+    "--url",
+    default=None,
+    help="The running hub (default: the one `prime` is configured for: PRIME_HUB_URL, "
+    "PRIME_API_BASE_URL, PRIME_BASE_URL or `prime login`, else http://127.0.0.1:8000).",
+)
 @_DATA_DIR
-def seed(url: str, data_dir: Path | None) -> None:
+def seed(url: str | None, data_dir: Path | None) -> None:
     """Publish the built-in environments (and the SDK wheel they need) under owner `prime`.
 
     Talks to the running hub at URL over its upload endpoint, with a short-lived token of user
     `prime` made in the hub's database (DATA_DIR); safe to run again.
     """
+    if url is None:
+        from prime_cli.config import ConfigError, load_settings  # the client's own settings
+
+        try:
+            url = load_settings().hub_url
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from exc
     uploaded = _seed(url, _settings(data_dir).data_dir)
     click.echo(f"Seeded {url}/prime/: {len(uploaded)} new file(s)")
     for name in uploaded:

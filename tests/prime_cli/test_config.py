@@ -78,3 +78,34 @@ def test_config_commands(isolated_prime_home: Path) -> None:
     assert bad.exit_code == 2 and "colour" in bad.output
     assert runner.invoke(cli, ["config", "unset", "owner"]).exit_code == 0
     assert "owner" not in cfg.load_file()
+
+
+def test_stock_base_url_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRIME_BASE_URL", "http://127.0.0.1:4444/api/v1")
+    settings = cfg.load_settings()
+    assert settings.hub_url == "http://127.0.0.1:4444"
+    assert settings.sources["hub_url"] == "env PRIME_BASE_URL"
+    monkeypatch.setenv("PRIME_API_BASE_URL", "http://127.0.0.1:5555")  # the older name wins
+    assert cfg.load_settings().hub_url == "http://127.0.0.1:5555"
+
+
+def test_logout_removes_only_the_token() -> None:
+    cfg.set_value("hub_url", "http://127.0.0.1:1111")
+    cfg.set_value("api_key", "phub_to_forget_123")
+    result = CliRunner().invoke(cli, ["logout"])
+    assert result.exit_code == 0 and "Logged out" in result.output
+    assert cfg.load_file() == {"hub_url": "http://127.0.0.1:1111"}
+    assert "nothing to do" in CliRunner().invoke(cli, ["logout"]).output
+
+
+def test_hub_seed_defaults_to_the_configured_hub(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import hub_server.cli
+
+    seen: list[str] = []
+    monkeypatch.setattr(hub_server.cli, "_seed", lambda url, data_dir: seen.append(url) or [])
+    monkeypatch.setenv("PRIME_HUB_URL", "http://127.0.0.1:7777")
+    result = CliRunner().invoke(cli, ["hub", "seed", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert seen == ["http://127.0.0.1:7777"]
