@@ -8,6 +8,7 @@ one home of what we tell people to paste), with this hub's public URL.
 
 from __future__ import annotations
 
+import threading
 from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Query, Request
@@ -32,12 +33,15 @@ from hub_server.web.charts import leaderboard_svg
 from hub_server.web.pages import page
 from hub_server.web.readme import MetadataCache, VersionMetadata
 from hub_server.web.session import WebPrincipalDep
+from registry_index.env_args import EnvSignature, read_env_signature
 from registry_index.install_commands import install_commands
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER
 
 router = APIRouter(include_in_schema=False)
 
 _metadata = MetadataCache(256)
+_signatures: dict[str, EnvSignature | None] = {}
+_signatures_lock = threading.Lock()
 # First path segments that are the API's, the index's or the pages' own, never an owner's.
 RESERVED_FIRST_SEGMENTS = frozenset(
     {
@@ -47,18 +51,15 @@ RESERVED_FIRST_SEGMENTS = frozenset(
 )  # fmt: skip
 
 
-def _version_metadata(
-    session: Session, store: BlobStore, version_id: str | None
-) -> VersionMetadata | None:
+def _wheel(session: Session, version_id: str | None) -> DistFile | None:
     if version_id is None:
         return None
-    wheel = session.exec(
-        select(DistFile).where(
-            DistFile.version_id == version_id,
-            DistFile.kind == "wheel",
-            col(DistFile.metadata_blob_key).is_not(None),
-        )
+    return session.exec(
+        select(DistFile).where(DistFile.version_id == version_id, DistFile.kind == "wheel")
     ).first()
+
+
+def _version_metadata(store: BlobStore, wheel: DistFile | None) -> VersionMetadata | None:
     if wheel is None or wheel.metadata_blob_key is None or wheel.metadata_sha256 is None:
         return None
     key = wheel.metadata_blob_key
@@ -68,6 +69,22 @@ def _version_metadata(
             return handle.read()
 
     return _metadata.get(wheel.metadata_sha256, load)
+
+
+def _env_signature(store: BlobStore, wheel: DistFile | None) -> EnvSignature | None:
+    """`load_environment`'s arguments, read from the wheel's source (never run), by sha256."""
+    if wheel is None:
+        return None
+    with _signatures_lock:
+        if wheel.sha256 in _signatures:
+            return _signatures[wheel.sha256]
+    with store.open(wheel.blob_key) as handle:
+        signature = read_env_signature(handle)
+    with _signatures_lock:
+        _signatures[wheel.sha256] = signature
+        while len(_signatures) > 256:
+            _signatures.pop(next(iter(_signatures)))
+    return signature
 
 
 def _commands(base: str, owner: str, name: str, version: VersionInfo | None) -> list[Any]:
@@ -124,6 +141,7 @@ def _render(
             status_code=404,
             message=f"{own.name}/{env.name} has no version {chosen!r}.",
         )
+    wheel = _wheel(session, shown.id if shown else None)
     rows = leaderboard(session, env, principal, board_version, include_third_party=not first_party)
     return page(
         request,
@@ -133,7 +151,8 @@ def _render(
         env=summary,
         version=shown,
         is_latest=shown is not None and latest is not None and shown.id == latest.id,
-        meta=_version_metadata(session, hub.store, shown.id if shown else None),
+        meta=_version_metadata(hub.store, wheel),
+        signature=_env_signature(hub.store, wheel),
         commands=_commands(base, own.name, env.name, shown),
         versions=versions,
         leaderboard=rows,

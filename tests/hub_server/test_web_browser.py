@@ -81,7 +81,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubProcess,
             "alice",
             "tiny-maths",
             "1.0.0",
-            module_source="def load_environment():\n    return 'tiny maths loaded'\n",
+            module_source=(
+                "def load_environment(difficulty: int = 1):\n"
+                '    """Tiny maths.\n\n    Args:\n        difficulty: How hard the sums are.\n    """\n'
+                "    return 'tiny maths loaded'\n"
+            ),
             summary="Add two numbers",
             extra_metadata=(
                 "Requires-Dist: prime-envhub-sdk",
@@ -193,6 +197,8 @@ def test_environment_page_and_its_copied_install_command_work(
         assert readme.locator("input[type=checkbox]").count() == 2
         assert readme.locator("pre span").count() > 0  # highlighted code
         assert "MIT" in page.locator("dl.facts").inner_text()
+        args = page.locator("table.args tbody tr").first.inner_text()
+        assert "difficulty" in args and "How hard the sums are." in args
         assert "prime-envhub-sdk" in page.locator("dl.facts").inner_text()
         files = page.locator("ul.files li")
         assert files.count() == 1 and "sha256" in files.first.inner_text()
