@@ -109,18 +109,17 @@ def start_inproc_hub(data_dir: Path, env: dict[str, str] | None = None) -> Itera
     data_dir.mkdir(parents=True, exist_ok=True)
     hub = InProcessHub(data_dir=data_dir, env=dict(env or {}))
     hub.admin_token = hub.add_user("admin", admin=True)
+    # The settings stay in the environment while the hub runs: as in a server process, S3
+    # credentials (AWS_*) are read when a request reaches the store, not at start.
     saved = {key: os.environ.get(key) for key in hub.env}
     os.environ.update(hub.env)
     try:
-        app = create_app(HubSettings.from_env(data_dir))
+        hub.start(create_app(HubSettings.from_env(data_dir)))
+        yield hub
     finally:
+        hub.close()
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-    try:
-        hub.start(app)
-        yield hub
-    finally:
-        hub.close()

@@ -1,5 +1,7 @@
-"""Evaluation results: sample validation, the service on a real
-SQLite database and blob store, and the HTTP API on a real `prime hub serve` on loopback.
+"""Evaluation results: sample validation, the service on a real SQLite database and blob
+store, and the HTTP API on the hub in-process (PostgreSQL and S3 real servers where they are
+the point; a real `prime hub serve` only for the stock `prime-evals` SDK, which opens its own
+connections).
 
 The running-hub helpers here (`RunningHub`, `build_wheel`) are shared with test_web.py.
 """
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +37,8 @@ from hub_server.evals.samples import (
 from hub_server.evals.schemas import CreateEvaluation
 from hub_server.registry.models import Version
 from hub_server.registry.publishing import create_environment
-from tests.hub_server.hubproc import HubProcess, start_hub
+from tests.hub_server.hubproc import HubAccounts, start_hub
+from tests.hub_server.inproc import start_inproc_hub
 
 
 def rollout(
@@ -442,21 +446,38 @@ def build_wheel(directory: Path, name: str, version: str, readme: str, summary: 
 
 
 class RunningHub:
-    """The hub engineer's `prime hub serve` process (hubproc) with alice, bob and org acme."""
+    """A hub with alice, bob and org acme: in-process (`inproc`) unless `live`, then a real
+    `prime hub serve` (for clients that open their own connections)."""
 
-    def __init__(self, root: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, root: Path, env: dict[str, str] | None = None, *, live: bool = False
+    ) -> None:
         import httpx
 
         self.root = root
         settings = {"PRIME_HUB_UPLOADS_PER_MINUTE": "10000", **(env or {})}
-        self.process: HubProcess = start_hub(root / "hub", env=settings)
-        self.url = self.process.url
-        self.tokens = {"alice": self.process.add_user("alice"), "bob": self.process.add_user("bob")}
-        self.tokens["bob-read"] = self.process.token_for("bob", ["read"])
-        engine = open_database(self.process.settings)
-        create_org(engine, "acme", ["alice"])
-        engine.dispose()
-        self.http = httpx.Client(base_url=self.url, timeout=30)
+        self._stack = ExitStack()
+        try:
+            accounts: HubAccounts
+            if live:
+                process = start_hub(root / "hub", env=settings)
+                self._stack.callback(process.stop)
+                self.http: Any = self._stack.enter_context(
+                    httpx.Client(base_url=process.url, timeout=30)
+                )
+                accounts, self.url = process, process.url
+            else:
+                inproc = self._stack.enter_context(start_inproc_hub(root / "hub", env=settings))
+                self.http = inproc.http
+                accounts, self.url = inproc, inproc.url
+            self.tokens = {"alice": accounts.add_user("alice"), "bob": accounts.add_user("bob")}
+            self.tokens["bob-read"] = accounts.token_for("bob", ["read"])
+            engine = open_database(accounts.settings)
+            create_org(engine, "acme", ["alice"])
+            engine.dispose()
+        except BaseException:
+            self._stack.close()
+            raise
 
     def headers(self, who: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.tokens[who]}"} if who else {}
@@ -553,8 +574,7 @@ class RunningHub:
         return str(evaluation_id)
 
     def close(self) -> None:
-        self.http.close()
-        self.process.stop()
+        self._stack.close()
 
 
 @pytest.fixture(scope="module")
@@ -752,7 +772,7 @@ def test_http_bad_input_is_a_clear_4xx_and_changes_nothing(running_hub: RunningH
     refused(
         hub.post(samples_url, "alice", content=huge, headers={"Content-Type": "application/json"}),
         413,
-        "Split the samples",
+        "larger than this hub accepts",
     )
     refused(
         hub.post(samples_url, "bob", json={"samples": [rollout(1, 0)]}), 404, "not found"
@@ -794,7 +814,7 @@ def test_http_private_environment_results_are_404_to_others(running_hub: Running
 
 
 def concurrent_pushes(hub: RunningHub, evaluation_id: str) -> None:
-    """Eight batches at once, plus two racing copies of one rollout: all serialised per run."""
+    """Eight batches at once, plus two racing copies of one batch: all serialised per run."""
     from concurrent.futures import ThreadPoolExecutor
 
     url = f"/api/v1/evaluations/{evaluation_id}/samples"
@@ -816,7 +836,7 @@ def concurrent_pushes(hub: RunningHub, evaluation_id: str) -> None:
             )
         )
     assert codes == [200] * 8
-    assert sorted(racing) == [200, 409]
+    assert racing == [200, 200]  # one batch sent twice is idempotent: stored once (below)
     stored = hub.get(url, "alice", params={"per_page": 1000}).json()
     keys = [(s["example_index"], s["rollout_index"]) for s in stored["data"]]
     assert stored["total_count"] == 81 and len(keys) == 81 and len(set(keys)) == 81
@@ -872,10 +892,21 @@ def test_http_on_postgres_and_s3(tmp_path: Path) -> None:
             hub.close()
 
 
+@pytest.fixture(scope="module")
+def live_running_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningHub]:
+    """A real server: the stock SDK opens its own connections."""
+    hub = RunningHub(tmp_path_factory.mktemp("evals-live-hub"), live=True)
+    hub.upload("alice", "alice", "wordle", "0.1.0", summary="Play wordle")
+    hub.upload("alice", "alice", "wordle", "0.2.0", summary="Play wordle")
+    yield hub
+    hub.close()
+
+
 def test_stock_prime_evals_sdk_round_trip(
-    running_hub: RunningHub, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    live_running_hub: RunningHub, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """The public `prime-evals` SDK from PyPI, pointed at this hub by PRIME_API_BASE_URL."""
+    running_hub = live_running_hub
     try:
         from prime_evals import APIClient, EvalsClient
     except ImportError:

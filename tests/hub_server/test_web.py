@@ -1,5 +1,6 @@
-"""Web pages on a real hub server: listing and search, environment pages (README, versions,
-install lines, leaderboard), run pages, owner pages, privacy, escaping, and a real browser."""
+"""Web pages, rendered by the hub in-process: listing and search, environment pages (README,
+versions, install lines, leaderboard), run pages, owner pages, privacy, escaping. The real
+browser against a real server is test_web_browser.py."""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ from tests.hub_server.test_evaluations import RunningHub
 XSS_MODEL = '<img src=x onerror="alert(1)">'
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningHub, dict[str, str]]]:
-    hub = RunningHub(tmp_path_factory.mktemp("web-hub"))
+def populate(hub: RunningHub) -> dict[str, str]:
+    """Environments of alice, bob and acme (one private) and four finished runs."""
     hub.upload("alice", "alice", "wordle", "0.1.0", summary="Play wordle")
     hub.upload("alice", "alice", "wordle", "0.2.0", summary="Play wordle")
     hub.set_env(
@@ -28,7 +28,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningHub,
     hub.upload("bob", "bob", "reverse-text", "1.0.0", summary="Reverse a string")
     hub.upload("alice", "acme", "secret", "1.0.0", summary="A private one")
     hub.set_env("alice", "acme", "secret", visibility="private")
-    runs = {
+    return {
         "big": hub.run_eval(
             "alice", "alice/wordle", "openai/gpt-4.1-mini", [1.0, 1.0, 0.0, 1.0, None]
         ),
@@ -36,8 +36,16 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningHub,
         "xss": hub.run_eval("bob", "alice/wordle", XSS_MODEL, [0.0]),
         "secret": hub.run_eval("alice", "acme/secret", "secret-model", [1.0]),
     }
-    yield hub, runs
-    hub.close()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningHub, dict[str, str]]]:
+    """The pages in-process: what they say is route logic."""
+    hub = RunningHub(tmp_path_factory.mktemp("web-hub"))
+    try:
+        yield hub, populate(hub)
+    finally:
+        hub.close()
 
 
 def text_of(html: str) -> str:
