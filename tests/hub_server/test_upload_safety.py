@@ -63,7 +63,8 @@ def upload(url: str, token: str, filename: str, data: bytes) -> httpx.Response:
 
 def stored_blobs(hub: HubAccounts) -> list[Path]:
     root = hub.data_dir / "blobs"
-    return [p for p in root.rglob("*") if p.is_file()]
+    # `.live-PID` marks a running worker's scratch directory (kept from sweeps), not data.
+    return [p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".live-")]
 
 
 def table_counts(hub: HubAccounts) -> dict[str, int]:
