@@ -12,10 +12,11 @@ never reach them.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse
 from sqlmodel import Session, col, select
 
@@ -86,14 +87,12 @@ def _listing(
     session: Session,
     principal: Principal | None,
     template: str,
+    listing: ListingQuery,
     *,
-    q: str,
-    tags: list[str],
-    sort: str,
-    page: int,
     owner: Owner | None = None,
     people: list[str] | None = None,
 ) -> HTMLResponse:
+    q, tags, sort, page = listing.q, listing.tag or [], listing.sort, listing.page
     chosen: SortField = sort if sort in _SORTS else ("relevance" if q.strip() else "updated_at")  # type: ignore[assignment]
     result = search_environments(
         session,
@@ -154,19 +153,24 @@ def _people(session: Session, owner: Owner) -> list[str]:
     return sorted(session.exec(orgs).all())
 
 
+@dataclass
+class ListingQuery:
+    """The listing pages' query string: text, tags (repeatable), sort and page."""
+
+    q: Annotated[str, Query(max_length=200)] = ""
+    tag: Annotated[list[str] | None, Query(max_length=64)] = None
+    sort: Annotated[str, Query(max_length=20)] = ""
+    page: Annotated[int, Query(ge=1, le=10_000)] = 1
+
+
+ListingDep = Annotated[ListingQuery, Depends()]
+
+
 @router.get("/", response_class=HTMLResponse)
 def home(
-    request: Request,
-    session: SessionDep,
-    principal: WebPrincipalDep,
-    q: Annotated[str, Query(max_length=200)] = "",
-    tag: Annotated[list[str] | None, Query(max_length=64)] = None,
-    sort: Annotated[str, Query(max_length=20)] = "",
-    page: Annotated[int, Query(ge=1, le=10_000)] = 1,
+    request: Request, session: SessionDep, principal: WebPrincipalDep, listing: ListingDep
 ) -> HTMLResponse:
-    return _listing(
-        request, session, principal, "index.html", q=q, tags=tag or [], sort=sort, page=page
-    )
+    return _listing(request, session, principal, "index.html", listing)
 
 
 @router.get("/{owner}", response_class=HTMLResponse)
@@ -175,10 +179,7 @@ def owner_page(
     request: Request,
     session: SessionDep,
     principal: WebPrincipalDep,
-    q: Annotated[str, Query(max_length=200)] = "",
-    tag: Annotated[list[str] | None, Query(max_length=64)] = None,
-    sort: Annotated[str, Query(max_length=20)] = "",
-    page: Annotated[int, Query(ge=1, le=10_000)] = 1,
+    listing: ListingDep,
 ) -> HTMLResponse:
     found = None if owner in RESERVED_FIRST_SEGMENTS else find_owner(session, owner)
     if found is None:
@@ -188,10 +189,7 @@ def owner_page(
         session,
         principal,
         "owner.html",
-        people=_people(session, found),
-        q=q,
-        tags=tag or [],
-        sort=sort,
-        page=page,
+        listing,
         owner=found,
+        people=_people(session, found),
     )

@@ -5,7 +5,6 @@ screenshots under outputs/screenshots/ (kept out of git)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
 import shutil
@@ -19,7 +18,7 @@ import httpx
 import pytest
 
 from tests.hub_server.hubproc import HubProcess, start_hub
-from tests.hub_server.wheels import wheel_bytes
+from tests.hub_server.wheels import twine_upload_form, wheel_bytes
 from tests.support import require
 
 SHOTS = Path(__file__).resolve().parents[2] / "outputs" / "screenshots"
@@ -43,27 +42,12 @@ def load_environment():
 
 
 def _upload(hub: HubProcess, token: str, owner: str, name: str, version: str, **kw: Any) -> None:
-    data = wheel_bytes(name, version, **kw)
+    fields, files = twine_upload_form(name, version, wheel_bytes(name, version, **kw))
     response = httpx.post(
         f"{hub.url}/{owner}/legacy/",
         auth=("__token__", token),
-        data={
-            ":action": "file_upload",
-            "protocol_version": "1",
-            "name": name,
-            "version": version,
-            "filetype": "bdist_wheel",
-            "pyversion": "py3",
-            "metadata_version": "2.1",
-            "sha256_digest": hashlib.sha256(data).hexdigest(),
-        },
-        files={
-            "content": (
-                f"{name.replace('-', '_')}-{version}-py3-none-any.whl",
-                data,
-                "application/octet-stream",
-            )
-        },
+        data=fields,
+        files=files,
         timeout=60,
     )
     assert response.status_code == 200, response.text

@@ -4,7 +4,6 @@ runs example by example; a run pushed before the index existed is indexed on fir
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from hub_server.accounts.admin import create_token, create_user, open_database
 from hub_server.app import create_app
 from hub_server.core.settings import HubSettings
 from hub_server.evals.sample_index import EvaluationSample
-from tests.hub_server.wheels import wheel_bytes
+from tests.hub_server.wheels import twine_upload_form, wheel_bytes
 
 N_EXAMPLES = 150  # x 2 rollouts = 300 samples in 3 batches
 
@@ -81,17 +80,10 @@ def hub(
     token = create_token(engine, "alice", "cli")[0]
     engine.dispose()
     with TestClient(create_app(settings)) as client:
-        data = wheel_bytes("maths", "1.0.0")
+        fields, files = twine_upload_form("maths", "1.0.0", wheel_bytes("maths", "1.0.0"))
         response = client.post(
-            "/alice/legacy/",
-            auth=("__token__", token),
-            data={
-                ":action": "file_upload", "protocol_version": "1", "name": "maths",
-                "version": "1.0.0", "filetype": "bdist_wheel", "pyversion": "py3",
-                "metadata_version": "2.1", "sha256_digest": hashlib.sha256(data).hexdigest(),
-            },
-            files={"content": ("maths-1.0.0-py3-none-any.whl", data, "application/octet-stream")},
-        )  # fmt: skip
+            "/alice/legacy/", auth=("__token__", token), data=fields, files=files
+        )
         assert response.status_code == 200, response.text
         runs = {
             # reward i/150 on rollout 0, errors on every 7th example's rollout 1

@@ -3,7 +3,6 @@ on SQLite FTS5 and PostgreSQL full text): one SQL query serves both, one page at
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -16,7 +15,7 @@ from hub_server.accounts.admin import create_token, create_user, open_database
 from hub_server.app import create_app
 from hub_server.core.settings import HubSettings
 from tests.hub_server.services import postgres_bin, postgres_cluster
-from tests.hub_server.wheels import wheel_bytes
+from tests.hub_server.wheels import twine_upload_form, wheel_bytes
 from tests.support import require
 
 ENVS = [
@@ -30,28 +29,8 @@ ENVS = [
 
 
 def _upload(client: TestClient, token: str, owner: str, name: str, summary: str) -> None:
-    data = wheel_bytes(name, "1.0.0", summary=summary)
-    response = client.post(
-        f"/{owner}/legacy/",
-        auth=("__token__", token),
-        data={
-            ":action": "file_upload",
-            "protocol_version": "1",
-            "name": name,
-            "version": "1.0.0",
-            "filetype": "bdist_wheel",
-            "pyversion": "py3",
-            "metadata_version": "2.1",
-            "sha256_digest": hashlib.sha256(data).hexdigest(),
-        },
-        files={
-            "content": (
-                f"{name.replace('-', '_')}-1.0.0-py3-none-any.whl",
-                data,
-                "application/octet-stream",
-            )
-        },
-    )
+    fields, files = twine_upload_form(name, "1.0.0", wheel_bytes(name, "1.0.0", summary=summary))
+    response = client.post(f"/{owner}/legacy/", auth=("__token__", token), data=fields, files=files)
     assert response.status_code == 200, response.text
 
 

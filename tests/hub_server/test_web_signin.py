@@ -3,7 +3,6 @@ form, sign-out, the tokens page, and private environments shown only to those al
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,7 @@ from fastapi.testclient import TestClient
 from hub_server.accounts.admin import create_token, create_user, open_database
 from hub_server.app import create_app
 from hub_server.core.settings import HubSettings
-from tests.hub_server.wheels import wheel_bytes
+from tests.hub_server.wheels import twine_upload_form, wheel_bytes
 
 
 @pytest.fixture(scope="module")
@@ -30,23 +29,13 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, 
     }
     engine.dispose()
     with TestClient(create_app(settings)) as client:
-        data = wheel_bytes("hidden-env", "1.0.0", extra_metadata=("Keywords: Game,multi-turn",))
+        fields, files = twine_upload_form(
+            "hidden-env",
+            "1.0.0",
+            wheel_bytes("hidden-env", "1.0.0", extra_metadata=("Keywords: Game,multi-turn",)),
+        )
         response = client.post(
-            "/alice/legacy/",
-            auth=("__token__", tokens["alice"]),
-            data={
-                ":action": "file_upload",
-                "protocol_version": "1",
-                "name": "hidden-env",
-                "version": "1.0.0",
-                "filetype": "bdist_wheel",
-                "pyversion": "py3",
-                "metadata_version": "2.1",
-                "sha256_digest": hashlib.sha256(data).hexdigest(),
-            },
-            files={
-                "content": ("hidden_env-1.0.0-py3-none-any.whl", data, "application/octet-stream")
-            },
+            "/alice/legacy/", auth=("__token__", tokens["alice"]), data=fields, files=files
         )
         assert response.status_code == 200, response.text
         response = client.patch(

@@ -78,3 +78,21 @@ def source_archive_bytes(files: dict[str, bytes]) -> bytes:
             info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
+
+
+def twine_upload_form(
+    name: str, version: str, data: bytes
+) -> tuple[dict[str, str], dict[str, tuple[str, bytes, str]]]:
+    """The form fields and file part of `twine upload` (POST /{owner}/legacy/) for a wheel."""
+    fields = {
+        ":action": "file_upload",
+        "protocol_version": "1",
+        "name": name,
+        "version": version,
+        "filetype": "bdist_wheel",
+        "pyversion": "py3",
+        "metadata_version": "2.1",
+        "sha256_digest": hashlib.sha256(data).hexdigest(),
+    }
+    filename = f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
+    return fields, {"content": (filename, data, "application/octet-stream")}
