@@ -119,15 +119,14 @@ step "Publishing it (prime env push)"
 "$PRIME" env list
 "$PRIME" env info demo/hello-env
 
-step "Creating a fresh virtualenv with the prime SDK (what an environment user has)"
+step "Creating an empty virtualenv (what a new environment user has)"
 "$ROOT/.venv/bin/uv" venv --quiet --python "$PY" "$WORK/venv"
-"$ROOT/.venv/bin/uv" pip install --quiet --python "$WORK/venv/bin/python" -e "$ROOT"
 
-step "Installing it by name (prime env install demo/hello-env@0.1.0)"
+step "Installing it by name (prime env install demo/hello-env@0.1.0): the SDK comes from the hub"
 "$PRIME" env install demo/hello-env@0.1.0 --python "$WORK/venv/bin/python"
 
 step "Loading it in the fresh virtualenv and scoring a sample answer"
-"$WORK/venv/bin/python" - <<'EOF'
+"$WORK/venv/bin/python" -I - <<'EOF'  # -I: the venv's own packages, not this checkout's
 import importlib.metadata as md
 import prime_env
 
@@ -142,6 +141,10 @@ good = hello_env.correct_answer([{"role": "assistant", "content": f"The answer i
 bad = hello_env.correct_answer([{"role": "assistant", "content": "No idea"}], task.answer)
 print(f"reward:    correct reply {good}, wrong reply {bad}")
 assert (good, bad) == (1.0, 0.0)
+installed = {d.metadata["Name"].lower() for d in md.distributions()}
+heavy = installed & {"fastapi", "sqlmodel", "alembic", "twine", "uvicorn", "torch", "prime-envhub"}
+print(f"sdk:       prime-envhub-sdk {md.version('prime-envhub-sdk')} ({len(installed)} packages, none of the hub's)")
+assert not heavy, f"the environment's venv has hub dependencies: {sorted(heavy)}"
 EOF
 
 step "Pushing the same content again is refused (versions are immutable)"
@@ -150,4 +153,4 @@ if "$PRIME" env push "$WORK/src/hello-env"; then
   exit 1
 fi
 
-printf '\n\033[32mDEMO OK\033[0m: on a local hub at %s: seeded the built-ins, evaluated prime/reverse-text with the local model and pushed the run to its leaderboard; published demo/hello-env 0.1.0, installed it by name into a fresh virtualenv and loaded it.\n' "$HUB"
+printf '\n\033[32mDEMO OK\033[0m: on a local hub at %s: seeded the built-ins, evaluated prime/reverse-text with the local model and pushed the run to its leaderboard; published demo/hello-env 0.1.0, installed it by name (with the SDK from the hub) into an empty virtualenv and loaded it.\n' "$HUB"
