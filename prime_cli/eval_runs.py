@@ -150,7 +150,11 @@ def push_run(
     if meta.get("env_version"):
         environment["version"] = meta["env_version"]
     metrics = {k: v for k, v in meta.items() if k.startswith("avg_") and v is not None}
+    earlier = [p for p in meta.get("pushes") or [] if p.get("hub") == hub.base_url]
     body = {
+        # the same push repeated (a retry after a lost answer) names the same run on the hub;
+        # a deliberate second push (--force) is a new run
+        "client_run_id": f"{meta.get('run_id') or directory.name}-{len(earlier)}",
         "name": name or f"{slug.split('@')[0]}--{meta['model']}",
         "environments": [environment],
         "model_name": meta["model"],

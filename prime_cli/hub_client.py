@@ -80,8 +80,9 @@ class RetryPolicy:
     max_retry_after_s: float = 60.0  # a longer Retry-After fails now rather than hanging
 
 
-def _retryable(method: str) -> Callable[[BaseException], bool]:
-    idempotent = method.upper() in IDEMPOTENT
+def _retryable(method: str, idempotent: bool | None) -> Callable[[BaseException], bool]:
+    if idempotent is None:
+        idempotent = method.upper() in IDEMPOTENT
 
     def check(exc: BaseException) -> bool:
         if isinstance(exc, _RetryableStatus):
@@ -202,7 +203,7 @@ class HubClient:
             "set PRIME_HUB_URL or run `prime login --url URL`"
         )
 
-    def _retrying(self, method: str, what: str) -> tenacity.Retrying:
+    def _retrying(self, method: str, what: str, idempotent: bool | None) -> tenacity.Retrying:
         """The retry loop for one logical request; its last failure is re-raised as is."""
         policy = self.retry
 
@@ -224,7 +225,7 @@ class HubClient:
             )
 
         return tenacity.Retrying(
-            retry=tenacity.retry_if_exception(_retryable(method)),
+            retry=tenacity.retry_if_exception(_retryable(method, idempotent)),
             wait=_wait(policy),
             stop=stop,
             before_sleep=announce,
@@ -232,11 +233,17 @@ class HubClient:
         )
 
     def _attempts(
-        self, method: str, what: str, call: Callable[[], httpx.Response]
+        self,
+        method: str,
+        what: str,
+        call: Callable[[], httpx.Response],
+        idempotent: bool | None = None,
     ) -> httpx.Response:
-        """Run `call` under the retry policy; a final retryable status is returned, not raised."""
+        """Run `call` under the retry policy; a final retryable status is returned, not raised.
+
+        `idempotent` overrides the method's default, for a POST the hub deduplicates."""
         try:
-            return self._retrying(method, what)(self._raise_retryable(call))
+            return self._retrying(method, what, idempotent)(self._raise_retryable(call))
         except _RetryableStatus as exc:
             return exc.response
         except httpx.HTTPError as exc:
@@ -284,12 +291,14 @@ class HubClient:
         *,
         json: Any = None,
         params: Mapping[str, Any] | None = None,
+        idempotent: bool | None = None,
     ) -> Any:
         """Call `API_PREFIX + path` and return the decoded JSON body (None when empty)."""
         response = self._attempts(
             method,
             what,
             lambda: self._http.request(method, API_PREFIX + path, json=json, params=params),
+            idempotent,
         )
         self._check(response, what)
         if not response.content:
@@ -490,27 +499,42 @@ class HubClient:
         return dict(done or {})
 
     def create_evaluation(self, body: Mapping[str, Any]) -> str:
-        """`POST /evaluations/`: returns the new evaluation's id."""
-        created = self.request("POST", "/evaluations/", "create evaluation", json=dict(body))
+        """`POST /evaluations/`: returns the evaluation's id. With a `client_run_id` the hub
+        answers a repeat with the same run, so the call is retried like a GET."""
+        created = self.request(
+            "POST",
+            "/evaluations/",
+            "create evaluation",
+            json=dict(body),
+            idempotent=bool(body.get("client_run_id")),
+        )
         return str(created["evaluation_id"])
 
     def push_samples(self, evaluation_id: str, samples: list[dict[str, Any]]) -> None:
-        """`POST /evaluations/{id}/samples`: one batch."""
+        """`POST /evaluations/{id}/samples`: one batch (the hub stores an identical batch once,
+        so a repeat after a lost answer adds nothing)."""
         self.request(
             "POST",
             f"/evaluations/{quote(evaluation_id, safe='')}/samples",
             "push samples",
             json={"samples": samples},
+            idempotent=True,
         )
 
     def finalize_evaluation(self, evaluation_id: str, metrics: Mapping[str, Any]) -> None:
-        """`POST /evaluations/{id}/finalize`."""
-        self.request(
-            "POST",
-            f"/evaluations/{quote(evaluation_id, safe='')}/finalize",
-            "finalize evaluation",
-            json={"metrics": dict(metrics)},
-        )
+        """`POST /evaluations/{id}/finalize`; a repeat that finds the run already closed by
+        our own first attempt counts as done."""
+        try:
+            self.request(
+                "POST",
+                f"/evaluations/{quote(evaluation_id, safe='')}/finalize",
+                "finalize evaluation",
+                json={"metrics": dict(metrics)},
+                idempotent=True,
+            )
+        except HubError as exc:
+            if exc.status != 409 or self.evaluation(evaluation_id).get("status") != "completed":
+                raise
 
     def list_evaluations(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """`GET /evaluations/`: one page `{data, total_count, page, per_page}`."""

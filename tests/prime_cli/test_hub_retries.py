@@ -156,3 +156,13 @@ def test_redirect_to_storage_never_carries_the_token(
     # same-origin hops keep the token; the storage origin never sees it
     assert [auth for _, _, auth in hub.seen] == ["Bearer phub_secret", "Bearer phub_secret"]
     assert storage.seen == [("GET", "/bucket/file.whl?X-Amz-Signature=s", None)]
+
+
+def test_posts_the_hub_deduplicates_are_retried(serve: Callable[[Handler], _Server]) -> None:
+    server = serve(
+        lambda _req, n: (502, {}, b"") if n % 2 else (200, JSON, b'{"evaluation_id": "e1"}')
+    )
+    with HubClient(server.url, retry=FAST) as client:
+        assert client.create_evaluation({"name": "x", "client_run_id": "run-0"}) == "e1"
+        client.push_samples("e1", [{"a": 1}])
+    assert [m for m, _, _ in server.seen] == ["POST"] * 4  # each once more after its 502
