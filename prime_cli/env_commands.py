@@ -334,7 +334,10 @@ def install(
     resolved = []
     if parsed:
         with _client() as client:
-            resolved = [resolve(client, ref) for ref in parsed]
+            with err_console.status(
+                f"Resolving {', '.join(map(str, parsed))} on {client.base_url} …"
+            ):
+                resolved = [resolve(client, ref) for ref in parsed]
             check_distinct_packages(resolved)
             for item in resolved:
                 if item.yanked:
