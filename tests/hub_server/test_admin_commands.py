@@ -1,23 +1,51 @@
-"""`prime hub user|org|token …`: work without a server, print the token last, refuse bad input."""
+"""`prime hub user|org|token …`: work without a server, print the token last, refuse bad input.
+
+The commands run in-process (click's CliRunner) and the hub they bootstrap is checked in-process;
+only `prime hub seed`, which publishes over HTTP, talks to a real server."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pytest
+from click.testing import CliRunner
 from sqlmodel import Session, select
 
 from hub_server.accounts.admin import open_database
 from hub_server.accounts.models import ApiToken
+from prime_cli.main import cli
 from tests.hub_server.hubproc import HubProcess
+from tests.hub_server.inproc import start_inproc_hub
 
 PRIME = str(Path(sys.executable).with_name("prime"))
 
 
-def prime(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def prime(*args: str, env: dict[str, str] | None = None) -> Result:
+    """`prime ARGS` run in this process by click's CliRunner (no interpreter start per call)."""
+    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=True)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(result.exception))  # as a process would
+    return Result(result.exit_code, result.stdout, stderr)
+
+
+def prime_process(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The installed `prime` script in a subprocess, for commands that must run against a socket."""
     return subprocess.run(
         [PRIME, *args],
         capture_output=True,
@@ -46,27 +74,13 @@ def test_admin_commands_bootstrap_a_hub_offline(tmp_path: Path) -> None:
     assert bob_token.startswith("phub_") and bob_token != token
     assert bob_token not in (tmp_path / "hub" / "hub.sqlite3").read_bytes().decode("latin-1")
 
-    hub = HubProcess(
-        url="", data_dir=tmp_path / "hub", env={}, port=0, log_path=tmp_path / "server.log"
-    )
-    from tests.support import free_port
-
-    hub.port = free_port()
-    hub.url = f"http://127.0.0.1:{hub.port}"
-    hub.start()
-    try:
-        me = httpx.get(
-            f"{hub.url}/api/v1/user/whoami", headers={"Authorization": f"Bearer {bob_token}"}
-        )
+    with start_inproc_hub(tmp_path / "hub") as hub:
+        bob = hub.client(bob_token)
+        me = bob.get("/api/v1/user/whoami")
         assert me.json()["data"]["organizations"] == ["acme"]
         revoked = prime("hub", "token", "revoke", bob_token, "--data-dir", data)
         assert revoked.returncode == 0
-        after = httpx.get(
-            f"{hub.url}/api/v1/user/whoami", headers={"Authorization": f"Bearer {bob_token}"}
-        )
-        assert after.status_code == 401
-    finally:
-        hub.stop()
+        assert bob.get("/api/v1/user/whoami").status_code == 401
 
 
 def test_admin_commands_refuse_bad_input(tmp_path: Path) -> None:
@@ -94,9 +108,10 @@ def test_admin_commands_refuse_bad_input(tmp_path: Path) -> None:
     assert "Invalid PRIME_HUB_* setting: max_upload_bytes" in bad_setting.stderr
 
 
+@pytest.mark.slow  # builds the SDK and five environments with uv, twice
 def test_seed_publishes_the_builtins_once_and_revokes_its_token(fresh_hub: HubProcess) -> None:
     args = ("hub", "seed", "--url", fresh_hub.url, "--data-dir", str(fresh_hub.data_dir))
-    first = prime(*args, env=fresh_hub.env)
+    first = prime_process(*args, env=fresh_hub.env)
     assert first.returncode == 0, first.stderr
     listing = httpx.get(f"{fresh_hub.url}/api/v1/environmentshub/", params={"owner": "prime"})
     names = {env["name"] for env in listing.json()["data"]}
@@ -104,7 +119,7 @@ def test_seed_publishes_the_builtins_once_and_revokes_its_token(fresh_hub: HubPr
     # Only the environments: the SDK they depend on is served by every hub itself (/_sdk/).
     assert not any(name.startswith("prime-envhub") for name in names)
     assert httpx.get(f"{fresh_hub.url}/_sdk/simple/prime-envhub-sdk/").status_code == 200
-    again = prime(*args, env=fresh_hub.env)
+    again = prime_process(*args, env=fresh_hub.env)
     assert again.returncode == 0, again.stderr
     assert "0 new file(s)" in again.stdout
     engine = open_database(fresh_hub.settings)
