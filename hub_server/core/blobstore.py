@@ -4,13 +4,15 @@ Keys are derived from the sha256 of the bytes, never from user input, so a retri
 concurrent upload of the same file writes the same key and two files can never collide.
 Local writes go to a temp file in the destination directory, are fsynced and then renamed
 with `os.replace`, so a reader (or a server restarted after SIGKILL) sees either nothing or
-the whole blob. Temp files carry the writing process's pid; when a store opens it removes only
-those whose process is gone, so a worker restarting beside others (`--workers N`) never
-deletes their in-flight files.
+the whole blob. Temp files carry the writing process's pid, and every process using a local
+store holds an exclusive `flock` on `tmp/.live-PID` for its lifetime; when a store opens it
+removes only temp files whose writer no longer holds its lock, so a worker restarting beside
+others (`--workers N`) never deletes their in-flight files, and a reused pid fools nothing.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -50,6 +52,7 @@ class BlobStore:
             self.root = Path(url.removeprefix("file://")).expanduser()
             self.root.mkdir(parents=True, exist_ok=True)
             self.fs = fsspec.filesystem("file")
+            _hold_live_lock(self.root / "tmp")
             self._remove_temp_files()
         else:
             protocol = url.split("://", 1)[0]
@@ -77,13 +80,14 @@ class BlobStore:
         is left alone.
         """
         now = time.time()
+        locks = self.root / "tmp"
         for path in self.root.rglob(f"*{_TEMP_MARK}*"):
             try:
                 if not path.is_file():
                     continue
                 pid = _writer_pid(path.name)
                 stale = now - path.stat().st_mtime > _STALE_TEMP_SECONDS
-                if stale or pid is None or not _alive(pid):
+                if stale or pid is None or not _writer_alive(locks, pid):
                     path.unlink(missing_ok=True)
             except FileNotFoundError:
                 continue  # finished or removed by its writer meanwhile
@@ -214,14 +218,37 @@ def _writer_pid(name: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-def _alive(pid: int) -> bool:
+# Lock files held by this process, by path: one per store directory, open until exit.
+_LIVE_LOCKS: dict[str, int] = {}
+
+
+def _hold_live_lock(directory: Path) -> None:
+    """Hold `directory/.live-PID` locked while this process lives (the kernel drops it at exit)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f".live-{os.getpid()}"
+    if str(path) in _LIVE_LOCKS:
+        return
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    _LIVE_LOCKS[str(path)] = fd
+
+
+def _writer_alive(directory: Path, pid: int) -> bool:
+    """True while process `pid` holds its live lock in `directory`; a dead one's lock is removed."""
+    path = directory / f".live-{pid}"
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
         return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        path.unlink(missing_ok=True)
+        return False
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(directory: Path) -> None:

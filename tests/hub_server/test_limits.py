@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -222,26 +223,47 @@ def test_deep_json_sample_is_a_400_not_a_500(hub: HardenedHub) -> None:
             assert "nested deeper" in response.json()["detail"]
 
 
+# Another worker, as the store sees one: a process holding `tmp/.live-<its pid>` locked
+# (what `BlobStore` does on open), via util-linux flock(1): cheap to start on a loaded host.
+_WORKER = 'mkdir -p "$0" && echo ready && exec flock "$0/.live-$$" sleep 120'
+
+
 def test_restarting_worker_keeps_other_workers_scratch_files(tmp_path: Path) -> None:
-    store = BlobStore(str(tmp_path / "blobs"))
+    root = str(tmp_path / "blobs")
+    store = BlobStore(root)
     with store.scratch_file() as mine:
         mine.write(b"mine")
-    live = subprocess.Popen(["sleep", "60"])
+    worker = subprocess.Popen(
+        ["sh", "-c", _WORKER, str(tmp_path / "blobs" / "tmp")],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # flock and its sleep (which shares the lock) die together
+    )
     try:
-        dead = subprocess.Popen(["true"])
-        dead.wait()
+        assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
+        lock = tmp_path / "blobs" / "tmp" / f".live-{worker.pid}"
+        deadline = time.monotonic() + 30
+        while not lock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)  # flock(1) has created the file; let it take the lock
         tmp = tmp_path / "blobs" / "tmp"
-        theirs = tmp / f"upload.tmp-{live.pid}-abc"
-        stale = tmp / f"upload.tmp-{dead.pid}-def"
-        for path in (theirs, stale):
+        theirs = tmp / f"upload.tmp-{worker.pid}-abc"
+        # A crashed writer whose pid now belongs to another, unrelated process (pid 1).
+        reused = tmp / "upload.tmp-1-def"
+        for path in (theirs, reused):
             path.write_bytes(b"in flight")
-        BlobStore(str(tmp_path / "blobs"))  # another worker (re)starting on the same store
+        BlobStore(root)  # another worker (re)starting on the same store
         assert theirs.exists()
         assert Path(mine.name).exists()  # this process is alive too
-        assert not stale.exists()
+        assert not reused.exists()
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+        BlobStore(root)
+        assert not theirs.exists()  # its writer is gone now
     finally:
-        live.kill()
-        live.wait()
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
         Path(mine.name).unlink(missing_ok=True)
 
 
