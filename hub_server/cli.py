@@ -285,7 +285,7 @@ def token_revoke(secret: str | None, token_id: str | None, data_dir: Path | None
 )
 @_DATA_DIR
 def seed(url: str | None, data_dir: Path | None) -> None:
-    """Publish the built-in environments (and the SDK wheel they need) under owner `prime`.
+    """Publish the built-in environments under owner `prime` (the hub serves their SDK itself).
 
     Talks to the running hub at URL over its upload endpoint, with a short-lived token of user
     `prime` made in the hub's database (DATA_DIR); safe to run again.
