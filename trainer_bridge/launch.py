@@ -266,9 +266,10 @@ def execute(prepared: Prepared, env: Environment, console: Console) -> int:
         console.print(f"interrupted; resume with: prime train resume {run.root}")
     finally:
         supervisor.stop_all(grace_s=10)
-        monitor.close()
-        _plot_quietly(run)
         run.update_run_json(status=status, error=message or None, pid=None)
+        monitor.close()
+        if status == "completed":  # a stopped run exits at once; `prime train plot` draws it
+            _plot_quietly(run)
     return code
 
 

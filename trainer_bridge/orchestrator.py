@@ -525,6 +525,7 @@ class Orchestrator:
                         return dict(data)
             if time.monotonic() > deadline:
                 return {}
+            self.supervisor.check()  # a trainer that died after the broadcast stops the run now
             await asyncio.sleep(0.05)
 
     # --------------------------------------------------------------- the run
@@ -534,7 +535,8 @@ class Orchestrator:
         nxt = self.version + 1
         if nxt > self.config.max_steps or not is_stable(self.run.broadcast(nxt)):
             return False
-        await self._publish(nxt)
+        async with self.rebuilding:  # never publish into a sampler that is being replaced
+            await self._publish(nxt)
         self.version = nxt
         stats = self.pending_stats.pop(nxt - 1, None) or StepStats()
         eval_row = await self._maybe_eval(nxt)
@@ -613,10 +615,10 @@ class Orchestrator:
         for job in jobs:
             job.cancel()
         if jobs:
-            await asyncio.wait(jobs, timeout=30)
+            await asyncio.wait(jobs, timeout=5)
         if self.backend is not None:
             try:
-                await asyncio.wait_for(self.backend.close(), 30)
+                await asyncio.wait_for(self.backend.close(), 5)
             except Exception:  # noqa: BLE001, S110 - shutting down; the child processes go next
                 pass
 

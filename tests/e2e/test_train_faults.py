@@ -1,0 +1,208 @@
+"""Acceptance 5 and 6: SIGKILL and resume, a dead trainer, a crashing or hanging sampler."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from prime_env.clients.base import ChatResponse
+from prime_env.evaluation import load_env
+from tests.e2e.eval_support import PRIME, prime, prime_env
+from tests.e2e.train_support import FAST, VOWELS_ENV, alive, children_of_run, metrics, train_dirs
+from tests.trainer_bridge.conftest import smollm2_tokenizer_dir, tiny_model_dir  # noqa: F401
+from trainer_bridge import launch
+from trainer_bridge.backends.torch_backend import TorchBackend
+from trainer_bridge.config import build_config, parse_flags
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def start_training(tmp_path: Path, model: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(PRIME), "train", str(VOWELS_ENV), "-m", str(model), "-o", str(tmp_path / "out"),
+         "--orchestrator.eval.at-start", "false", "--orchestrator.eval.at-end", "false",
+         *FAST, *extra],
+        cwd=tmp_path, env=prime_env(), text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+@pytest.mark.slow  # two runs of the tiny model, ~2 min on 2 shared cores
+def test_sigkill_mid_step_then_resume(tmp_path: Path, tiny_model_dir: Path) -> None:  # noqa: F811
+    proc = start_training(tmp_path, tiny_model_dir, "--max-steps", "5", "--ckpt.interval", "2")
+    try:
+        wait_for(lambda: len(train_dirs(tmp_path / "out")) == 1, 120, "the run dir")
+        run = train_dirs(tmp_path / "out")[0]
+        wait_for(lambda: len(metrics(run)) >= 3, 300, "three steps")
+        trainer = children_of_run(run)
+        assert trainer, "the trainer child is running"
+        proc.send_signal(signal.SIGKILL)  # mid-step 3: no handler of ours runs
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    killed_at = time.monotonic()
+    wait_for(
+        lambda: not any(alive(pid) for pid in trainer), 10, "the trainer to die with its parent"
+    )
+    assert time.monotonic() - killed_at <= 10
+    result = prime("train", "resume", str(run), "--output", "json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "resuming" in result.stderr and "at step 2" in result.stderr
+    assert [r["step"] for r in metrics(run)] == [0, 1, 2, 3, 4]  # each step exactly once
+    trainer_steps = [
+        json.loads(x)["step"] for x in (run / "trainer_metrics.jsonl").read_text().splitlines()
+    ]
+    assert trainer_steps == [0, 1, 2, 3, 4]
+    assert json.loads((run / "run.json").read_text())["status"] == "completed"
+    assert children_of_run(run) == []
+
+
+@pytest.mark.slow
+def test_trainer_sigkill_stops_the_run_naming_it(
+    tmp_path: Path,
+    tiny_model_dir: Path,  # noqa: F811
+) -> None:
+    proc = start_training(tmp_path, tiny_model_dir, "--max-steps", "20")
+    try:
+        wait_for(lambda: len(train_dirs(tmp_path / "out")) == 1, 120, "the run dir")
+        run = train_dirs(tmp_path / "out")[0]
+        wait_for(lambda: len(metrics(run)) >= 1, 300, "a first step")
+        (pid,) = children_of_run(run)
+        os.kill(pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        _, stderr = proc.communicate(timeout=60)
+        elapsed = time.monotonic() - killed_at
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1
+    assert "the trainer process died (killed by SIGKILL)" in stderr
+    assert "resume with: prime train resume" in stderr
+    assert elapsed <= 10, f"the run took {elapsed:.1f} s to stop"
+    assert json.loads((run / "run.json").read_text())["status"] == "failed"
+
+
+class FlakySampler(TorchBackend):
+    """The torch backend with an injected fault: after `ok_calls` good calls the sampler
+    crashes (or hangs) and reports itself unhealthy until it is rebuilt."""
+
+    def __init__(self, *args: Any, ok_calls: int, mode: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls = 0
+        self.ok_calls = ok_calls
+        self.mode = mode
+        self.broken = False
+        inner = self._client.chat
+
+        async def chat(*a: Any, **k: Any) -> ChatResponse:
+            self.calls += 1
+            if self.calls > self.ok_calls:
+                self.broken = True
+                if self.mode == "hang":
+                    import asyncio
+
+                    await asyncio.sleep(3600)
+                raise RuntimeError("injected sampler crash")
+            return await inner(*a, **k)
+
+        self._client.chat = chat  # type: ignore[method-assign]
+
+    async def health(self) -> bool:
+        return not self.broken and await super().health()
+
+
+def run_with_faults(
+    tmp_path: Path, model: Path, plan: list[int], mode: str, *flags: str
+) -> tuple[int, Path, list[FlakySampler]]:
+    """Train in this process with a sampler that fails after plan[i] calls in its i-th life."""
+    _, overrides = parse_flags([*FAST, *flags, "--orchestrator.sampler-timeout-s", "3"])
+    config = build_config(
+        [],
+        [*overrides, ("model.name", str(model)), ("output_dir", str(tmp_path / "out"))],
+        env_id=str(VOWELS_ENV),
+    )
+    env = load_env(str(VOWELS_ENV), {})
+    prepared = launch.start(config, env, str(VOWELS_ENV))
+    built: list[FlakySampler] = []
+
+    def factory(config: Any, supervisor: Any, run: Any) -> Any:
+        async def make() -> FlakySampler:
+            life = len(built)
+            backend = FlakySampler(
+                config.model, threads=1, ok_calls=plan[min(life, len(plan) - 1)], mode=mode
+            )
+            await backend.client().ensure_loaded()
+            built.append(backend)
+            return backend
+
+        return make
+
+    original = launch.make_backend_factory
+    launch.make_backend_factory = factory  # type: ignore[assignment]
+    try:
+        code = launch.execute(prepared, env, Console(stderr=True))
+    finally:
+        launch.make_backend_factory = original  # type: ignore[assignment]
+    return code, prepared.run.root, built
+
+
+def sampler_errors(run: Path) -> int:
+    count = 0
+    for path in (run / "rollouts").glob("step_*.jsonl"):
+        for line in path.read_text().splitlines():
+            error = json.loads(line)["error"]
+            count += bool(error and error["type"] == "sampler_error")
+    return count
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["crash", "hang"])
+def test_sampler_fault_is_recorded_and_the_sampler_rebuilt(
+    tmp_path: Path,
+    tiny_model_dir: Path,  # noqa: F811
+    mode: str,
+) -> None:
+    code, run, built = run_with_faults(
+        tmp_path, tiny_model_dir, [10, 10_000], mode, "--max-steps", "3"
+    )
+    assert code == 0
+    assert len(built) == 2  # rebuilt once
+    assert sampler_errors(run) >= 1
+    rows = metrics(run)
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    assert sum(r.get("errors/sampler_error", 0) for r in rows) == sampler_errors(run)
+    assert rows[-1]["sampler/restarts"] == 1
+    for step, row in enumerate(rows):  # error records never batched
+        batch = (run / "batches" / f"step_{step}" / "samples.jsonl").read_text().splitlines()
+        assert len(batch) == row["batch/rollouts"]
+        assert all(json.loads(x)["reward"] is not None for x in batch)
+
+
+@pytest.mark.slow
+def test_three_sampler_failures_stop_the_run_resumably(
+    tmp_path: Path,
+    tiny_model_dir: Path,  # noqa: F811
+) -> None:
+    code, run, built = run_with_faults(
+        tmp_path, tiny_model_dir, [10, 2, 2], "crash", "--max-steps", "10"
+    )
+    assert code == 1
+    assert len(built) == 3
+    info = json.loads((run / "run.json").read_text())
+    assert info["status"] == "failed" and "the sampler failed 3 times" in info["error"]
+    assert (run / "config" / "resolved.toml").is_file()  # `prime train resume` can continue it
