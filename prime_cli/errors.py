@@ -15,7 +15,11 @@ import click
 
 
 class CliError(click.ClickException):
-    """A one-line, fixable failure: click prints `Error: …` and exits with status 1."""
+    """A one-line, fixable failure: click prints `Error: …` and exits with `status` (1)."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = status  # type: ignore[misc]  # click reads it per instance
 
 
 _EXPECTED: list[type[BaseException]] = [OSError]

@@ -6,16 +6,18 @@ Thin on purpose: every behaviour lives in the `sandbox` package.
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 import click
 
+from prime_cli.errors import CliError
 from sandbox import SandboxError, SandboxLimits, open_sandbox
 from sandbox.factory import BACKENDS
 
 
-def _fail(message: str) -> None:
-    click.echo(f"Error: {message}", err=True)
-    raise SystemExit(2)
+def _fail(message: str) -> NoReturn:
+    """The CLI's one error type, with status 2: 1 may be the sandboxed command's own status."""
+    raise CliError(message, status=2)
 
 
 @click.group()
@@ -59,7 +61,6 @@ def run(
             result = box.exec(list(command), stdin=data, timeout=timeout)
     except (SandboxError, ValueError) as exc:
         _fail(str(exc))
-        return
     sys.stdout.buffer.write(result.stdout)
     sys.stderr.buffer.write(result.stderr)
     for name, flagged in (("stdout", result.stdout_truncated), ("stderr", result.stderr_truncated)):
@@ -148,5 +149,4 @@ def build_image_command(
         )
     except SandboxError as exc:
         _fail(str(exc))
-        return
     click.echo(f"{target}: {how}")
