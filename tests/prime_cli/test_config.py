@@ -109,3 +109,16 @@ def test_hub_seed_defaults_to_the_configured_hub(
     result = CliRunner().invoke(cli, ["hub", "seed", "--data-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert seen == ["http://127.0.0.1:7777"]
+
+
+def test_stock_config_spellings() -> None:
+    runner = CliRunner()
+    assert (
+        runner.invoke(cli, ["config", "set-base-url", "http://127.0.0.1:6666/api/v1"]).exit_code
+        == 0
+    )
+    assert runner.invoke(cli, ["config", "set-api-key", "phub_stock_key_1234"]).exit_code == 0
+    assert cfg.load_file() == {"hub_url": "http://127.0.0.1:6666", "api_key": "phub_stock_key_1234"}
+    shown = runner.invoke(cli, ["config", "view", "--output", "json"])
+    assert shown.exit_code == 0 and '"source": "file"' in shown.output
+    assert "phub_stock_key_1234" not in shown.output  # masked
