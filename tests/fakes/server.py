@@ -5,16 +5,18 @@ throughput is the client's, not a contention artefact.
 
     python -m tests.fakes.server --provider openai --port 8000 --latency-ms 200 \
         --fault 429=0.05 --fault drop=0.05 --seed 1
+
+`FakeServer` starts it on port 0 and waits for the child's readiness line (`READY <port>` on a
+pipe), so no port race and no fixed start deadline; a failed start kills the child.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import socket
+import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -24,7 +26,6 @@ import httpx
 from tests.fakes.behaviour import FaultPlan
 from tests.fakes.http_server import serve, wait_forever
 from tests.fakes.providers import FakeAnthropic, FakeOpenAI
-from tests.support import free_port
 
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,7 +43,7 @@ class FakeServer:
         api_key: str | None = None,
     ) -> None:
         self.provider = provider
-        self.port = free_port()
+        self.port = 0  # chosen by the child (port 0) and reported in its readiness line
         self.api_key = api_key
         args = [
             sys.executable,
@@ -51,7 +52,7 @@ class FakeServer:
             "--provider",
             provider,
             "--port",
-            str(self.port),
+            "0",
             "--latency-ms",
             str(latency_ms),
             "--seed",
@@ -70,19 +71,40 @@ class FakeServer:
         root = f"http://127.0.0.1:{self.port}"
         return root + "/v1" if self.provider == "openai" else root
 
-    def start(self) -> Self:
+    def start(self, timeout: float = 300.0) -> Self:
+        """Start the child and wait for its readiness line (the port it bound).
+
+        The wait ends on the signal, not on a guess: a loaded host only makes it longer, and
+        `timeout` only bounds a child that hangs. Any failure kills the child, so a fake never
+        outlives a failed start.
+        """
         env = {**os.environ, "PYTHONPATH": str(_ROOT)}
-        self._proc = subprocess.Popen(self._args, cwd=_ROOT, env=env)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"fake server exited with {self._proc.returncode}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("fake server did not start within 20 s")
+        read_fd, write_fd = os.pipe()
+        try:
+            self._proc = subprocess.Popen(
+                [*self._args, "--ready-fd", str(write_fd)], cwd=_ROOT, env=env, pass_fds=[write_fd]
+            )
+        finally:
+            os.close(write_fd)
+        try:
+            with os.fdopen(read_fd, "rb") as ready:
+                if not select.select([ready], [], [], timeout)[0]:
+                    raise RuntimeError(f"fake server sent no readiness signal in {timeout} s")
+                line = ready.readline().decode()
+            if not line.startswith("READY "):
+                code = self._proc.wait(timeout=5)
+                raise RuntimeError(f"fake server exited with {code} before it was ready")
+            self.port = int(line.split()[1])
+            return self
+        except BaseException:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        """SIGKILL the child and reap it."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
 
     @property
     def pid(self) -> int:
@@ -106,8 +128,7 @@ class FakeServer:
             try:
                 self._proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+                self.kill()
 
     def __enter__(self) -> Self:
         return self.start()
@@ -129,7 +150,10 @@ def _parse_fault(text: str) -> tuple[str, float]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--provider", choices=["openai", "anthropic"], default="openai")
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int, required=True, help="0: any free port")
+    parser.add_argument(
+        "--ready-fd", type=int, default=None, help="write 'READY <port>' here once listening"
+    )
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument(
         "--fault",
@@ -154,6 +178,10 @@ def main(argv: list[str] | None = None) -> None:
 
     async def run() -> None:
         server = await serve(handler, "127.0.0.1", args.port)
+        port = server.sockets[0].getsockname()[1]
+        if args.ready_fd is not None:
+            with os.fdopen(args.ready_fd, "w") as ready:
+                ready.write(f"READY {port}\n")
         await wait_forever(server)
 
     try:
