@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -132,18 +133,23 @@ def ok(result: subprocess.CompletedProcess[str]) -> str:
 
 
 def one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> str:
-    """A refusal: non-zero exit, a single `Error: …` line on stderr, no traceback."""
+    """A refusal: non-zero exit, a single `Error: …` line on stderr, no traceback (besides the
+    hub client's notices of retries before it gave up)."""
     assert result.returncode != 0, result.stdout
     assert "Traceback" not in result.stderr + result.stdout
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    lines = [
+        line for line in result.stderr.splitlines() if line.strip() and "; retrying in " not in line
+    ]
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
     for needle in needles:
         assert needle in lines[0], lines[0]
     return lines[0]
 
 
-def fresh_venv(path: Path, env: dict[str, str], *, with_pip: bool = False) -> Path:
-    """A new virtualenv that can import this checkout's SDK (see module docstring)."""
+def fresh_venv(
+    path: Path, env: dict[str, str], *, with_pip: bool = False, sees_sdk: bool = True
+) -> Path:
+    """A new virtualenv; `sees_sdk`: it can import this checkout's SDK (see module docstring)."""
     if with_pip:
         subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, env=env)
     else:
@@ -153,6 +159,8 @@ def fresh_venv(path: Path, env: dict[str, str], *, with_pip: bool = False) -> Pa
             [str(uv), "venv", "-q", "--python", sys.executable, str(path)], check=True, env=env
         )
     python = path / "bin" / "python"
+    if not sees_sdk:
+        return python
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         check=True,
@@ -180,7 +188,7 @@ def make_env(
     root = parent / name
     pyproject = root / "pyproject.toml"
     text = pyproject.read_text()
-    text = text.replace('dependencies = ["prime-envhub"]', f"dependencies = {json.dumps(deps)}")
+    text = re.sub(r"(?m)^dependencies = .*$", f"dependencies = {json.dumps(deps)}", text)
     text = text.replace('version = "0.1.0"', f'version = "{version}"')
     pyproject.write_text(text)
     return root
@@ -278,6 +286,123 @@ def test_init_build_push_install_import(
     one_line_error(
         prime(cli_env, "env", "pull", "alice/calc-env@0.2.0", "--target", str(target)), "not empty"
     )
+
+
+# --------------------------------------------------------------------------- the light SDK
+
+HUB_ONLY = ("fastapi", "sqlmodel", "alembic", "twine", "uvicorn", "torch")
+SCORE = """
+import json, sys
+import prime_env, sdk_env
+from prime_env.clients.openai_client import OpenAIClient
+from prime_env.runner import run_rollouts_sync
+
+env = prime_env.load("alice/sdk-env")
+client = OpenAIClient("fake-model", base_url=sys.argv[1], api_key=sys.argv[2])
+records = run_rollouts_sync(env, client, n=2)
+right = sdk_env.correct_answer([{"role": "assistant", "content": "It is 42"}], "42")
+wrong = sdk_env.correct_answer([{"role": "assistant", "content": "No idea"}], "42")
+print(json.dumps({
+    "env": env.id,
+    "rollouts": [[r.reward, r.error] for r in records],
+    "scores": [right, wrong],
+}))
+"""
+
+
+def real_index_env(cli_env: dict[str, str]) -> dict[str, str]:
+    """`cli_env` with the installers' own default index (PyPI) and the user's warm uv cache:
+    the SDK's dependencies (pydantic, openai, aiohttp, ...) are real packages."""
+    uv = find_uv()
+    require(uv is not None, "uv")
+    cache = subprocess.run(
+        [str(uv), "cache", "dir"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    env = {k: v for k, v in cli_env.items() if k not in ("UV_DEFAULT_INDEX", "PIP_INDEX_URL")}
+    env["UV_CACHE_DIR"] = cache
+    return env
+
+
+@pytest.mark.slow
+def test_fresh_venv_on_an_unseeded_hub_gets_the_light_sdk_from_the_hub(
+    tmp_path: Path, cli_env: dict[str, str], tokens: dict[str, str]
+) -> None:
+    """The issue's bar: a scaffolded env (depending on `prime-envhub-sdk` only) installs by name
+    into a fresh venv from a hub nobody seeded, loads and scores, without any hub dependency."""
+    from tests.fakes.server import FakeServer
+
+    env = real_index_env(cli_env)
+    ok(prime(env, "env", "init", "sdk-env", "--path", str(tmp_path / "src")))
+    ok(prime(env, "env", "push", str(tmp_path / "src" / "sdk-env"), token=tokens["alice"]))
+    python = fresh_venv(tmp_path / "venv", env, with_pip=True, sees_sdk=False)
+    ok(prime(env, "env", "install", "alice/sdk-env", "--python", str(python), "--output", "json"))
+
+    with FakeServer("openai", api_key="k") as fake:
+        scored = json.loads(py_args(python, SCORE, fake.url, "k", cwd=tmp_path))
+    assert scored["env"] == "alice/sdk-env@0.1.0"
+    assert len(scored["rollouts"]) == 2
+    assert all(error is None and reward in (0.0, 1.0) for reward, error in scored["rollouts"])
+    assert scored["scores"] == [1.0, 0.0]
+
+    listed = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format", "json"],
+        capture_output=True, text=True, check=True, env=env,
+    )  # fmt: skip
+    names = {item["name"].lower() for item in json.loads(listed.stdout)}
+    assert {"sdk-env", "prime-envhub-sdk"} <= names
+    assert not names & set(HUB_ONLY), names & set(HUB_ONLY)
+    assert "prime-envhub" not in names
+    # The SDK came from the hub (its wheel, verified), not from any index.
+    origin = py_args(
+        python,
+        "import importlib.metadata as m; print(m.distribution('prime-envhub-sdk')"
+        ".read_text('direct_url.json'))",
+        cwd=tmp_path,
+    )
+    assert "/prime/wheels/_sdk/" in json.loads(origin)["url"]
+
+
+def py_args(python: Path, code: str, *args: str, cwd: Path) -> str:
+    result = subprocess.run(
+        [str(python), "-c", code, *args],
+        check=False, capture_output=True, text=True, timeout=120, cwd=cwd,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_unresolvable_dependency_is_named_with_a_fix(
+    tmp_path: Path, cli_env: dict[str, str], tokens: dict[str, str]
+) -> None:
+    """Before: "the installer failed with exit status 1". Now the requirement is named."""
+    root = make_env(cli_env, tmp_path / "src", "needy-env", deps=["tiny-dep", "ghost-dep>=2"])
+    ok(prime(cli_env, "env", "push", str(root), token=tokens["alice"]))
+    python = fresh_venv(tmp_path / "venv", cli_env)
+    for installer in ("uv", "pip"):
+        failed = prime(
+            cli_env, "env", "install", "alice/needy-env", "--python", str(python),
+            "--with", installer,
+        )  # fmt: skip
+        assert failed.returncode == 1 and "Traceback" not in failed.stderr
+        error = failed.stderr.strip().splitlines()[-1]
+        assert error.startswith("Error: alice/needy-env 0.1.0 requires 'ghost-dep>=2'"), error
+        assert cli_env["UV_DEFAULT_INDEX" if installer == "uv" else "PIP_INDEX_URL"] in error
+        assert "pyproject.toml" in error
+    assert installed_version(python, "needy-env") is None
+
+
+def test_an_sdk_the_hub_cannot_serve_is_named(
+    tmp_path: Path, cli_env: dict[str, str], tokens: dict[str, str]
+) -> None:
+    root = make_env(cli_env, tmp_path / "src", "future-env", deps=["prime-envhub-sdk>=99"])
+    ok(prime(cli_env, "env", "push", str(root), token=tokens["alice"]))
+    python = fresh_venv(tmp_path / "venv", cli_env, sees_sdk=False)
+    failed = prime(cli_env, "env", "install", "alice/future-env", "--python", str(python))
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr
+    error = failed.stderr.strip().splitlines()[-1]
+    assert error.startswith("Error: alice/future-env 0.1.0 needs prime-envhub-sdk>=99"), error
+    assert "serves prime-envhub-sdk 0.1.0" in error
+    assert installed_version(python, "future-env") is None
 
 
 def test_listing_info_yank_json(
