@@ -250,8 +250,11 @@ def _resume(
     return existing
 
 
-def _writable(session: Session, evaluation_id: str, principal: Principal) -> Evaluation:
-    """Lock the run for writing and check the caller may write to it and it is still open."""
+def _writable(
+    session: Session, evaluation_id: str, principal: Principal, *, check_open: bool = True
+) -> Evaluation:
+    """Lock the run for writing and check the caller may write to it (and it is still open,
+    unless the caller first looks for a retry of a write already done)."""
     touched = session.execute(
         sa.update(Evaluation).where(col(Evaluation.id) == evaluation_id).values(updated_at=utcnow())
     )
@@ -273,6 +276,13 @@ def _writable(session: Session, evaluation_id: str, principal: Principal) -> Eva
             "use a token with scope 'all' or an upload scope for this environment "
             "(a read token never writes).",
         )
+    if check_open:
+        _require_open(evaluation)
+    return evaluation
+
+
+def _require_open(evaluation: Evaluation) -> None:
+    evaluation_id = evaluation.id
     if evaluation.status == "abandoned":
         raise EvalError(
             409,
@@ -286,7 +296,6 @@ def _writable(session: Session, evaluation_id: str, principal: Principal) -> Eva
             f"{evaluation.finalized_at:%Y-%m-%d %H:%M:%S} UTC; it can no longer change. "
             "Create a new evaluation to push more results.",
         )
-    return evaluation
 
 
 def _taken_keys(session: Session, evaluation_id: str) -> set[tuple[int, int]]:
@@ -314,7 +323,7 @@ def append_samples(
         raise EvalError(exc.status, str(exc)) from None
     request_sha256 = hashlib.sha256(encode_batch(records)).hexdigest()
     try:
-        evaluation = _writable(session, evaluation_id, principal)
+        evaluation = _writable(session, evaluation_id, principal, check_open=False)
         try:
             check_scores(records, reward_range(session.get(Environment, evaluation.environment_id)))
         except IntegrityError as exc:
@@ -325,9 +334,10 @@ def append_samples(
                 EvaluationBatch.request_sha256 == request_sha256,
             )
         ).first()
-        if retried is not None:
+        if retried is not None:  # even on a run finalized since: the retry changes nothing
             session.rollback()
             return retried
+        _require_open(evaluation)
         try:
             assign_keys(records, _taken_keys(session, evaluation_id))
         except SampleError as exc:
@@ -384,7 +394,11 @@ def finalize_evaluation(
 ) -> Evaluation:
     """Close the run: merge the batches' partial sums into the summary; only now can it rank."""
     try:
-        evaluation = _writable(session, evaluation_id, principal)
+        evaluation = _writable(session, evaluation_id, principal, check_open=False)
+        if evaluation.status == "completed" and evaluation.client_run_id is not None:
+            session.rollback()  # a retried push finalizing its run again: already done
+            return evaluation
+        _require_open(evaluation)
         builder = SummaryBuilder()
         for batch in _batches(session, evaluation_id):
             if not merge_partial(builder, batch.partial_json):

@@ -212,6 +212,16 @@ def test_create_with_a_client_run_id_resumes_the_same_run(
     assert push(client, token, first["id"], batch).status_code == 200
     count = client.get(f"{EVALS}/{first['id']}", headers=auth(token))
     assert count.json()["data"]["sample_count"] == 2
+    # A whole push repeated after it finished (the answer to finalize was lost) succeeds
+    # without changing the run; a run created without an id still refuses a second finalize.
+    assert finalize(client, token, first["id"]).status_code == 200
+    assert create(client, token, "alice/wordle", client_run_id="run-123")["id"] == first["id"]
+    assert push(client, token, first["id"], batch).status_code == 200
+    assert finalize(client, token, first["id"]).status_code == 200
+    assert push(client, token, first["id"], rollouts(1.0, start=7)).status_code == 409
+    plain = create(client, token, "alice/wordle")["id"]
+    assert finalize(client, token, plain).status_code == 200
+    assert finalize(client, token, plain).status_code == 409
     clash = client.post(
         f"{EVALS}/",
         headers=auth(token),
