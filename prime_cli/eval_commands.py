@@ -1,6 +1,6 @@
 """`prime eval …`: run an environment against one or more models, resume, push, read back.
 
-The command is a shell: model strings are resolved by `prime_env.clients.registry`, runs are
+The command is a shell: model strings are resolved by `prime_env.clients.model_specs`, runs are
 created, resumed and summarised by `prime_env.evaluation`, rollouts are run by the SDK's
 runner. What lives here is argument handling, the live display, tables, and the hub upload
 (the hub client is a CLI concern; prime_env never talks to the hub).
@@ -43,7 +43,7 @@ from prime_cli.eval_runs import find_run, local_runs, push_run, unpushed_runs
 from prime_cli.hub_client import HubClient, HubError
 from prime_cli.options import echo_json, output_option, page_of, paging_options
 from prime_env.clients.base import ModelClient
-from prime_env.clients.registry import ModelConfigError, default_model, resolve_model
+from prime_env.clients.model_specs import ModelConfigError, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
 from prime_env.errors import EnvironmentNotFound
 from prime_env.evaluation import (

@@ -25,7 +25,7 @@ from typing import IO, Any
 from registry_index.resolve import parse_env_id
 
 from .clients.base import ModelClient, SamplingArgs
-from .clients.registry import ModelSpec
+from .clients.model_specs import ModelSpec
 from .environment import Environment
 from .errors import EnvironmentNotFound
 from .loading import load

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from prime_env.clients.registry import ModelSpec
+from prime_env.clients.model_specs import ModelSpec
 from prime_env.environment import Environment
 from prime_env.evaluation import EvalRun, RunConfig, execute, normalize_sampling, read_results
 from trainer_bridge.backends.base import InferenceBackend

@@ -343,7 +343,7 @@ async def test_stream_rollouts_runs_only_the_given_examples_with_whole_groups() 
 
 
 def _eval_run(tmp_path, env, n: int, r: int):
-    from prime_env.clients.registry import ModelSpec
+    from prime_env.clients.model_specs import ModelSpec
     from prime_env.evaluation import RunConfig, start_run
 
     spec = ModelSpec("scripted", "scripted-model", "scripted", "openai", None, None)

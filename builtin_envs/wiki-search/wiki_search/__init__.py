@@ -73,7 +73,7 @@ def _index_for(corpus: Corpus) -> SearchIndex:
 def _judge_client(judge: str | ModelClient) -> ModelClient:
     if not isinstance(judge, str):
         return judge
-    from prime_env.clients.registry import resolve_model
+    from prime_env.clients.model_specs import resolve_model
 
     return resolve_model(judge).create_client()
 

@@ -29,7 +29,7 @@ def _available() -> bool:
 def test_prime_env_import_does_not_import_torch() -> None:
     import subprocess
 
-    code = "import prime_env, prime_env.clients.registry, sys; print('torch' in sys.modules)"
+    code = "import prime_env, prime_env.clients.model_specs, sys; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from prime_env.clients.anthropic_client import AnthropicClient
+from prime_env.clients.model_specs import ModelConfigError, default_model, resolve_model
 from prime_env.clients.openai_client import OpenAIClient
-from prime_env.clients.registry import ModelConfigError, default_model, resolve_model
 
 
 def test_provider_prefixes() -> None:
