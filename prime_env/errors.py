@@ -7,8 +7,7 @@ raises otherwise is shown to the model as a tool message, because it is part of 
 
 from __future__ import annotations
 
-import re
-import sys
+from sandbox.errors import SandboxError
 
 
 class InfraError(Exception):
@@ -42,17 +41,12 @@ class JudgeError(InfraError):
 def infra_error_type(exc: BaseException) -> str | None:
     """The recorded error type if `exc` is an infrastructure failure, else None.
 
-    Besides InfraError and the clients' ModelError, the sandbox package's SandboxError counts:
-    it is recognised only when `sandbox` is already imported (an env that uses sandboxes has
-    imported it), so prime_env keeps no dependency on it and a sandbox crash inside a tool is
-    never shown to the model as an ordinary tool error and scored 0.
+    Besides InfraError and the clients' ModelError, the sandbox's SandboxError counts (the
+    sandbox ships with the SDK and `sandbox.errors` imports nothing), so a sandbox crash inside
+    a tool is never shown to the model as an ordinary tool error and scored 0.
     """
     from .clients.base import ModelError  # clients.base imports nothing from here
 
-    if isinstance(exc, (InfraError, ModelError)):
+    if isinstance(exc, (InfraError, ModelError, SandboxError)):
         return exc.error_type
-    sandbox_errors = sys.modules.get("sandbox.errors")
-    base = getattr(sandbox_errors, "SandboxError", None)
-    if isinstance(base, type) and isinstance(exc, base):
-        return re.sub(r"(?<!^)(?=[A-Z])", "_", type(exc).__name__).lower()
     return None
