@@ -59,6 +59,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
         server.wait(timeout=20)
 
 
+@pytest.mark.slow  # builds five environments and installs their dependencies (about a minute)
 def test_publish_then_install_by_name_into_a_fresh_virtualenv(
     hub: tuple[str, str], tmp_path: Path
 ) -> None:
