@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi.templating import Jinja2Templates
+from jinja2 import Undefined
 from markupsafe import Markup, escape
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
@@ -53,7 +54,7 @@ def day(value: datetime | str | None) -> str:
 
 
 def _content_text(content: Any) -> str:
-    if content is None:
+    if content is None or isinstance(content, Undefined):
         return ""
     if isinstance(content, str):
         return content
@@ -69,8 +70,10 @@ def _content_text(content: Any) -> str:
 
 
 def messages(value: Any) -> list[dict[str, str]]:
-    """A prompt or completion (a message list or a bare string) as role/text pairs to display."""
-    if value is None:
+    """A prompt or completion (a message list or a bare string) as role/text pairs to display.
+
+    A record without the field (a template's Undefined) shows as nothing, like null."""
+    if value is None or isinstance(value, Undefined):
         return []
     if isinstance(value, str):
         return [{"role": "text", "content": value}]

@@ -296,3 +296,17 @@ def test_overlong_tags_and_versions_are_a_400_everywhere(
         },
     )
     assert reserve.status_code == 400
+
+
+def test_run_page_renders_samples_without_completion(hub: HardenedHub, client: TestClient) -> None:
+    token = hub.tokens["alice"]
+    run = create(client, token, "alice/wordle", is_public=True)["id"]
+    bare = [
+        {"example_index": 0, "rollout_index": 0, "reward": 1.0},
+        {"example_index": 1, "rollout_index": 0, "reward": 0.0, "completion": None},
+        {"example_index": 2, "rollout_index": 0, "reward": 0.5, "completion": "plain text"},
+    ]
+    assert push(client, token, run, bare).status_code == 200
+    assert finalize(client, token, run).status_code == 200
+    page = client.get(f"/alice/wordle/evals/{run}")
+    assert page.status_code == 200, page.text[-2000:]
