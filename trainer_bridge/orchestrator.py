@@ -46,6 +46,8 @@ MAX_SAMPLER_RESTARTS = 3
 SAMPLER_RESTART_WINDOW_S = 600.0
 POLL_S = 0.1
 TRAINER_METRICS = "trainer_metrics.jsonl"
+DROUGHT_WARNING_GROUPS = 10
+"""Batches' worth of consecutive zero-variance groups before the run says so."""
 
 BackendFactory = Callable[[], Awaitable[InferenceBackend]]
 EvalHook = Callable[[int, InferenceBackend], Awaitable[dict[str, float]]]
@@ -208,6 +210,7 @@ class Orchestrator:
         self.rebuilding: asyncio.Lock = asyncio.Lock()
         self.fatal: BaseException | None = None
         self.dispatched = 0
+        self.drought = 0
         self.started = time.monotonic()
         self.cpu_started = cpu_seconds()
 
@@ -347,7 +350,23 @@ class Orchestrator:
         finally:
             self.inflight.pop(key, None)
         self.ready.append(group)
+        self._note_drought(group)
         self.changed.set()
+
+    def _note_drought(self, group: Group) -> None:
+        """Say so (once) when many groups in a row carry no signal: with every reward equal
+        (a model that never solves the task) the run would otherwise sample silently forever."""
+        if group.dropped != "zero_variance":
+            self.drought = 0
+            return
+        self.drought += 1
+        if self.drought == DROUGHT_WARNING_GROUPS * self.oc.groups_per_batch:
+            self.log(
+                f"{self.drought} groups in a row had equal rewards for every rollout, so "
+                "there is nothing to learn from yet; check the env's reward (or re-weight a "
+                "metric with orchestrator.reward.weights), or set "
+                "orchestrator.filter_zero_advantages = false"
+            )
 
     def _screen(self, key: str, version: int, records: list[RolloutRecord]) -> Group:
         for record in records:
