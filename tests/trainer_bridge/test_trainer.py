@@ -81,6 +81,7 @@ def test_micro_batches_respect_the_token_budget(sampled: list[TrainSample]) -> N
         assert len(group) == 1 or len(group) * max(len(s.input_ids) for s in group) <= 64
 
 
+@pytest.mark.slow  # three trainer runs: about a minute on two busy cores
 def test_trains_publishes_checkpoints_and_resumes_exactly(
     tiny_model_dir: Path, tmp_path: Path, sampled: list[TrainSample]
 ) -> None:
