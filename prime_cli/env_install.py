@@ -33,10 +33,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urljoin
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from prime_cli.hub_client import HubClient, HubError, NotFound, env_path
@@ -220,30 +220,34 @@ def fetch_sdk(client: HubClient, need: SdkNeed) -> Path:
             ) from None
         try:
             page = json.loads(page_file.read_text("utf-8"))
-            files = [f for f in page["files"] if str(f["filename"]).endswith(".whl")]
-        except (ValueError, KeyError, TypeError) as exc:
+            # (version, filename, url, sha256) of each wheel listed
+            files = [
+                (
+                    parse_wheel_filename(f["filename"])[1],
+                    str(f["filename"]),
+                    str(f["url"]),
+                    str(f["hashes"]["sha256"]).lower(),
+                )
+                for f in page["files"]
+                if str(f["filename"]).endswith(".whl")
+            ]
+        except (ValueError, KeyError, TypeError, InvalidWheelFilename) as exc:
             raise HubError(f"the hub's SDK index page at {page_url} is malformed ({exc})") from None
-    usable = [f for f in files if need.accepts(_wheel_version(str(f["filename"])))]
+    usable = [f for f in files if need.accepts(str(f[0]))]
     if not usable:
-        served = ", ".join(_wheel_version(str(f["filename"])) for f in files) or "nothing"
+        served = ", ".join(str(f[0]) for f in files) or "nothing"
         raise InstallError(
             f"{need.describe()}, but the hub at {base} serves {SDK_DISTRIBUTION} {served}; "
             "ask the hub's operator to upgrade it, or install a matching SDK into the target "
             "Python first"
         )
-    chosen = max(usable, key=lambda f: Version(_wheel_version(str(f["filename"]))))
-    filename, sha256 = str(chosen["filename"]), str(chosen["hashes"]["sha256"]).lower()
+    _version, filename, url, sha256 = max(usable, key=lambda f: f[0])
     _check_filename(filename)
     dest = cache_dir() / SDK_OWNER / sha256[:16] / filename
     if not (dest.is_file() and _sha256(dest) == sha256):
-        client.download(f"{page_url}{chosen['url']}", dest, sha256=sha256)
+        client.download(urljoin(page_url, url), dest, sha256=sha256)
     check_archive(dest, SDK_DISTRIBUTION)
     return dest
-
-
-def _wheel_version(filename: str) -> str:
-    parts = filename.split("-")
-    return parts[1] if len(parts) >= 5 else ""
 
 
 def _sha256(path: Path) -> str:
