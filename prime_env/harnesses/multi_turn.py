@@ -3,6 +3,9 @@
 `env_response(messages, state)` (sync or async) returns the environment's reply: a string
 (sent as a user message), one message dict, a list of messages, or None for no reply. It ends
 the episode by setting `state.done = True`; the final reply, if any, is still recorded.
+
+This is the one model-environment loop: `ToolLoop` is a MultiTurn whose environment runs the
+model's tool calls and whose episode ends on the first turn without one.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..calling import call_user
-from ..clients.base import ModelClient, SamplingArgs
+from ..clients.base import ChatResponse, ModelClient, SamplingArgs, ToolSpec
 from ..state import State
 from .base import ENV_DONE, Harness, Hook
 
@@ -19,6 +22,9 @@ EnvResponse = Callable[[list[dict[str, Any]], State], Any | Awaitable[Any]]
 
 
 class MultiTurn(Harness):
+    tool_specs: list[ToolSpec] | None = None
+    """Tools offered to the model on every turn (ToolLoop's)."""
+
     def __init__(
         self,
         env_response: EnvResponse,
@@ -40,9 +46,18 @@ class MultiTurn(Harness):
         )
         self.env_response = env_response
 
+    def finished(self, response: ChatResponse, state: State) -> str | None:
+        """The stop reason when the model's turn ends the episode before the env answers; a
+        game never ends on the model's say-so (None), a tool loop does (no tool call)."""
+        return None
+
     async def run(self, client: ModelClient, state: State, sampling: SamplingArgs) -> None:
         while True:
-            await self.generate(client, state, sampling)
+            response = await self.generate(client, state, sampling, tools=self.tool_specs)
+            stop = self.finished(response, state)
+            if stop is not None:
+                state.stop_reason = stop
+                return
             # The env sees every model turn, the last one included, so a game can score it.
             reply = await call_user(self.env_response, state.prompt + state.completion, state)
             state.completion.extend(_as_messages(reply))

@@ -1,6 +1,7 @@
 """The model calls Python tools until it answers without a tool call.
 
-Tool failures (unknown tool, bad JSON, invalid arguments, an exception inside the tool) are
+A `MultiTurn` whose environment is the tools: each model turn's calls are run and their results
+are the environment's reply; a turn without a call ends the episode. Tool failures (unknown tool, bad JSON, invalid arguments, an exception inside the tool) are
 part of the task: they go back to the model as tool messages. Only an `InfraError` (a sandbox
 that died, say) escapes and makes the rollout an error record.
 """
@@ -10,14 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from ..clients.base import ModelClient, SamplingArgs
+from ..clients.base import ChatResponse
 from ..errors import infra_error_type
 from ..state import State
 from ..tools import Tool, ToolCallError
-from .base import COMPLETED, LENGTH, Harness, Hook
+from .base import COMPLETED, LENGTH, Hook
+from .multi_turn import MultiTurn
 
 
-class ToolLoop(Harness):
+class ToolLoop(MultiTurn):
     """`tools` are plain sync or async functions. A parameter named `state` receives the rollout
     state, and parameters listed in `hidden` are filled from `state.tool_args` (set them in the
     `setup` hook); neither appears in the schema the model sees."""
@@ -35,6 +37,7 @@ class ToolLoop(Harness):
         cleanup: Hook | None = None,
     ) -> None:
         super().__init__(
+            self._run_calls,
             system_prompt=system_prompt,
             max_turns=max_turns,
             max_tokens_total=max_tokens_total,
@@ -48,19 +51,16 @@ class ToolLoop(Harness):
             raise ValueError("two tools have the same function name; tool names must be unique")
         self.tool_specs = [t.spec for t in self.tools.values()]
 
-    async def run(self, client: ModelClient, state: State, sampling: SamplingArgs) -> None:
-        while True:
-            response = await self.generate(client, state, sampling, tools=self.tool_specs or None)
-            calls = response.message.get("tool_calls") or []
-            if not calls:
-                state.stop_reason = LENGTH if response.finish_reason == "length" else COMPLETED
-                return
-            for call in calls:
-                state.completion.append(await self._run_call(call, state))
-            stop = self.limit_reached(state)
-            if stop is not None:
-                state.stop_reason = stop
-                return
+    def finished(self, response: ChatResponse, state: State) -> str | None:
+        if response.message.get("tool_calls"):
+            return None
+        return LENGTH if response.finish_reason == "length" else COMPLETED
+
+    async def _run_calls(
+        self, messages: list[dict[str, Any]], state: State
+    ) -> list[dict[str, Any]]:
+        """The environment's reply to a turn: one tool message per call, in order."""
+        return [await self._run_call(call, state) for call in messages[-1].get("tool_calls") or []]
 
     async def _run_call(self, call: dict[str, Any], state: State) -> dict[str, Any]:
         function = call.get("function") or {}
