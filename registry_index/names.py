@@ -14,8 +14,12 @@ from packaging.utils import canonicalize_name
 
 from registry_index.errors import InvalidUpload
 
-_ULTRA_DROP = str.maketrans({".": None, "_": None, "-": None})
-_ULTRA_MAP = str.maketrans({"l": "1", "i": "1", "o": "0"})
+# The confusable form (`ultranormalize`) as substitutions applied after lower-casing; the hub
+# also applies them in SQL to find a confusable neighbour without loading every name.
+ULTRA_REPLACEMENTS: tuple[tuple[str, str], ...] = (
+    (".", ""), ("_", ""), ("-", ""), ("l", "1"), ("i", "1"), ("o", "0"),
+)  # fmt: skip
+_ULTRA = str.maketrans({old: new or None for old, new in ULTRA_REPLACEMENTS})
 _VALID_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])\Z", re.IGNORECASE)
 MAX_NAME_LENGTH = 128
 
@@ -82,7 +86,7 @@ def ultranormalize(name: str) -> str:
     Two names with the same ultranormal form (`wordle`, `w0rdle`, `word-le`) are too similar to
     coexist in one namespace: a typo would install the other one.
     """
-    return name.lower().translate(_ULTRA_DROP).translate(_ULTRA_MAP)
+    return name.lower().translate(_ULTRA)
 
 
 def is_stdlib_name(name: str) -> bool:

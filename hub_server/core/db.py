@@ -41,10 +41,11 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
 
 
-# Full-text search structures that live beside the models (migration web_0001): SQLite's FTS5
-# table and its shadow tables, PostgreSQL's expression index. They are not declared by the
-# models, so autogenerate must not propose dropping them.
-_NOT_MODELS = ("environment_fts",)
+# Structures that live beside the models: full-text search (migration web_0001: SQLite's FTS5
+# table and its shadow tables, PostgreSQL's expression index) and the confusable-name
+# expression index (hub_0003). They are not declared by the models, so autogenerate must not
+# propose dropping them.
+_NOT_MODELS = ("environment_fts", "ix_environment_confusable")
 
 
 def include_in_autogenerate(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import sqlalchemy as sa
 from sqlmodel import Session, col
 
 from hub_server.accounts.auth import Principal
@@ -25,6 +26,12 @@ from hub_server.registry.models import Environment
 _Z95 = 1.96
 
 
+# The ranking rule, as columns compared in descending order: higher mean first, then more
+# scored rollouts, then the newer run (the id only makes exact ties deterministic). It picks
+# each model's best run and orders the board.
+_RANKING = ("mean_reward", "n_rollouts", "finalized_at", "id")
+
+
 def leaderboard(
     session: Session,
     env: Environment,
@@ -33,7 +40,13 @@ def leaderboard(
     *,
     include_third_party: bool = True,
 ) -> list[LeaderboardRow]:
-    third_party = third_party_clause().label("third_party")
+    """The board, from one query: a window function numbers each model's runs by the ranking
+    rule and only each model's first comes back, so Python handles O(models) rows, not one
+    per run."""
+    pick = sa.func.row_number().over(
+        partition_by=col(Evaluation.model_name),
+        order_by=[col(getattr(Evaluation, name)).desc() for name in _RANKING],
+    )
     query = (
         runs_query(
             principal,
@@ -47,7 +60,8 @@ def leaderboard(
             Evaluation.env_version,
             Evaluation.finalized_at,
             User.username,
-            third_party,
+            third_party_clause().label("third_party"),
+            pick.label("pick"),
         )
         .join(User, col(User.id) == col(Evaluation.user_id))
         .where(
@@ -61,12 +75,12 @@ def leaderboard(
         query = query.where(Evaluation.env_version == version)
     if not include_third_party:
         query = query.where(third_party_clause().is_(False))
-    best: dict[str, Any] = {}
-    for run in session.exec(query):
-        current = best.get(run.model_name)
-        if current is None or _rank_key(run) > _rank_key(current):
-            best[run.model_name] = run
-    ordered = sorted(best.values(), key=_rank_key, reverse=True)
+    runs = query.subquery()
+    ordered = session.execute(  # rows, not scalars (sqlmodel's `exec` of one selectable)
+        sa.select(runs)
+        .where(runs.c.pick == 1)
+        .order_by(*(runs.c[name].desc() for name in _RANKING))
+    ).all()
     ranks = _tie_ranks([_interval(run) for run in ordered])
     sizes: dict[int, int] = {}
     for rank in ranks:
@@ -111,8 +125,3 @@ def _tie_ranks(intervals: list[tuple[float, float]]) -> list[int]:
         ranks.append(position)
         leader_low = intervals[position - 1][0]
     return ranks
-
-
-def _rank_key(run: Any) -> tuple[float, int, str]:
-    """Higher mean first, then more scored rollouts, then the newer run."""
-    return (float(run.mean_reward), int(run.n_rollouts), run.finalized_at.isoformat())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from packaging.utils import canonicalize_version
@@ -31,7 +32,7 @@ from hub_server.registry.models import (
     EnvironmentTag,
     Version,
 )
-from registry_index.names import is_stdlib_name, normalize, ultranormalize
+from registry_index.names import ULTRA_REPLACEMENTS, is_stdlib_name, normalize, ultranormalize
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER, is_sdk_name
 
 _ATTEMPTS = 5
@@ -151,16 +152,25 @@ def _fill_in(version: Version, new: NewFile) -> None:
             version.requires_dist = json.dumps(list(new.requires_dist))
 
 
-def bump_serials(session: Session, env: Environment) -> None:
-    """Invalidate cached index pages of this environment and its owner (see simple_index)."""
+def bump_serials(session: Session, env: Environment, *, listing: bool = True) -> None:
+    """Invalidate cached index pages of this environment and, when the owner's project list
+    may have changed (`listing`), of its root index (see `hub_server.index.routes`).
+
+    A new file of an existing project leaves the root index as it was, so it is not
+    re-rendered after every upload."""
     session.execute(
         update(Environment)
         .where(Environment.id == env.id)  # type: ignore[arg-type]
         .values(serial=Environment.serial + 1, updated_at=utcnow())
+        .execution_options(synchronize_session=False)
     )
-    session.execute(
-        update(Owner).where(Owner.id == env.owner_id).values(serial=Owner.serial + 1)  # type: ignore[arg-type]
-    )
+    if listing:
+        session.execute(
+            update(Owner)
+            .where(Owner.id == env.owner_id)  # type: ignore[arg-type]
+            .values(serial=Owner.serial + 1)
+            .execution_options(synchronize_session=False)
+        )
 
 
 def create_environment(
@@ -211,18 +221,46 @@ def _check_new_name(session: Session, owner: Owner, name: str) -> None:
             f"{name!r} is the name of a Python standard-library module; choose another name so "
             "that installing the environment cannot shadow the standard library."
         )
-    similar, same = ultranormalize(name), normalize(name)
-    taken = session.exec(select(Environment.name).where(Environment.owner_id == owner.id))
-    for other in taken:
-        # The same name committed by a concurrent upload since this transaction looked for it
-        # (READ COMMITTED on Postgres) is not a confusable neighbour: the insert then loses on
-        # the unique constraint and the caller retries against the winner's row.
-        if ultranormalize(other) == similar and normalize(other) != same:
-            raise BadRequest(
-                f"{name!r} is too similar to the existing environment {owner.name}/{other} "
-                "(names that differ only in separators, case, 'l'/'1' or 'o'/'0' are confusable); "
-                f"push a new version of {other} or choose a clearly different name."
-            )
+    # The same name committed by a concurrent upload since this transaction looked for it
+    # (READ COMMITTED on Postgres) is not a confusable neighbour: the insert then loses on the
+    # unique constraint and the caller retries against the winner's row.
+    other = session.exec(confusable_neighbour(owner.id, name)).first()
+    if other is not None:
+        raise BadRequest(
+            f"{name!r} is too similar to the existing environment {owner.name}/{other} "
+            "(names that differ only in separators, case, 'l'/'1' or 'o'/'0' are confusable); "
+            f"push a new version of {other} or choose a clearly different name."
+        )
+
+
+def confusable_neighbour(owner_id: str, name: str) -> Any:
+    """SQL: an environment of `owner_id` confusable with `name` but not the same name.
+
+    The database compares the confusable forms through an expression index (migration
+    hub_0003), so a namespace of 10,000 environments is not loaded and re-normalised in
+    Python for every new name."""
+    return (
+        select(Environment.name)
+        .where(
+            Environment.owner_id == owner_id,
+            _confusable_form(col(Environment.name)) == ultranormalize(name),
+            Environment.normalized_name != normalize(name),
+        )
+        .limit(1)
+    )
+
+
+def _confusable_form(column: Any) -> Any:
+    """SQL for `ultranormalize(column)` (ASCII names: `lower` agrees on SQLite and Postgres).
+
+    Literals, not bound parameters: the database uses the expression index of migration
+    hub_0003 only for this exact expression."""
+    expression = sa.func.lower(column)
+    for old, new in ULTRA_REPLACEMENTS:
+        expression = sa.func.replace(
+            expression, sa.literal_column(f"'{old}'"), sa.literal_column(f"'{new}'")
+        )
+    return expression
 
 
 def publish_file(
@@ -290,6 +328,7 @@ def _record(
     """
     with session_scope(engine) as session:
         env = _find_env(session, target, normalized)
+        created = env is None
         if env is None:
             env = create_environment(
                 session, target.owner, target.name,
@@ -315,5 +354,5 @@ def _record(
         )
         session.add(file)
         session.flush()
-        bump_serials(session, env)
+        bump_serials(session, env, listing=created)
         return PublishResult(env, version, file, created=True)

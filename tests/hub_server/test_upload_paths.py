@@ -1,0 +1,72 @@
+"""The upload path stays cheap as a namespace grows: the confusable-name check is an index
+probe, and a new file of an existing project does not invalidate the owner's root index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
+
+from hub_server.accounts.admin import create_user, open_database
+from hub_server.accounts.models import Owner
+from hub_server.core.blobstore import BlobStore
+from hub_server.core.settings import HubSettings
+from hub_server.registry.models import Environment
+from hub_server.registry.publishing import EnvTarget, NewFile, confusable_neighbour, publish_file
+from registry_index.validation import UploadLimits, validate_distribution
+from tests.hub_server.wheels import write_wheel
+
+
+def test_the_confusable_name_lookup_uses_its_expression_index(tmp_path: Path) -> None:
+    engine = open_database(HubSettings(data_dir=tmp_path))
+    statement = confusable_neighbour("owner-id", "W0rd_Le")
+    sql = str(statement.compile(engine, compile_kwargs={"literal_binds": True}))
+    with engine.connect() as connection:
+        plan = " ".join(str(row) for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}"))
+    assert "ix_environment_confusable" in plan, plan
+
+
+def _publish(engine: Engine, store: BlobStore, tmp_path: Path, name: str, version: str) -> None:
+    wheel = write_wheel(tmp_path / f"{name}-{version}", name, version)
+    validated = validate_distribution(wheel, wheel.name, UploadLimits(max_file_size=10**7))
+    with Session(engine, expire_on_commit=False) as session:
+        owner = session.exec(select(Owner).where(Owner.name == "una")).one()
+    new = NewFile(
+        filename=wheel.name,
+        kind="wheel",
+        sha256=validated.sha256,
+        size=validated.size,
+        version=version,
+        metadata_raw=validated.metadata.raw,
+        metadata_sha256=validated.metadata_sha256,
+    )
+    target = EnvTarget(owner=owner, name=name)
+    assert publish_file(engine, store, target, new, wheel, owner.user_id or "").created
+
+
+def _serials(engine: Engine) -> tuple[int, dict[str, int]]:
+    with Session(engine) as session:
+        owner = session.exec(select(Owner).where(Owner.name == "una")).one()
+        envs = session.exec(select(Environment).where(Environment.owner_id == owner.id)).all()
+        return owner.serial, {env.name: env.serial for env in envs}
+
+
+def test_only_a_new_project_changes_the_root_index_serial(tmp_path: Path) -> None:
+    settings = HubSettings(data_dir=tmp_path / "hub")
+    engine = open_database(settings)
+    store = BlobStore(settings.resolved_storage_url)
+    create_user(engine, "una")
+    start, _ = _serials(engine)
+
+    _publish(engine, store, tmp_path, "alpha-env", "1.0.0")
+    after_new_project, envs = _serials(engine)
+    assert after_new_project > start and envs == {"alpha-env": 1}
+
+    _publish(engine, store, tmp_path, "alpha-env", "1.0.1")
+    after_new_file, envs = _serials(engine)
+    assert after_new_file == after_new_project  # the project list did not change
+    assert envs == {"alpha-env": 2}  # the project page did
+
+    _publish(engine, store, tmp_path, "beta-env", "1.0.0")
+    assert _serials(engine)[0] > after_new_file
