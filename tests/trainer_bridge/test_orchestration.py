@@ -1,0 +1,153 @@
+"""Orchestrator rules without a model: reward re-weighting, group screening, batch assembly
+(staleness), the dispatch bound, resume clean-up."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from prime_env import Environment, Rubric, SingleTurn
+from prime_env.record import ErrorInfo, RolloutRecord, Turn
+from trainer_bridge import checkpoints
+from trainer_bridge.config import ConfigError, build_config
+from trainer_bridge.metrics import Monitor
+from trainer_bridge.orchestrator import Orchestrator, reward_weights, training_reward
+from trainer_bridge.run_dir import RunDir
+from trainer_bridge.supervisor import Supervisor
+
+
+def correct(completion: Any) -> float:
+    return 0.0
+
+
+def fmt(completion: Any) -> float:
+    return 0.0
+
+
+def env(tasks: int = 4) -> Environment:
+    return Environment(
+        [{"prompt": [{"role": "user", "content": f"q{i}"}], "id": f"t{i}"} for i in range(tasks)],
+        SingleTurn(),
+        Rubric([correct], metrics=[fmt]),
+        name="unit",
+    )
+
+
+def record(
+    i: int, correct: float, fmt: float, version: int = 0, error: str | None = None
+) -> RolloutRecord:
+    return RolloutRecord(
+        run_id="r", env="unit", task_id="t0", example_index=0, rollout_index=i, model="m",
+        prompt=[], reward=None if error else correct, rewards={} if error else {"correct": correct},
+        metrics={} if error else {"fmt": fmt},
+        error=ErrorInfo(type=error, message="x") if error else None, policy_version=version,
+        turns=[Turn(prompt_token_ids=[1, 2], completion_token_ids=[3, 4], completion_logprobs=[-1.0, -2.0], policy_version=version)],
+    )  # fmt: skip
+
+
+def orchestrator(tmp_path: Path, *flags: tuple[str, Any]) -> Orchestrator:
+    config = build_config(
+        [],
+        [("orchestrator.batch_size", 8), ("orchestrator.rollouts_per_example", 4), *flags],
+        env_id="unit",
+    )
+    run = RunDir.new(tmp_path, "unit", "m")
+
+    async def no_backend() -> Any:
+        raise AssertionError("not used")
+
+    return Orchestrator(
+        config, run, env(), no_backend, Supervisor(), Monitor(run, config.monitors, None)
+    )
+
+
+def test_reward_weights_apply_to_training_only_and_unknown_names_are_refused() -> None:
+    weights = reward_weights(env(), {"fmt": 0.5})
+    assert weights == {"correct": 1.0, "fmt": 0.5}
+    assert training_reward(record(0, 1.0, 1.0), weights) == 1.5
+    assert training_reward(record(0, 1.0, 1.0), reward_weights(env(), {})) == 1.0
+    with pytest.raises(ConfigError, match="'nope'"):
+        reward_weights(env(), {"nope": 1.0})
+
+
+def test_screen_drops_errors_small_and_zero_variance_groups(tmp_path: Path) -> None:
+    orch = orchestrator(tmp_path)
+    ok = orch._screen(
+        "g", 0, [record(0, 1, 0), record(1, 0, 0), record(2, 0, 0, error="sampler_error")]
+    )
+    assert ok.dropped is None and ok.rollouts == 2 and len(ok.samples) == 2
+    assert sorted(s.advantage for s in ok.samples) == [-0.5, 0.5]
+    small = orch._screen("g", 0, [record(0, 1, 0), record(1, 0, 0, error="timeout")])
+    assert small.dropped == "group_too_small" and small.samples == []
+    flat = orch._screen("g", 0, [record(0, 1, 0), record(1, 1, 0)])
+    assert flat.dropped == "zero_variance"
+    reweighted = orchestrator(tmp_path / "b", ("orchestrator.reward.weights", {"fmt": 1.0}))
+    assert reweighted._screen("g", 0, [record(0, 1, 1), record(1, 1, 0)]).dropped is None
+
+
+def test_assembly_drops_stale_groups_and_takes_whole_groups(tmp_path: Path) -> None:
+    orch = orchestrator(tmp_path)
+    orch.step = 3  # S = 2: a group sampled by policy 0 is too old for batch 3
+    stale = orch._screen("old", 0, [record(i, i % 2, 0, version=0) for i in range(4)])
+    fresh = [
+        orch._screen(f"g{k}", 2, [record(i, i % 2, 0, version=2) for i in range(4)])
+        for k in range(3)
+    ]
+    orch.ready = [stale, *fresh]
+    groups = orch._take_batch()
+    assert groups is not None and [g.key for g in groups] == ["g0", "g1"]
+    assert orch.stats.drops["stale"] == 1 and [g.key for g in orch.ready] == ["g2"]
+
+
+@pytest.mark.parametrize(("level", "groups"), [(0, 2), (1, 4)])
+def test_dispatch_bound_sync_and_async(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, level: int, groups: int
+) -> None:
+    orch = orchestrator(tmp_path, ("orchestrator.max_async_level", level))
+    started: list[str] = []
+
+    def fake_run(key: str, *args: Any) -> str:
+        started.append(key)
+        return key
+
+    monkeypatch.setattr(orch, "_run_group", fake_run)
+    monkeypatch.setattr("trainer_bridge.orchestrator.asyncio.create_task", lambda job: job)
+    orch._dispatch()
+    assert len(started) == groups  # one batch in flight (A=0) or two (A=1)
+    assert len({key.split("-", 1)[1] for key in started}) == groups  # distinct tasks
+    orch._dispatch()
+    assert len(started) == groups  # nothing more until groups finish
+
+
+def test_discard_after_keeps_each_step_once(tmp_path: Path) -> None:
+    run = RunDir.new(tmp_path, "e", "m")
+    for step in range(5):
+        for parent in ("batches", "broadcasts", "checkpoints"):
+            (run.root / parent / f"step_{step}").mkdir(parents=True)
+        run.rollouts(step).write_text("{}\n")
+    run.metrics.write_text("".join(json.dumps({"step": s}) + "\n" for s in range(4)) + '{"ste')
+    checkpoints.discard_after(run, 2)
+    assert sorted(p.name for p in (run.root / "batches").iterdir()) == ["step_0", "step_1"]
+    assert sorted(p.name for p in (run.root / "broadcasts").iterdir()) == [
+        "step_0",
+        "step_1",
+        "step_2",
+    ]
+    assert [json.loads(x)["step"] for x in run.metrics.read_text().splitlines()] == [0, 1]
+    assert not run.rollouts(2).exists() and run.rollouts(1).exists()
+
+
+def test_checkpoint_is_stable_only_with_both_halves(tmp_path: Path) -> None:
+    run = RunDir.new(tmp_path, "e", "m")
+    state = checkpoints.OrchestratorState(3, 12, [3, [1, 2], None], 3, "digest")
+    checkpoints.save(run, state, keep_last=2)
+    assert checkpoints.latest(run) is None  # the trainer's half is missing
+    trainer = checkpoints.trainer_part(run, 3)
+    trainer.mkdir(parents=True)
+    (trainer / "STABLE").write_text("")
+    assert checkpoints.complete(run, 3)
+    loaded = checkpoints.latest(run)
+    assert loaded is not None and loaded.step == 3 and loaded.task_cursor == 12
