@@ -81,7 +81,7 @@ async def run_in_processes(
                     "tasks": tasks,
                     "examples": range(k, examples, workers),
                 },
-                daemon=True,
+                daemon=False,  # a daemonic process may not start processes of its own
             )
             child.start()
             os.close(write_fd)

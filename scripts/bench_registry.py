@@ -1,25 +1,34 @@
 #!/usr/bin/env python
-"""Registry benchmark: our hub against pypiserver, side by side, on the same data, in one run.
+"""Registry benchmark: our hub against pypiserver and devpi, side by side, same data, one run.
 
-Both servers run on 127.0.0.1 from this machine, get the same generated wheels (default 2,000
-projects x 3 files) uploaded over HTTP, and are then measured with the same client code:
+All servers run on 127.0.0.1 from this machine, get the same generated wheels (default 2,000
+projects x 3 files), and are then measured with the same client code, requests alternating
+between the servers:
 
-* seeding: the hub gets every file over HTTP with N concurrent twine-style uploads (reported
-  as throughput); pypiserver gets them copied into its package directory, its own bulk path
-  (its single-threaded server times out connections with several uploads in flight);
+* seeding: the hub and devpi get every file over HTTP with N concurrent twine-style uploads
+  (reported as throughput); pypiserver gets them copied into its package directory, its own
+  bulk path (its single-threaded server times out connections with several uploads in flight);
 * upload latency: one upload at a time, fresh files (p50, p99);
 * simple-page latency for project pages and the root index, with the `Accept` header pip sends
   (p50, p99; a new connection per request for both servers);
 * `uv pip install --no-deps --no-cache` of one package into a fresh virtualenv (median).
 
-It prints a table with ratios ours/pypiserver (lower is better, target <= 1.0) and, with
-`--write-docs`, replaces the `## Registry` section of docs/benchmarks.md.
+It prints a table with ratios hub/peer (lower is better, target <= 1.0) and the load, and,
+with `--write-docs`, replaces the `## Registry` section of docs/benchmarks.md.
 
-pypiserver is run in its fastest configuration available here: the `cached-dir` backend
-(watchdog) with fallback to PyPI disabled and authentication off. The hub is started with
-`prime hub serve`, its upload rate limit raised for seeding (`PRIME_HUB_UPLOADS_PER_MINUTE`).
+Each peer runs in its fastest configuration found here:
+- pypiserver: the `cached-dir` backend (watchdog), fallback to PyPI disabled, authentication
+  off (no password check at all on uploads);
+- devpi (devpi-server + devpi-client from PyPI, in a venv of their own created with uv when
+  missing, `--devpi-venv`): no devpi-web (its search index is updated on every upload), no
+  root/pypi mirror, `--offline-mode`, a larger keyfs cache, a non-volatile index (immutable
+  files, like the hub), and uploads authenticated with a login token (`X-Devpi-Auth`, what
+  `devpi login` + `devpi upload` send) rather than the password, which devpi would hash with
+  argon2 on every request.
+The hub is started with `prime hub serve`, its upload rate limit raised for seeding
+(`PRIME_HUB_UPLOADS_PER_MINUTE`).
 
-Quick mode: `python scripts/bench_registry.py --projects 100 --files-per-project 2`.
+Quick mode (CI smoke run): `python scripts/bench_registry.py --quick`.
 """
 
 from __future__ import annotations
@@ -44,7 +53,7 @@ import time
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -53,6 +62,8 @@ import httpx
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+DEVPI = ["devpi-server", "devpi-client"]
+PEERS = ("pypiserver", "devpi")
 PIP_ACCEPT = (
     "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html; q=0.1, "
     "text/html; q=0.01"
@@ -150,6 +161,7 @@ class Server:
     simple_url: str
     auth: tuple[str, str] | None
     process: subprocess.Popen[bytes]
+    headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def simple_path(self) -> str:
@@ -180,6 +192,46 @@ def start_pypiserver(work: Path, dists: list[Dist]) -> Server:
     base = f"http://127.0.0.1:{port}"
     wait_until_up(f"{base}/health", process, log)
     return Server("pypiserver", f"{base}/", f"{base}/simple/", None, process)
+
+
+def ensure_devpi(venv: Path) -> Path:
+    """devpi in a venv of its own (its pins are not ours), created with uv when missing."""
+    if not (venv / "bin" / "devpi-server").exists():
+        print(f"creating {venv} with {' '.join(DEVPI)} (uv)", flush=True)
+        subprocess.run([str(BIN / "uv"), "venv", "-q", "-p", sys.executable, str(venv)], check=True)
+        subprocess.run(
+            [str(BIN / "uv"), "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
+             *DEVPI],
+            check=True,
+        )  # fmt: skip
+    return venv / "bin"
+
+
+def start_devpi(work: Path, bin_dir: Path) -> Server:
+    """devpi-server at its best here (see the module docstring), a user `bench` with a login
+    token and a non-volatile index `bench/dev`."""
+    server_dir = work / "devpi-server"
+    subprocess.run(
+        [str(bin_dir / "devpi-init"), "--serverdir", str(server_dir), "--no-root-pypi"],
+        check=True,
+        capture_output=True,
+    )
+    port = free_port()
+    log = work / "devpi.log"
+    command = [str(bin_dir / "devpi-server"), "--serverdir", str(server_dir), "--host",
+               "127.0.0.1", "--port", str(port), "--offline-mode", "--keyfs-cache-size", "100000"]  # fmt: skip
+    process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    wait_until_up(f"{base}/+api", process, log, timeout=120)
+    with httpx.Client(base_url=base, headers={"Accept": "application/json"}, timeout=60) as http:
+        http.put("/bench", json={"password": "bench-password"}).raise_for_status()
+        login = http.post("/+login", json={"user": "bench", "password": "bench-password"})
+        token = login.raise_for_status().json()["result"]["password"]
+        header = {"X-Devpi-Auth": base64.b64encode(f"bench:{token}".encode()).decode()}
+        http.put("/bench/dev", json={"volatile": False, "bases": []}, headers=header)
+        http.get("/bench/dev").raise_for_status()
+    return Server("devpi", f"{base}/bench/dev/", f"{base}/bench/dev/+simple/", None, process,
+                  header)  # fmt: skip
 
 
 def _last_line(args: list[str], env: dict[str, str]) -> str:
@@ -245,7 +297,7 @@ async def _upload_one(client: httpx.AsyncClient, server: Server, dist: Dist) -> 
 
 def upload_seconds(server: Server, dist: Dist) -> float:
     """One upload on a fresh connection (as one `twine upload` of one file makes)."""
-    with httpx.Client(timeout=120, auth=server.auth) as client:
+    with httpx.Client(timeout=120, auth=server.auth, headers=server.headers) as client:
         files = {"content": (dist.filename, dist.data, "application/octet-stream")}
         started = time.perf_counter()
         response = client.post(server.upload_url, data=_form(dist), files=files)
@@ -270,7 +322,9 @@ async def upload_all(
             latencies.append(await _upload_one(client, server, dist))
 
     started = time.perf_counter()
-    async with httpx.AsyncClient(timeout=120, limits=limits, auth=server.auth) as client:
+    async with httpx.AsyncClient(
+        timeout=120, limits=limits, auth=server.auth, headers=server.headers
+    ) as client:
         await asyncio.gather(*(worker(client) for _ in range(concurrency)))
     return time.perf_counter() - started, latencies
 
@@ -334,13 +388,11 @@ def pct(values: list[float], q: float) -> float:
 @dataclass
 class Row:
     metric: str
-    hub: float
-    pypiserver: float
+    values: dict[str, float]  # server label -> seconds
     unit: str
 
-    @property
-    def ratio(self) -> float:
-        return self.hub / self.pypiserver if self.pypiserver else float("inf")
+    def ratio(self, peer: str) -> float:
+        return self.values["hub"] / self.values[peer] if self.values[peer] else float("inf")
 
 
 def _fmt(value: float, unit: str) -> str:
@@ -348,12 +400,14 @@ def _fmt(value: float, unit: str) -> str:
 
 
 def render_table(rows: list[Row]) -> str:
-    lines = ["| metric | hub | pypiserver | ratio hub/pypiserver |", "|---|---|---|---|"]
+    lines = [
+        "| metric | hub | pypiserver | devpi | hub/pypiserver | hub/devpi |",
+        "|---|---|---|---|---|---|",
+    ]
     for row in rows:
-        lines.append(
-            f"| {row.metric} | {_fmt(row.hub, row.unit)} | {_fmt(row.pypiserver, row.unit)} | "
-            f"{row.ratio:.3f} |"
-        )
+        cells = " | ".join(_fmt(row.values[label], row.unit) for label in ("hub", *PEERS))
+        ratios = " | ".join(f"{row.ratio(peer):.3f}" for peer in PEERS)
+        lines.append(f"| {row.metric} | {cells} | {ratios} |")
     return "\n".join(lines)
 
 
@@ -366,7 +420,7 @@ def write_docs(table: str, args: argparse.Namespace, notes: list[str]) -> None:
         f"`python scripts/bench_registry.py --projects {args.projects} --files-per-project "
         f"{args.files_per_project} --write-docs` on {datetime.now(UTC):%Y-%m-%d} "
         f"({platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} "
-        "CPUs shared with other work; both servers on 127.0.0.1, same data, same client code; "
+        "CPUs shared with other work; every server on 127.0.0.1, same data, same client code; "
         "ratios below 1.0 mean the hub is faster).\n\n"
         + table
         + "\n\n"
@@ -383,12 +437,13 @@ def write_docs(table: str, args: argparse.Namespace, notes: list[str]) -> None:
 
 
 @contextmanager
-def running(work: Path, dists: list[Dist]) -> Iterator[list[Server]]:
-    """Both servers, started before anything is measured and always stopped."""
+def running(work: Path, dists: list[Dist], devpi_bin: Path) -> Iterator[list[Server]]:
+    """Every server, started before anything is measured and always stopped."""
     servers: list[Server] = []
     try:
-        servers.append(start_pypiserver(work, dists))
         servers.append(start_hub(work))
+        servers.append(start_pypiserver(work, dists))
+        servers.append(start_devpi(work, devpi_bin))
         yield servers
     finally:
         for server in servers:
@@ -406,13 +461,14 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, dict[str, float]]
     projects = sorted({d.project for d in dists})
     pages = [f"{rng.choice(projects)}/" for _ in range(args.page_requests)]
     targets = [rng.choice(dists) for _ in range(args.installs)]
-    with running(work, dists) as servers:
+    with running(work, dists, ensure_devpi(args.devpi_venv)) as servers:
         results: dict[str, dict[str, float]] = {server.label: {} for server in servers}
-        hub = servers[1]
-        wall, _latencies = asyncio.run(upload_all(hub, dists, args.concurrency))
-        results[hub.label]["seed"] = wall
-        print(f"hub: seeded {len(dists)} files over HTTP in {wall:.1f} s "
-              f"({len(dists) / wall:.0f} files/s, {args.concurrency} in flight)", flush=True)  # fmt: skip
+        for server in (servers[0], servers[2]):  # the hub and devpi are seeded over HTTP
+            wall, _latencies = asyncio.run(upload_all(server, dists, args.concurrency))
+            results[server.label]["seed"] = wall
+            print(f"{server.label}: seeded {len(dists)} files over HTTP in {wall:.1f} s "
+                  f"({len(dists) / wall:.0f} files/s, {args.concurrency} in flight, "
+                  f"load {os.getloadavg()[0]:.1f})", flush=True)  # fmt: skip
         interleaved(servers, [f"{p}/" for p in projects[:10]], get_seconds)  # warm-up
         timings = {
             "page": interleaved(servers, pages, get_seconds),
@@ -443,8 +499,13 @@ def main() -> None:
     parser.add_argument("--uploads", type=int, default=60, help="one-at-a-time uploads timed")
     parser.add_argument("--installs", type=int, default=5, help="uv installs per server")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--devpi-venv", type=Path, default=Path("/tmp/devpi-venv"))
+    parser.add_argument("--quick", action="store_true", help="a smoke run (CI): tiny counts")
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
     args = parser.parse_args()
+    if args.quick:
+        args.projects, args.files_per_project, args.page_requests = 40, 2, 30
+        args.index_requests, args.uploads, args.installs = 5, 10, 1
     if min(args.projects, args.files_per_project, args.page_requests, args.index_requests,
            args.uploads, args.installs) < 1:  # fmt: skip
         parser.error("every count must be at least 1")
@@ -455,28 +516,44 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-registry-") as tmp:
         results = measure(args, Path(tmp))
     load_after = os.getloadavg()[0]
-    hub, ref = results["hub"], results["pypiserver"]
+    hub, devpi = results["hub"], results["devpi"]
     files = args.projects * args.files_per_project
+
+    def row(metric: str, key: str, unit: str = "ms") -> Row:
+        return Row(metric, {label: results[label][key] for label in results}, unit)
+
     rows = [
-        Row("project page p50", hub["page_p50"], ref["page_p50"], "ms"),
-        Row("project page p99", hub["page_p99"], ref["page_p99"], "ms"),
-        Row("root index p50", hub["index_p50"], ref["index_p50"], "ms"),
-        Row("root index p99", hub["index_p99"], ref["index_p99"], "ms"),
-        Row("upload p50 (one at a time)", hub["upload_p50"], ref["upload_p50"], "ms"),
-        Row("upload p99 (one at a time)", hub["upload_p99"], ref["upload_p99"], "ms"),
-        Row("uv pip install --no-deps (fresh venv, median)", hub["install"], ref["install"], "s"),
+        row("project page p50", "page_p50"),
+        row("project page p99", "page_p99"),
+        row("root index p50", "index_p50"),
+        row("root index p99", "index_p99"),
+        row("upload p50 (one at a time)", "upload_p50"),
+        row("upload p99 (one at a time)", "upload_p99"),
+        row("uv pip install --no-deps (fresh venv, median)", "install", "s"),
     ]
     table = render_table(rows)
     print()
     print(table)
-    worst = max(rows, key=lambda row: row.ratio)
-    print(f"\nworst ratio: {worst.metric} = {worst.ratio:.3f} (target <= 1.0)")
+    worst = max(
+        ((r, peer) for r in rows for peer in PEERS), key=lambda item: item[0].ratio(item[1])
+    )
+    print(
+        f"\nworst ratio: {worst[0].metric}, hub/{worst[1]} = {worst[0].ratio(worst[1]):.3f} "
+        f"(target <= 1.0); load {load_before:.1f} at the start, {load_after:.1f} at the end"
+    )
     notes = [
         (
-            f"Seeding: the hub took {files} uploads over HTTP in {hub['seed']:.0f} s "
-            f"({files / hub['seed']:.0f} files/s with {args.concurrency} in flight); pypiserver "
-            "was seeded by copying the files into its directory (its single-threaded server "
-            "timed out connections with 8 uploads in flight), so there is no seeding ratio."
+            f"Seeding over HTTP, {files} uploads with {args.concurrency} in flight: hub "
+            f"{hub['seed']:.0f} s ({files / hub['seed']:.0f} files/s), devpi {devpi['seed']:.0f} s "
+            f"({files / devpi['seed']:.0f} files/s), hub/devpi {hub['seed'] / devpi['seed']:.2f}; "
+            "pypiserver was seeded by copying the files into its directory (its single-threaded "
+            "server timed out connections with 8 uploads in flight)."
+        ),
+        (
+            "devpi-server 6 runs without devpi-web, without the root/pypi mirror, with "
+            "`--offline-mode --keyfs-cache-size 100000`, a non-volatile index, and uploads "
+            "authenticated by a login token (`X-Devpi-Auth`, as `devpi upload` sends it): a "
+            "password on every upload would cost an argon2 hash per request."
         ),
         (
             "pypiserver 2.4 runs `--backend cached-dir --disable-fallback -a . -P .` (its "
@@ -485,8 +562,8 @@ def main() -> None:
             "with pip's `Accept` header (the hub answers PEP 691 JSON, pypiserver HTML)."
         ),
         (
-            "Requests alternate between the two servers so that load from other processes on "
-            "the machine falls on both alike; p99 figures are noisy on a shared machine "
+            "Requests alternate between the servers so that load from other processes on "
+            "the machine falls on all alike; p99 figures are noisy on a shared machine "
             f"(1-minute load average {load_before:.1f} at the start, {load_after:.1f} at the end)."
         ),
         (
