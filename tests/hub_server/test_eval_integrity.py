@@ -10,11 +10,14 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlmodel import Session
+from sqlalchemy import event
+from sqlmodel import Session, select
 
+from hub_server.accounts.models import Owner
 from hub_server.evals.models import Evaluation
 from hub_server.evals.service import mark_abandoned
 from hub_server.registry.models import Environment
+from hub_server.registry.publishing import EnvTarget, NewFile, publish_file
 from tests.hub_server.hardening_hub import HardenedHub
 
 EVALS = "/api/v1/evaluations"
@@ -310,3 +313,38 @@ def test_run_page_renders_samples_without_completion(hub: HardenedHub, client: T
     assert finalize(client, token, run).status_code == 200
     page = client.get(f"/alice/wordle/evals/{run}")
     assert page.status_code == 200, page.text[-2000:]
+
+
+def test_identical_upload_committed_between_reads_is_not_a_400(hub: HardenedHub) -> None:
+    """The interleaving that gave 2 in ~780 concurrent identical uploads a 400: the same file
+    is committed by another upload right after this one first looks for it."""
+    data = b"identical bytes"
+    new = NewFile(
+        filename="wordle-0.9.0.tar.gz",
+        kind="sdist",
+        sha256=hashlib.sha256(data).hexdigest(),
+        size=len(data),
+        version="0.9.0",
+    )
+    store = hub.app.state.hub.store
+    with Session(hub.engine) as session:
+        owner = session.exec(select(Owner).where(Owner.name == "alice")).one()
+    target = EnvTarget(owner=owner, name="wordle", environment_id=hub.env_ids["alice/wordle"])
+    user_id = owner.user_id or ""
+    fired: list[bool] = []
+
+    def other_upload_lands(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if (
+            not fired
+            and statement.lstrip().upper().startswith("SELECT")
+            and "distfile" in statement
+        ):
+            fired.append(True)
+            publish_file(hub.engine, store, target, new, store.scratch_copy(data), user_id)
+
+    event.listen(hub.engine, "after_cursor_execute", other_upload_lands)
+    try:
+        result = publish_file(hub.engine, store, target, new, store.scratch_copy(data), user_id)
+    finally:
+        event.remove(hub.engine, "after_cursor_execute", other_upload_lands)
+    assert fired and not result.created
