@@ -1,6 +1,6 @@
 """Benchmarks for `prime train` (issue 10, acceptance 3 and 4). Prints ratios, load and CPU-s.
 
-    python scripts/bench_train.py async   [--steps 6]      # A=1 vs A=0, log-normal latency env
+    python scripts/bench_train.py async   [--steps 6] [--quick]  # A=1 vs A=0, log-normal latency
     python scripts/bench_train.py learn   [--steps 15]     # SmolLM2 on arithmetic (long)
 
 `async`: the fast test env with scoring latency ~ LogNormal(median 1 s, σ 1) (a judge or tool
@@ -167,9 +167,10 @@ def main() -> None:
     parser.add_argument("which", choices=["async", "learn"])
     parser.add_argument("--steps", type=int)
     parser.add_argument("--out", type=Path, default=Path("outputs"))
+    parser.add_argument("--quick", action="store_true", help="async with 3 steps (CI smoke)")
     args = parser.parse_args()
     if args.which == "async":
-        bench_async(args.steps or 6)
+        bench_async(3 if args.quick else args.steps or 6)
     else:
         bench_learn(args.steps or 15, args.out)
 
