@@ -171,6 +171,7 @@ def push_run(
                 "started_at",
                 "ended_at",
                 "pass_at_k",
+                "training",  # prime train's evals: run, step, policy version
             )
         },
         "metrics": metrics,

@@ -31,16 +31,16 @@ from prime_cli.env_install import (
     run_installer,
     target_python,
 )
+from prime_cli.errors import CliError
 from prime_cli.hub_client import HubClient, HubError
 from registry_index.resolve import parse_env_ref
 
 console = Console(stderr=True)
 
 
-class ConfigExit(click.ClickException):
+def config_exit(message: str) -> CliError:
     """A wrong config, name or argument: exit status 2, nothing started."""
-
-    exit_code = 2
+    return CliError(message, status=2)
 
 
 class TrainGroup(click.Group):
@@ -75,11 +75,11 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigExit(
+        raise config_exit(
             f"{what} is not valid JSON ({exc.msg}); example: '{{\"key\": 1}}'"
         ) from None
     if not isinstance(value, dict):
-        raise ConfigExit(f"{what} must be a JSON object")
+        raise config_exit(f"{what} must be a JSON object")
     return value
 
 
@@ -143,14 +143,14 @@ def run_cmd(
         )
         spec = config.env.id
     except ConfigError as exc:
-        raise ConfigExit(str(exc)) from None
+        raise config_exit(str(exc)) from None
     env = _load_env(spec, config.env.args)
     from trainer_bridge import launch
 
     try:
         launch.check_env(config, env)
     except ConfigError as exc:
-        raise ConfigExit(str(exc)) from None
+        raise config_exit(str(exc)) from None
     if dry_run:
         digest = config.digest()
         commands = launch.host_commands(config, Path("<run dir>"))
@@ -175,9 +175,9 @@ def _load_env(spec: str, args: dict[str, Any]) -> Any:
     try:
         return load_env(spec, args, install=_install)
     except (EnvironmentNotFound, EvalError, InstallError, HubError, cfg.ConfigError) as exc:
-        raise ConfigExit(str(exc)) from None
+        raise config_exit(str(exc)) from None
     except ValueError as exc:  # load_environment rejected its arguments
-        raise ConfigExit(f"{spec}: {exc}") from None
+        raise config_exit(f"{spec}: {exc}") from None
 
 
 def _finish(prepared: Any, env: Any, *, push: bool, public: bool, output: str) -> None:
@@ -210,7 +210,7 @@ def _finish(prepared: Any, env: Any, *, push: bool, public: bool, output: str) -
 
 def _push(run: Any, public: bool) -> list[dict[str, str]]:
     """Upload the step-0 and final evals with `prime eval push`'s code (before/after)."""
-    from prime_cli.eval_commands import push_run
+    from prime_cli.eval_runs import push_run
     from trainer_bridge.stable import step_dir
 
     evals = sorted(
@@ -223,7 +223,7 @@ def _push(run: Any, public: bool) -> list[dict[str, str]]:
     try:
         hub = HubClient.from_settings(cfg.load_settings(), console=console)
     except cfg.ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise CliError(str(exc)) from exc
     with hub:
         for step in chosen:
             directory = step_dir(run.root / "evals", step)
@@ -248,7 +248,7 @@ def resume_cmd(run_dir: Path, max_steps: int | None, output: str) -> None:
     try:
         prepared = launch.resume(run_dir, change)
     except ConfigError as exc:
-        raise ConfigExit(str(exc)) from None
+        raise config_exit(str(exc)) from None
     env = _load_env(prepared.env_spec, prepared.config.env.args)
     step = prepared.resume.step if prepared.resume else 0
     console.print(f"resuming {run_dir} at step {step}")
@@ -267,7 +267,7 @@ def plot_cmd(run_dir: Path, out: Path | None) -> None:
     try:
         plot(run_dir / "metrics.jsonl", target, read_evals(run_dir))
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise CliError(str(exc)) from None
     click.echo(str(target))
 
 
@@ -285,5 +285,5 @@ def export_cmd(run_dir: Path, step: int | None, merge: bool, out: Path) -> None:
     try:
         path = export_policy(run_dir, config.model, out, step=step, merge=merge)
     except ExportError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise CliError(str(exc)) from None
     click.echo(str(path))
