@@ -19,7 +19,7 @@ from tests.hub_server.hubproc import HubProcess, start_hub
 from tests.hub_server.services import postgres_bin, postgres_cluster, s3_server
 from tests.support import require
 
-pytestmark = [pytest.mark.timeout(900), pytest.mark.postgres]
+pytestmark = [pytest.mark.timeout(900), pytest.mark.postgres, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -57,6 +57,7 @@ def _hub_versions(env: dict[str, str], slug: str) -> list[str]:
     return [item["semantic_version"] for item in out["versions"]]
 
 
+@pytest.mark.slow  # several builds and installs: about a minute on 2 busy cores
 def test_push_with_stock_flags(
     tmp_path: Path, env: dict[str, str], alice: str, hub: HubProcess
 ) -> None:
@@ -96,6 +97,7 @@ def test_push_with_stock_flags(
     )
 
 
+@pytest.mark.slow  # several builds and installs: about a minute on 2 busy cores
 def test_list_flags_and_json_shape(tmp_path: Path, env: dict[str, str], alice: str) -> None:
     require(shutil.which("jq") is not None, "jq (scripts/system_deps.sh)")
     for name in ("list-a", "list-b", "list-c"):
@@ -125,11 +127,14 @@ def test_list_flags_and_json_shape(tmp_path: Path, env: dict[str, str], alice: s
     ]  # fmt: skip
     assert names("-s", "list-", "--sort", "name", "-n", "1", "-p", "2") == ["alice/list-b"]
     assert names("-s", "list-", "--sort", "name", "--num", "1", "--offset", "2") == ["alice/list-c"]
-    assert "alice/list-a" in names("-t", "cli-test", "--owner", "alice", "--mine")
+    assert "alice/list-a" in names(
+        "-t", "cli-test", "--owner", "alice", "--mine", "--visibility", "PUBLIC"
+    )
     assert names("-s", "list-", "--sort", "stars", "-n", "100")  # accepted: sorted by downloads
     one_line_error(prime(env, "env", "list", "--starred"), "no stars")
 
 
+@pytest.mark.slow  # several builds and installs: about a minute on 2 busy cores
 def test_info_pull_status_install_uninstall(
     tmp_path: Path, env: dict[str, str], alice: str
 ) -> None:
@@ -167,7 +172,11 @@ def test_info_pull_status_install_uninstall(
         {"package": "roundtrip-env", "version": "0.1.0", "environments": ["roundtrip-env"],
          "source": "hub alice"},
     ]  # fmt: skip
-    ok(prime(env, "env", "uninstall", "alice/roundtrip-env", "--python", str(python)))
+    ok(
+        prime(
+            env, "env", "uninstall", "alice/roundtrip-env", "--python", str(python), "--with", "uv"
+        )
+    )
     assert installed(python, "roundtrip-env") is None
     one_line_error(
         prime(env, "env", "uninstall", "roundtrip-env", "--python", str(python)),
