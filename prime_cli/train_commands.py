@@ -25,10 +25,8 @@ from prime_cli import config as cfg
 from prime_cli.env_install import (
     InstallError,
     choose_installer,
-    fetch_wheel,
-    install_command,
+    install_environments,
     resolve,
-    run_installer,
     target_python,
 )
 from prime_cli.errors import CliError
@@ -63,12 +61,7 @@ def _install(spec: str) -> None:
     console.print(f"{spec} is not installed here; installing it from {settings.hub_url}")
     with HubClient.from_settings(settings, console=console) as client:
         resolved = resolve(client, parse_env_ref(spec))
-        wheel = fetch_wheel(client, resolved)
-    run_installer(
-        install_command(
-            {resolved.package_name: wheel}, target_python(None), choose_installer("auto")
-        )
-    )
+        install_environments(client, [resolved], target_python(None), choose_installer("auto"))
 
 
 def _json_object(text: str, what: str) -> dict[str, Any]:
