@@ -207,19 +207,22 @@ class HubClient:
         """The retry loop for one logical request; its last failure is re-raised as is."""
         policy = self.retry
 
+        def attempts() -> int:
+            return policy.max_attempts if self._answered else policy.first_contact_attempts
+
         def announce(state: tenacity.RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
             reason = str(exc) or type(exc).__name__
             delay = state.next_action.sleep if state.next_action else 0.0
-            self.console.print(
+            self.console.print(  # one line whatever the width, so logs and tests can skip it
                 f"[yellow]{what}: {reason}; retrying in {delay:.1f} s "
-                f"(attempt {state.attempt_number + 1} of {policy.max_attempts})[/]"
+                f"(attempt {state.attempt_number + 1} of {attempts()})[/]",
+                soft_wrap=True,
             )
 
         def stop(state: tenacity.RetryCallState) -> bool:
-            attempts = policy.max_attempts if self._answered else policy.first_contact_attempts
             return (
-                state.attempt_number >= attempts
+                state.attempt_number >= attempts()
                 or state.seconds_since_start is not None
                 and state.seconds_since_start >= policy.max_elapsed_s
             )
