@@ -1,42 +1,28 @@
 """Anthropic Messages API through the official `anthropic` SDK.
 
-Everything above the client speaks OpenAI-style messages; this module converts at the edge:
-system messages become the `system` parameter, assistant `tool_calls` become `tool_use`
-blocks, `tool` messages become `tool_result` blocks in a user turn (consecutive same-role turns
-are merged, as the Messages API requires strict alternation), and the reply is converted back.
+Everything above the client speaks OpenAI-style messages; `wire` converts them to Messages API
+turns and the reply back.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import anthropic
 
-from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec, Usage
+from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec
 from prime_env.clients.retry import (
     AdaptiveLimiter,
     Failure,
-    MalformedResponse,
     RetryPolicy,
-    call_with_retries,
     classify_common,
-    limiter_for,
-    redact,
     status_failure,
 )
+from prime_env.clients.sdk_client import SDKClient
+from prime_env.clients.wire import from_anthropic, to_anthropic, to_anthropic_tools
 
 DEFAULT_MAX_TOKENS = 4096
 """The Messages API requires max_tokens; this is used when the sampling args leave it unset."""
-
-_FINISH = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "max_tokens": "length",
-    "tool_use": "tool_calls",
-    "refusal": "content_filter",
-    "pause_turn": "stop",
-}
 
 
 def classify(exc: BaseException) -> Failure:
@@ -55,126 +41,10 @@ def classify(exc: BaseException) -> Failure:
     return Failure(type(exc).__name__, str(exc), retryable=False)
 
 
-def _text_of(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    return "".join(p.get("text", "") for p in content if p.get("type") == "text")
-
-
-def _user_blocks(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    blocks: list[dict[str, Any]] = []
-    for part in content or []:
-        if part.get("type") == "text":
-            blocks.append({"type": "text", "text": part["text"]})
-        elif part.get("type") == "image_url":
-            url = part["image_url"]["url"]
-            if url.startswith("data:"):
-                media, _, data = url[5:].partition(";base64,")
-                blocks.append(
-                    {
-                        "type": "image",
-                        "source": {"type": "base64", "media_type": media, "data": data},
-                    }
-                )
-            else:
-                blocks.append({"type": "image", "source": {"type": "url", "url": url}})
-    return blocks
-
-
-def to_anthropic(messages: list[Message]) -> tuple[str | None, list[dict[str, Any]]]:
-    """OpenAI chat messages -> (system, Messages API turns)."""
-    system: list[str] = []
-    turns: list[dict[str, Any]] = []
-    for message in messages:
-        role = message["role"]
-        if role in ("system", "developer"):
-            system.append(_text_of(message.get("content")))
-            continue
-        if role == "tool":
-            role, blocks = (
-                "user",
-                [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": message["tool_call_id"],
-                        "content": _text_of(message.get("content")),
-                    }
-                ],
-            )
-        elif role == "assistant":
-            text = _text_of(message.get("content"))
-            blocks = [{"type": "text", "text": text}] if text else []
-            for call in message.get("tool_calls") or []:
-                try:
-                    args = json.loads(call["function"]["arguments"] or "{}")
-                except json.JSONDecodeError:
-                    args = {}
-                blocks.append(
-                    {
-                        "type": "tool_use",
-                        "id": call["id"],
-                        "name": call["function"]["name"],
-                        "input": args,
-                    }
-                )
-        else:
-            blocks = _user_blocks(message.get("content"))
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
-        else:
-            turns.append({"role": role, "content": blocks})
-    return ("\n\n".join(system) if system else None), turns
-
-
-def to_anthropic_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": t["function"]["name"],
-            "description": t["function"].get("description", ""),
-            "input_schema": t["function"].get("parameters") or {"type": "object", "properties": {}},
-        }
-        for t in tools
-    ]
-
-
-def from_anthropic(data: dict[str, Any]) -> ChatResponse:
-    """A Messages API response body -> ChatResponse with an OpenAI-style message."""
-    blocks = data.get("content")
-    if not isinstance(blocks, list) or data.get("stop_reason") is None and not blocks:
-        raise MalformedResponse(f"no content in response: {json.dumps(data)[:200]}")
-    text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
-    thinking = "".join(b.get("thinking", "") for b in blocks if b.get("type") == "thinking")
-    calls = [
-        {
-            "id": b["id"],
-            "type": "function",
-            "function": {"name": b["name"], "arguments": json.dumps(b.get("input") or {})},
-        }
-        for b in blocks
-        if b.get("type") == "tool_use"
-    ]
-    message: Message = {"role": "assistant", "content": text or None}
-    if calls:
-        message["tool_calls"] = calls
-    if thinking:
-        message["reasoning_content"] = thinking
-    usage = data.get("usage") or {}
-    return ChatResponse(
-        message=message,
-        finish_reason=_FINISH.get(data.get("stop_reason") or "", data.get("stop_reason")),
-        usage=Usage(
-            prompt_tokens=int(usage.get("input_tokens") or 0),
-            completion_tokens=int(usage.get("output_tokens") or 0),
-        ),
-    )
-
-
-class AnthropicClient:
+class AnthropicClient(SDKClient):
     """A ModelClient for the Anthropic Messages API (or a compatible server at base_url)."""
+
+    classify = staticmethod(classify)
 
     def __init__(
         self,
@@ -187,23 +57,20 @@ class AnthropicClient:
         policy: RetryPolicy | None = None,
         limiter: AdaptiveLimiter | None = None,
     ) -> None:
-        self.model = model
-        self.provider = provider
-        self.policy = policy or RetryPolicy()
-        self.stream = stream
-        self._client = anthropic.AsyncAnthropic(
-            # A placeholder key for keyless self-hosted endpoints, as the OpenAI client does.
+        super().__init__(
+            model,
+            provider=provider,
             base_url=base_url,
-            api_key=api_key or "EMPTY",
-            max_retries=0,
-            timeout=self.policy.timeout_s,
+            api_key=api_key,
+            stream=stream,
+            policy=policy,
+            limiter=limiter,
         )
-        self.base_url: str | None = str(self._client.base_url).rstrip("/")
-        self.limiter = limiter or limiter_for(self.base_url or "")
-        self._secret = api_key
 
-    def _redact(self, text: str) -> str:
-        return redact(text, self._secret)
+    def _make_client(self, base_url: str | None, api_key: str) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
+            base_url=base_url, api_key=api_key, max_retries=0, timeout=self.policy.timeout_s
+        )
 
     def _request(
         self, messages: list[Message], tools: list[ToolSpec] | None, sampling: SamplingArgs
@@ -232,24 +99,10 @@ class AnthropicClient:
             kwargs["extra_body"] = extra
         return kwargs
 
-    async def chat(
-        self,
-        messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        sampling: SamplingArgs | None = None,
-    ) -> ChatResponse:
-        request = self._request(messages, tools, sampling or SamplingArgs())
-
-        async def attempt() -> ChatResponse:
-            if self.stream:
-                async with self._client.messages.stream(**request) as stream:
-                    final = await stream.get_final_message()
-            else:
-                final = await self._client.messages.create(**request)
-            return from_anthropic(final.model_dump(mode="json"))
-
-        return await call_with_retries(attempt, classify, self.policy, self.limiter, self._redact)
-
-    async def aclose(self) -> None:
-        await self._client.close()
+    async def _attempt(self, request: dict[str, Any]) -> ChatResponse:
+        if self.stream:
+            async with self._client.messages.stream(**request) as stream:
+                final = await stream.get_final_message()
+        else:
+            final = await self._client.messages.create(**request)
+        return from_anthropic(final.model_dump(mode="json"))

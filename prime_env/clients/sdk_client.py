@@ -1,0 +1,83 @@
+"""What the clients built on a provider's official SDK share: one `chat` with retries, backoff
+and the endpoint's adaptive limiter, secrets redacted from every recorded error, and close.
+
+A subclass says only what differs: how to build its SDK client, how the SDK's exceptions map
+onto the shared failure classes, the request body, and one attempt (`wire` converts the bodies).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec
+from prime_env.clients.retry import (
+    AdaptiveLimiter,
+    Failure,
+    RetryPolicy,
+    call_with_retries,
+    limiter_for,
+    redact,
+)
+
+
+class SDKClient(ABC):
+    """A `ModelClient` over a provider SDK's async client (`self._client`)."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        provider: str,
+        base_url: str | None,
+        api_key: str | None,
+        stream: bool,
+        policy: RetryPolicy | None,
+        limiter: AdaptiveLimiter | None,
+    ) -> None:
+        self.model = model
+        self.provider = provider
+        self.stream = stream
+        self.policy = policy or RetryPolicy()
+        # A placeholder key for keyless self-hosted endpoints (vLLM and most others ignore it).
+        self._client = self._make_client(base_url, api_key or "EMPTY")
+        self.base_url: str | None = str(self._client.base_url).rstrip("/")
+        self.limiter = limiter or limiter_for(self.base_url or "")
+        self._secret = api_key
+
+    @abstractmethod
+    def _make_client(self, base_url: str | None, api_key: str) -> Any:
+        """The SDK's async client, with its own retries off (`call_with_retries` does them)."""
+
+    @staticmethod
+    @abstractmethod
+    def classify(exc: BaseException) -> Failure:
+        """Map the SDK's exceptions onto the shared failure classes."""
+
+    @abstractmethod
+    def _request(
+        self, messages: list[Message], tools: list[ToolSpec] | None, sampling: SamplingArgs
+    ) -> dict[str, Any]:
+        """The request body for one call."""
+
+    @abstractmethod
+    async def _attempt(self, request: dict[str, Any]) -> ChatResponse:
+        """Send `request` once and convert the reply."""
+
+    def _redact(self, text: str) -> str:
+        return redact(text, self._secret)
+
+    async def chat(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        sampling: SamplingArgs | None = None,
+    ) -> ChatResponse:
+        request = self._request(messages, tools, sampling or SamplingArgs())
+        return await call_with_retries(
+            lambda: self._attempt(request), self.classify, self.policy, self.limiter, self._redact
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
