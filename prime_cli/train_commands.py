@@ -52,7 +52,12 @@ class TrainGroup(click.Group):
 
 @click.group("train", cls=TrainGroup)
 def train() -> None:
-    """Train a model on a hub environment with async RL (torch on CPU, vLLM on GPU)."""
+    """Train a model on a hub environment with async RL (torch on CPU, vLLM on GPU).
+
+    \b
+    prime train OWNER/NAME[@VER] [-m MODEL] [-c FILE.toml]... [--dotted.key VALUE]...
+    (`prime train OWNER/NAME --help` lists the options; docs/training.md the config keys)
+    """
 
 
 def _install(spec: str) -> None:
