@@ -2,9 +2,9 @@
 
 Why: at a hundred-plus requests in flight one event loop is CPU-bound, and the SDK's per-call
 work (request options model, URL parsing, header merging, httpx request and response objects
-around its aiohttp transport) costs ~1.2 ms of CPU per call against ~0.35 ms for the same POST
-on aiohttp alone (`scripts/bench_eval.py`; docs/benchmarks.md). With fixed-latency replies that
-difference decides whether `-c 128` at 200 ms reaches 85% of the ideal rate or ~70%.
+around its aiohttp transport) costs several times the CPU of the same POST on aiohttp alone;
+at fixed-latency replies that CPU decides how close `-c 128` comes to the ideal rate (measured
+by `scripts/bench_eval.py`; the figures are in docs/benchmarks.md, "Model client request path").
 
 The SDK still decides everything about the request: its URL (base URL, default query) and every
 header (auth, organisation, project, user agent, platform headers, the caller's default
