@@ -1,0 +1,65 @@
+"""Each benchmark script runs end to end in its quick mode, so the scripts cannot rot.
+
+Not a timed test: it asserts that a script finishes, compares against its peer in the same run
+and prints the ratio and the load, never how fast anything was.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandbox.docker_backend import docker_available, image_exists
+from sandbox.limits import DEFAULT_IMAGE
+from tests.support import require
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_quick(script: str, *args: str, timeout: float = 900) -> str:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / script), *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+@pytest.mark.slow
+def test_bench_eval_quick() -> None:
+    out = run_quick("bench_eval.py", "--quick")
+    assert re.search(r"\*\*[\d.]+x\*\*", out), out  # the fair ratio prime / vf-eval
+    assert "load" in out and "vf-eval, best" in out
+    assert "arithmetic" in out and "prime-w2" in out
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_bench_sandbox_quick() -> None:
+    require(docker_available() and image_exists(DEFAULT_IMAGE), "Docker and the sandbox image")
+    out = run_quick("bench_sandbox.py", "--quick")
+    assert "ratio vs peer" in out and "pre-started containers" in out
+    assert re.search(r"load \d", out)
+
+
+@pytest.mark.slow
+def test_bench_registry_quick() -> None:
+    out = run_quick("bench_registry.py", "--quick")
+    assert "hub/devpi" in out and "hub/pypiserver" in out
+    assert re.search(r"load [\d.]+ at the start", out)
+
+
+@pytest.mark.slow
+def test_bench_evals_quick() -> None:
+    out = run_quick("bench_evals.py", "--rollouts", "200", "--runs", "4", "--repeats", "5")
+    assert "ratio hub/baseline" in out and "load average" in out
