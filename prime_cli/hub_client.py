@@ -77,7 +77,7 @@ class RetryPolicy:
     first_contact_attempts: int = 3  # a hub that never answered is likely down or mistyped
     base_delay_s: float = 0.5
     max_delay_s: float = 15.0
-    max_retry_after_s: float = 60.0  # a longer Retry-After fails now rather than hanging
+    max_retry_after_s: float = 60.0  # a longer Retry-After is honoured up to this per wait
 
 
 def _retryable(method: str, idempotent: bool | None) -> Callable[[BaseException], bool]:
