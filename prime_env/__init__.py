@@ -25,7 +25,7 @@ from .loading import installed_environments, is_local_path, load, parse_env_id
 from .parsers import BoxedParser, LastLineParser, Parser, XMLParser, last_assistant_text
 from .record import SCHEMA, ErrorInfo, RolloutRecord, Timing, TokenUsage, Turn
 from .rubric import JudgeRubric, Rubric, Scores
-from .runner import ConcurrencyLimiter, error_info, run_rollouts, run_rollouts_sync
+from .runner import error_info, run_rollouts, run_rollouts_sync
 from .state import State
 from .summary import Summary, pass_at_k, summarize
 from .tasks import Task, TaskSet
@@ -42,7 +42,6 @@ __all__ = [
     "TOKEN_BUDGET",
     "BoxedParser",
     "ChatResponse",
-    "ConcurrencyLimiter",
     "Environment",
     "EnvironmentNotFound",
     "ErrorInfo",

@@ -1,6 +1,6 @@
 """The rollout runner: many rollouts on one event loop, scored as they finish.
 
-Generation is bounded by `concurrency` workers (and an optional adaptive limiter); scoring
+Generation is bounded by `concurrency` workers (the clients' adaptive limiter backs off on 429s); scoring
 runs in separate tasks so a slow judge never holds a generation slot. A rollout whose
 infrastructure failed becomes a record with `error` set and `reward` None: it is counted,
 never averaged in as a 0.
@@ -19,9 +19,8 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from .clients.base import ModelClient, SamplingArgs
 from .environment import Environment
@@ -32,12 +31,6 @@ from .state import State
 from .tasks import Task
 
 RecordCallback = Callable[[RolloutRecord], Any]
-
-
-class ConcurrencyLimiter(Protocol):
-    """An extra, possibly adaptive, bound on in-flight rollouts (e.g. backing off on 429s)."""
-
-    def slot(self) -> AbstractAsyncContextManager[Any]: ...
 
 
 def error_info(exc: BaseException, fallback: str = "environment_error") -> ErrorInfo:
@@ -105,7 +98,6 @@ async def stream_rollouts(
     sampling: SamplingArgs | None = None,
     skip: Collection[tuple[int, int]] = (),
     run_id: str | None = None,
-    limiter: ConcurrencyLimiter | None = None,
     policy_version: int | None = None,
     tasks: Sequence[Task] | None = None,
     examples: Iterable[int] | None = None,
@@ -173,11 +165,7 @@ async def stream_rollouts(
             rollout.started = time.perf_counter()
             rollout.state = env.harness.start(rollout.task)
             try:
-                if limiter is not None:
-                    async with limiter.slot():
-                        await env.harness.execute(client, rollout.state, sampling)
-                else:
-                    await env.harness.execute(client, rollout.state, sampling)
+                await env.harness.execute(client, rollout.state, sampling)
             except Exception as exc:  # noqa: BLE001 - recorded as the rollout's error
                 rollout.error = error_info(exc)
             rollout.generation_ms = (time.perf_counter() - rollout.started) * 1000
@@ -207,7 +195,6 @@ async def run_rollouts(
     skip: Collection[tuple[int, int]] = (),
     on_record: RecordCallback | None = None,
     run_id: str | None = None,
-    limiter: ConcurrencyLimiter | None = None,
     policy_version: int | None = None,
     tasks: Sequence[Task] | None = None,
 ) -> list[RolloutRecord]:
@@ -234,7 +221,6 @@ async def run_rollouts(
         sampling=sampling,
         skip=skip,
         run_id=run_id,
-        limiter=limiter,
         policy_version=policy_version,
         tasks=tasks,
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from contextlib import asynccontextmanager
 
 import pytest
 from hypothesis import given, settings
@@ -211,19 +210,6 @@ async def test_skip_resumes_only_missing_rollouts_and_streams_records() -> None:
     assert len(records) == 7 and keys.isdisjoint(done)
     assert keys | done == {(i, j) for i in range(5) for j in range(2)}
     assert sorted(seen) == sorted(keys)
-
-
-async def test_limiter_hook_wraps_each_rollout() -> None:
-    entered = []
-
-    class Limiter:
-        @asynccontextmanager
-        async def slot(self):
-            entered.append(1)
-            yield
-
-    await run_rollouts(make_env(), answering_client(), limiter=Limiter())
-    assert len(entered) == 5
 
 
 async def test_eval_tasks_used_and_invalid_arguments() -> None:
