@@ -147,7 +147,10 @@ class Prepared:
 def start(config: TrainConfig, env: Environment, env_spec: str) -> Prepared:
     """Create the run dir and write the resolved config and run.json."""
     run = RunDir.new(
-        config.output_dir, env.name or env_spec, Path(config.model.name).name, config.run_name
+        config.output_dir.resolve(),
+        env.name or env_spec,
+        Path(config.model.name).name,
+        config.run_name,
     )
     write_text_atomic(run.resolved_config, config.to_toml())
     run.update_run_json(

@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.eval_support import prime_env
+from prime_cli.env_install import find_uv
+from tests.e2e.eval_support import ROOT, prime_env
 from tests.e2e.test_eval_hub import fresh_python
 from tests.e2e.train_support import FAST, metrics
 from tests.hub_server.hubproc import HubProcess, start_hub
@@ -42,9 +43,17 @@ def test_train_installs_from_the_hub_and_trains(
 ) -> None:
     version = httpx.get(
         f"{seeded_hub.url}/api/v1/environmentshub/prime/arithmetic/@latest", timeout=30
-    ).json()["semantic_version"]
+    ).json()["data"]["semantic_version"]
     python = fresh_python(tmp_path / "venv")
-    env = prime_env(PRIME_HUB_URL=seeded_hub.url, HOME=str(tmp_path))
+    # The SDK the checkout runs with, installed into the venv itself (not only visible through
+    # fresh_python's .pth), so the installer resolves the environment's SDK requirement there.
+    subprocess.run(
+        [str(find_uv()), "pip", "install", "-q", "--python", str(python), "--no-deps",
+         "-e", str(ROOT / "sdk")],
+        check=True,
+    )  # fmt: skip
+    token = seeded_hub.add_user("alice")
+    env = prime_env(PRIME_HUB_URL=seeded_hub.url, PRIME_API_KEY=token, HOME=str(tmp_path))
 
     def prime(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -64,11 +73,19 @@ def test_train_installs_from_the_hub_and_trains(
     # train on them anyway (zero-advantage filter off) to exercise the whole path
     result = prime(
         "train", f"prime/arithmetic@{version}", "-m", str(tiny_model_dir), "--max-steps", "2",
-        "--no-orchestrator.filter-zero-advantages", "--output", "json", *FAST,
+        "--no-orchestrator.filter-zero-advantages", "--push", "--public", "--output", "json",
+        *FAST,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "is not installed here; installing it from" in result.stderr
-    run = Path(json.loads(result.stdout)["run_dir"])
+    summary = json.loads(result.stdout)
+    run = Path(summary["run_dir"])
+    assert [p["step"] for p in summary["pushes"]] == ["0", "2"]  # before and after
+    board = httpx.get(
+        f"{seeded_hub.url}/api/v1/evaluations/", params={"environment": "prime/arithmetic"},
+        timeout=30,
+    )  # fmt: skip
+    assert board.status_code == 200, board.text
     assert [r["step"] for r in metrics(run)] == [0, 1]
     installed = subprocess.run(
         [str(python), "-c", "import importlib.metadata as m; print(m.version('arithmetic'))"],
