@@ -15,11 +15,11 @@ from typing import IO
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
-from sqlmodel import Session
+from sqlmodel import Session, select
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from hub_server.accounts.access import find_owner, readable_environment, require_upload
+from hub_server.accounts.access import find_owner, require_upload
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
 from hub_server.core.deps import check_upload_rate, resolve_principal
@@ -33,6 +33,7 @@ from hub_server.core.errors import (
 )
 from hub_server.core.http_protocol import REASON_HEADER, latin1_reason
 from hub_server.core.state import Hub
+from hub_server.registry.models import Environment
 from hub_server.registry.publishing import EnvTarget, NewFile, publish_file
 from registry_index.errors import InvalidUpload
 from registry_index.filenames import parse_filename
@@ -154,12 +155,12 @@ def _handle(hub: Hub, principal: Principal, owner_name: str | None, form: object
 
     with Session(hub.engine, expire_on_commit=False) as session:
         owner = _target_owner(session, principal, owner_name)
-        env = None
-        try:
-            _, env = readable_environment(session, principal, owner.name, parsed.name)
-        except NotFound:
-            env = None
-        require_upload(principal, owner, env, parsed.name)
+        env = session.exec(
+            select(Environment).where(
+                Environment.owner_id == owner.id, Environment.normalized_name == parsed.name
+            )
+        ).first()
+        require_upload(principal, owner, env, parsed.name)  # 404 for one the caller cannot read
 
     scratch = _spool(hub, content.file, digests)
     try:
