@@ -49,7 +49,7 @@ def test_postgres_upload_install_and_race(pg_hub: HubProcess, tmp_path: Path) ->
     data = wheel_bytes("pg-race", "1.0.0")
     with ThreadPoolExecutor(20) as pool:
         codes = list(pool.map(
-            lambda _: upload(f"{pg_hub.url}/petra/legacy/", token, "pg_race-1.0.0-py3-none-any.whl", data).status_code,
+            lambda _: upload(httpx, f"{pg_hub.url}/petra/legacy/", token, "pg_race-1.0.0-py3-none-any.whl", data).status_code,
             range(20),
         ))  # fmt: skip
     assert codes == [200] * 20

@@ -8,11 +8,13 @@ from __future__ import annotations
 import hashlib
 import io
 import tarfile
+from typing import Any
 
 import httpx
 import pytest
 
 from prime_cli.hub_client import HubClient
+from tests.hub_server.hubproc import HubProcess
 from tests.hub_server.inproc import InProcessHub
 from tests.hub_server.wheels import source_archive_bytes, wheel_bytes
 
@@ -29,12 +31,16 @@ def fresh_hub(fresh_inproc_hub: InProcessHub) -> InProcessHub:
     return fresh_inproc_hub
 
 
-def client(hub: InProcessHub, token: str | None) -> httpx.Client:
-    return hub.client(token)
+def client(hub: InProcessHub | HubProcess, token: str | None) -> Any:
+    """A client of `hub` with `token`: in-process, or over a socket to a real server."""
+    if isinstance(hub, InProcessHub):
+        return hub.client(token)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.Client(base_url=hub.url, headers=headers, timeout=30)
 
 
 def push(
-    api: httpx.Client, name: str, version: str, *, visibility: str = "public",
+    api: Any, name: str, version: str, *, visibility: str = "public",
     owner: str | None = None, content_hash: str | None = None, source: bool = True,
     module: str = "VALUE = 1\n", tags: list[str] | None = None,
 ) -> dict:  # type: ignore[type-arg]  # fmt: skip

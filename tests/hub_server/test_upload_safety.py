@@ -1,4 +1,7 @@
-"""Hostile uploads, concurrent uploads and crashes: refused cleanly, stored once, never partial."""
+"""Hostile uploads, concurrent uploads and crashes: refused cleanly, stored once, never partial.
+
+Refusals and the upload race are route logic, tested on the hub in-process; the reason phrase
+twine prints (the server's HTTP protocol) and a SIGKILL mid-upload need a real server."""
 
 from __future__ import annotations
 
@@ -9,21 +12,23 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.hub_server.hubproc import HubAccounts, HubProcess, start_hub
+from tests.hub_server.hubproc import HubAccounts, HubProcess
+from tests.hub_server.inproc import InProcessHub, start_inproc_hub
 from tests.hub_server.wheels import wheel_bytes
 
 LIMIT = 2 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def small_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
+def small_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessHub]:
     """A hub with a 2 MiB upload limit (so 'oversized' is cheap to produce)."""
     env = {"PRIME_HUB_MAX_UPLOAD_BYTES": str(LIMIT)}
-    with start_hub(tmp_path_factory.mktemp("hostile"), env) as running:
+    with start_inproc_hub(tmp_path_factory.mktemp("hostile"), env) as running:
         yield running
 
 
@@ -44,7 +49,8 @@ def multipart(fields: dict[str, str], filename: str, data: bytes) -> tuple[bytes
     return b"".join(parts), f"multipart/form-data; boundary={boundary}"
 
 
-def upload(url: str, token: str, filename: str, data: bytes) -> httpx.Response:
+def upload(http: Any, url: str, token: str, filename: str, data: bytes) -> Any:
+    """POST to a twine endpoint through `http` (the httpx module, or an in-process client)."""
     fields = {
         ":action": "file_upload",
         "protocol_version": "1",
@@ -52,7 +58,7 @@ def upload(url: str, token: str, filename: str, data: bytes) -> httpx.Response:
         "sha256_digest": hashlib.sha256(data).hexdigest(),
     }
     body, content_type = multipart(fields, filename, data)
-    return httpx.post(
+    return http.post(
         url,
         auth=("__token__", token),
         content=body,
@@ -141,28 +147,37 @@ HOSTILE = {
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
-def test_hostile_upload_is_refused_and_leaves_nothing(small_hub: HubProcess, case: str) -> None:
+def test_hostile_upload_is_refused_and_leaves_nothing(small_hub: InProcessHub, case: str) -> None:
     token = small_hub.admin_token
     filename, make, expected = HOSTILE[case]
-    response = upload(f"{small_hub.url}/admin/legacy/", token, filename, make())
+    response = upload(small_hub.http, f"{small_hub.url}/admin/legacy/", token, filename, make())
     assert response.status_code in (400, 413), (case, response.status_code, response.text)
     message = response.text.strip()
-    assert message and response.reason_phrase.strip() == " ".join(message.split())[:400].strip()
     assert expected.lower() in message.lower(), message
     assert "Traceback" not in message
     assert stored_blobs(small_hub) == []
     assert table_counts(small_hub) == {"environment": 0, "version": 0, "distfile": 0}
 
 
-def test_twenty_concurrent_uploads_store_exactly_one(fresh_hub: HubProcess) -> None:
+def test_twine_reads_the_refusal_in_the_reason_phrase(fresh_hub: HubProcess) -> None:
+    """twine prints only the status line: the server puts the message there."""
+    filename, make, expected = HOSTILE["path traversal member"]
+    response = upload(
+        httpx, f"{fresh_hub.url}/admin/legacy/", fresh_hub.admin_token, filename, make()
+    )
+    message = response.text.strip()
+    assert response.status_code == 400 and expected in message
+    assert response.reason_phrase.strip() == " ".join(message.split())[:400].strip()
+
+
+def test_twenty_concurrent_uploads_store_exactly_one(fresh_inproc_hub: InProcessHub) -> None:
+    fresh_hub = fresh_inproc_hub
     data = wheel_bytes("race-env", "1.0.0")
     filename = "race_env-1.0.0-py3-none-any.whl"
+    url, token = f"{fresh_hub.url}/legacy/", fresh_hub.admin_token
     with ThreadPoolExecutor(20) as pool:
         responses = list(
-            pool.map(
-                lambda _: upload(f"{fresh_hub.url}/legacy/", fresh_hub.admin_token, filename, data),
-                range(20),
-            )
+            pool.map(lambda _: upload(fresh_hub.http, url, token, filename, data), range(20))
         )
     assert [r.status_code for r in responses] == [200] * 20, [r.text for r in responses]
     assert table_counts(fresh_hub) == {"environment": 1, "version": 1, "distfile": 1}
