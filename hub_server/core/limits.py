@@ -95,13 +95,15 @@ class RequestLimitsMiddleware:
         declared = int(declared_text) if declared_text and declared_text.isdigit() else None
         has_body = (declared or 0) > 0 or _header(scope, b"transfer-encoding") is not None
         if has_body and not token_in_url:
+            principal = None
             if _header(scope, b"authorization"):
                 try:
-                    scope[PRINCIPAL_KEY] = await run_in_threadpool(_authenticate, scope, hub)
+                    principal = await run_in_threadpool(_authenticate, scope, hub)
                 except HubError as error:
                     await _respond(send, error.status, error.message, error.headers)
                     return
-            else:
+                scope[PRINCIPAL_KEY] = principal
+            if principal is None:  # no token (or a header that names none): anonymous
                 anonymous_limit = hub.settings.max_anonymous_body_bytes
                 if (declared or 0) > anonymous_limit and _is_api(scope.get("path", "")):
                     await _respond(

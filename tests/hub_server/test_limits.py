@@ -57,6 +57,9 @@ def test_chunked_unauthenticated_body_is_cut_at_the_anonymous_limit(hub: Hardene
 def test_wrong_token_is_refused_before_reading(hub: HardenedHub) -> None:
     status, pulled = asyncio.run(hub.raw("POST", RESOLVE, token="phub_wrong", body_size=GIB))
     assert (status, pulled) == (401, 0)
+    # A header that carries no token at all is anonymous, with the anonymous limit.
+    status, pulled = asyncio.run(hub.raw("POST", RESOLVE, token="", body_size=GIB))
+    assert (status, pulled) == (401, 0)
 
 
 def test_json_route_body_limit_holds_for_declared_and_chunked(hub: HardenedHub) -> None:
