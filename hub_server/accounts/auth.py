@@ -88,6 +88,16 @@ class Principal:
         """The token's scopes cover writing to `owner/name` (any name of owner when None)."""
         return token_scopes.allows(self.scopes, "write", owner_name, normalized_name)
 
+    def may_write_some_of(self, owner: Owner) -> bool:
+        """Whether any environment of `owner` could be written with this token (checked before
+        an upload's body names which one)."""
+        if not self._user_reaches(owner):
+            return False
+        prefix = f"upload:{owner.name}/"
+        return any(
+            s in ("all", f"upload:{owner.name}") or s.startswith(prefix) for s in self.scopes
+        )
+
     def may_write_anything(self) -> bool:
         """False for a read-only token: it can be refused before any body is read."""
         return any(scope == "all" or scope.startswith("upload:") for scope in self.scopes)

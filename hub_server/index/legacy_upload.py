@@ -78,6 +78,7 @@ async def _upload(request: Request, owner_name: str | None) -> Response:
             and int(declared) > hub.settings.max_upload_bytes + _CHUNK
         ):
             raise _too_large(hub)
+        await run_in_threadpool(_check_owner, hub, principal, owner_name)
         check_upload_rate(request, hub, principal)
         form = await request.form(max_files=1, max_fields=200)
         try:
@@ -96,6 +97,17 @@ def _authenticate(request: Request, hub: Hub) -> Principal:
             "Uploading needs an API token: use username __token__ and your token as the password."
         )
     return principal
+
+
+def _check_owner(hub: Hub, principal: Principal, owner_name: str | None) -> None:
+    """403 before the body is read when the token can write nothing of the target owner."""
+    with Session(hub.engine, expire_on_commit=False) as session:
+        owner = _target_owner(session, principal, owner_name)
+    if not principal.may_write_some_of(owner):
+        raise Forbidden(
+            f"Your token may not publish to {owner.name}/; ask an admin for a token with scope "
+            f"upload:{owner.name} (and membership of {owner.name})."
+        )
 
 
 def _too_large(hub: Hub) -> TooLarge:

@@ -82,6 +82,14 @@ def test_legacy_upload_with_read_token_is_refused_before_reading(hub: HardenedHu
         )
     )  # fmt: skip
     assert (status, pulled) == (403, 0)
+    # An upload token for another owner is refused before reading too.
+    status, pulled = asyncio.run(
+        hub.raw(
+            "POST", "/alice/legacy/", token=hub.tokens["bob"], basic=True, body_size=GIB,
+            declare_length=False, content_type="multipart/form-data; boundary=x",
+        )
+    )  # fmt: skip
+    assert (status, pulled) == (403, 0)
 
 
 _MULTIPART_FILE = (
