@@ -127,6 +127,10 @@ class Trainer:
         torch.manual_seed(tc.seed)
         random.seed(tc.seed)
         base, self.tokenizer = load_base(config.model)
+        if tc.activation_checkpointing:
+            base.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
         self.model = add_lora(base, config.model)
         self.scorer = TokenScorer(self.model, tc.logprob_chunk)
         if self.dist.world_size > 1:
@@ -158,7 +162,7 @@ class Trainer:
     # --- one step -----------------------------------------------------------------------
     def train_step(self, samples: list[TrainSample]) -> dict[str, float]:
         """One optimizer step on a whole batch; returns the step's metrics."""
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         accumulated = self.backward(samples)
         params = [p for p in self.model.parameters() if p.requires_grad]
         max_norm = self.config.trainer.optim.max_norm
@@ -183,6 +187,7 @@ class Trainer:
             "samples": accumulated.samples,
             "micro_batches": float(accumulated.micro_batches),
             "train_s": time.perf_counter() - started,
+            "train_cpu_s": time.process_time() - cpu_started,
         }
 
     def backward(self, samples: list[TrainSample]) -> Accumulated:

@@ -2,8 +2,9 @@
 
 It makes `prime eval run` work offline on a fresh machine. Concurrent rollouts are batched:
 requests arriving within a few milliseconds (and all that arrive while a batch is generating)
-are left-padded and generated together, which on CPU gives several times the throughput of one
-request at a time. Generation runs in a worker thread so the event loop keeps scoring and
+are left-padded and decoded together with a KV cache, each leaving the batch as soon as it
+ends (local_decode.py), which on CPU gives several times the throughput of one request at a
+time. Generation runs in a worker thread so the event loop keeps scoring and
 writing results meanwhile. Token ids and per-token logprobs are returned, like vLLM with
 `--logprobs-mode processed_logprobs`: the logprob of each sampled token under the distribution
 it was sampled from (temperature applied), and a stop string cuts the ids as well as the text,
@@ -177,9 +178,9 @@ class LocalClient:
         return [dataclasses.replace(r, policy_version=version) for r in responses]
 
     def _generate_locked(self, jobs: list[_Job]) -> list[ChatResponse]:
-        import torch
+        from prime_env.clients.local_decode import Row, decode
 
-        tok, model = self._tokenizer, self._model
+        tok = self._tokenizer
         prompts: list[list[int]] = [
             list(
                 tok.apply_chat_template(
@@ -192,53 +193,32 @@ class LocalClient:
             )
             for j in jobs
         ]
-        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        width = max(len(p) for p in prompts)
-        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-        device = next(model.parameters()).device
-        ids, mask = ids.to(device), mask.to(device)
         limits = [j.sampling.max_tokens or DEFAULT_MAX_TOKENS for j in jobs]
+        rows = [
+            Row(prompt, limit, self._stop_check(job.sampling.stop))
+            for prompt, limit, job in zip(prompts, limits, jobs)
+        ]
         first = jobs[0].sampling
-        temperature = 1.0 if first.temperature is None else first.temperature
-        options: dict[str, Any] = {"do_sample": temperature > 0}
-        if temperature > 0:
-            options.update(temperature=temperature, top_p=first.top_p or 1.0, top_k=0)
-        if first.seed is not None:
-            torch.manual_seed(first.seed)
-        with torch.inference_mode():
-            out = model.generate(
-                input_ids=ids,
-                attention_mask=mask,
-                max_new_tokens=max(limits),
-                pad_token_id=pad,
-                output_scores=True,
-                return_dict_in_generate=True,
-                **options,
-            )
-        generated = out.sequences[:, width:]
-        # Logprobs of the sampled tokens under the distribution they were drawn from (the
-        # processed scores: logits / temperature), one step at a time so a [batch, steps,
-        # vocab] tensor is never materialised.
-        logprobs = (
-            torch.stack(
-                [
-                    torch.log_softmax(step.float(), dim=-1)
-                    .gather(1, generated[:, t : t + 1])
-                    .squeeze(1)
-                    for t, step in enumerate(out.scores)
-                ],
-                dim=1,
-            )
-            if out.scores
-            else torch.zeros((len(jobs), 0))
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        results = decode(
+            self._model,
+            rows,
+            pad_id=pad,
+            eos_id=tok.eos_token_id,
+            temperature=1.0 if first.temperature is None else first.temperature,
+            top_p=first.top_p or 1.0,
+            seed=first.seed,
         )
         return [
-            self._response(
-                jobs[i], prompts[i], generated[i].tolist(), logprobs[i].tolist(), limits[i]
-            )
-            for i in range(len(jobs))
+            self._response(job, prompt, tokens, logprobs, limit)
+            for job, prompt, (tokens, logprobs), limit in zip(jobs, prompts, results, limits)
         ]
+
+    def _stop_check(self, stops: list[str] | None) -> Callable[[list[int]], bool] | None:
+        """A row may stop decoding once one of its stop strings shows in the text so far."""
+        if not stops:
+            return None
+        return lambda tokens: _first_stop(self._decode(tokens), stops) is not None
 
     def _response(
         self, job: _Job, prompt: list[int], tokens: list[int], logprobs: list[float], limit: int
