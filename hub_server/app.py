@@ -48,7 +48,6 @@ _EXTENSIONS: tuple[str, ...] = (
     "hub_server.web.routes:router",
     "hub_server.web.environment_pages:router",
     "hub_server.web.evaluation_pages:router",
-    "hub_server.web.evaluation_pages:router",
 )
 
 
