@@ -204,6 +204,7 @@ def push(
     if path_arg is not None and path is not None and path_arg != path:
         raise click.UsageError("give the directory once: PATH or --path")
     bumps = [kind for kind, flag in (("patch", auto_bump), ("rc", rc), ("post", post)) if flag]
+    original: bytes | None = None  # pyproject.toml before a bump, restored if the push fails
     if len(bumps) > 1:
         raise click.UsageError("--auto-bump, --rc and --post exclude each other")
     settings = cfg.load_settings()
@@ -230,16 +231,23 @@ def push(
                 err_console.print(f"would bump {project.version} → {new_version} (dry run)")
                 project = dataclasses.replace(project, version=new_version)
             else:
+                original = (project.root / "pyproject.toml").read_bytes()
                 project = write_version(project, new_version)
                 err_console.print(f"bumped the version to {project.version} in pyproject.toml")
-        result = push_environment(
-            client,
-            project,
-            owner,
-            visibility=visibility.lower() if visibility else None,
-            console=err_console,
-            dry_run=dry_run,
-        )
+        try:
+            result = push_environment(
+                client,
+                project,
+                owner,
+                visibility=visibility.lower() if visibility else None,
+                console=err_console,
+                dry_run=dry_run,
+            )
+        except BaseException:
+            if original is not None:  # a failed push leaves the version as it was
+                (project.root / "pyproject.toml").write_bytes(original)
+                err_console.print("the push failed; pyproject.toml keeps its previous version")
+            raise
     slug = f"{result.owner}/{result.name}"
     web_url = f"{settings.hub_url}/{result.owner}/{result.name}"
     meta = None if dry_run else write_push_metadata(project, result)

@@ -79,6 +79,14 @@ def test_push_with_stock_flags(
         "0.1.2rc0", "0.1.1.post0", "0.1.1", "0.1.0",
     ]  # fmt: skip
 
+    # a bump whose push is refused (0.1.0 → 0.1.1, which exists) is undone
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"0.1.2rc0"', '"0.1.0"'))
+    refused = prime(env, "env", "push", str(root), "--auto-bump", token=alice)
+    one_line_error(refused, "nothing to push", "0.1.1")  # exactly what 0.1.1 holds
+    assert _version(root) == "0.1.0" and "keeps its previous version" in refused.stderr
+    pyproject.write_text(pyproject.read_text().replace('"0.1.0"', '"0.1.2rc0"'))
+
     # --dry-run builds and validates, bumps nothing and sends nothing
     (root / "stock_push" / "__init__.py").write_text(
         (root / "stock_push" / "__init__.py").read_text() + "\n# changed\n"
