@@ -25,6 +25,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pyproject_hooks import quiet_subprocess_runner
 
+from registry_index.names import module_name
+
 
 class ProjectError(Exception):
     """The project cannot be built or published as it is; the message says how to fix it."""
@@ -277,7 +279,7 @@ def check_environment(project: EnvProject) -> str:
                 f"{path.relative_to(project.root)} does not define"
             )
         return f"{module.strip()}:{attr}"
-    module = project.normalized_name.replace("-", "_")
+    module = module_name(project.normalized_name)
     path = _module_file(project.root, module)
     hint = (
         f"define `def {FACTORY}(**kwargs) -> prime_env.Environment` in {module}.py, or declare "

@@ -18,6 +18,8 @@ from string import Template
 import tomli_w
 from packaging.utils import canonicalize_name
 
+from registry_index.names import module_name
+
 # A project name that is also an importable module once `-` becomes `_`.
 _NAME_RE = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
 
@@ -26,11 +28,6 @@ TASK_COUNT = 5
 
 class ScaffoldError(Exception):
     """The scaffold cannot be created; the message says how to fix the request."""
-
-
-def module_name(name: str) -> str:
-    """The Python module of an environment: lower case, `-` → `_` (the SDK's loading rule)."""
-    return canonicalize_name(name).replace("-", "_")
 
 
 def check_name(name: str) -> str:
