@@ -10,6 +10,7 @@ insert fail, and it simply reads what the first one wrote.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,7 +22,8 @@ from sqlmodel import Field, Session, SQLModel, col, func, select
 
 from hub_server.core.blobstore import BlobStore
 from hub_server.evals.models import Evaluation, EvaluationBatch
-from hub_server.evals.samples import decode_batch
+from hub_server.evals.samples import batch_lines, decode_batch
+from hub_server.index.page_cache import LruCache
 
 HISTOGRAM_BINS = 10
 
@@ -45,14 +47,16 @@ class EvaluationSample(SQLModel, table=True):
 
 
 def _unindexed(session: Session, evaluation_id: str) -> list[EvaluationBatch]:
-    indexed = select(EvaluationSample.seq).where(EvaluationSample.evaluation_id == evaluation_id)
+    # NOT EXISTS probes the primary key once per batch; `seq NOT IN (all indexed seqs)` read
+    # every sample row of the run on every view (100,000 for a large run).
+    indexed = sa.exists().where(
+        col(EvaluationSample.evaluation_id) == evaluation_id,
+        col(EvaluationSample.seq) == col(EvaluationBatch.seq),
+    )
     return list(
         session.exec(
             select(EvaluationBatch)
-            .where(
-                EvaluationBatch.evaluation_id == evaluation_id,
-                col(EvaluationBatch.seq).not_in(indexed),
-            )
+            .where(EvaluationBatch.evaluation_id == evaluation_id, ~indexed)
             .order_by(col(EvaluationBatch.seq))
         )
     )
@@ -164,9 +168,9 @@ def page_of_samples(
     found: dict[tuple[int, int], dict[str, Any]] = {}
     for seq, positions in wanted_positions.items():
         with store.open(blobs[seq]) as handle:
-            for position, record in enumerate(decode_batch(handle.read())):
+            for position, line in enumerate(batch_lines(handle.read())):
                 if position in positions:
-                    found[(seq, position)] = record
+                    found[(seq, position)] = json.loads(line)
     return SamplePage([found[(row.seq, row.position)] for row in rows], total)
 
 
@@ -175,6 +179,33 @@ class Bar:
     low: float
     high: float
     count: int
+
+
+@dataclass(frozen=True)
+class Overview:
+    """What the run page shows above its samples: the reward histogram and the filters' facets."""
+
+    bars: list[Bar]
+    facets: dict[str, list[tuple[str, int]]]
+
+
+# Both scan every sample row of the run (100,000 for a large run: most of a page view), and
+# they change only when samples arrive, so they are kept per (run, sample count).
+_OVERVIEWS: LruCache[Overview] = LruCache(capacity=256)
+
+
+def run_overview(session: Session, evaluation: Evaluation) -> Overview:
+    """The run's histogram and facets (call after `ensure_indexed`, as `page_of_samples` does:
+    the index then holds at least `sample_count` samples, so a cached entry is never older
+    than its key)."""
+    key = (evaluation.id, evaluation.sample_count)
+    overview = _OVERVIEWS.get(key)
+    if overview is None:
+        overview = Overview(
+            reward_histogram(session, evaluation.id), facets(session, evaluation.id)
+        )
+        _OVERVIEWS.put(key, overview)
+    return overview
 
 
 def reward_histogram(session: Session, evaluation_id: str, bins: int = HISTOGRAM_BINS) -> list[Bar]:

@@ -11,26 +11,34 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
 
 
-class PageCache:
-    """A small thread-safe LRU of rendered pages (bytes)."""
+class LruCache(Generic[V]):
+    """A small thread-safe LRU; keys carry the version of what they cache, so entries are
+    never invalidated, only replaced by newer keys and aged out."""
 
     def __init__(self, capacity: int = 4096) -> None:
         self.capacity = capacity
-        self._pages: OrderedDict[Hashable, bytes] = OrderedDict()
+        self._items: OrderedDict[Hashable, V] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: Hashable) -> bytes | None:
+    def get(self, key: Hashable) -> V | None:
         with self._lock:
-            page = self._pages.get(key)
-            if page is not None:
-                self._pages.move_to_end(key)
-            return page
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
 
-    def put(self, key: Hashable, page: bytes) -> None:
+    def put(self, key: Hashable, value: V) -> None:
         with self._lock:
-            self._pages[key] = page
-            self._pages.move_to_end(key)
-            while len(self._pages) > self.capacity:
-                self._pages.popitem(last=False)
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
+
+class PageCache(LruCache[bytes]):
+    """Rendered simple-index pages (bytes)."""

@@ -30,9 +30,8 @@ from hub_server.evals.sample_index import (
     ensure_indexed,
     example_indexes,
     example_means,
-    facets,
     page_of_samples,
-    reward_histogram,
+    run_overview,
 )
 from hub_server.evals.samples import decode_batch
 from hub_server.index import routes as index_routes
@@ -130,7 +129,7 @@ def evaluation_page(
     def pager_query(number: int) -> str:
         return urlencode({**{k: v for k, v in filters.items() if v}, "page": number})
 
-    bars = reward_histogram(session, evaluation.id)
+    overview = run_overview(session, evaluation)
     others = session.exec(
         service.runs_query(principal, Evaluation.id, Evaluation.model_name)
         .where(Evaluation.environment_id == env.id, Evaluation.id != evaluation.id)
@@ -154,8 +153,8 @@ def evaluation_page(
             "summary": service.summary_of(evaluation) or service.Summary(),
         },
         metadata=_metadata_rows(evaluation),
-        histogram=histogram_svg(bars, label="Scored samples by reward"),
-        facets=facets(session, evaluation.id),
+        histogram=histogram_svg(overview.bars, label="Scored samples by reward"),
+        facets=overview.facets,
         filters=filters,
         samples=shown.samples,
         total=shown.total,
