@@ -18,6 +18,14 @@ from typing import Any
 
 import torch
 
+_sampled = 0  # tokens sampled by this process since it started
+
+
+def sampled_tokens() -> int:
+    """Tokens sampled so far by this process: a live display reads it while a batch decodes,
+    so its tokens/s moves during a generation instead of only when a reply completes."""
+    return _sampled
+
 
 @dataclass(frozen=True)
 class Row:
@@ -51,6 +59,7 @@ def decode(
     seed: int | None = None,
 ) -> list[tuple[list[int], list[float]]]:
     """Sample a completion for every row; return (token ids, logprobs) per row, in order."""
+    global _sampled
     from transformers import DynamicCache
 
     device = next(model.parameters()).device
@@ -83,6 +92,7 @@ def decode(
             else:
                 chosen = logp.argmax(-1)
             picked = logp.gather(1, chosen[:, None]).squeeze(1).tolist()
+            _sampled += len(active)
             keep = []
             for b, (row, token) in enumerate(zip(active, chosen.tolist())):
                 tokens[row].append(token)
