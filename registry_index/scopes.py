@@ -67,6 +67,11 @@ def allows(scopes: Iterable[str], action: Action, owner: str, name: str | None =
     return any(parse_scope(scope).allows(action, owner, name) for scope in scopes)
 
 
+def writes_anything(scopes: Iterable[str]) -> bool:
+    """False for read-only scopes: such a token can be refused before any body is read."""
+    return any(parse_scope(scope).kind != "read" for scope in scopes)
+
+
 def upload_owners(scopes: Iterable[str]) -> list[str]:
     """Owners named by upload scopes (for a twine upload that does not say which owner)."""
     return sorted({s.owner for s in map(parse_scope, scopes) if s.owner is not None})

@@ -100,7 +100,7 @@ class Principal:
 
     def may_write_anything(self) -> bool:
         """False for a read-only token: it can be refused before any body is read."""
-        return any(scope == "all" or scope.startswith("upload:") for scope in self.scopes)
+        return token_scopes.writes_anything(self.scopes)
 
     def can_read(self, owner: Owner, env: Environment) -> bool:
         """Private environments are readable by their owner's people, within the scopes."""

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from registry_index.scopes import Scope, allows, canonical_scopes, parse_scope, upload_owners
+from registry_index.scopes import (
+    Scope,
+    allows,
+    canonical_scopes,
+    parse_scope,
+    upload_owners,
+    writes_anything,
+)
 
 
 @pytest.mark.parametrize(
@@ -40,3 +47,5 @@ def test_what_each_scope_allows() -> None:
     assert allows(one, "write", "alice", "Word_Le") and not allows(one, "write", "alice", "x")
     assert not allows(one, "read", "alice")  # one environment is not all of alice's
     assert upload_owners(["read", "upload:b/x", "upload:a", "upload:b"]) == ["a", "b"]
+    assert writes_anything(["read", "upload:a/x"]) and writes_anything(["all"])
+    assert not writes_anything(["read"])
