@@ -67,9 +67,15 @@ def allows(scopes: Iterable[str], action: Action, owner: str, name: str | None =
     return any(parse_scope(scope).allows(action, owner, name) for scope in scopes)
 
 
-def writes_anything(scopes: Iterable[str]) -> bool:
-    """False for read-only scopes: such a token can be refused before any body is read."""
-    return any(parse_scope(scope).kind != "read" for scope in scopes)
+def writes_anything(scopes: Iterable[str], owner: str | None = None) -> bool:
+    """False for read-only scopes (or, given `owner`, for scopes that write none of `owner`'s
+    environments): such a token can be refused before an upload's body is read."""
+    for scope in map(parse_scope, scopes):
+        if scope.kind == "all" or (
+            scope.kind == "upload" and (owner is None or scope.owner == owner.lower())
+        ):
+            return True
+    return False
 
 
 def upload_owners(scopes: Iterable[str]) -> list[str]:

@@ -93,10 +93,7 @@ class Principal:
         an upload's body names which one)."""
         if not self._user_reaches(owner):
             return False
-        prefix = f"upload:{owner.name}/"
-        return any(
-            s in ("all", f"upload:{owner.name}") or s.startswith(prefix) for s in self.scopes
-        )
+        return token_scopes.writes_anything(self.scopes, owner.name)
 
     def may_write_anything(self) -> bool:
         """False for a read-only token: it can be refused before any body is read."""

@@ -49,3 +49,4 @@ def test_what_each_scope_allows() -> None:
     assert upload_owners(["read", "upload:b/x", "upload:a", "upload:b"]) == ["a", "b"]
     assert writes_anything(["read", "upload:a/x"]) and writes_anything(["all"])
     assert not writes_anything(["read"])
+    assert writes_anything(["upload:a/x"], "a") and not writes_anything(["upload:a/x"], "b")
