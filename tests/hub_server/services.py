@@ -62,7 +62,9 @@ def postgres_cluster() -> Iterator[str]:
         stdout=subprocess.DEVNULL, stderr=(workdir / "postgres.log").open("wb"),
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
+        # Ready is pg_isready's answer; the bound only catches a server that hangs (a loaded
+        # host makes start-up slow, not wrong). The finally below stops it on any failure.
+        deadline = time.monotonic() + 300
         while True:
             ready = subprocess.run(
                 [str(bin_dir / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)],
@@ -81,7 +83,11 @@ def postgres_cluster() -> Iterator[str]:
         yield f"postgresql://postgres@127.0.0.1:{port}/hub"
     finally:
         server.terminate()
-        server.wait(30)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
         shutil.rmtree(workdir, ignore_errors=True)
 
 
