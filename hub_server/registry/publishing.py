@@ -162,18 +162,18 @@ def bump_serials(session: Session, env: Environment, *, listing: bool = True) ->
 
     A new file of an existing project leaves the root index as it was, so it is not
     re-rendered after every upload."""
-    session.execute(
-        update(Environment)
-        .where(Environment.id == env.id)  # type: ignore[arg-type]
-        .values(serial=Environment.serial + 1, updated_at=utcnow())
-        .execution_options(synchronize_session=False)
+    # Core statements on the session's connection (same transaction): the ORM's bulk-update
+    # machinery cost more than the updates themselves.
+    connection = session.connection()
+    envs, owners = Environment.__table__, Owner.__table__  # type: ignore[attr-defined]
+    connection.execute(
+        update(envs)
+        .where(envs.c.id == env.id)
+        .values(serial=envs.c.serial + 1, updated_at=utcnow())
     )
     if listing:
-        session.execute(
-            update(Owner)
-            .where(Owner.id == env.owner_id)  # type: ignore[arg-type]
-            .values(serial=Owner.serial + 1)
-            .execution_options(synchronize_session=False)
+        connection.execute(
+            update(owners).where(owners.c.id == env.owner_id).values(serial=owners.c.serial + 1)
         )
 
 
@@ -243,14 +243,8 @@ def confusable_neighbour(owner_id: str, name: str) -> Any:
     The database compares the confusable forms through an expression index (migration
     hub_0003), so a namespace of 10,000 environments is not loaded and re-normalised in
     Python for every new name."""
-    return (
-        select(Environment.name)
-        .where(
-            Environment.owner_id == owner_id,
-            _confusable_form(col(Environment.name)) == ultranormalize(name),
-            Environment.normalized_name != normalize(name),
-        )
-        .limit(1)
+    return _CONFUSABLE_NEIGHBOUR.params(
+        owner_id=owner_id, similar=ultranormalize(name), same=normalize(name)
     )
 
 
@@ -265,6 +259,18 @@ def _confusable_form(column: Any) -> Any:
             expression, sa.literal_column(f"'{old}'"), sa.literal_column(f"'{new}'")
         )
     return expression
+
+
+# Built once: composing the nested expression on every upload cost more than running it.
+_CONFUSABLE_NEIGHBOUR = (
+    select(Environment.name)
+    .where(
+        Environment.owner_id == sa.bindparam("owner_id", type_=sa.String),
+        _confusable_form(col(Environment.name)) == sa.bindparam("similar", type_=sa.String),
+        Environment.normalized_name != sa.bindparam("same", type_=sa.String),
+    )
+    .limit(1)
+)
 
 
 def publish_file(
