@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Coroutine
+from collections import deque
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -24,11 +25,14 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
+    Task,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from prime_cli import config as cfg
 from prime_cli.env_install import (
@@ -72,6 +76,9 @@ err_console = Console(stderr=True)
 
 expected(EvalError, ModelConfigError, EnvironmentNotFound, HubError, InstallError)
 expected(cfg.ConfigError)
+
+LIVE_RATE_WINDOW_S = 5.0
+"""A local model's tokens/s on the live display is measured over this many recent seconds."""
 
 LOCAL_MAX_TOKENS = 256
 """Per-turn token cap for the built-in CPU model when none is given: SmolLM2-135M rarely needs
@@ -144,6 +151,22 @@ class _Tracker:
     tokens: int = 0
     resumed: int = 0  # rollouts already done when this invocation started
     started: float = field(default_factory=time.perf_counter)
+    live: Callable[[], int] | None = None  # tokens sampled so far (a local model in-process)
+    live_base: int = 0
+    window: deque[tuple[float, int]] = field(default_factory=deque)
+
+    def tokens_per_s(self) -> float:
+        """Completion tokens per second. For a local model, counted as it samples and over the
+        last few seconds (its current speed, not diluted by the model's loading time)."""
+        now = time.perf_counter()
+        if self.live is None:
+            return self.tokens / max(now - self.started, 1e-6)
+        made = self.live() - self.live_base
+        self.window.append((now, made))
+        while len(self.window) > 2 and now - self.window[1][0] >= LIVE_RATE_WINDOW_S:
+            self.window.popleft()
+        then, before = self.window[0]
+        return (made - before) / (now - then) if now - then > 0.2 else 0.0
 
     def add(self, record: RolloutRecord) -> None:
         self.done += 1
@@ -160,9 +183,17 @@ class _Tracker:
         return {
             "reward": mean,
             "errors": str(self.errors),
-            "tps": f"{self.tokens / elapsed:,.0f}",
             "rate": f"{(self.done - self.resumed) / elapsed:.2f}",
         }
+
+
+class _TokensPerSecond(ProgressColumn):
+    """Rendered on every refresh (rich's own thread), so it moves between finished rollouts."""
+
+    def render(self, task: Task) -> Text:
+        tracker = task.fields.get("tracker")
+        rate = tracker.tokens_per_s() if isinstance(tracker, _Tracker) else 0.0
+        return Text(f"{rate:,.0f} tok/s")
 
 
 @dataclass(frozen=True)
@@ -183,8 +214,16 @@ async def _run_all(
         for rec in run.done:
             tracker.add(rec)
         tracker.resumed, tracker.tokens = tracker.done, 0
+        if run.spec.client == "local" and workers == 1:
+            from prime_env.clients.local_decode import sampled_tokens
+
+            tracker.live, tracker.live_base = sampled_tokens, sampled_tokens()
         task = progress.add_task(
-            run.spec.name, total=run.total, completed=tracker.done, **tracker.fields()
+            run.spec.name,
+            total=run.total,
+            completed=tracker.done,
+            tracker=tracker,
+            **tracker.fields(),
         )
 
         def on_record(record: RolloutRecord) -> None:
@@ -216,7 +255,7 @@ def _progress(disable: bool) -> Progress:
         TextColumn("reward {task.fields[reward]}"),
         TextColumn("errors {task.fields[errors]}"),
         TextColumn("{task.fields[rate]} rollouts/s"),
-        TextColumn("{task.fields[tps]} tok/s"),
+        _TokensPerSecond(),
         TimeElapsedColumn(),
         TextColumn("eta"),
         TimeRemainingColumn(),

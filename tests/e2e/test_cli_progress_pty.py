@@ -2,7 +2,7 @@
 
 SmolLM2-135M runs on this CPU with the default per-turn cap (the command says so); the display
 must redraw while it works — rollouts done, elapsed time, rate and ETA change on screen before
-the summary — and not flood output when stdout is not a terminal (the other e2e tests)."""
+the summary, and tokens/s moves during a generation, before the first reply is complete."""
 
 from __future__ import annotations
 
@@ -49,6 +49,10 @@ def test_progress_redraws_during_a_local_model_eval(tmp_path: Path) -> None:
     assert {"0", "1", "2"} <= counts, frames[-5:]  # the bar moved through each rollout
     assert len(elapsed) >= 3, frames[-5:]  # and redrew while the model was generating
     assert any("eta" in line for line in frames)
+    # tokens/s moves while the first reply is still being generated, not only when it completes
+    first = [line for line in frames if " 0/2 " in line]
+    rates = {m.group(1) for line in first if (m := re.search(r"([\d,]+) tok/s", line))}
+    assert len(rates - {"0"}) >= 2, first[-5:]
 
     (run_dir,) = run_dirs(tmp_path / "outputs")
     for row in records(run_dir):
