@@ -12,6 +12,7 @@ local model generates (it imports torch).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +49,12 @@ def _processed(logits: torch.Tensor, temperature: float, top_p: float) -> torch.
     return torch.log_softmax(scores, dim=-1)
 
 
+def _cache_keyword(model: Any) -> str:
+    """transformers 5.x names the KV cache argument `cache`; older releases `past_key_values`."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
 def decode(
     model: Any,
     rows: Sequence[Row],
@@ -75,12 +82,13 @@ def decode(
     logprobs: list[list[float]] = [[] for _ in rows]
     active = list(range(len(rows)))  # original row of each batch position
     cache = DynamicCache()
+    cache_kw = _cache_keyword(model)
     with torch.inference_mode():
         out = model(
             input_ids=ids,
             attention_mask=mask,
             position_ids=positions,
-            past_key_values=cache,
+            **{cache_kw: cache},
             use_cache=True,
             logits_to_keep=1,
         )
@@ -115,7 +123,7 @@ def decode(
                 input_ids=chosen[:, None],
                 attention_mask=mask,
                 position_ids=next_position[:, None],
-                past_key_values=cache,
+                **{cache_kw: cache},
                 use_cache=True,
             )
             next_position = next_position + 1
