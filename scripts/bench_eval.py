@@ -413,9 +413,9 @@ def report(runs: list[Run], n: int, c: int, args: argparse.Namespace, load: str)
     lines += [
         (
             "| run | rollouts | c | workers | rollouts/s | of ideal | CPU ms/rollout "
-            "| peak RSS MB | target | projection: CPU-bound share of ideal on 2 idle cores |"
+            "| peak RSS MB | target |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     rows = [("prime", 0.95)] + [
         (f"prime-w{w}", 0.90) for w in [int(x) for x in args.workers.split(",")]
@@ -429,8 +429,7 @@ def report(runs: list[Run], n: int, c: int, args: argparse.Namespace, load: str)
         lines.append(
             f"| {tool} | {sample.rollouts} | {sample.concurrency} | {sample.workers} | "
             f"{g['median']:.0f} ({g['min']:.0f}-{g['max']:.0f}) | {g['ideal']:.0%} | "
-            f"{g['cpu_ms']:.2f} | {g['rss']:.0f} | >= {target:.0%}: {verdict} | "
-            f"{min(1.0, 2000 / g['cpu_ms'] / (sample.concurrency / 0.2)):.0%} |"
+            f"{g['cpu_ms']:.2f} | {g['rss']:.0f} | >= {target:.0%}: {verdict} |"
         )
     short, long = group("prime-1k", 200), group("prime-long", 200)
     if short and long:
@@ -453,8 +452,7 @@ def report(runs: list[Run], n: int, c: int, args: argparse.Namespace, load: str)
             "process gets a fraction of a core, replies queue behind one another, and every one "
             "of the 8 waves of a 1,000-rollout run at c=128 ends late; at c=512 the work does not "
             "fit at all. Worker processes (`prime eval run -w N`) add cores, not speed per core: "
-            "they help at c=512 (the w2 row) and cannot help where no core is idle. The last "
-            "column is a projection from the measured CPU per rollout, not a measurement."
+            "compare the w1 and w2 rows at c=512; they cannot help where no core is idle."
         ),
         "",
         (
