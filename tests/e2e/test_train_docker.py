@@ -25,6 +25,14 @@ def docker_ok() -> bool:
         return False
 
 
+def submitted_code(record: dict[str, object]) -> bool:
+    """python-code's own rule: a complete fenced block and an even number of fences."""
+    completion = record["completion"]
+    assert isinstance(completion, list)
+    text = (completion[-1].get("content") or "") if completion else ""
+    return bool(CODE.search(text)) and text.count("```") % 2 == 0
+
+
 def labelled() -> list[str]:
     out = subprocess.run(
         ["docker", "ps", "-aq", "--filter", f"label={LABEL}"],
@@ -64,10 +72,7 @@ def test_python_code_trains_in_labelled_containers(tmp_path: Path) -> None:
         for path in sorted((run / "rollouts").glob("step_*.jsonl"))
         for line in path.read_text().splitlines()
     ]
-    with_code = [
-        r for r in records
-        if r["error"] is None and CODE.search((r["completion"][-1]["content"] or "") if r["completion"] else "")
-    ]  # fmt: skip
+    with_code = [r for r in records if r["error"] is None and submitted_code(r)]
     assert len(set(started.split())) >= len(with_code)  # one container per submitted answer
     assert labelled() == []  # none left after exit
     print(
