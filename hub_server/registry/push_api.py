@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from datetime import timedelta
+import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -48,8 +49,11 @@ from registry_index.validation import UploadLimits, validate_distribution, valid
 
 router = APIRouter(prefix="/api/v1/environmentshub", tags=["push"])
 
-# A PUT that died without releasing its claim (worker killed) frees the URL after this long.
-_RECEIVE_LEASE = timedelta(minutes=15)
+# A PUT holds its URL by renewing a short lease while bytes arrive; one that died without
+# releasing it (worker killed, hub restarted) frees the URL once the lease lapses, so the
+# client's retry after a restart can go through within a minute.
+_RECEIVE_LEASE = timedelta(seconds=60)
+_RENEW_EVERY_SECONDS = 15.0
 
 
 def public_base(request: Request, hub: Hub) -> str:
@@ -270,7 +274,7 @@ async def put_bytes(upload_id: str, token: str, request: Request) -> Envelope[Pu
     time (a second one gets 409), and the bytes stream to a scratch file: memory stays flat.
     """
     hub: Hub = request.app.state.hub
-    pending = await run_in_threadpool(_claim_for_put, hub, upload_id, token)
+    pending, claim = await run_in_threadpool(_claim_for_put, hub, upload_id, token)
     try:
         limit = min(hub.settings.max_upload_bytes, pending.size or hub.settings.max_upload_bytes)
         sha = hashlib.sha256()
@@ -278,8 +282,12 @@ async def put_bytes(upload_id: str, token: str, request: Request) -> Envelope[Pu
         handle = hub.store.scratch_file()
         path = Path(handle.name)
         try:
+            renewed_at = time.monotonic()
             with handle:
                 async for chunk in request.stream():
+                    if time.monotonic() - renewed_at > _RENEW_EVERY_SECONDS:
+                        claim = await run_in_threadpool(_renew_put, hub, upload_id, claim)
+                        renewed_at = time.monotonic()
                     received += len(chunk)
                     if received > limit:
                         raise TooLarge(
@@ -296,12 +304,13 @@ async def put_bytes(upload_id: str, token: str, request: Request) -> Envelope[Pu
         finally:
             path.unlink(missing_ok=True)
     finally:
-        await run_in_threadpool(_release_put, hub, upload_id)
+        await run_in_threadpool(_release_put, hub, upload_id, claim)
     return Envelope(data=PutResult(sha256=sha.hexdigest(), size=received))
 
 
-def _claim_for_put(hub: Hub, upload_id: str, token: str) -> PendingUpload:
-    """The reservation behind this URL, claimed for one PUT (404 unknown, 409 busy)."""
+def _claim_for_put(hub: Hub, upload_id: str, token: str) -> tuple[PendingUpload, datetime]:
+    """The reservation behind this URL, claimed for one PUT (404 unknown, 409 busy), and the
+    claim's timestamp, which only this PUT may renew or release."""
     with Session(hub.engine, expire_on_commit=False) as session:
         pending = session.get(PendingUpload, upload_id)
         digest = hashlib.sha256(token.encode()).hexdigest()
@@ -329,14 +338,30 @@ def _claim_for_put(hub: Hub, upload_id: str, token: str) -> PendingUpload:
                 "This upload URL is already receiving an upload; wait for that PUT to finish "
                 "(one upload per URL at a time)."
             )
-        return pending
+        return pending, now
 
 
-def _release_put(hub: Hub, upload_id: str) -> None:
+def _renew_put(hub: Hub, upload_id: str, claim: datetime) -> datetime:
+    """Extend this PUT's claim; 409 when its lease lapsed and another PUT took the URL."""
+    now = utcnow()
+    with Session(hub.engine) as session:
+        renewed = session.execute(
+            sa.update(PendingUpload)
+            .where(col(PendingUpload.id) == upload_id, col(PendingUpload.receiving_since) == claim)
+            .values(receiving_since=now)
+        )
+        session.commit()
+    if renewed.rowcount == 0:  # type: ignore[attr-defined]
+        raise Conflict("This upload stalled and another upload of the URL took over; retry.")
+    return now
+
+
+def _release_put(hub: Hub, upload_id: str, claim: datetime) -> None:
+    """Free the URL, unless another PUT took it over after this one's lease lapsed."""
     with Session(hub.engine) as session:
         session.execute(
             sa.update(PendingUpload)
-            .where(col(PendingUpload.id) == upload_id)
+            .where(col(PendingUpload.id) == upload_id, col(PendingUpload.receiving_since) == claim)
             .values(receiving_since=None)
         )
         session.commit()

@@ -150,6 +150,35 @@ def test_one_put_per_upload_url_at_a_time_and_bounded(hub: HardenedHub) -> None:
     assert status == 400
 
 
+def test_a_dead_puts_claim_lapses_so_a_retry_after_a_restart_goes_through(
+    hub: HardenedHub,
+) -> None:
+    """A worker killed mid-PUT never releases its claim; the short lease frees the URL."""
+    from datetime import timedelta
+
+    from hub_server.core.ids import utcnow
+
+    data = b"z" * 1024
+    with hub.client() as client:
+        reservation = _reserve(client, hub, data)
+    path, _, query = reservation["upload_url"].partition("://")[2].partition("/")[2].partition("?")
+    upload_id = path.rsplit("/", 1)[-1]
+
+    def claim_since(age: timedelta) -> None:
+        with Session(hub.engine) as session:
+            row = session.get(PendingUpload, upload_id)
+            assert row is not None
+            row.receiving_since = utcnow() - age
+            session.add(row)
+            session.commit()
+
+    claim_since(timedelta(seconds=5))  # a live PUT, mid-body
+    assert asyncio.run(hub.raw("PUT", "/" + path, query=query, body_size=len(data)))[0] == 409
+    claim_since(timedelta(minutes=2))  # its worker died two minutes ago
+    status, _ = asyncio.run(hub.raw("PUT", "/" + path, query=query, body_size=len(data)))
+    assert status == 400  # taken and read (the bytes differ from the announced hash)
+
+
 def test_put_larger_than_announced_stops_early(hub: HardenedHub) -> None:
     data = b"z" * 1000
     with hub.client() as client:
