@@ -5,11 +5,19 @@
 # torch is pinned to the CPU wheel that pip finds on this machine's disk (a plain `torch`
 # pulls a multi-GB CUDA build); uv then resolves the rest (pip's resolver backtracks for
 # many minutes on the boto/aiobotocore pins that s3fs and moto bring).
+# Each step says what it does and how long it took; uv prints what it resolved and installed
+# (with progress bars on a terminal), so a first setup is never minutes of silence.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+step() { printf '==> %s\n' "$*"; }
+started=$SECONDS
 if [ ! -x .venv/bin/python ]; then
+  step "creating .venv with $("$PY" --version)"
   "$PY" -m venv .venv
 fi
+step "installing CPU torch 2.13.0 and uv (pip; torch comes from this machine's disk)"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check "torch==2.13.0" "uv>=0.4"
-.venv/bin/uv pip install --quiet --python .venv/bin/python --overrides scripts/uv-overrides.txt -e ./sdk -e ".[all,dev]"
+step "installing prime-envhub-sdk and prime-envhub, editable, with every extra and the test tools (uv)"
+.venv/bin/uv pip install --python .venv/bin/python --overrides scripts/uv-overrides.txt -e ./sdk -e ".[all,dev]"
+step "setup done in $((SECONDS - started)) s: .venv/bin/prime is ready"
