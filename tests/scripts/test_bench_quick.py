@@ -63,3 +63,13 @@ def test_bench_registry_quick() -> None:
 def test_bench_evals_quick() -> None:
     out = run_quick("bench_evals.py", "--rollouts", "200", "--runs", "4", "--repeats", "5")
     assert "ratio hub/baseline" in out and "load average" in out
+
+
+@pytest.mark.slow
+def test_bench_local_model_quick() -> None:
+    from tests.trainer_bridge.conftest import local_model_available
+
+    require(local_model_available(), "the local model (extra `train`)")
+    out = run_quick("bench_local_model.py", "--quick")
+    assert re.search(r"batch 1 .* ratio [\d.]+", out) and re.search(r"-c 8 .* ratio [\d.]+", out)
+    assert "load (1-min avg)" in out
