@@ -232,8 +232,6 @@ def execute(prepared: Prepared, env: Environment, console: Console) -> int:
     supervisor = Supervisor()
     monitor = Monitor(run, config.monitors, console)
     run.update_run_json(status="running", pid=os.getpid())
-    # SIGTERM (e.g. from a scheduler) unwinds like Ctrl-C so children are stopped.
-    signal.signal(signal.SIGTERM, _interrupt)
     status, code, message = "failed", 1, ""
     try:
         supervisor.start(
@@ -258,13 +256,13 @@ def execute(prepared: Prepared, env: Environment, console: Console) -> int:
             resume=prepared.resume,
             log=lambda text: console.print(text),
         )
-        _run_loop(orchestrator.run_training())
+        _run_loop(_until_signalled(orchestrator.run_training()))
         status, code = "completed", 0
     except (TrainingStopped, ChildDied) as exc:
         message = str(exc)
         console.print(f"[red]stopped:[/red] {exc}")
         console.print(f"resume with: prime train resume {run.root}")
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         status, message = "interrupted", "interrupted"
         console.print(f"interrupted; resume with: prime train resume {run.root}")
     finally:
@@ -276,8 +274,20 @@ def execute(prepared: Prepared, env: Environment, console: Console) -> int:
     return code
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+async def _until_signalled(coro: Any) -> None:
+    """Run `coro`; SIGTERM or SIGINT (a scheduler, Ctrl-C) cancels it, so in-flight rollouts
+    are cancelled and the children stopped on the way out. The loop's own handlers: a
+    `signal.signal` handler would only run between bytecodes, which the event loop may not
+    reach while it waits."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(coro)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        await task
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
 
 
 def _plot_quietly(run: RunDir) -> None:
