@@ -137,9 +137,12 @@ def apply_weights(model: Any, ref: PolicyRef, tensors: dict[str, Any]) -> None:
             )
         return
     missing, unexpected = model.load_state_dict(tensors, strict=False)
-    tied = {k for k in missing if k.endswith("lm_head.weight")}
-    if unexpected or set(missing) - tied:
+    # safetensors stores a tied tensor (embeddings = LM head) once, under one of its names
+    state = model.state_dict()
+    loaded = {state[k].data_ptr() for k in tensors if k in state}
+    absent = [k for k in missing if state[k].data_ptr() not in loaded]
+    if unexpected or absent:
         raise PolicyError(
-            f"broadcast {ref.version} does not match the model: missing "
-            f"{sorted(set(missing) - tied)[:3]}, unexpected {unexpected[:3]}"
+            f"broadcast {ref.version} does not match the model: missing {absent[:3]}, "
+            f"unexpected {unexpected[:3]}"
         )

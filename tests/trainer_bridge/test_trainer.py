@@ -24,13 +24,20 @@ from trainer_bridge.trainer_config import ModelConfig
 PROMPTS = ["Count to three.", "Name a colour.", "Say hi.", "What is 2+2?"]
 
 
-def make_run(root: Path, model_dir: Path, max_steps: int, **ckpt: int) -> Path:
+def make_run(
+    root: Path, model_dir: Path, max_steps: int, *, lora: bool = True, **ckpt: int
+) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "config").mkdir(exist_ok=True)
     config = {
         "max_steps": max_steps,
-        "model": {"name": str(model_dir), "lora": {"rank": 4, "alpha": 8}},
-        "trainer": {"micro_batch_tokens": 128, "optim": {"lr": 1e-2}, "loss": {"kl_coef": 0.1}},
+        # TOML has no null: full fine-tuning is `lora = false`
+        "model": {"name": str(model_dir), "lora": {"rank": 4, "alpha": 8} if lora else False},
+        "trainer": {
+            "micro_batch_tokens": 128,
+            "optim": {"lr": 1e-2},
+            "loss": {"kl_coef": 0.1 if lora else 0.0},
+        },
         "ckpt": ckpt,
         "orchestrator": {"batch_size": 4},  # not the trainer's: ignored
     }
@@ -127,3 +134,21 @@ def test_bad_run_dir_exits_2_with_a_message(tmp_path: Path) -> None:
         check=False,
     )
     assert out.returncode == 2 and "resolved.toml" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.slow  # a training run and a backend load: about a minute on busy cores
+async def test_full_fine_tuning_broadcasts_load_into_the_backend(
+    tiny_model_dir: Path, tmp_path: Path, sampled: list[TrainSample]
+) -> None:
+    run = make_run(tmp_path / "full", tiny_model_dir, 1, lora=False)
+    config = RunConfig.load(run)
+    assert config.model.lora is None
+    write_batch(run, 0, sampled)
+    Trainer(run, config).run()
+    ref, probe = read_policy(run / "broadcasts" / "step_1")
+    assert ref.kind == "full"
+    backend = TorchBackend(config.model)
+    await backend.publish(ref)
+    served = await backend.score(1, probe.token_ids)
+    assert max(abs(a - b) for a, b in zip(served, probe.logprobs)) <= 1e-5
+    await backend.close()
