@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import json
 import os
 import random
@@ -382,6 +383,22 @@ class Trainer:
         path.write_text("".join(line + "\n" for line in kept))
 
 
+def return_freed_memory() -> None:
+    """Make glibc hand large freed blocks back to the OS at once. Autograd frees and reallocates
+    tensors of many sizes every micro-batch; glibc's adaptive mmap threshold then serves them
+    from a heap it never shrinks. Measured on a SmolLM2 step (64 × ~110 tokens): peak RSS
+    6.8 GB by default, 2.9 GB with these settings."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return  # not glibc (musl, …): nothing to tune
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    libc.mallopt(m_mmap_threshold, 64 * 1024)
+    libc.mallopt(m_trim_threshold, 0)
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident memory (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -397,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"trainer: cannot read {args.run_dir}/config/resolved.toml: {exc}", file=sys.stderr)
         return 2
+    return_freed_memory()
     dist = Dist()
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         from .distributed import init_process_group
