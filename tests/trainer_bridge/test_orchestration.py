@@ -151,3 +151,24 @@ def test_checkpoint_is_stable_only_with_both_halves(tmp_path: Path) -> None:
     assert checkpoints.complete(run, 3)
     loaded = checkpoints.latest(run)
     assert loaded is not None and loaded.step == 3 and loaded.task_cursor == 12
+
+
+def test_resume_refuses_a_changed_config_listing_the_keys(tmp_path: Path) -> None:
+    from trainer_bridge import launch
+    from trainer_bridge.run_dir import write_text_atomic
+
+    config = build_config([], [("max_steps", 4)], env_id="x/y")
+    run = RunDir.new(tmp_path, "x", "m")
+    write_text_atomic(run.resolved_config, config.to_toml())
+    run.update_run_json(env="x/y")
+    with pytest.raises(ConfigError) as caught:
+        launch.resume(
+            run.root,
+            lambda c: c.model_copy(
+                update={"orchestrator": c.orchestrator.model_copy(update={"batch_size": 16})}
+            ),
+        )
+    assert "orchestrator.batch_size: run has 64, now 16" in str(caught.value)
+    longer = launch.resume(run.root, lambda c: c.model_copy(update={"max_steps": 9}))
+    assert longer.config.max_steps == 9 and longer.resume is None  # no checkpoint yet: step 0
+    assert "max_steps = 9" in run.resolved_config.read_text()
