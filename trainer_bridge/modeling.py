@@ -130,11 +130,14 @@ def token_logprobs(
     temperature: float | Tensor = 1.0,
     chunk: int = 512,
     with_entropy: bool = False,
+    only: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """log π(input_ids[:, i] | input_ids[:, :i]) / T-tempered, and the entropy of π at each
     position, as [B, T] tensors (position 0 and padding are 0). Right padding only.
 
-    `temperature` is a scalar or one value per row."""
+    `temperature` is a scalar or one value per row. `only` ([B, T] bool) restricts the LM head
+    to those positions (the trainer passes its loss mask: prompt tokens need no logprob, and
+    the head is a fifth of SmolLM2's compute); the others are 0."""
     lm = causal_lm(model)
     rows, width = input_ids.shape
     positions = torch.arange(width, device=input_ids.device).expand(rows, width)
@@ -146,6 +149,8 @@ def token_logprobs(
     temps = temps.expand(rows) if temps.dim() == 0 else temps
     # Predict token t+1 from the hidden state at t; gather only real (non-pad) targets.
     valid = attention_mask[:, 1:].bool()
+    if only is not None:
+        valid = valid & only[:, 1:].bool()
     flat_hidden = hidden[:, :-1][valid]
     flat_targets = input_ids[:, 1:][valid]
     flat_temps = temps[:, None].expand(rows, width - 1)[valid]
@@ -195,6 +200,7 @@ class TokenScorer(nn.Module):
         attention_mask: Tensor,
         temperature: float | Tensor = 1.0,
         with_entropy: bool = False,
+        only: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         return token_logprobs(
             self.model,
@@ -203,4 +209,5 @@ class TokenScorer(nn.Module):
             temperature=temperature,
             chunk=self.chunk,
             with_entropy=with_entropy,
+            only=only,
         )

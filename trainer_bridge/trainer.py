@@ -234,12 +234,18 @@ class Trainer:
         masks = [effective_mask(s, tc.loss.mask_truncated) for s in group]
         mask = rows(masks, torch.float32) * (0.0 if dummy else 1.0)
         temperature = torch.tensor([s.temperature for s in group], device=self.device)
+        # The LM head runs on trained positions only. With none (a filler micro-batch, or all
+        # masked out) it runs on all, so the loss still has a graph (0, with FSDP's hooks).
+        positions = rows(masks, torch.bool)
+        trained = None if dummy or not bool(positions.any()) else positions
         ref = None
         if tc.loss.kl_coef > 0:
             with torch.no_grad(), self.model.disable_adapter():
-                ref, _ = self.scorer(padded.input_ids, padded.attention_mask, temperature)
+                ref, _ = self.scorer(
+                    padded.input_ids, padded.attention_mask, temperature, only=trained
+                )
         logprobs, entropy = self.scorer(
-            padded.input_ids, padded.attention_mask, temperature, with_entropy=True
+            padded.input_ids, padded.attention_mask, temperature, with_entropy=True, only=trained
         )
         inputs = LossInputs(
             logprobs=logprobs,

@@ -58,3 +58,16 @@ def test_per_row_temperature_and_lora_gradients(tiny_model_dir: Path) -> None:
     assert grads and all(g is not None for g in grads)
     assert sum(float(g.abs().sum()) for g in grads) > 0
     assert all(not p.requires_grad for n, p in model.named_parameters() if "lora_" not in n)
+
+
+def test_only_restricts_the_head_to_the_given_positions(tiny_model_dir: Path) -> None:
+    model, _ = load_base(ModelConfig(name=str(tiny_model_dir)))
+    padded = right_pad(SEQS, 2, torch.device("cpu"))
+    only = torch.zeros_like(padded.attention_mask, dtype=torch.bool)
+    only[0, 3:5] = True
+    only[2, 8] = True
+    with torch.no_grad():
+        full, _ = token_logprobs(model, padded.input_ids, padded.attention_mask)
+        part, _ = token_logprobs(model, padded.input_ids, padded.attention_mask, only=only)
+    assert torch.equal(part[only], full[only])
+    assert part[~only].abs().sum() == 0
