@@ -73,3 +73,10 @@ def test_bench_local_model_quick() -> None:
     out = run_quick("bench_local_model.py", "--quick")
     assert re.search(r"batch 1 .* ratio [\d.]+", out) and re.search(r"-c 8 .* ratio [\d.]+", out)
     assert "load (1-min avg)" in out
+
+
+@pytest.mark.slow
+def test_bench_train_quick() -> None:
+    out = run_quick("bench_train.py", "async", "--quick")
+    assert re.search(r"async/sync steps/hour: [\d.]+x", out), out
+    assert "load" in out
