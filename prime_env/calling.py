@@ -30,6 +30,16 @@ def _pool() -> ThreadPoolExecutor:
     return _executor
 
 
+def _forget_pool_after_fork() -> None:
+    """A forked child (`prime eval run -w N`) inherits the pool object but none of its threads:
+    work submitted to it would wait forever. The child starts a pool of its own on demand."""
+    global _executor
+    _executor = None
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
 def is_async_callable(fn: Callable[..., Any]) -> bool:
     while isinstance(fn, functools.partial):
         fn = fn.func
