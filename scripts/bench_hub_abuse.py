@@ -278,7 +278,7 @@ def main() -> int:
         rotated = [
             httpx.get(
                 f"{url}/api/v1/user/whoami",
-                headers={"Authorization": "Bearer phub_guess", "X-Forwarded-For": f"10.9.{n}.1"},
+                headers={"Authorization": "Bearer phub_guess", "X-Forwarded-For": f"127.9.{n}.1"},
             ).status_code
             for n in range(25)
         ]

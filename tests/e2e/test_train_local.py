@@ -102,7 +102,7 @@ def test_dry_run_prints_each_hosts_command(tmp_path: Path) -> None:
         "--backend",
         "vllm",
         "--inference.urls",
-        '["http://127.0.0.1:8001/v1", "http://10.0.0.2:8000/v1"]',
+        '["http://127.0.0.1:8001/v1", "http://gpu-2.example:8000/v1"]',
         "--dry-run",
         "--output",
         "json",
@@ -112,6 +112,6 @@ def test_dry_run_prints_each_hosts_command(tmp_path: Path) -> None:
     hosts = json.loads(result.stdout)["hosts"]
     assert "trainer_bridge.trainer" in hosts["localhost"]["trainer"]
     assert "vllm serve" in hosts["localhost"]["inference[0]"]
-    assert "--enable-lora" in hosts["10.0.0.2"]["inference[1]"]
-    assert "--return-tokens-as-token-ids" in hosts["10.0.0.2"]["inference[1]"]
-    assert "VLLM_ALLOW_RUNTIME_LORA_UPDATING=1" in hosts["10.0.0.2"]["inference[1]"]
+    assert "--enable-lora" in hosts["gpu-2.example"]["inference[1]"]
+    assert "--return-tokens-as-token-ids" in hosts["gpu-2.example"]["inference[1]"]
+    assert "VLLM_ALLOW_RUNTIME_LORA_UPDATING=1" in hosts["gpu-2.example"]["inference[1]"]

@@ -354,7 +354,7 @@ def test_x_forwarded_for_is_not_believed_without_trusted_proxies(served: HubProc
     for n in range(5):
         response = httpx.get(
             f"{served.url}/api/v1/user/whoami",
-            headers={"Authorization": "Bearer phub_guess", "X-Forwarded-For": f"10.0.0.{n}"},
+            headers={"Authorization": "Bearer phub_guess", "X-Forwarded-For": f"127.0.1.{n}"},
         )
         statuses.append(response.status_code)
     assert statuses[:3] == [401, 401, 401]
