@@ -7,7 +7,8 @@ from sqlmodel import select
 
 from hub_server.accounts.models import Owner
 from hub_server.core.deps import AuthDep, SessionDep
-from hub_server.registry.schemas import Envelope, TokenOut, WhoAmI
+from registry_index.schemas.accounts import TokenOut, WhoAmI
+from registry_index.schemas.envelope import Envelope
 
 router = APIRouter(prefix="/api/v1/user", tags=["account"])
 

@@ -20,20 +20,17 @@ from hub_server.evals.integrity import IntegrityError, loads_strict
 from hub_server.evals.leaderboard import leaderboard
 from hub_server.evals.models import Evaluation
 from hub_server.evals.samples import MAX_BATCH_BYTES
-from hub_server.evals.schemas import (
+from hub_server.registry.models import Environment
+from registry_index.schemas.envelope import Envelope, Page
+from registry_index.schemas.evals import (
     BatchAccepted,
-    BatchEnvelope,
     CreateEvaluation,
     EnvironmentLink,
-    EvaluationData,
     EvaluationEnvelope,
     EvaluationInfo,
-    EvaluationPage,
     FinalizeEvaluation,
-    Leaderboard,
-    SamplePage,
 )
-from hub_server.registry.models import Environment
+from registry_index.schemas.leaderboard import Leaderboard
 
 router = APIRouter(prefix="/api/v1", tags=["evaluations"])
 
@@ -140,7 +137,7 @@ async def create(
 @router.post("/evaluations/{evaluation_id}/samples", summary="Push one batch of samples")
 async def push_samples(
     evaluation_id: str, request: Request, hub: HubDep, session: SessionDep, principal: AuthDep
-) -> BatchEnvelope:
+) -> Envelope[BatchAccepted]:
     """Body `{"samples": [rollout record, …]}`, at most 100,000 samples and 32 MiB per batch."""
     body = await _read_json(request, MAX_BATCH_BYTES, max_depth=hub.settings.max_sample_depth)
     if not isinstance(body, dict) or "samples" not in body:
@@ -148,7 +145,7 @@ async def push_samples(
     batch = service.append_samples(session, hub.store, evaluation_id, principal, body["samples"])
     evaluation = session.get(Evaluation, evaluation_id)
     total = evaluation.sample_count if evaluation else batch.sample_count
-    return BatchEnvelope(
+    return Envelope(
         data=BatchAccepted(
             evaluation_id=evaluation_id,
             accepted=batch.sample_count,
@@ -189,7 +186,7 @@ def list_evaluations(
     per_page: Annotated[int, Query(ge=1, le=100)] = 20,
     skip: Annotated[int | None, Query(ge=0, description="offset (stock prime client)")] = None,
     limit: Annotated[int | None, Query(ge=1, le=100, description="alias of per_page")] = None,
-) -> EvaluationPage:
+) -> Page[EvaluationInfo]:
     environment = None
     bare_name = None
     slug = env or (environment_name if environment_name and "/" in environment_name else None)
@@ -217,7 +214,7 @@ def list_evaluations(
         offset=offset,
         limit=size,
     )
-    return EvaluationPage(
+    return Page(
         data=[evaluation_info(session, run) for run, _env, _owner in result.items],
         total_count=result.total,
         page=offset // size + 1,
@@ -226,9 +223,11 @@ def list_evaluations(
 
 
 @router.get("/evaluations/{evaluation_id}", summary="One evaluation with the hub-computed summary")
-def get(evaluation_id: str, session: SessionDep, principal: PrincipalDep) -> EvaluationData:
+def get(
+    evaluation_id: str, session: SessionDep, principal: PrincipalDep
+) -> Envelope[EvaluationInfo]:
     evaluation, _env = service.get_evaluation(session, evaluation_id, principal)
-    return EvaluationData(data=evaluation_info(session, evaluation))
+    return Envelope(data=evaluation_info(session, evaluation))
 
 
 @router.get("/evaluations/{evaluation_id}/samples", summary="Samples in push order, paged")
@@ -240,11 +239,11 @@ def samples(
     page: Annotated[int, Query(ge=1)] = 1,
     per_page: Annotated[int | None, Query(ge=1, le=1000)] = None,
     limit: Annotated[int | None, Query(ge=1, le=1000, description="alias of per_page")] = None,
-) -> SamplePage:
+) -> Page[dict[str, Any]]:
     evaluation, _env = service.get_evaluation(session, evaluation_id, principal)
     size = per_page or limit or 100
     rows = service.read_samples(session, hub.store, evaluation, page, size)
-    return SamplePage(data=rows, total_count=evaluation.sample_count, page=page, per_page=size)
+    return Page(data=rows, total_count=evaluation.sample_count, page=page, per_page=size)
 
 
 @router.get(
@@ -269,12 +268,12 @@ def environment_leaderboard(
 
 
 @router.post("/evaluations/{evaluation_id}/hide", summary="Owner: hide a run from the leaderboard")
-def hide(evaluation_id: str, session: SessionDep, principal: AuthDep) -> EvaluationData:
+def hide(evaluation_id: str, session: SessionDep, principal: AuthDep) -> Envelope[EvaluationInfo]:
     evaluation = service.set_hidden(session, evaluation_id, principal, True)
-    return EvaluationData(data=evaluation_info(session, evaluation))
+    return Envelope(data=evaluation_info(session, evaluation))
 
 
 @router.post("/evaluations/{evaluation_id}/unhide", summary="Owner: show a hidden run again")
-def unhide(evaluation_id: str, session: SessionDep, principal: AuthDep) -> EvaluationData:
+def unhide(evaluation_id: str, session: SessionDep, principal: AuthDep) -> Envelope[EvaluationInfo]:
     evaluation = service.set_hidden(session, evaluation_id, principal, False)
-    return EvaluationData(data=evaluation_info(session, evaluation))
+    return Envelope(data=evaluation_info(session, evaluation))

@@ -18,9 +18,9 @@ from sqlmodel import Session, col
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import User
 from hub_server.evals.models import Evaluation
-from hub_server.evals.schemas import LeaderboardRow
 from hub_server.evals.service import runs_query, third_party_clause
 from hub_server.registry.models import Environment
+from registry_index.schemas.leaderboard import LeaderboardRow
 
 # Two-sided 95% normal quantile.
 _Z95 = 1.96

@@ -39,11 +39,11 @@ from hub_server.evals.samples import (
     encode_batch,
     validate_batch,
 )
-from hub_server.evals.schemas import CreateEvaluation, EnvironmentRef
 from hub_server.evals.stats import add_stored, batch_partial, merge_partial, summary_from_json
 from hub_server.registry.models import Environment, Version
 from registry_index import resolve, scopes
 from registry_index.names import normalize
+from registry_index.schemas.evals import CreateEvaluation, EnvironmentRef
 from registry_index.summary import Summary, SummaryBuilder
 
 

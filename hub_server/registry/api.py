@@ -21,19 +21,16 @@ from hub_server.core.errors import BadRequest, NotFound
 from hub_server.registry.models import DistFile, Environment, EnvironmentTag, Version
 from hub_server.registry.publishing import bump_serials
 from hub_server.registry.push_api import public_base
-from hub_server.registry.schemas import (
-    Envelope,
-    EnvironmentDetail,
-    EnvironmentPatch,
-    EnvironmentSummary,
-    InstallRecord,
-    Page,
-    VersionInfo,
-    YankRequest,
-)
 from hub_server.registry.search import EnvironmentQuery, SortField, search_environments
 from hub_server.registry.views import file_url, sort_key, summaries, version_info, version_infos
 from registry_index.resolve import select_version
+from registry_index.schemas.envelope import Envelope, Page
+from registry_index.schemas.environments import (
+    EnvironmentDetail,
+    EnvironmentPatch,
+    EnvironmentSummary,
+)
+from registry_index.schemas.versions import InstallRecord, VersionInfo, YankRequest
 
 router = APIRouter(prefix="/api/v1/environmentshub", tags=["environments"])
 
@@ -103,7 +100,7 @@ def update_environment(
             session.delete(row)
         session.flush()
         for tag in sorted(set(body.tags)):
-            session.add(EnvironmentTag(environment_id=env.id, tag=tag[:64]))
+            session.add(EnvironmentTag(environment_id=env.id, tag=tag))
     bump_serials(session, env)
     session.commit()
     session.refresh(env)

@@ -13,11 +13,12 @@ import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
 from hub_server.core.ids import new_id, utcnow
+from registry_index.schemas.environments import MAX_TAG_LENGTH
 
 # Column widths that requests are checked against (SQLite ignores VARCHAR lengths and
-# PostgreSQL enforces them: checking first gives both the same 4xx).
+# PostgreSQL enforces them: checking first gives both the same 4xx). The tag width is the wire
+# schema's, which refuses a longer tag before it reaches the table.
 MAX_VERSION_LENGTH = 64
-MAX_TAG_LENGTH = 64
 
 
 class Environment(SQLModel, table=True):

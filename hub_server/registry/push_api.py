@@ -30,10 +30,14 @@ from hub_server.core.state import Hub
 from hub_server.registry.models import DistFile, Environment, PendingUpload, Version
 from hub_server.registry.pending_uploads import check_quota
 from hub_server.registry.publishing import EnvTarget, NewFile, create_environment, publish_file
-from hub_server.registry.schemas import (
-    Envelope,
+from hub_server.registry.views import version_infos
+from registry_index.errors import InvalidUpload
+from registry_index.filenames import parse_filename
+from registry_index.names import normalize, validate_project_name
+from registry_index.schemas.envelope import Envelope
+from registry_index.schemas.environments import OwnerOut
+from registry_index.schemas.push import (
     FinalizeResult,
-    OwnerOut,
     PutResult,
     ResolveRequest,
     ResolveResponse,
@@ -41,10 +45,6 @@ from hub_server.registry.schemas import (
     UploadRequest,
     WheelReservation,
 )
-from hub_server.registry.views import version_infos
-from registry_index.errors import InvalidUpload
-from registry_index.filenames import parse_filename
-from registry_index.names import normalize, validate_project_name
 from registry_index.validation import UploadLimits, validate_distribution, validate_source_archive
 
 router = APIRouter(prefix="/api/v1/environmentshub", tags=["push"])

@@ -11,13 +11,9 @@ from sqlmodel import Session, select
 
 from hub_server.accounts.models import Owner
 from hub_server.registry.models import DistFile, Environment, EnvironmentTag, Version
-from hub_server.registry.schemas import (
-    EnvironmentSummary,
-    FileOut,
-    OwnerOut,
-    VersionInfo,
-)
 from registry_index.resolve import latest_version
+from registry_index.schemas.environments import EnvironmentSummary, OwnerOut
+from registry_index.schemas.versions import FileOut, VersionInfo
 
 
 def sort_key(version: Version) -> PkgVersion:

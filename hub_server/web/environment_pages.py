@@ -27,7 +27,6 @@ from hub_server.index import routes as index_routes
 from hub_server.index.sdk import sdk_wheel
 from hub_server.registry.models import DistFile, Environment
 from hub_server.registry.push_api import public_base
-from hub_server.registry.schemas import VersionInfo
 from hub_server.registry.views import summaries, version_infos
 from hub_server.web.charts import leaderboard_svg
 from hub_server.web.pages import page
@@ -35,6 +34,7 @@ from hub_server.web.readme import MetadataCache, VersionMetadata
 from hub_server.web.session import WebPrincipalDep
 from registry_index.env_args import EnvSignature, read_env_signature
 from registry_index.install_commands import install_commands
+from registry_index.schemas.versions import VersionInfo
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER
 
 router = APIRouter(include_in_schema=False)

@@ -34,9 +34,9 @@ from hub_server.evals.samples import (
     encode_batch,
     validate_batch,
 )
-from hub_server.evals.schemas import CreateEvaluation
 from hub_server.registry.models import Version
 from hub_server.registry.publishing import create_environment
+from registry_index.schemas.evals import CreateEvaluation
 from tests.hub_server.hubproc import HubAccounts, start_hub
 from tests.hub_server.inproc import start_inproc_hub
 

@@ -1,7 +1,11 @@
-"""Request and response bodies of the evaluations API (the public Prime hub's field names).
+"""Evaluations (`/api/v1/evaluations/…`): create, push samples, finalize, list, read (the public
+Prime hub's field names).
 
-Request models ignore unknown fields (`team_id`, `suite_id`, …) so the stock `prime` client's
-payloads are accepted as sent; the fields the hub does not model are kept in `metadata`.
+A run is `Envelope[EvaluationInfo]`, a listing `Page[EvaluationInfo]`, a page of samples
+`Page[dict[str, Any]]` (rollout records as pushed) and a pushed batch `Envelope[BatchAccepted]`
+(`registry_index.schemas.envelope`). Request models ignore unknown fields (`team_id`,
+`suite_id`, …) so the stock `prime` client's payloads are accepted as sent; the fields the hub
+does not model are kept in `metadata`.
 """
 
 from __future__ import annotations
@@ -113,32 +117,10 @@ class EvaluationInfo(BaseModel):
     hidden: bool = False  # hidden from the leaderboard by the environment's owner
 
 
-class LeaderboardRow(BaseModel):
-    rank: int
-    model: str
-    evaluation_id: str
-    mean_reward: float
-    stderr: float | None
-    n: int
-    rollouts: int
-    errors: int
-    env_version: str
-    date: datetime
-    user: str
-    third_party: bool
-    ci_low: float  # 95% confidence interval of mean_reward (mean ± 1.96 stderr)
-    ci_high: float
-    tied: bool  # its interval overlaps another row's of the same rank
-
-
 class EvaluationEnvelope(BaseModel):
     """`evaluation_id` is top-level too: the stock `prime` client reads it there."""
 
     evaluation_id: str
-    data: EvaluationInfo
-
-
-class EvaluationData(BaseModel):
     data: EvaluationInfo
 
 
@@ -147,26 +129,3 @@ class BatchAccepted(BaseModel):
     accepted: int
     batch: int
     sample_count: int
-
-
-class BatchEnvelope(BaseModel):
-    data: BatchAccepted
-
-
-class EvaluationPage(BaseModel):
-    data: list[EvaluationInfo]
-    total_count: int
-    page: int
-    per_page: int
-
-
-class SamplePage(BaseModel):
-    data: list[dict[str, Any]]
-    total_count: int
-    page: int
-    per_page: int
-
-
-class Leaderboard(BaseModel):
-    environment: str
-    data: list[LeaderboardRow]
