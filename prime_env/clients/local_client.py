@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prime_env.clients.base import ChatResponse, Message, ModelError, SamplingArgs, ToolSpec, Usage
-from prime_env.clients.local_models import gguf_path
+from prime_env.clients.local_models import load_local_model
 
 DEFAULT_MAX_TOKENS = 256
 _TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
@@ -102,29 +102,12 @@ class LocalClient:
 
     def _load(self) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-        from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
         torch.set_num_threads(self.threads)
         if self._loader is not None:
             self._model, self._tokenizer = self._loader()
             return
-        path = gguf_path(self._name)
-        # The GGUF reader draws its own tqdm bar, which would tear through the live eval display.
-        previous = os.environ.get("TQDM_DISABLE")
-        os.environ["TQDM_DISABLE"] = "1"
-        try:
-            self._tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-            self._model = AutoModelForCausalLM.from_pretrained(
-                path.parent, gguf_file=path.name, dtype=torch.float32
-            )
-        finally:
-            if previous is None:
-                os.environ.pop("TQDM_DISABLE", None)
-            else:
-                os.environ["TQDM_DISABLE"] = previous
-        self._model.eval()
+        self._model, self._tokenizer = load_local_model(self._name)
 
     async def ensure_loaded(self) -> None:
         """Load the model (once, in a thread); ModelError if it cannot be loaded."""

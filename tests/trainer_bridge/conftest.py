@@ -25,10 +25,9 @@ def smollm2_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     require(local_model_available(), "the local model and peft (extra `train`)")
     from transformers import AutoTokenizer
 
-    from prime_env.clients.local_models import gguf_path
+    from prime_env.clients.local_models import tokenizer_dir
 
-    path = gguf_path("smollm2-135m")
-    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir("smollm2-135m"))
     out = tmp_path_factory.mktemp("smollm2-tokenizer")
     tokenizer.save_pretrained(out)
     return out

