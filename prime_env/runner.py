@@ -14,12 +14,13 @@ prime_env.parallel runs the same thing in several processes.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .clients.base import ModelClient, SamplingArgs
@@ -40,6 +41,20 @@ def error_info(exc: BaseException, fallback: str = "environment_error") -> Error
     if infra is not None:
         return ErrorInfo(type=infra, message=str(getattr(exc, "message", exc)))
     return ErrorInfo(type=fallback, message=f"{type(exc).__name__}: {exc}")
+
+
+def rollout_sampling(sampling: SamplingArgs, rollout: _Rollout) -> SamplingArgs:
+    """A seeded run gives each rollout a seed of its own, derived from (seed, example, rollout).
+
+    WHY: a server given one seed returns one answer, so the r rollouts of a task would all be
+    the same; and a rollout's randomness must not depend on which other requests a server
+    happened to batch it with (timing), or a seeded run is not reproducible (`prime train
+    --deterministic`, a resumed eval)."""
+    if sampling.seed is None:
+        return sampling
+    key = f"{sampling.seed}/{rollout.example_index}/{rollout.rollout_index}".encode()
+    derived = int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "big") >> 1
+    return replace(sampling, seed=derived)  # 31 bits: every server accepts it
 
 
 @dataclass
@@ -165,7 +180,9 @@ async def stream_rollouts(
             rollout.started = time.perf_counter()
             rollout.state = env.harness.start(rollout.task)
             try:
-                await env.harness.execute(client, rollout.state, sampling)
+                await env.harness.execute(
+                    client, rollout.state, rollout_sampling(sampling, rollout)
+                )
             except Exception as exc:  # noqa: BLE001 - recorded as the rollout's error
                 rollout.error = error_info(exc)
             rollout.generation_ms = (time.perf_counter() - rollout.started) * 1000

@@ -17,6 +17,7 @@ from prime_env import (
     MultiTurn,
     RolloutRecord,
     Rubric,
+    SamplingArgs,
     SingleTurn,
     TaskSet,
     Usage,
@@ -379,3 +380,30 @@ async def test_a_failing_worker_process_fails_the_run_clearly(tmp_path) -> None:
         await execute(
             run, answering_client(), concurrency=1, workers=2, client_factory=answering_client
         )
+
+
+async def test_a_seeded_run_gives_each_rollout_its_own_reproducible_seed() -> None:
+    """r rollouts of one task must not share a seed (a server would answer r times alike), and
+    each rollout's seed depends on (seed, example, rollout) only, not on scheduling."""
+
+    async def seeds(concurrency: int, seed: int | None) -> dict[tuple[str, str], int | None]:
+        client = ScriptedClient(lambda m, t: "x")
+        await run_rollouts(
+            make_env(), client, r=3, concurrency=concurrency, sampling=SamplingArgs(seed=seed)
+        )
+        seen: dict[tuple[str, str], int | None] = {}
+        counts: dict[str, int] = {}
+        for call in client.calls:  # one call per rollout; rollouts of a task in index order
+            question = call["messages"][-1]["content"]
+            counts[question] = counts.get(question, 0) + 1
+            seen[(question, str(counts[question]))] = call["sampling"].seed
+        return seen
+
+    first = await seeds(1, 7)
+    assert len(first) == len(TASKS) * 3
+    assert len(set(first.values())) == len(first)  # all distinct
+    assert all(0 <= s < 2**31 for s in first.values() if s is not None)
+    assert await seeds(1, 7) == first
+    assert set((await seeds(15, 7)).values()) == set(first.values())
+    assert set((await seeds(1, 8)).values()).isdisjoint(first.values())
+    assert set((await seeds(1, None)).values()) == {None}
