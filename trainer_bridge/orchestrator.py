@@ -133,6 +133,8 @@ class Group:
     key: str
     dispatch_version: int
     records: list[RolloutRecord]
+    order: int = 0
+    """Dispatch number: batches take groups in this order, never in completion order."""
     samples: list[TrainSample] = field(default_factory=list)
     rollouts: int = 0
     version: int = 0
@@ -320,7 +322,9 @@ class Orchestrator:
         self.cursor += 1
         return self.cursor - 1, self.tasks[order[index]]
 
-    async def _run_group(self, key: str, task: Task, version: int, seed: int | None) -> None:
+    async def _run_group(
+        self, key: str, order: int, task: Task, version: int, seed: int | None
+    ) -> None:
         assert self.backend is not None
         client = GuardedClient(
             self.backend.client(), self.oc.sampler_timeout_s, self._check_version
@@ -336,7 +340,7 @@ class Orchestrator:
                 sampling=sampling,
                 run_id=self.run.run_id,
             )
-            group = self._screen(key, version, records)
+            group = self._screen(key, version, records, order)
             if any(r.error is not None and r.error.type == SAMPLER_ERROR for r in records):
                 reason = next(
                     r.error.message for r in records if r.error and r.error.type == SAMPLER_ERROR
@@ -368,11 +372,13 @@ class Orchestrator:
                 "orchestrator.filter_zero_advantages = false"
             )
 
-    def _screen(self, key: str, version: int, records: list[RolloutRecord]) -> Group:
+    def _screen(
+        self, key: str, version: int, records: list[RolloutRecord], order: int = 0
+    ) -> Group:
         for record in records:
             if record.policy_version is None:
                 record.policy_version = version
-        group = Group(key, version, records)
+        group = Group(key, version, records, order)
         scored = [r for r in records if r.error is None and r.reward is not None]
         group.version = min((r.policy_version or version for r in records), default=version)
         if len(scored) < 2:
@@ -420,17 +426,21 @@ class Orchestrator:
             key = f"d{self.dispatched}-{task.id}"  # (dispatch, task): never merged by prompt
             self.dispatched += 1
             seed = self.config.seed * 1_000_003 + index if self.config.deterministic else None
-            job = asyncio.create_task(self._run_group(key, task, self.version, seed))
+            job = asyncio.create_task(
+                self._run_group(key, self.dispatched - 1, task, self.version, seed)
+            )
             self.inflight[key] = job
             have += self.group_size
 
     # --------------------------------------------------------------- batches
 
     def _take_batch(self) -> list[Group] | None:
-        """Groups for batch `self.step` (drops recorded) once they hold batch_size rollouts."""
+        """Groups for batch `self.step` (drops recorded) once they hold batch_size rollouts,
+        oldest dispatch first: which groups finish first is timing, and a batch must not depend
+        on it (with --deterministic a resumed run repeats an uninterrupted one bit for bit)."""
         floor = self.step - self.oc.max_off_policy_steps
         kept: list[Group] = []
-        for group in self.ready:
+        for group in sorted(self.ready, key=lambda g: g.order):
             if group.dropped is None and group.version < floor:
                 group.dropped = "stale"
             if group.dropped is not None:

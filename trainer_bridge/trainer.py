@@ -54,6 +54,7 @@ class RunConfig(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     max_steps: int = Field(default=100, ge=1)
+    deterministic: bool = False
     model: ModelConfig = ModelConfig()
     trainer: TrainerConfig = TrainerConfig()
     ckpt: _Ckpt = _Ckpt()
@@ -125,6 +126,8 @@ class Trainer:
         self.device = resolve_device(config.model)
         if self.device.type == "cpu":
             torch.set_num_threads(tc.threads)
+        if config.deterministic:
+            deterministic_torch()
         torch.manual_seed(tc.seed)
         random.seed(tc.seed)
         base, self.tokenizer = load_base(config.model)
@@ -387,6 +390,15 @@ class Trainer:
             return
         kept = [line for line in path.read_text().splitlines() if json.loads(line)["step"] < start]
         path.write_text("".join(line + "\n" for line in kept))
+
+
+def deterministic_torch() -> None:
+    """Only ops that give the same bits on every run (`--deterministic`): an op without such an
+    implementation raises instead of silently varying; cuBLAS needs its workspace pinned too.
+    On CPU, with the thread count fixed, the ops the trainer uses already are."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
 
 
 def return_freed_memory() -> None:

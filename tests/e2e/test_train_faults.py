@@ -72,6 +72,60 @@ def test_sigkill_mid_step_then_resume(tmp_path: Path, tiny_model_dir: Path) -> N
     assert children_of_run(run) == []
 
 
+def adapter(run: Path, step: int) -> dict[str, Any]:
+    from safetensors.torch import load_file
+
+    (path,) = (run / "broadcasts" / f"step_{step}").glob("*.safetensors")
+    return load_file(str(path))
+
+
+def completions(run: Path, step: int) -> list[str]:
+    lines = (run / "rollouts" / f"step_{step}.jsonl").read_text().splitlines()
+    return [json.dumps(json.loads(line)["completion"]) for line in lines]
+
+
+@pytest.mark.slow  # two 4-step runs side by side and a resume, ~2-3 min on 2 shared cores
+def test_deterministic_resume_after_sigkill_equals_an_uninterrupted_run(
+    tmp_path: Path,
+    tiny_model_dir: Path,  # noqa: F811
+) -> None:
+    """Acceptance 5, second half: with --deterministic (A=0, per-rollout seeds) the step-4
+    adapter of a run SIGKILLed mid-step 3 and resumed is bit-identical to an uninterrupted
+    run's. Both runs share the machine, so their timing differs throughout."""
+    flags = ("--deterministic", "--orchestrator.max-async-level", "0",
+             "--max-steps", "4", "--ckpt.interval", "2")  # fmt: skip
+    whole_dir, killed_dir = tmp_path / "whole", tmp_path / "killed"
+    whole_dir.mkdir()
+    killed_dir.mkdir()
+    whole = start_training(whole_dir, tiny_model_dir, *flags)
+    killed = start_training(killed_dir, tiny_model_dir, *flags)
+    try:
+        wait_for(lambda: len(train_dirs(killed_dir / "out")) == 1, 120, "the run dir")
+        run = train_dirs(killed_dir / "out")[0]
+        wait_for(lambda: len(metrics(run)) >= 3, 300, "three steps")
+        killed.send_signal(signal.SIGKILL)  # sampling (or training) step 3
+        killed.wait(10)
+        _, stderr = whole.communicate(timeout=300)
+        assert whole.returncode == 0, stderr[-3000:]
+    finally:
+        for proc in (whole, killed):
+            if proc.poll() is None:
+                proc.kill()
+    wait_for(lambda: children_of_run(run) == [], 10, "the trainer to die with its parent")
+    result = prime("train", "resume", str(run), "--output", "json", cwd=killed_dir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "at step 2" in result.stderr
+    reference = train_dirs(whole_dir / "out")[0]
+    assert [r["step"] for r in metrics(run)] == [0, 1, 2, 3]
+    for step in range(4):  # the same samples, hence the same batches
+        assert completions(run, step) == completions(reference, step), f"step {step}"
+    for step in range(1, 5):
+        got, want = adapter(run, step), adapter(reference, step)
+        assert got.keys() == want.keys()
+        unequal = [name for name in want if not bool((got[name] == want[name]).all())]
+        assert unequal == [], f"step {step}: {len(unequal)} of {len(want)} tensors differ"
+
+
 @pytest.mark.slow
 def test_trainer_sigkill_stops_the_run_naming_it(
     tmp_path: Path,
