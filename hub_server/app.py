@@ -36,6 +36,7 @@ from hub_server.index import sdk as sdk_index
 from hub_server.registry import api as environments_api
 from hub_server.registry import push_api
 from hub_server.registry.pending_uploads import purge_expired
+from registry_index.schemas.errors import ErrorBody
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,8 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
 
     @app.exception_handler(HubError)
     async def _hub_error(_request: Request, error: HubError) -> JSONResponse:
-        return JSONResponse({"detail": error.message}, error.status, headers=error.headers)
+        body = ErrorBody(detail=error.message)
+        return JSONResponse(body.model_dump(), error.status, headers=error.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, error: RequestValidationError) -> JSONResponse:
@@ -110,7 +112,7 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
             f"{'.'.join(str(p) for p in e['loc'] if p != 'body')}: {e['msg']}"
             for e in error.errors()
         )
-        return JSONResponse({"detail": f"Invalid request: {problems}"}, 400)
+        return JSONResponse(ErrorBody(detail=f"Invalid request: {problems}").model_dump(), 400)
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:

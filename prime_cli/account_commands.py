@@ -37,7 +37,7 @@ def login(url: str | None, token: str | None) -> None:
     values = cfg.load_file()
     values.update(hub_url=hub_url, api_key=token)
     path = cfg.save_file(values)
-    console.print(f"Logged in to [bold]{hub_url}[/] as [bold]{who['username']}[/]; saved to {path}")
+    console.print(f"Logged in to [bold]{hub_url}[/] as [bold]{who.username}[/]; saved to {path}")
 
 
 @click.command()
@@ -64,18 +64,14 @@ def whoami(output: str) -> None:
     with HubClient.from_settings(settings) as client:
         who = client.whoami()
     if output == "json":
-        echo_json({"hub_url": settings.hub_url, **who})
+        echo_json({"hub_url": settings.hub_url, **who.model_dump(mode="json")})
         return
     table = Table(show_header=False, box=None)
     table.add_row("hub", settings.hub_url)
-    table.add_row("user", str(who["username"]))
-    table.add_row("admin", "yes" if who.get("is_admin") else "no")
-    table.add_row("organizations", ", ".join(who.get("organizations") or []) or "-")
-    token_info = who.get("token") or {}
-    if token_info:
-        table.add_row(
-            "token", f"{token_info.get('name')} ({', '.join(token_info.get('scopes', []))})"
-        )
+    table.add_row("user", who.username)
+    table.add_row("admin", "yes" if who.is_admin else "no")
+    table.add_row("organizations", ", ".join(who.organizations) or "-")
+    table.add_row("token", f"{who.token.name} ({', '.join(who.token.scopes)})")
     console.print(table)
 
 

@@ -10,10 +10,12 @@ Expected failures become a one-line `Error: …` and exit status 1 (`prime_cli.e
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import click
+from pydantic import TypeAdapter
 from rich.console import Console
 from rich.table import Table
 
@@ -51,6 +53,7 @@ from prime_cli.errors import CliError, expected
 from prime_cli.hub_client import HubClient, HubError, NotFound
 from prime_cli.options import echo_json, output_option, page_of, paging_options
 from registry_index.resolve import EnvRef, parse_env_ref
+from registry_index.schemas.versions import InstallRecord
 
 expected(HubError, ProjectError, PushRefused, InstallError, ScaffoldError, PullError)
 expected(cfg.ConfigError)
@@ -92,13 +95,16 @@ def _size(num: int | None) -> str:
     return f"{num} B"
 
 
-def _date(value: Any) -> str:
+def _date(value: datetime | None) -> str:
     return str(value or "-")[:19].replace("T", " ")
 
 
-def _owner_name(item: dict[str, Any]) -> str:
-    owner = item.get("owner") or {}
-    return str(owner.get("name") if isinstance(owner, dict) else owner)
+_TIMESTAMP = TypeAdapter(datetime)
+
+
+def _iso(value: datetime) -> str:
+    """A timestamp as the hub writes it (pydantic's JSON form): `--output json` shows the hub's."""
+    return str(_TIMESTAMP.dump_python(value, mode="json"))
 
 
 # --------------------------------------------------------------------------- init / build
@@ -221,7 +227,7 @@ def push(
     with HubClient.from_settings(settings, console=err_console) as client:
         if settings.api_key:
             who = client.whoami()
-            owner = owner or settings.owner or str(who["username"])
+            owner = owner or settings.owner or who.username
             check_can_push(who, owner, project)
         elif owner is None:
             owner = settings.owner or "OWNER"
@@ -432,20 +438,18 @@ def _hub_status(ref: EnvRef, output: str) -> None:
     with _client() as client:
         summary = client.environment(ref.owner, ref.name)
         try:
-            latest: dict[str, Any] | None = client.version(ref.owner, ref.name, None)
+            latest: InstallRecord | None = client.version(ref.owner, ref.name, None)
         except NotFound:
             latest = None
     data = {
-        "name": summary.get("name"),
-        "description": summary.get("description"),
-        "visibility": str(summary.get("visibility", "")).upper(),
+        "name": summary.name,
+        "description": summary.description,
+        "visibility": summary.visibility.upper(),
         "latest_version": None
         if latest is None
-        else {
-            "semantic_version": latest.get("semantic_version"),
-            "content_hash": latest.get("content_hash"),
-            "created_at": latest.get("created_at"),
-        },
+        else latest.model_dump(
+            mode="json", include={"semantic_version", "content_hash", "created_at"}
+        ),
     }
     if output == "json":
         echo_json(data)
@@ -457,8 +461,8 @@ def _hub_status(ref: EnvRef, output: str) -> None:
         console.print("  no installable version")
     else:
         console.print(
-            f"  latest {latest.get('semantic_version')}  hash "
-            f"{str(latest.get('content_hash') or '-')[:12]}  {_date(latest.get('created_at'))}"
+            f"  latest {latest.semantic_version}  hash "
+            f"{(latest.content_hash or '-')[:12]}  {_date(latest.created_at)}"
         )
 
 
@@ -503,42 +507,37 @@ def _list_envs(
         err_console.print("this hub has no stars; sorting by downloads")
         sort = "downloads"
     page = page_of(page, num, offset)
-    params: dict[str, Any] = {"page": page, "per_page": num}
-    for key, value in (
-        ("search", search),
-        ("owner", owner),
-        ("visibility", visibility.lower() if visibility else None),
-        ("sort", sort),
-        ("order", order.lower() if order else None),
-    ):
-        if value:
-            params[key] = value
-    if tags:
-        params["tag"] = list(tags)
-    if mine:
-        params["mine"] = "true"
     with _client() as client:
-        body = client.list_environments(params)
-    items: list[dict[str, Any]] = body["data"]
-    total = int(body.get("total_count", len(items)))
+        listing = client.list_environments(
+            search=search,
+            tags=tags,
+            owner=owner,
+            visibility=visibility.lower() if visibility else None,
+            mine=mine,
+            sort=sort,
+            order=order.lower() if order else None,
+            page=page,
+            per_page=num,
+        )
+    items, total = listing.data, listing.total_count
     if output == "json":
         echo_json(
             {
                 # the stock client's shape first (`environments[].environment`, `total`, …)
                 "environments": [
                     {
-                        "environment": f"{_owner_name(item)}/{item.get('name')}",
-                        "description": item.get("description", ""),
-                        "visibility": str(item.get("visibility", "")).upper(),
-                        "version": item.get("latest_version"),
+                        "environment": f"{item.owner.name}/{item.name}",
+                        "description": item.description,
+                        "visibility": item.visibility.upper(),
+                        "version": item.latest_version,
                         "stars": 0,
-                        "updated_at": item.get("updated_at"),
-                        "tags": item.get("tags") or [],
+                        "updated_at": _iso(item.updated_at),
+                        "tags": item.tags,
                         # ours
-                        "owner": _owner_name(item),
-                        "name": item.get("name"),
-                        "downloads": item.get("downloads", 0),
-                        "created_at": item.get("created_at"),
+                        "owner": item.owner.name,
+                        "name": item.name,
+                        "downloads": item.downloads,
+                        "created_at": _iso(item.created_at),
                     }
                     for item in items
                 ],
@@ -559,12 +558,12 @@ def _list_envs(
     table.add_column("description", ratio=1)
     for item in items:
         table.add_row(
-            f"{_owner_name(item)}/{item.get('name')}",
-            str(item.get("latest_version") or "-"),
-            str(item.get("visibility", "-")),
-            str(item.get("downloads", 0)),
-            ", ".join(item.get("tags") or []),
-            str(item.get("description") or ""),
+            f"{item.owner.name}/{item.name}",
+            item.latest_version or "-",
+            item.visibility,
+            str(item.downloads),
+            ", ".join(item.tags),
+            item.description,
         )
     console.print(table)
     if (page - 1) * num + len(items) < total:
@@ -615,40 +614,42 @@ def info(ref: str, version: str | None, output: str) -> None:
     env_ref = _with_version(_ref(ref), version)
     with _client() as client:
         summary = client.environment(env_ref.owner, env_ref.name)
-        record: dict[str, Any] | None = None
+        record: InstallRecord | None = None
         try:
             record = client.version(env_ref.owner, env_ref.name, env_ref.spec)
         except NotFound:
             if env_ref.spec:  # an explicit version that does not exist is an error
                 raise
     if output == "json":
-        echo_json({"environment": summary, "version": record})
+        echo_json(
+            {
+                "environment": summary.model_dump(mode="json"),
+                "version": record.model_dump(mode="json") if record else None,
+            }
+        )
         return
-    table = Table(show_header=False, title=f"{env_ref.owner}/{summary.get('name')}")
+    table = Table(show_header=False, title=f"{env_ref.owner}/{summary.name}")
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
-    table.add_row("description", str(summary.get("description") or "-"))
-    table.add_row("visibility", str(summary.get("visibility")))
-    table.add_row("tags", ", ".join(summary.get("tags") or []) or "-")
-    table.add_row("versions", str(summary.get("versions_count", "-")))
-    table.add_row("downloads", str(summary.get("downloads", 0)))
+    table.add_row("description", summary.description or "-")
+    table.add_row("visibility", summary.visibility)
+    table.add_row("tags", ", ".join(summary.tags) or "-")
+    table.add_row("versions", str(summary.versions_count))
+    table.add_row("downloads", str(summary.downloads))
     if record is None:
         table.add_row("version", "none installable (none pushed yet, or all yanked)")
         console.print(table)
         return
-    table.add_row(
-        "version",
-        str(record.get("semantic_version")) + (" (yanked)" if record.get("yanked") else ""),
-    )
-    table.add_row("package", str(record.get("package_name")))
-    table.add_row("requires-python", str(record.get("requires_python") or "-"))
-    table.add_row("dependencies", ", ".join(record.get("requires_dist") or []) or "-")
-    table.add_row("content hash", str(record.get("content_hash") or "-"))
-    table.add_row("wheel", str(record.get("wheel_filename") or "-"))
-    table.add_row("index", str(record.get("simple_index_url") or "-"))
+    table.add_row("version", record.semantic_version + (" (yanked)" if record.yanked else ""))
+    table.add_row("package", record.package_name)
+    table.add_row("requires-python", record.requires_python or "-")
+    table.add_row("dependencies", ", ".join(record.requires_dist) or "-")
+    table.add_row("content hash", record.content_hash or "-")
+    table.add_row("wheel", record.wheel_filename or "-")
+    table.add_row("index", record.simple_index_url or "-")
     table.add_row(
         "install",
-        f"prime env install {env_ref.owner}/{summary.get('name')}@{record.get('semantic_version')}",
+        f"prime env install {env_ref.owner}/{summary.name}@{record.semantic_version}",
     )
     console.print(table)
 
@@ -662,7 +663,12 @@ def versions(ref: str, output: str) -> None:
     with _client() as client:
         items = client.versions(env_ref.owner, env_ref.name)
     if output == "json":
-        echo_json({"environment": f"{env_ref.owner}/{env_ref.name}", "versions": items})
+        echo_json(
+            {
+                "environment": f"{env_ref.owner}/{env_ref.name}",
+                "versions": [item.model_dump(mode="json") for item in items],
+            }
+        )
         return
     table = Table(title=f"{env_ref.owner}/{env_ref.name} versions")
     table.add_column("version", no_wrap=True)
@@ -672,14 +678,14 @@ def versions(ref: str, output: str) -> None:
     table.add_column("created", no_wrap=True)
     table.add_column("files", ratio=1, overflow="fold")
     for item in items:
-        yanked = "yes" + (f" ({item['yanked_reason']})" if item.get("yanked_reason") else "")
+        yanked = "yes" + (f" ({item.yanked_reason})" if item.yanked_reason else "")
         table.add_row(
-            str(item.get("semantic_version")),
-            yanked if item.get("yanked") else "",
-            str(item.get("content_hash") or "-")[:12],
-            str(item.get("downloads", 0)),
-            _date(item.get("created_at")),
-            "\n".join(str(f.get("filename")) for f in item.get("files") or []),
+            item.semantic_version,
+            yanked if item.yanked else "",
+            (item.content_hash or "-")[:12],
+            str(item.downloads),
+            _date(item.created_at),
+            "\n".join(f.filename for f in item.files),
         )
     console.print(table)
 
@@ -702,7 +708,7 @@ def yank(ref: str, reason: str | None) -> None:
     env_ref = _exact_version(ref)
     with _client() as client:
         data = client.set_yanked(env_ref.owner, env_ref.name, env_ref.spec or "", True, reason)
-    console.print(f"Yanked {env_ref.owner}/{env_ref.name}@{data.get('semantic_version')}")
+    console.print(f"Yanked {env_ref.owner}/{env_ref.name}@{data.semantic_version}")
 
 
 @env.command()
@@ -712,4 +718,4 @@ def unyank(ref: str) -> None:
     env_ref = _exact_version(ref)
     with _client() as client:
         data = client.set_yanked(env_ref.owner, env_ref.name, env_ref.spec or "", False)
-    console.print(f"Unyanked {env_ref.owner}/{env_ref.name}@{data.get('semantic_version')}")
+    console.print(f"Unyanked {env_ref.owner}/{env_ref.name}@{data.semantic_version}")

@@ -32,14 +32,13 @@ import tempfile
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote, urljoin
+from urllib.parse import urljoin
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from prime_cli.hub_client import HubClient, HubError, NotFound, env_path
+from prime_cli.hub_client import HubClient, HubError, NotFound
 from registry_index.errors import InvalidUpload
 from registry_index.resolve import EnvRef
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER, is_sdk_name
@@ -73,33 +72,29 @@ def cache_dir() -> Path:
 
 def resolve(client: HubClient, ref: EnvRef) -> ResolvedEnv:
     """Ask the hub which exact version and wheel `ref` means; NotFound for unknown names."""
-    spec = ref.spec or "latest"
-    what = f"resolve {ref}"
     try:
-        data: dict[str, Any] = client.data(
-            "GET", f"{env_path(ref.owner, ref.name)}/@{quote(spec, safe='')}", what
-        )
+        record = client.version(ref.owner, ref.name, ref.spec, what=f"resolve {ref}")
     except NotFound as exc:
         raise NotFound(
             f"{str(exc).rstrip('.')}; nothing was installed (environments are looked up only on "
             "the hub, never on another index)",
             exc.status,
         ) from exc
-    if not data.get("wheel_url") or not data.get("wheel_sha256"):
+    if not record.wheel_url or not record.wheel_sha256:
         raise HubError(
-            f"{ref.owner}/{ref.name} {data.get('semantic_version')} has no wheel on the hub; "
+            f"{ref.owner}/{ref.name} {record.semantic_version} has no wheel on the hub; "
             "its author must push one (`prime env push`)"
         )
     return ResolvedEnv(
         ref=ref,
-        package_name=str(data["package_name"]),
-        version=str(data["semantic_version"]),
-        visibility=str(data.get("visibility", "public")),
-        yanked=bool(data.get("yanked")),
-        yanked_reason=data.get("yanked_reason"),
-        wheel_url=str(data["wheel_url"]),
-        wheel_sha256=str(data["wheel_sha256"]).lower(),
-        wheel_filename=str(data.get("wheel_filename") or data["wheel_url"].rsplit("/", 1)[-1]),
+        package_name=record.package_name,
+        version=record.semantic_version,
+        visibility=record.visibility,
+        yanked=record.yanked,
+        yanked_reason=record.yanked_reason,
+        wheel_url=record.wheel_url,
+        wheel_sha256=record.wheel_sha256.lower(),
+        wheel_filename=record.wheel_filename or record.wheel_url.rsplit("/", 1)[-1],
     )
 
 

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 from rich.console import Console
 
@@ -25,10 +25,13 @@ from prime_cli.env_project import (
     check_environment,
     source_archive,
 )
-from prime_cli.hub_client import HubClient, HubError, NotFound
+from prime_cli.hub_client import HubClient, HubError, NotFound, checked_request
 from registry_index import scopes as token_scopes
 from registry_index.content_hash import iter_tree_files, tree_content_hash
 from registry_index.errors import InvalidUpload
+from registry_index.schemas.accounts import WhoAmI
+from registry_index.schemas.push import FinalizeResult, PushMetadata, ResolveRequest, UploadRequest
+from registry_index.schemas.versions import FileOut, VersionInfo
 from registry_index.validation import validate_distribution
 
 
@@ -58,24 +61,24 @@ def _bump_hint(version: str) -> str:
     return version + ".post1"
 
 
-def _existing_versions(client: HubClient, owner: str, name: str) -> list[dict[str, Any]]:
+def _existing_versions(client: HubClient, owner: str, name: str) -> list[VersionInfo]:
     try:
         return client.versions(owner, name)
     except NotFound:
         return []
 
 
-def check_can_push(who: dict[str, Any], owner: str, project: EnvProject) -> None:
+def check_can_push(who: WhoAmI, owner: str, project: EnvProject) -> None:
     """Refuse, before anything is built, a push the hub would answer with 403.
 
     Mirrors the hub's `Principal.can_upload` from what `whoami` reports (the account, its
     organisations, the token's scopes); the hub still decides, this only fails early.
     """
-    username = str(who.get("username"))
-    members = {username, *(str(org) for org in who.get("organizations") or [])}
-    scopes = list((who.get("token") or {}).get("scopes") or [])
+    username = who.username
+    members = {username, *who.organizations}
+    scopes = who.token.scopes
     slug = f"{owner}/{project.name}"
-    if not who.get("is_admin") and owner not in members:
+    if not who.is_admin and owner not in members:
         raise PushRefused(
             f"{username} cannot publish to {owner!r}: not your account or one of your "
             f"organisations ({', '.join(sorted(members))}); pass --owner with one of them"
@@ -88,8 +91,8 @@ def check_can_push(who: dict[str, Any], owner: str, project: EnvProject) -> None
 
 
 def check_not_published(
-    versions: list[dict[str, Any]], project: EnvProject, owner: str, content_hash: str
-) -> dict[str, Any] | None:
+    versions: list[VersionInfo], project: EnvProject, owner: str, content_hash: str
+) -> FileOut | None:
     """Refuse unchanged content, and a version number already used by other content.
 
     Returns the already-uploaded wheel's file record when this exact version and content were
@@ -97,20 +100,19 @@ def check_not_published(
     """
     slug = f"{owner}/{project.name}"
     for info in versions:
-        if info.get("content_hash") != content_hash:
+        if info.content_hash != content_hash:
             continue
-        files = info.get("files") or []
-        wheels = [f for f in files if f.get("kind") == "wheel"]
-        has_source = any(f.get("kind") == "source" for f in files)
-        if info.get("semantic_version") == project.version and wheels and not has_source:
-            return dict(wheels[0])
+        wheels = [f for f in info.files if f.kind == "wheel"]
+        has_source = any(f.kind == "source" for f in info.files)
+        if info.semantic_version == project.version and wheels and not has_source:
+            return wheels[0]
         raise PushRefused(
-            f"nothing to push: {slug} {info.get('semantic_version')} already has exactly this "
+            f"nothing to push: {slug} {info.semantic_version} already has exactly this "
             f"content (content hash {content_hash[:12]}…); change the environment and bump "
             "[project] version in pyproject.toml to publish a new version"
         )
     for info in versions:
-        if info.get("semantic_version") == project.version:
+        if info.semantic_version == project.version:
             raise PushRefused(
                 f"{slug} {project.version} is already published with different content and "
                 f"versions are immutable; bump [project] version in pyproject.toml "
@@ -120,24 +122,31 @@ def check_not_published(
 
 
 def _upload_flow(
-    client: HubClient, env_id: str, kind: str, path: Path, body: dict[str, Any]
-) -> dict[str, Any]:
-    """Reserve an upload, PUT the bytes, finalize; `kind` is `wheels` or `versions`.
+    client: HubClient, env_id: str, kind: Literal["wheel", "source"], path: Path,
+    body: UploadRequest,
+) -> FinalizeResult:  # fmt: skip
+    """Reserve an upload, PUT the bytes, finalize (the wheel's endpoints or the source's).
 
     An upload URL the hub no longer honours (404: expired; 409: still held by a PUT that a
     hub restart cut off) is replaced by a fresh reservation once; the bytes go up again.
     """
     for fresh in (False, True):
-        reserved = client.reserve_upload(env_id, kind, body)
-        upload_id = str(reserved.get("wheel_id") or reserved.get("version_id"))
+        if kind == "wheel":
+            wheel = client.reserve_wheel(env_id, body)
+            upload_id, upload_url = wheel.wheel_id, wheel.upload_url
+        else:
+            source = client.reserve_source(env_id, body)
+            upload_id, upload_url = source.version_id, source.upload_url
         try:
-            client.upload(reserved["upload_url"], path, label=f"upload {path.name}")
+            client.upload(upload_url, path, label=f"upload {path.name}")
         except HubError as exc:
             if fresh or exc.status not in (404, 409):
                 raise
             client.console.print(f"[yellow]{exc}; reserving a new upload URL[/]")
             continue
-        return client.finalize_upload(env_id, kind, upload_id, path.name)
+        if kind == "wheel":
+            return client.finalize_wheel(env_id, upload_id, path.name)
+        return client.finalize_source(env_id, upload_id, path.name)
     raise AssertionError("unreachable: the loop returns or raises")
 
 
@@ -217,74 +226,62 @@ def push_environment(
                 created=False,
                 dry_run=True,
             )
-        resolved = client.resolve_environment(
-            {
-                "name": project.name,
-                "visibility": visibility,
-                "owner_slug": owner,
-                "description": project.description or None,
-                "tags": project.tags or None,
-            }
-        )
-        env_id = str(resolved["id"])
-        metadata = {
-            "description": project.description,
-            "tags": project.tags,
-            "license": project.license,
-            "dependencies": project.dependencies,
-            "python_requires": project.requires_python,
-            "original_filename": built.wheel.name,
-            "requires_dist": list(wheel.metadata.requires_dist),
-        }
-        if uploaded_wheel is None:
-            _upload_flow(
-                client,
-                env_id,
-                "wheels",
-                built.wheel,
-                {
-                    "content_hash": content_hash,
-                    "filename": built.wheel.name,
-                    "sha256": wheel.sha256,
-                    "size": wheel.size,
-                    "semantic_version": project.version,
-                    "metadata": metadata,
-                },
+        slug = f"{owner}/{project.name}"
+        with checked_request(f"push {slug}"):
+            request = ResolveRequest(
+                name=project.name,
+                visibility=visibility,  # type: ignore[arg-type]  # checked by pydantic
+                owner_slug=owner,
+                description=project.description or None,
+                tags=project.tags or None,
             )
+            metadata = PushMetadata(
+                description=project.description,
+                tags=project.tags,
+                license=project.license,
+                dependencies=project.dependencies,
+                python_requires=project.requires_python,
+                original_filename=built.wheel.name,
+                requires_dist=list(wheel.metadata.requires_dist),
+            )
+            wheel_body = UploadRequest(
+                content_hash=content_hash,
+                filename=built.wheel.name,
+                sha256=wheel.sha256,
+                size=wheel.size,
+                semantic_version=project.version,
+                metadata=metadata,
+            )
+            source_body = UploadRequest(
+                content_hash=content_hash,
+                filename=archive.name,
+                sha256=_sha256(archive),
+                size=archive.stat().st_size,
+                semantic_version=project.version,
+                metadata=metadata.model_copy(update={"original_filename": archive.name}),
+            )
+        resolved = client.resolve_environment(request)
+        env_id = resolved.id
+        if uploaded_wheel is None:
+            _upload_flow(client, env_id, "wheel", built.wheel, wheel_body)
             wheel_filename, wheel_sha256 = built.wheel.name, wheel.sha256
         else:
             # An earlier push stored the wheel and stopped before the source archive.
             console.print(
                 f"The wheel of {project.version} is already on the hub; adding its source."
             )
-            wheel_filename = str(uploaded_wheel.get("filename"))
-            wheel_sha256 = str(uploaded_wheel.get("sha256"))
-        _upload_flow(
-            client,
-            env_id,
-            "versions",
-            archive,
-            {
-                "content_hash": content_hash,
-                "filename": archive.name,
-                "sha256": _sha256(archive),
-                "size": archive.stat().st_size,
-                "semantic_version": project.version,
-                "metadata": {**metadata, "original_filename": archive.name},
-            },
-        )
-    owner_info = resolved.get("owner")
-    owner_name = owner_info.get("name", owner) if isinstance(owner_info, dict) else owner
+            wheel_filename, wheel_sha256 = uploaded_wheel.filename, uploaded_wheel.sha256
+        _upload_flow(client, env_id, "source", archive, source_body)
     return PushResult(
-        owner=owner_name,
-        name=str(resolved.get("name", project.name)),
+        owner=resolved.owner.name,
+        name=resolved.name,
         version=project.version,
         environment_id=env_id,
         content_hash=content_hash,
         wheel_filename=wheel_filename,
         wheel_sha256=wheel_sha256,
         source_filename=archive.name,
-        created=bool(resolved.get("created")),
+        created=resolved.created,
     )
 
 

@@ -15,9 +15,8 @@ import shutil
 import tarfile
 import tempfile
 from pathlib import Path
-from urllib.parse import quote
 
-from prime_cli.hub_client import HubClient, HubError, env_path
+from prime_cli.hub_client import HubClient, HubError
 from registry_index.errors import InvalidUpload
 from registry_index.resolve import EnvRef
 from registry_index.validation import DEFAULT_LIMITS, UploadLimits, validate_source_archive
@@ -29,10 +28,8 @@ class PullError(Exception):
 
 def pull_source(client: HubClient, ref: EnvRef, target: Path | None) -> tuple[Path, str]:
     """Extract the source of `ref` into `target` (default ./NAME-VERSION); return it and the version."""
-    spec = quote(ref.spec or "latest", safe="")
-    record = client.data("GET", f"{env_path(ref.owner, ref.name)}/@{spec}", f"pull {ref}")
-    version = str(record["semantic_version"])
-    source_url = record.get("source_url")
+    record = client.version(ref.owner, ref.name, ref.spec, what=f"pull {ref}")
+    version, source_url = record.semantic_version, record.source_url
     if not source_url:
         raise HubError(
             f"{ref.owner}/{ref.name} {version} has no source archive on the hub "
@@ -42,7 +39,7 @@ def pull_source(client: HubClient, ref: EnvRef, target: Path | None) -> tuple[Pa
     _check_target(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".prime-pull-", dir=dest.parent) as tmp:
-        archive = client.download(str(source_url), Path(tmp) / "source.tar.gz")
+        archive = client.download(source_url, Path(tmp) / "source.tar.gz")
         extract_archive(archive, dest)
     return dest, version
 

@@ -68,6 +68,7 @@ from prime_env.parallel import ClientFactory
 from prime_env.record import RolloutRecord
 from prime_env.summary import Summary
 from registry_index.resolve import parse_env_ref
+from registry_index.schemas.evals import EvaluationInfo
 
 T = TypeVar("T")
 
@@ -649,13 +650,15 @@ def push(
 # ------------------------------------------------------------------ read back
 
 
-def _hub_summary_cells(item: dict[str, Any]) -> list[str]:
-    summary = item.get("summary") or {}
+def _hub_summary_cells(item: EvaluationInfo) -> list[str]:
+    summary = item.summary
+    if summary is None:  # not finalized yet: the hub computes it at finalize
+        return ["-", "-", "-", "-"]
     return [
-        _fmt(summary.get("reward_mean")),
-        _fmt(summary.get("reward_stderr")),
-        str(summary.get("rollouts", "-")),
-        str(summary.get("errors", "-")),
+        _fmt(summary.reward_mean),
+        _fmt(summary.reward_stderr),
+        str(summary.rollouts),
+        str(summary.errors),
     ]
 
 
@@ -709,17 +712,18 @@ def list_cmd(
         console.print(table)
         return
     page = page_of(page, num, offset)
-    params: dict[str, Any] = {"page": page, "per_page": num}
-    if env:
-        params["env"] = env
-    if model:
-        params["model"] = model
     with _hub() as hub:
-        body = hub.list_evaluations(params)
+        listing = hub.list_evaluations(env=env, model=model, page=page, per_page=num)
     if output == "json":
-        echo_json({**body, "total": body.get("total_count"), "offset": (page - 1) * num})
+        echo_json(
+            {
+                **listing.model_dump(mode="json"),
+                "total": listing.total_count,
+                "offset": (page - 1) * num,
+            }
+        )
         return
-    table = Table(title=f"evaluations ({body.get('total_count', 0)} total, page {page})")
+    table = Table(title=f"evaluations ({listing.total_count} total, page {page})")
     for column in (
         "id",
         "environment",
@@ -732,15 +736,14 @@ def list_cmd(
         "created",
     ):
         table.add_column(column, overflow="fold")
-    for item in body.get("data", []):
-        environment = item.get("environment") or {}
+    for item in listing.data:
         table.add_row(
-            str(item.get("id")),
-            f"{environment.get('slug')}@{environment.get('version')}",
-            str(item.get("model_name")),
+            item.id,
+            f"{item.environment.slug}@{item.environment.version}",
+            item.model_name,
             *_hub_summary_cells(item),
-            str(item.get("status")),
-            str(item.get("created_at", ""))[:19],
+            item.status,
+            item.created_at.isoformat()[:19],
         )
     console.print(table)
 
@@ -767,9 +770,9 @@ def show(target: str, samples: int, output: str) -> None:
             }
         else:
             evaluation_id = str(found.evaluation_id)
-            payload = {"data": hub.evaluation(evaluation_id)}
+            payload = {"data": hub.evaluation(evaluation_id).model_dump(mode="json")}
             if samples:
-                payload["samples"] = hub.evaluation_samples(evaluation_id, 1, samples)["data"]
+                payload["samples"] = hub.evaluation_samples(evaluation_id, 1, samples).data
     if output == "json":
         echo_json(payload)
         return
@@ -800,8 +803,8 @@ def samples_cmd(target: str, num: int, page: int, offset: int | None, output: st
             total = len(records)
             rows = [json.loads(r.to_json()) for r in records[(page - 1) * num : page * num]]
         else:
-            body = hub.evaluation_samples(str(found.evaluation_id), page, num)
-            rows, total = list(body["data"]), int(body.get("total_count", 0))
+            sample_page = hub.evaluation_samples(str(found.evaluation_id), page, num)
+            rows, total = sample_page.data, sample_page.total_count
     if output == "json":
         echo_json({"samples": rows, "total": total, "page": page, "per_page": num})
         return

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from prime_cli.errors import CliError
-from prime_cli.hub_client import HubClient, NotFound
+from prime_cli.hub_client import HubClient, NotFound, checked_request
 from prime_env.evaluation import METADATA, RESULTS, read_results
 from prime_env.record import RolloutRecord
+from registry_index.schemas.evals import CreateEvaluation, EnvironmentRef
 
 SAMPLE_BATCH_BYTES = 8 * 1024 * 1024
 """Pushed sample batches stay well under the hub's 32 MiB request limit."""
@@ -90,10 +91,10 @@ def find_run(target: str, hub: HubClient | None, root: Path = Path("outputs")) -
 
 def _hub_ids(hub: HubClient) -> Iterator[str]:
     for page in range(1, PREFIX_SCAN_PAGES + 1):
-        body = hub.list_evaluations({"page": page, "per_page": 100})
-        for item in body["data"]:
-            yield str(item.get("id"))
-        if page * 100 >= int(body.get("total_count", 0)):
+        listing = hub.list_evaluations(page=page, per_page=100)
+        for item in listing.data:
+            yield item.id
+        if page * 100 >= listing.total_count:
             return
 
 
@@ -146,39 +147,43 @@ def push_run(
             "published environment these results belong to"
         )
     records = read_results(directory / RESULTS)
-    environment: dict[str, Any] = {"slug": slug.split("@")[0]}
-    if meta.get("env_version"):
-        environment["version"] = meta["env_version"]
     metrics = {k: v for k, v in meta.items() if k.startswith("avg_") and v is not None}
     earlier = [p for p in meta.get("pushes") or [] if p.get("hub") == hub.base_url]
-    body = {
-        # the same push repeated (a retry after a lost answer) names the same run on the hub;
-        # a deliberate second push (--force) is a new run
-        "client_run_id": f"{meta.get('run_id') or directory.name}-{len(earlier)}",
-        "name": name or f"{slug.split('@')[0]}--{meta['model']}",
-        "environments": [environment],
-        "model_name": meta["model"],
-        "framework": "prime",
-        "metadata": {
-            k: meta.get(k)
-            for k in (
-                "run_id",
-                "num_examples",
-                "rollouts_per_example",
-                "sampling_args",
-                "env_args",
-                "model_info",
-                "started_at",
-                "ended_at",
-                "pass_at_k",
-                "training",  # prime train's evals: run, step, policy version
-            )
-        },
-        "metrics": metrics,
-        "tags": [],
-        "is_public": public,
-    }
-    evaluation_id = hub.create_evaluation(body)
+    with checked_request(f"push {directory}"):
+        env_slug, env_version = slug.split("@")[0], meta.get("env_version")
+        environment = (
+            EnvironmentRef(slug=env_slug, version=str(env_version))
+            if env_version
+            else EnvironmentRef(slug=env_slug)
+        )
+        body = CreateEvaluation(
+            # the same push repeated (a retry after a lost answer) names the same run on the
+            # hub; a deliberate second push (--force) is a new run
+            client_run_id=f"{meta.get('run_id') or directory.name}-{len(earlier)}",
+            name=name or f"{slug.split('@')[0]}--{meta['model']}",
+            environments=[environment],
+            model_name=meta["model"],
+            framework="prime",
+            metadata={
+                k: meta.get(k)
+                for k in (
+                    "run_id",
+                    "num_examples",
+                    "rollouts_per_example",
+                    "sampling_args",
+                    "env_args",
+                    "model_info",
+                    "started_at",
+                    "ended_at",
+                    "pass_at_k",
+                    "training",  # prime train's evals: run, step, policy version
+                )
+            },
+            metrics=metrics,
+            tags=[],
+            is_public=public,
+        )
+    evaluation_id = hub.create_evaluation(body).id
     for batch in _batches(records):
         hub.push_samples(evaluation_id, batch)
     hub.finalize_evaluation(evaluation_id, metrics)

@@ -1,4 +1,8 @@
-"""A small typed client of the hub's REST API (`docs/api.md`), shared by every `prime` command.
+"""The typed client of the hub's REST API (`docs/api.md`), shared by every `prime` command.
+
+One method per endpoint the CLI calls, each answering with the endpoint's wire schema from
+`registry_index.schemas` (the models the hub's routes declare), parsed with `model_validate`:
+callers read attributes, and a hub that answers in another shape is a one-line `HubError`.
 
 Every failure becomes a `HubError` whose message is one line that says what went wrong and how
 to fix it (unreachable hub, bad token, no such environment, version not found), so commands can
@@ -15,14 +19,16 @@ redirects to presigned storage URLs; the token is only ever sent to the hub's ow
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 from urllib.parse import quote, urljoin, urlsplit
 
 import httpx
 import tenacity
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -34,6 +40,26 @@ from rich.progress import (
 )
 
 from prime_cli.config import Settings, load_settings
+from registry_index.schemas.accounts import WhoAmI
+from registry_index.schemas.envelope import Envelope, Page
+from registry_index.schemas.environments import EnvironmentDetail, EnvironmentSummary
+from registry_index.schemas.errors import ErrorBody
+from registry_index.schemas.evals import (
+    BatchAccepted,
+    CreateEvaluation,
+    EvaluationEnvelope,
+    EvaluationInfo,
+    FinalizeEvaluation,
+)
+from registry_index.schemas.push import (
+    FinalizeResult,
+    ResolveRequest,
+    ResolveResponse,
+    SourceReservation,
+    UploadRequest,
+    WheelReservation,
+)
+from registry_index.schemas.versions import InstallRecord, VersionInfo, YankRequest
 
 API_PREFIX = "/api/v1"
 CHUNK = 256 * 1024
@@ -41,6 +67,7 @@ IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 NEVER_PROCESSED = frozenset({429, 503})  # the hub refused before doing anything: any method
 MAX_REDIRECTS = 5
+M = TypeVar("M", bound=BaseModel)
 
 
 class HubError(Exception):
@@ -124,23 +151,13 @@ def _progress(console: Console) -> Progress:
 
 
 def _detail(response: httpx.Response) -> str:
-    """The server's error text: FastAPI's `detail`, else the body, else the reason phrase."""
+    """The hub's error sentence (`ErrorBody.detail`), else the first line of whatever another
+    server (a proxy, the storage) answered, else the reason phrase."""
     try:
-        body = response.json()
-    except ValueError:
+        return ErrorBody.model_validate_json(response.content).detail
+    except ValidationError:
         text = response.text.strip()
         return text.splitlines()[0][:300] if text else response.reason_phrase
-    if isinstance(body, dict):
-        detail = body.get("detail", body.get("message", body.get("error")))
-        if isinstance(detail, list):  # FastAPI validation errors
-            return "; ".join(
-                f"{'.'.join(str(p) for p in item.get('loc', [])[1:])}: {item.get('msg')}"
-                for item in detail
-                if isinstance(item, dict)
-            )
-        if detail is not None:
-            return str(detail)
-    return response.reason_phrase
 
 
 class HubClient:
@@ -286,7 +303,7 @@ class HubClient:
             raise HubError(f"{what}: the hub failed with HTTP {status} ({detail})", status)
         raise HubError(f"{what}: {detail}", status)
 
-    def request(
+    def _call(
         self,
         method: str,
         path: str,
@@ -314,23 +331,40 @@ class HubClient:
                 "is PRIME_HUB_URL pointing at a prime hub?"
             ) from exc
 
-    def data(
+    def _typed(
         self,
+        model: type[M],
         method: str,
         path: str,
         what: str,
         *,
+        body: BaseModel | None = None,
         json: Any = None,
         params: Mapping[str, Any] | None = None,
-    ) -> Any:
-        """Like `request`, but return the `data` member of the hub's `{"data": …}` envelope."""
-        body = self.request(method, path, what, json=json, params=params)
-        if not isinstance(body, dict) or "data" not in body:
+        idempotent: bool | None = None,
+    ) -> M:
+        """Call one endpoint and parse its answer with its wire schema (`registry_index.schemas`).
+
+        The request body is `body` (its request model, only the fields that were set) or plain
+        `json`. An answer of another shape (an older or foreign server, a proxy's page) is a
+        `HubError` that names what was wrong, never a validation traceback."""
+        if body is not None:
+            json = body.model_dump(mode="json", exclude_unset=True)
+        answer = self._call(
+            method,
+            path,
+            what,
+            json=json,
+            params=params,
+            idempotent=idempotent,
+        )
+        try:
+            return model.model_validate(answer)
+        except ValidationError as exc:
             raise HubError(
-                f"{what}: unexpected answer from {self.base_url} (no 'data' member); "
-                "is PRIME_HUB_URL pointing at a prime hub?"
-            )
-        return body["data"]
+                f"{what}: unexpected answer from {self.base_url} ({_first_problem(exc)}); "
+                "is PRIME_HUB_URL pointing at a prime hub of a compatible version?"
+            ) from None
 
     def _send_following(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
         """Send, following redirects ourselves so the token never leaves the hub's origin.
@@ -428,143 +462,207 @@ class HubClient:
         return dest
 
     # ----------------------------------------------------------------- endpoints (docs/api.md)
+    # One method per endpoint the CLI calls; each answers with its model from
+    # `registry_index.schemas`, the same one the hub's route declares.
 
-    def whoami(self) -> dict[str, Any]:
+    def whoami(self) -> WhoAmI:
         """`GET /user/whoami`: the account and token scopes behind our token."""
-        data = self.data("GET", "/user/whoami", "whoami")
-        if not isinstance(data, dict) or "username" not in data:
-            raise HubError(f"whoami: unexpected answer from {self.base_url}; is it a prime hub?")
-        return data
+        return self._typed(Envelope[WhoAmI], "GET", "/user/whoami", "whoami").data
 
-    def list_environments(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """`GET /environmentshub/`: one page `{data, total_count, page, per_page}`."""
-        body = self.request("GET", "/environmentshub/", "list environments", params=params)
-        if not isinstance(body, dict) or not isinstance(body.get("data"), list):
-            raise HubError(f"list environments: unexpected answer from {self.base_url}")
-        return body
-
-    def environment(self, owner: str, name: str) -> dict[str, Any]:
-        """`GET /environmentshub/{owner}/{name}`: the environment's summary."""
-        return dict(self.data("GET", env_path(owner, name), f"info {owner}/{name}"))
-
-    def version(self, owner: str, name: str, spec: str | None) -> dict[str, Any]:
-        """`GET …/@{version|latest}`: the install record of one version."""
-        ref = quote(spec or "latest", safe="")
-        label = f"{owner}/{name}@{spec}" if spec else f"{owner}/{name}"
-        return dict(self.data("GET", f"{env_path(owner, name)}/@{ref}", f"info {label}"))
-
-    def versions(self, owner: str, name: str) -> list[dict[str, Any]]:
-        """`GET …/versions`: every version, newest first."""
-        return list(
-            self.data("GET", f"{env_path(owner, name)}/versions", f"versions of {owner}/{name}")
+    def list_environments(
+        self,
+        *,
+        search: str | None = None,
+        tags: Sequence[str] = (),
+        owner: str | None = None,
+        visibility: str | None = None,
+        mine: bool = False,
+        sort: str | None = None,
+        order: str | None = None,
+        page: int = 1,
+        per_page: int = 20,
+    ) -> Page[EnvironmentSummary]:
+        """`GET /environmentshub/`: one page of the environments we may see, filtered."""
+        params: dict[str, Any] = {"page": page, "per_page": per_page}
+        for key, value in (
+            ("search", search),
+            ("owner", owner),
+            ("visibility", visibility),
+            ("sort", sort),
+            ("order", order),
+        ):
+            if value:
+                params[key] = value
+        if tags:
+            params["tag"] = list(tags)
+        if mine:
+            params["mine"] = "true"
+        return self._typed(
+            Page[EnvironmentSummary], "GET", "/environmentshub/", "list environments", params=params
         )
+
+    def environment(self, owner: str, name: str) -> EnvironmentDetail:
+        """`GET /environmentshub/{owner}/{name}`: the environment's summary."""
+        return self._typed(
+            Envelope[EnvironmentDetail], "GET", env_path(owner, name), f"info {owner}/{name}"
+        ).data
+
+    def version(
+        self, owner: str, name: str, spec: str | None, *, what: str | None = None
+    ) -> InstallRecord:
+        """`GET …/@{version|latest}`: the install record of the version `spec` selects."""
+        ref = quote(spec or "latest", safe="")
+        what = what or (f"info {owner}/{name}@{spec}" if spec else f"info {owner}/{name}")
+        return self._typed(
+            Envelope[InstallRecord], "GET", f"{env_path(owner, name)}/@{ref}", what
+        ).data
+
+    def versions(self, owner: str, name: str) -> list[VersionInfo]:
+        """`GET …/versions`: every version, newest first."""
+        path = f"{env_path(owner, name)}/versions"
+        return self._typed(
+            Envelope[list[VersionInfo]], "GET", path, f"versions of {owner}/{name}"
+        ).data
 
     def set_yanked(
         self, owner: str, name: str, version: str, yanked: bool, reason: str | None = None
-    ) -> dict[str, Any]:
+    ) -> VersionInfo:
         """`POST …/@{version}/yank` or `/unyank`."""
         action = "yank" if yanked else "unyank"
         path = f"{env_path(owner, name)}/@{quote(version, safe='')}/{action}"
-        body = {"reason": reason} if yanked else None
-        return dict(self.data("POST", path, f"{action} {owner}/{name}@{version}", json=body))
+        what = f"{action} {owner}/{name}@{version}"
+        body = YankRequest(reason=reason) if yanked else None
+        return self._typed(Envelope[VersionInfo], "POST", path, what, body=body).data
 
-    def resolve_environment(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    def resolve_environment(self, body: ResolveRequest) -> ResolveResponse:
         """`POST /environmentshub/resolve`: get or create the environment to push to."""
-        return dict(
-            self.data(
-                "POST",
-                "/environmentshub/resolve",
-                f"resolve {body.get('owner_slug')}/{body.get('name')}",
-                json=dict(body),
-            )
-        )
+        what = f"resolve {body.owner_slug}/{body.name}"
+        path = "/environmentshub/resolve"
+        return self._typed(Envelope[ResolveResponse], "POST", path, what, body=body).data
 
-    def reserve_upload(self, env_id: str, kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """`POST …/{env_id}/wheels` or `/versions`: `{wheel_id|version_id, upload_url}`."""
-        return dict(
-            self.data(
-                "POST",
-                f"/environmentshub/{env_id}/{kind}",
-                f"reserve upload of {body.get('filename')}",
-                json=dict(body),
-            )
-        )
+    def reserve_wheel(self, env_id: str, body: UploadRequest) -> WheelReservation:
+        """`POST …/{env_id}/wheels`: a one-time URL to PUT the wheel to."""
+        path = f"/environmentshub/{quote(env_id, safe='')}/wheels"
+        what = f"reserve upload of {body.filename}"
+        return self._typed(Envelope[WheelReservation], "POST", path, what, body=body).data
 
-    def finalize_upload(
-        self, env_id: str, kind: str, upload_id: str, filename: str
-    ) -> dict[str, Any]:
-        """`POST …/{env_id}/{wheels|versions}/{id}/finalize`."""
-        done = self.data(
-            "POST",
-            f"/environmentshub/{env_id}/{kind}/{upload_id}/finalize",
-            f"finalize upload of {filename}",
-        )
-        return dict(done or {})
+    def reserve_source(self, env_id: str, body: UploadRequest) -> SourceReservation:
+        """`POST …/{env_id}/versions`: a one-time URL to PUT the source archive to."""
+        path = f"/environmentshub/{quote(env_id, safe='')}/versions"
+        what = f"reserve upload of {body.filename}"
+        return self._typed(Envelope[SourceReservation], "POST", path, what, body=body).data
 
-    def create_evaluation(self, body: Mapping[str, Any]) -> str:
-        """`POST /evaluations/`: returns the evaluation's id. With a `client_run_id` the hub
-        answers a repeat with the same run, so the call is retried like a GET."""
-        created = self.request(
+    def finalize_wheel(self, env_id: str, wheel_id: str, filename: str) -> FinalizeResult:
+        """`POST …/{env_id}/wheels/{wheel_id}/finalize`: validate the bytes and publish."""
+        path = f"/environmentshub/{quote(env_id, safe='')}/wheels/{quote(wheel_id, safe='')}"
+        what = f"finalize upload of {filename}"
+        return self._typed(Envelope[FinalizeResult], "POST", f"{path}/finalize", what).data
+
+    def finalize_source(self, env_id: str, version_id: str, filename: str) -> FinalizeResult:
+        """`POST …/{env_id}/versions/{version_id}/finalize`: validate the bytes and publish."""
+        path = f"/environmentshub/{quote(env_id, safe='')}/versions/{quote(version_id, safe='')}"
+        what = f"finalize upload of {filename}"
+        return self._typed(Envelope[FinalizeResult], "POST", f"{path}/finalize", what).data
+
+    def create_evaluation(self, body: CreateEvaluation) -> EvaluationInfo:
+        """`POST /evaluations/`: the new run. With a `client_run_id` the hub answers a repeat
+        with the same run, so the call is retried like a GET."""
+        return self._typed(
+            EvaluationEnvelope,
             "POST",
             "/evaluations/",
             "create evaluation",
-            json=dict(body),
-            idempotent=bool(body.get("client_run_id")),
-        )
-        return str(created["evaluation_id"])
+            body=body,
+            idempotent=bool(body.client_run_id),
+        ).data
 
-    def push_samples(self, evaluation_id: str, samples: list[dict[str, Any]]) -> None:
-        """`POST /evaluations/{id}/samples`: one batch (the hub stores an identical batch once,
-        so a repeat after a lost answer adds nothing)."""
-        self.request(
+    def push_samples(self, evaluation_id: str, samples: list[dict[str, Any]]) -> BatchAccepted:
+        """`POST /evaluations/{id}/samples`: one batch of rollout records (the hub stores an
+        identical batch once, so a repeat after a lost answer adds nothing)."""
+        return self._typed(
+            Envelope[BatchAccepted],
             "POST",
             f"/evaluations/{quote(evaluation_id, safe='')}/samples",
             "push samples",
-            json={"samples": samples},
+            json={"samples": samples},  # rollout records (`registry_index.record`)
             idempotent=True,
-        )
+        ).data
 
-    def finalize_evaluation(self, evaluation_id: str, metrics: Mapping[str, Any]) -> None:
+    def finalize_evaluation(self, evaluation_id: str, metrics: Mapping[str, Any]) -> EvaluationInfo:
         """`POST /evaluations/{id}/finalize`; a repeat that finds the run already closed by
         our own first attempt counts as done."""
         try:
-            self.request(
+            return self._typed(
+                EvaluationEnvelope,
                 "POST",
                 f"/evaluations/{quote(evaluation_id, safe='')}/finalize",
                 "finalize evaluation",
-                json={"metrics": dict(metrics)},
+                body=FinalizeEvaluation(metrics=dict(metrics)),
                 idempotent=True,
-            )
+            ).data
         except HubError as exc:
-            if exc.status != 409 or self.evaluation(evaluation_id).get("status") != "completed":
+            if exc.status != 409:
                 raise
+            closed = self.evaluation(evaluation_id)
+            if closed.status != "completed":
+                raise
+            return closed
 
-    def list_evaluations(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """`GET /evaluations/`: one page `{data, total_count, page, per_page}`."""
-        body = self.request("GET", "/evaluations/", "list evaluations", params=params)
-        if not isinstance(body, dict) or not isinstance(body.get("data"), list):
-            raise HubError(f"list evaluations: unexpected answer from {self.base_url}")
-        return body
-
-    def evaluation(self, evaluation_id: str) -> dict[str, Any]:
-        """`GET /evaluations/{id}`: one run with the hub's summary."""
-        return dict(
-            self.data(
-                "GET",
-                f"/evaluations/{quote(evaluation_id, safe='')}",
-                f"evaluation {evaluation_id}",
-            )
+    def list_evaluations(
+        self,
+        *,
+        env: str | None = None,
+        model: str | None = None,
+        page: int = 1,
+        per_page: int = 20,
+    ) -> Page[EvaluationInfo]:
+        """`GET /evaluations/`: one page of the runs we may read, newest first."""
+        params: dict[str, Any] = {"page": page, "per_page": per_page}
+        if env:
+            params["env"] = env
+        if model:
+            params["model"] = model
+        return self._typed(
+            Page[EvaluationInfo], "GET", "/evaluations/", "list evaluations", params=params
         )
 
-    def evaluation_samples(self, evaluation_id: str, page: int, per_page: int) -> dict[str, Any]:
-        """`GET /evaluations/{id}/samples`: one page of samples."""
-        body = self.request(
+    def evaluation(self, evaluation_id: str) -> EvaluationInfo:
+        """`GET /evaluations/{id}`: one run with the hub's summary."""
+        return self._typed(
+            Envelope[EvaluationInfo],
+            "GET",
+            f"/evaluations/{quote(evaluation_id, safe='')}",
+            f"evaluation {evaluation_id}",
+        ).data
+
+    def evaluation_samples(
+        self, evaluation_id: str, page: int, per_page: int
+    ) -> Page[dict[str, Any]]:
+        """`GET /evaluations/{id}/samples`: one page of the run's rollout records."""
+        return self._typed(
+            Page[dict[str, Any]],
             "GET",
             f"/evaluations/{quote(evaluation_id, safe='')}/samples",
             f"samples of {evaluation_id}",
             params={"page": page, "per_page": per_page},
         )
-        return dict(body)
+
+
+def _first_problem(exc: ValidationError) -> str:
+    """The first thing pydantic found wrong, as `where: what` (the body itself: `answer`)."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "answer"
+    return f"{where}: {first['msg']}"
+
+
+@contextmanager
+def checked_request(what: str) -> Iterator[None]:
+    """Build a request body inside this block: a value the hub would refuse (a tag too long, a
+    name too long) is a one-line `HubError` before anything is sent, not a traceback."""
+    try:
+        yield
+    except ValidationError as exc:
+        raise HubError(f"{what}: {_first_problem(exc).removeprefix('Value error, ')}") from None
 
 
 def env_path(owner: str, name: str) -> str:

@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from hub_server.core.errors import HubError
 from hub_server.core.http_protocol import REASON_HEADER, latin1_reason
 from hub_server.core.state import Hub
+from registry_index.schemas.errors import ErrorBody
 
 # The REST upload URL: its `?token=` is the credential, checked by the route before reading.
 _UPLOAD_URL = re.compile(r"^/api/v1/environmentshub/uploads/[^/]+/?$")
@@ -60,7 +61,7 @@ def _limit_for(hub: Hub, scope: Scope) -> tuple[int, bool]:
 
 
 async def _respond(send: Send, status: int, message: str, headers: dict[str, str]) -> None:
-    body = json.dumps({"detail": message}).encode()
+    body = json.dumps(ErrorBody(detail=message).model_dump()).encode()
     raw = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),

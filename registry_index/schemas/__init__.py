@@ -11,6 +11,7 @@ with the same models (`model_validate`), so the two cannot drift apart. One modu
 - `accounts`: `whoami` and the token behind it
 - `evals`: evaluations, their samples and batches
 - `leaderboard`: an environment's leaderboard
+- `errors`: the one error body, `{"detail": …}`
 
 Response models ignore fields they do not know (pydantic's default), so a newer hub's additions
 do not break an older client; request models say which fields the hub reads.

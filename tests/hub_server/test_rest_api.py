@@ -8,10 +8,14 @@ from __future__ import annotations
 import hashlib
 import io
 import tarfile
+import typing
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+from fastapi.routing import APIRoute
+from pydantic import BaseModel
 
 from prime_cli.hub_client import HubClient
 from tests.hub_server.hubproc import HubProcess
@@ -331,6 +335,53 @@ def test_the_clis_hub_client_runs_against_the_app_in_process(hub: InProcessHub) 
     token = hub.add_user("cleo")
     push(client(hub, token), "cli-env", "1.0.0", source=False)
     with HubClient(hub.url, token, transport=hub.transport) as cli:
-        assert cli.whoami()["username"] == "cleo"
-        assert cli.version("cleo", "cli-env", None)["semantic_version"] == "1.0.0"
-        assert [v["semantic_version"] for v in cli.versions("cleo", "cli-env")] == ["1.0.0"]
+        assert cli.whoami().username == "cleo"
+        assert cli.version("cleo", "cli-env", None).semantic_version == "1.0.0"
+        assert [v.semantic_version for v in cli.versions("cleo", "cli-env")] == ["1.0.0"]
+
+
+def _models(annotation: Any, seen: set[type[BaseModel]]) -> Iterator[type[BaseModel]]:
+    """Every pydantic model in `annotation`: itself, its generic arguments, its fields' types."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        generic = annotation.__pydantic_generic_metadata__
+        if generic["origin"]:  # Envelope[X]: made where it is written; Envelope and X count
+            for inner in (generic["origin"], *generic["args"]):
+                yield from _models(inner, seen)
+            return
+        if annotation in seen:
+            return
+        seen.add(annotation)
+        yield annotation
+        for field in annotation.model_fields.values():
+            yield from _models(field.annotation, seen)
+        return
+    for inner in typing.get_args(annotation):
+        yield from _models(inner, seen)
+
+
+def _api_routes(routes: list[Any]) -> Iterator[APIRoute]:
+    """The app's API routes, those of included routers too (FastAPI keeps them per router)."""
+    for route in routes:
+        if isinstance(route, APIRoute):
+            yield route
+        elif hasattr(route, "original_router"):
+            yield from _api_routes(route.original_router.routes)
+
+
+def test_api_routes_speak_only_the_shared_wire_schemas(hub: InProcessHub) -> None:
+    """One definition per wire shape: every REST route's request body and answer is a model from
+    `registry_index.schemas` (which the CLI's client parses), none defined in hub_server."""
+    routes = [r for r in _api_routes(hub.http.app.routes) if r.path.startswith("/api/v1")]
+    seen: set[type[BaseModel]] = set()
+    for route in routes:
+        declared = [route.response_model]
+        if route.body_field is not None:
+            declared.append(route.body_field.field_info.annotation)
+        for model in (m for d in declared for m in _models(d, seen)):
+            assert model.__module__.startswith(
+                ("registry_index.schemas.", "registry_index.summary")
+            ), f"{route.path} declares {model.__module__}.{model.__name__}"
+    names = {model.__name__ for model in seen}
+    assert {"Envelope", "Page", "WhoAmI", "EnvironmentDetail", "InstallRecord", "ResolveRequest",
+            "UploadRequest", "FinalizeResult", "EvaluationEnvelope", "EvaluationInfo", "Summary",
+            "BatchAccepted", "Leaderboard"} <= names  # fmt: skip

@@ -13,19 +13,16 @@ from prime_cli.env_publish import PushRefused, _upload_flow, check_not_published
 from prime_cli.env_scaffold import create_scaffold
 from prime_cli.hub_client import HubClient
 from registry_index.content_hash import tree_content_hash
+from registry_index.schemas.push import ResolveRequest, UploadRequest
 from registry_index.validation import validate_distribution
-from tests.hub_server.hubproc import HubProcess, start_hub
+from tests.hub_server.inproc import InProcessHub, start_inproc_hub
+from tests.prime_cli.wire_examples import version as _version
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
-    with start_hub(tmp_path_factory.mktemp("hub")) as running:
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessHub]:
+    with start_inproc_hub(tmp_path_factory.mktemp("hub")) as running:
         yield running
-
-
-def _version(version: str, content_hash: str, kinds: list[str]) -> dict[str, object]:
-    files = [{"kind": kind, "filename": f"f.{kind}", "sha256": "ab" * 32} for kind in kinds]
-    return {"semantic_version": version, "content_hash": content_hash, "files": files}
 
 
 def test_check_not_published(tmp_path: Path) -> None:
@@ -36,38 +33,38 @@ def test_check_not_published(tmp_path: Path) -> None:
     with pytest.raises(PushRefused, match=r"e\.g\. to 0\.1\.1"):
         check_not_published([_version("0.1.0", "h0", ["wheel", "source"])], project, "alice", "h1")
     resumed = check_not_published([_version("0.1.0", "h1", ["wheel"])], project, "alice", "h1")
-    assert resumed is not None and resumed["kind"] == "wheel"
+    assert resumed is not None and resumed.kind == "wheel"
 
 
-def test_push_resumes_after_the_wheel(tmp_path: Path, hub: HubProcess) -> None:
+def test_push_resumes_after_the_wheel(tmp_path: Path, hub: InProcessHub) -> None:
     """A push cut off after the wheel (e.g. network loss) is completed by pushing again."""
     project = load_project(create_scaffold("resume-env", tmp_path))
     content_hash = tree_content_hash(project.root)
     built = build_distributions(project, tmp_path / "dist", sdist=False)
     checked = validate_distribution(built.wheel, built.wheel.name)
-    with HubClient(hub.url, hub.admin_token, console=Console(stderr=True)) as client:
-        env_id = client.data(
-            "POST", "/environmentshub/resolve", "resolve", json={"name": "resume-env"}
-        )["id"]
-        _upload_flow(
+    console = Console(stderr=True)
+    with HubClient(hub.url, hub.admin_token, console=console, transport=hub.transport) as client:
+        env_id = client.resolve_environment(ResolveRequest(name="resume-env")).id
+        done = _upload_flow(
             client,
             env_id,
-            "wheels",
+            "wheel",
             built.wheel,
-            {
-                "content_hash": content_hash,
-                "filename": built.wheel.name,
-                "sha256": checked.sha256,
-                "size": checked.size,
-                "semantic_version": "0.1.0",
-            },
+            UploadRequest(
+                content_hash=content_hash,
+                filename=built.wheel.name,
+                sha256=checked.sha256,
+                size=checked.size,
+                semantic_version="0.1.0",
+            ),
         )
+        assert done.success and [f.kind for f in done.version.files] == ["wheel"]
         result = push_environment(
             client, project, "admin", visibility=None, console=Console(stderr=True)
         )
         assert result.wheel_sha256 == checked.sha256
-        versions = client.data("GET", "/environmentshub/admin/resume-env/versions", "versions")
-        assert sorted(f["kind"] for f in versions[0]["files"]) == ["source", "wheel"]
+        versions = client.versions("admin", "resume-env")
+        assert sorted(f.kind for f in versions[0].files) == ["source", "wheel"]
         with pytest.raises(PushRefused, match="nothing to push"):
             push_environment(
                 client, project, "admin", visibility=None, console=Console(stderr=True)

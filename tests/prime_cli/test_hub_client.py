@@ -1,4 +1,5 @@
-"""The hub client against a real hub on loopback: errors, transfers, token handling."""
+"""The hub client: errors (a hub in-process; an unreachable or foreign server on loopback),
+transfers and token handling."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ from typing import ClassVar
 import pytest
 
 from prime_cli.hub_client import HubClient, HubError, NotFound, RetryPolicy
-from tests.hub_server.hubproc import HubProcess, start_hub
+from tests.hub_server.inproc import InProcessHub, start_inproc_hub
 from tests.support import free_port
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
-    with start_hub(tmp_path_factory.mktemp("hub")) as running:
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessHub]:
+    with start_inproc_hub(tmp_path_factory.mktemp("hub")) as running:
         yield running
 
 
@@ -26,31 +27,40 @@ def test_unreachable_hub_says_how_to_fix() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     once = RetryPolicy(max_attempts=1)
     with HubClient(url, timeout=5, retry=once) as client, pytest.raises(HubError) as caught:
-        client.request("GET", "/environmentshub/", "list environments")
+        client.list_environments()
     message = str(caught.value)
     assert message.startswith(f"cannot reach the hub at {url}")
     assert "PRIME_HUB_URL" in message and "prime login" in message
 
 
-def test_bad_token_is_401_with_a_fix(hub: HubProcess) -> None:
-    with HubClient(hub.url, "phub_" + "z" * 43) as client, pytest.raises(HubError) as caught:
-        client.request("GET", "/user/whoami", "whoami")
+def test_bad_token_is_401_with_a_fix(hub: InProcessHub) -> None:
+    with (
+        HubClient(hub.url, "phub_" + "z" * 43, transport=hub.transport) as client,
+        pytest.raises(HubError) as caught,
+    ):
+        client.whoami()
     assert caught.value.status == 401
     assert "not authenticated" in str(caught.value) and "prime login" in str(caught.value)
-    with HubClient(hub.url) as anonymous, pytest.raises(HubError, match="PRIME_API_KEY"):
-        anonymous.request("GET", "/user/whoami", "whoami")
+    with (
+        HubClient(hub.url, transport=hub.transport) as anonymous,
+        pytest.raises(HubError, match="PRIME_API_KEY"),
+    ):
+        anonymous.whoami()
 
 
-def test_missing_environment_is_not_found(hub: HubProcess) -> None:
-    with HubClient(hub.url, hub.admin_token) as client, pytest.raises(NotFound) as caught:
-        client.request("GET", "/environmentshub/admin/nothing-here", "info admin/nothing-here")
+def test_missing_environment_is_not_found(hub: InProcessHub) -> None:
+    with (
+        HubClient(hub.url, hub.admin_token, transport=hub.transport) as client,
+        pytest.raises(NotFound) as caught,
+    ):
+        client.environment("admin", "nothing-here")
     assert caught.value.status == 404 and "nothing-here" in str(caught.value)
 
 
-def test_whoami_with_a_good_token(hub: HubProcess) -> None:
-    with HubClient(hub.url, hub.admin_token) as client:
-        data = client.request("GET", "/user/whoami", "whoami")["data"]
-    assert data["username"] == "admin"
+def test_whoami_with_a_good_token(hub: InProcessHub) -> None:
+    with HubClient(hub.url, hub.admin_token, transport=hub.transport) as client:
+        who = client.whoami()
+    assert who.username == "admin" and who.is_admin
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
@@ -101,4 +111,4 @@ def test_non_hub_server_is_a_clear_error(other_origin: str) -> None:
         HubClient(other_origin) as client,
         pytest.raises(HubError, match="did not answer with JSON"),
     ):
-        client.request("GET", "/environmentshub/", "list environments")
+        client.list_environments()

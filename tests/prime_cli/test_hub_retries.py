@@ -16,6 +16,8 @@ from rich.console import Console
 
 from prime_cli.hub_client import HubClient, HubError, RetryPolicy
 from prime_env.clients.retry import retry_after_seconds
+from registry_index.schemas.evals import CreateEvaluation, EnvironmentRef
+from tests.prime_cli import wire_examples as wire
 from tests.support import free_port
 
 FAST = RetryPolicy(max_attempts=4, base_delay_s=0.01, max_delay_s=0.05)
@@ -69,6 +71,9 @@ def serve() -> Iterator[Callable[[Handler], _Server]]:
 
 
 JSON = {"Content-Type": "application/json"}
+CREATE = CreateEvaluation(
+    name="x", model_name="m", environments=[EnvironmentRef(slug="alice/wordle")]
+)
 
 
 def test_retry_after_both_forms() -> None:
@@ -87,12 +92,12 @@ def test_get_waits_out_a_503_with_an_http_date(serve: Callable[[Handler], _Serve
         if n == 1:
             when = datetime.now(UTC) + timedelta(seconds=2)
             return 503, {"Retry-After": format_datetime(when, usegmt=True)}, b"busy"
-        return 200, JSON, b'{"data": {"username": "x"}}'
+        return 200, JSON, wire.whoami("x")
 
     server = serve(handler)
     start = time.monotonic()
     with HubClient(server.url, retry=FAST, console=Console(stderr=True)) as client:
-        assert client.whoami()["username"] == "x"
+        assert client.whoami().username == "x"
     # the date has one-second resolution: at least ~1 s, never the 0.05 s backoff
     assert time.monotonic() - start >= 0.9
     assert len(server.seen) == 2
@@ -101,7 +106,7 @@ def test_get_waits_out_a_503_with_an_http_date(serve: Callable[[Handler], _Serve
 def test_post_is_not_repeated_after_a_502(serve: Callable[[Handler], _Server]) -> None:
     server = serve(lambda _req, _n: (502, {}, b"bad gateway"))
     with HubClient(server.url, retry=FAST) as client, pytest.raises(HubError, match="HTTP 502"):
-        client.create_evaluation({"name": "x"})
+        client.create_evaluation(CREATE)
     assert [m for m, _, _ in server.seen] == ["POST"]  # it may have been applied: once only
 
 
@@ -109,22 +114,22 @@ def test_post_is_repeated_after_a_503_and_get_after_a_502(
     serve: Callable[[Handler], _Server],
 ) -> None:
     server = serve(
-        lambda _req, n: (
+        lambda req, n: (
             503 if n == 1 else 502 if n == 3 else 200,
             JSON,
-            b'{"evaluation_id": "e1", "data": []}',
+            wire.created("e1") if req.command == "POST" else wire.evaluation_page("e1"),
         )
     )
     with HubClient(server.url, retry=FAST) as client:
-        assert client.create_evaluation({"name": "x"}) == "e1"  # 503: refused, safe to repeat
-        client.list_evaluations({})  # 502 then 200
+        assert client.create_evaluation(CREATE).id == "e1"  # 503: refused, safe to repeat
+        assert [run.id for run in client.list_evaluations().data] == ["e1"]  # 502 then 200
     assert [m for m, _, _ in server.seen] == ["POST", "POST", "GET", "GET"]
 
 
 def test_gives_up_after_the_attempts(serve: Callable[[Handler], _Server]) -> None:
     server = serve(lambda _req, _n: (503, {}, b"down"))
     with HubClient(server.url, retry=FAST) as client, pytest.raises(HubError, match="HTTP 503"):
-        client.list_evaluations({})
+        client.list_evaluations()
     assert len(server.seen) == FAST.max_attempts  # a hub that answers (even 503) gets patience
 
 
@@ -135,7 +140,7 @@ def test_a_hub_never_reached_fails_fast() -> None:
         HubClient(url, retry=FAST, console=Console(file=log)) as client,
         pytest.raises(HubError, match="cannot reach the hub"),
     ):
-        client.list_evaluations({})
+        client.list_evaluations()
     assert log.getvalue().count("retrying") == FAST.first_contact_attempts - 1
 
 
@@ -160,9 +165,18 @@ def test_redirect_to_storage_never_carries_the_token(
 
 def test_posts_the_hub_deduplicates_are_retried(serve: Callable[[Handler], _Server]) -> None:
     server = serve(
-        lambda _req, n: (502, {}, b"") if n % 2 else (200, JSON, b'{"evaluation_id": "e1"}')
+        lambda req, n: (
+            (502, {}, b"")
+            if n % 2
+            else (
+                200,
+                JSON,
+                wire.created("e1") if req.path.endswith("/evaluations/") else wire.batch(),
+            )
+        )
     )
     with HubClient(server.url, retry=FAST) as client:
-        assert client.create_evaluation({"name": "x", "client_run_id": "run-0"}) == "e1"
-        client.push_samples("e1", [{"a": 1}])
+        body = CREATE.model_copy(update={"client_run_id": "run-0"})
+        assert client.create_evaluation(body).id == "e1"
+        assert client.push_samples("e1", [{"a": 1}]).accepted == 1
     assert [m for m, _, _ in server.seen] == ["POST"] * 4  # each once more after its 502
