@@ -362,7 +362,7 @@ class HubClient:
             return model.model_validate(answer)
         except ValidationError as exc:
             raise HubError(
-                f"{what}: unexpected answer from {self.base_url} ({_first_problem(exc)}); "
+                f"{what}: unexpected answer from {self.base_url} ({_first_problem(exc, 'answer')}); "
                 "is PRIME_HUB_URL pointing at a prime hub of a compatible version?"
             ) from None
 
@@ -648,11 +648,11 @@ class HubClient:
         )
 
 
-def _first_problem(exc: ValidationError) -> str:
-    """The first thing pydantic found wrong, as `where: what` (the body itself: `answer`)."""
+def _first_problem(exc: ValidationError, whole: str) -> str:
+    """The first thing pydantic found wrong, as `where: what` (`whole` when it is the body)."""
     first = exc.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "answer"
-    return f"{where}: {first['msg']}"
+    where = ".".join(str(part) for part in first["loc"]) or whole
+    return f"{where}: {first['msg'].removeprefix('Value error, ')}"
 
 
 @contextmanager
@@ -662,7 +662,7 @@ def checked_request(what: str) -> Iterator[None]:
     try:
         yield
     except ValidationError as exc:
-        raise HubError(f"{what}: {_first_problem(exc).removeprefix('Value error, ')}") from None
+        raise HubError(f"{what}: {_first_problem(exc, 'request')}") from None
 
 
 def env_path(owner: str, name: str) -> str:

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from prime_cli.env_install import resolve
-from prime_cli.hub_client import HubClient, HubError, NotFound
+from prime_cli.hub_client import HubClient, HubError, NotFound, checked_request
 from prime_cli.main import cli
 from registry_index.resolve import parse_env_ref
 from registry_index.schemas.evals import CreateEvaluation, EnvironmentRef
@@ -244,3 +244,16 @@ def test_a_foreign_answer_is_an_error_line_not_a_traceback(
     result = CliRunner().invoke(cli, ["env", "info", "ursa/x"])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "Error: info ursa/x: unexpected answer from" in result.output
+
+
+def test_a_request_the_hub_would_refuse_is_one_line_before_sending() -> None:
+    with (
+        pytest.raises(HubError, match=r"^push alice/x: tags\.0: String should have at most 64"),
+        checked_request("push alice/x"),
+    ):
+        ResolveRequest(name="x", tags=["t" * 65])
+    with (
+        pytest.raises(HubError, match="^push run: request: environments must name exactly one"),
+        checked_request("push run"),
+    ):
+        CreateEvaluation(name="n", model_name="m")
