@@ -103,16 +103,12 @@ def list_command(backend: str) -> None:
 @click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True)
 def gc(backend: str) -> None:
     """Remove sandboxes whose owning process is gone, or whose lifetime (TTL) has passed."""
-    from sandbox import local_backend
+    from sandbox import SandboxUnavailable, reap_orphans
 
-    reaped = local_backend.reap_orphans() if backend in ("auto", "local") else 0
-    if backend in ("auto", "docker"):
-        from sandbox.docker_backend import docker_available, reap_orphans
-
-        if docker_available():
-            reaped += reap_orphans()
-        elif backend == "docker":
-            _fail("cannot reach the Docker daemon")
+    try:
+        reaped = reap_orphans(backend)
+    except SandboxUnavailable as exc:
+        _fail(str(exc))
     click.echo(f"removed {reaped} orphaned sandbox{'es' if reaped != 1 else ''}")
 
 

@@ -178,9 +178,24 @@ def _load_env(spec: str, args: dict[str, Any]) -> Any:
         raise config_exit(f"{spec}: {exc}") from None
 
 
+def _reap_sandboxes() -> None:
+    """Remove the sandboxes a killed run left (its containers die with it, but one created and
+    not yet started waits for a reaper): a run starts clean, whatever its env runs code in."""
+    from sandbox import SandboxError, reap_orphans
+
+    try:
+        reaped = reap_orphans()
+    except SandboxError as exc:  # cleanup of someone else's leftovers never stops a run
+        console.print(f"[yellow]could not remove orphaned sandboxes:[/yellow] {exc}")
+        return
+    if reaped:
+        console.print(f"removed {reaped} sandbox(es) left by a process that is gone")
+
+
 def _finish(prepared: Any, env: Any, *, push: bool, public: bool, output: str) -> None:
     from trainer_bridge import launch
 
+    _reap_sandboxes()
     code = launch.execute(prepared, env, console)
     run = prepared.run
     pushed: list[dict[str, str]] = []

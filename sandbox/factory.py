@@ -64,3 +64,28 @@ def open_async_sandbox(
 ) -> AsyncSandbox:
     """`async with open_async_sandbox() as sb: await sb.exec(...)`."""
     return AsyncSandbox(open_sandbox(backend, image, limits, env))
+
+
+def reap_orphans(backend: str = "auto") -> int:
+    """Remove sandboxes whose owning process is gone (or whose TTL passed) on `backend`
+    ("auto": local, and Docker when its daemon answers); returns how many.
+
+    WHY callers run it at start: a process killed with SIGKILL cannot stop its sandboxes, and a
+    container it had created but not yet started never sees its owner's socket close, so the
+    next run (`prime train`, `prime sandbox gc`) removes what the last one left.
+    Raises SandboxUnavailable only when `backend` is "docker" and the daemon cannot be reached.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown sandbox backend {backend!r}; choose one of {BACKENDS}")
+    from sandbox import local_backend
+
+    reaped = local_backend.reap_orphans() if backend in ("auto", "local") else 0
+    if backend in ("auto", "docker"):
+        from sandbox.docker_backend import docker_available
+        from sandbox.docker_backend import reap_orphans as reap_containers
+
+        if docker_available():
+            reaped += reap_containers()
+        elif backend == "docker":
+            raise SandboxUnavailable("cannot reach the Docker daemon")
+    return reaped

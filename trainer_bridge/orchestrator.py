@@ -42,6 +42,9 @@ from trainer_bridge.stable import is_stable
 from trainer_bridge.supervisor import Supervisor
 
 SAMPLER_ERROR = "sampler_error"
+UNAVAILABLE_SUFFIX = "_unavailable"
+"""Error types that say a service cannot run here at all (`sandbox_unavailable`: no Docker
+daemon or image; `local_model_unavailable`), as opposed to one failure of it."""
 MAX_SAMPLER_RESTARTS = 3
 SAMPLER_RESTART_WINDOW_S = 600.0
 POLL_S = 0.1
@@ -355,7 +358,28 @@ class Orchestrator:
             self.inflight.pop(key, None)
         self.ready.append(group)
         self._note_drought(group)
+        self._stop_if_unavailable(records)
         self.changed.set()
+
+    def _stop_if_unavailable(self, records: list[RolloutRecord]) -> None:
+        """Stop at the first rollout whose error says a service the env needs cannot run here.
+        Every later rollout that needs it would fail the same way, so the batches would hold
+        only the rollouts that never reached it (python-code: the answers without code, all
+        scored 0): training on zeros. The errors stay records, never scores."""
+        failed = [
+            r.error
+            for r in records
+            if r.error is not None and r.error.type.endswith(UNAVAILABLE_SUFFIX)
+        ]
+        if failed:
+            self._fail(
+                TrainingStopped(
+                    f"{failed[0].type}: {failed[0].message}. Every rollout that needs it would "
+                    "fail the same way and the batches would hold only those that never "
+                    "reached it, so the run stops instead of training on them; fix it and "
+                    "resume"
+                )
+            )
 
     def _note_drought(self, group: Group) -> None:
         """Say so (once) when many groups in a row carry no signal: with every reward equal
@@ -493,6 +517,25 @@ class Orchestrator:
         self.stats = StepStats()
         self.step += 1
 
+    def _log_unfinished_steps(self, reason: str) -> None:
+        """A run that stops mid-step still says what its unfinished steps saw: a metrics line
+        each (`errors/*`, `drops/*`, `stopped`; no trainer half) for the batches written but
+        not yet trained and for the step being sampled, whose records (errors included) go to
+        rollouts/step_N.jsonl. A resume discards all of it and samples those steps again."""
+        for group in self.ready:
+            self._account(group)
+        self.ready = []
+        if self.stats.records:
+            with self.run.rollouts(self.step).open("w") as fh:
+                for record in self.stats.records:
+                    fh.write(record.to_json() + "\n")
+            self.pending_stats[self.step] = self.stats
+            self.stats = StepStats()
+        for step in sorted(self.pending_stats):
+            row = self._metrics_row(step, self.pending_stats.pop(step), {}, {})
+            row["stopped"] = reason
+            self.monitor.log(row)
+
     # --------------------------------------------------------------- metrics
 
     def _metrics_row(
@@ -613,6 +656,7 @@ class Orchestrator:
                 await self.evaluate(0, self.backend)
             while self.version < self.config.max_steps:
                 if self.fatal is not None:
+                    self._log_unfinished_steps(str(self.fatal))
                     raise self.fatal
                 if watcher.done():
                     watcher.result()  # raises ChildDied

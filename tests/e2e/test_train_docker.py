@@ -1,20 +1,35 @@
 """Acceptance 8: `prime train` on python-code with the Docker sandbox backend: every rollout
-that submitted code ran in a labelled container, and none is left after the run."""
+that submitted code ran in a labelled container; none is left after the run, nor after a
+SIGKILL and the next start; an unreachable daemon gives error records, not zeros."""
 
 from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.e2e.eval_support import ROOT, prime
-from tests.e2e.train_support import metrics
+from tests.e2e.eval_support import PRIME, ROOT, prime, prime_env
+from tests.e2e.train_support import FAST, VOWELS_ENV, metrics, train_dirs
 from tests.support import require
+from tests.trainer_bridge.conftest import smollm2_tokenizer_dir, tiny_model_dir  # noqa: F401
 
 LABEL = "prime.sandbox"
+OWNER = "prime.sandbox.owner"
+PYTHON_CODE = [
+    "train", str(ROOT / "builtin_envs" / "python-code"), "-m", "local/smollm2-135m",
+    "-a", json.dumps({"backend": "docker", "num_eval_examples": 2}),
+    "--no-orchestrator.filter-zero-advantages",
+    "--orchestrator.batch-size", "8", "--orchestrator.rollouts-per-example", "4",
+    "--orchestrator.sampling.max-tokens", "160",
+    "--orchestrator.eval.at-start", "false", "--orchestrator.eval.at-end", "false",
+]  # fmt: skip
+"""SmolLM2 on python-code, 2 groups of 4 a step: about a quarter of its answers hold code."""
 CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)\n```", re.DOTALL)
 
 
@@ -52,13 +67,7 @@ def test_python_code_trains_in_labelled_containers(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         result = prime(
-            "train", str(ROOT / "builtin_envs" / "python-code"), "-m", "local/smollm2-135m",
-            "-a", json.dumps({"backend": "docker", "num_eval_examples": 2}),
-            "--max-steps", "2", "-o", str(tmp_path / "out"), "--output", "json",
-            "--no-orchestrator.filter-zero-advantages",
-            "--orchestrator.batch-size", "8", "--orchestrator.rollouts-per-example", "4",
-            "--orchestrator.sampling.max-tokens", "160",
-            "--orchestrator.eval.at-start", "false", "--orchestrator.eval.at-end", "false",
+            *PYTHON_CODE, "--max-steps", "2", "-o", str(tmp_path / "out"), "--output", "json",
             cwd=tmp_path,
         )  # fmt: skip
     finally:
@@ -78,3 +87,93 @@ def test_python_code_trains_in_labelled_containers(tmp_path: Path) -> None:
     print(
         f"{len(records)} rollouts, {len(with_code)} with code, {len(set(started.split()))} containers"
     )
+
+
+def records_of(run: Path) -> list[dict[str, Any]]:
+    return [
+        json.loads(line)
+        for path in sorted((run / "rollouts").glob("step_*.jsonl"))
+        for line in path.read_text().splitlines()
+    ]
+
+
+def owned_by(pid: int) -> list[str]:
+    """Sandbox containers (any state) whose owner label names process `pid`."""
+    out = subprocess.run(
+        ["docker", "ps", "-a", "--filter", f"label={LABEL}",
+         "--format", f'{{{{.ID}}}} {{{{.State}}}} {{{{.Label "{OWNER}"}}}}'],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    rows = [line.split() for line in out.splitlines() if line.strip()]
+    return [f"{row[0]} {row[1]}" for row in rows if row[-1].split(":")[0] == str(pid)]
+
+
+@pytest.mark.slow  # SmolLM2 until it writes code, then a tiny-model run
+@pytest.mark.docker
+def test_sigkill_with_live_containers_then_the_next_start_leaves_none(
+    tmp_path: Path,
+    tiny_model_dir: Path,  # noqa: F811
+) -> None:
+    require(docker_ok(), "a Docker daemon")
+    proc = subprocess.Popen(
+        [str(PRIME), *PYTHON_CODE, "--max-steps", "3", "-o", str(tmp_path / "out")],
+        cwd=tmp_path, env=prime_env(), text=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    live: list[str] = []
+    try:
+        deadline = time.monotonic() + 480
+        while not live and proc.poll() is None and time.monotonic() < deadline:
+            live = [c for c in owned_by(proc.pid) if c.endswith("running")]
+            time.sleep(0.1)
+        assert live, "the run never had a sandbox container running (no code written?)"
+        proc.send_signal(signal.SIGKILL)  # no handler of ours runs: the containers stay behind
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        assert proc.stderr is not None
+        proc.stderr.close()
+    left_at_kill = owned_by(proc.pid)
+    # The next start: a short run of another env, which starts no sandbox of its own.
+    result = prime(
+        "train", str(VOWELS_ENV), "-m", str(tiny_model_dir), "--max-steps", "1",
+        "-o", str(tmp_path / "next"), "--output", "json", *FAST,
+        "--orchestrator.eval.at-start", "false", "--orchestrator.eval.at-end", "false",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert owned_by(proc.pid) == []
+    print(f"{len(live)} running at the kill; {len(left_at_kill)} left then: {left_at_kill}")
+
+
+@pytest.mark.slow  # SmolLM2 until it writes code
+@pytest.mark.docker
+def test_unreachable_daemon_gives_error_records_and_stops_the_run(tmp_path: Path) -> None:
+    """DOCKER_HOST at a dead socket (the shared daemon keeps running): each answer with code
+    becomes a `sandbox_unavailable` record (never a 0), none is batched, metrics count them,
+    and the run stops saying why instead of training on the answers that ran nothing."""
+    dead = prime_env(DOCKER_HOST=f"unix://{tmp_path}/no-docker.sock")
+    result = prime(
+        *PYTHON_CODE, "--max-steps", "3", "-o", str(tmp_path / "out"), "--output", "json",
+        cwd=tmp_path, env=dead,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "stopped:" in result.stderr and "sandbox_unavailable" in result.stderr
+    assert "cannot reach the Docker daemon" in result.stderr
+    (run,) = train_dirs(tmp_path / "out")
+    info = json.loads((run / "run.json").read_text())
+    assert info["status"] == "failed" and "sandbox_unavailable" in info["error"]
+    records = records_of(run)
+    errors = [r for r in records if r["error"] is not None]
+    assert errors, "no rollout reached the sandbox"
+    assert {r["error"]["type"] for r in errors} == {"sandbox_unavailable"}
+    assert all(r["reward"] is None for r in errors)  # an error, never a score of 0
+    assert all(r["error"] is not None for r in records if submitted_code(r))
+    rows = metrics(run)
+    assert sum(r.get("errors/sandbox_unavailable", 0) for r in rows) == len(errors)
+    assert rows and "sandbox_unavailable" in rows[-1]["stopped"]
+    for batch in (run / "batches").glob("step_*/samples.jsonl"):  # none batched
+        assert all(json.loads(x)["reward"] is not None for x in batch.read_text().splitlines())
+    trained = [r for r in rows if "trainer/loss" in r]
+    print(f"{len(records)} rollouts, {len(errors)} errors, {len(trained)} steps trained")
