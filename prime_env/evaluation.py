@@ -28,6 +28,7 @@ from .clients.base import ModelClient, SamplingArgs
 from .clients.model_specs import ModelSpec
 from .environment import Environment
 from .errors import EnvironmentNotFound
+from .gc_tuning import rollout_gc
 from .loading import load
 from .parallel import ClientFactory, run_in_processes
 from .record import RolloutRecord
@@ -389,7 +390,7 @@ async def execute(
         summary.add(rec)
     skip = {rec.key for rec in run.done}
     fh: IO[bytes]
-    with run.results_path.open("ab") as fh:
+    with run.results_path.open("ab") as fh, rollout_gc():
 
         def keep(record: RolloutRecord) -> None:
             summary.add(record)

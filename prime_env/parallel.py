@@ -12,7 +12,11 @@ written lost in a crash) and the running summary stays in the parent.
 Children are forked, not spawned: a fork starts in milliseconds with the environment already
 loaded (a spawned child re-imports and reloads it, seconds), which matters at the run's start.
 They make their own model client with `client_factory` (connections are never shared across
-processes). POSIX only.
+processes), then wait for one another at a barrier before their first request: forks are
+started one after another, and a child that began at once would run its first wave alone
+while the next one is still being forked and set up (ramp-up the run pays for at the end,
+as late rollouts). A child that never reaches the barrier (it failed) lets the others go
+when the parent sees it exit (or after `_START_WAIT_S`). POSIX only.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import asyncio
 import multiprocessing
 import os
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
@@ -33,6 +38,7 @@ from .tasks import Task
 
 ClientFactory = Callable[[], ModelClient]
 _READ_CHUNK = 1 << 16
+_START_WAIT_S = 60.0
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -62,6 +68,7 @@ async def run_in_processes(
         raise ValueError(f"-c {concurrency} cannot be shared by {workers} worker processes")
     examples = len(choose_tasks(env, n, tasks))
     context = multiprocessing.get_context("fork")
+    start = context.Barrier(workers)
     children: list[Any] = []
     readers: list[int] = []
     try:
@@ -70,7 +77,7 @@ async def run_in_processes(
             child = context.Process(
                 target=_child,
                 name=f"prime-eval-worker-{k}",
-                args=(env, client_factory, write_fd, read_fd),
+                args=(env, client_factory, write_fd, read_fd, start),
                 kwargs={
                     "n": n,
                     "r": r,
@@ -87,7 +94,12 @@ async def run_in_processes(
             os.close(write_fd)
             children.append(child)
             readers.append(read_fd)
-        await asyncio.gather(*(_read_lines(fd, on_line) for fd in readers))
+
+        async def drain(fd: int) -> None:
+            await _read_lines(fd, on_line)
+            start.abort()  # this child is gone: whoever still waits for it must not wait on
+
+        await asyncio.gather(*(drain(fd) for fd in readers))
         for child in children:
             await asyncio.to_thread(child.join)
         failed = [f"{c.name} (exit {c.exitcode})" for c in children if c.exitcode != 0]
@@ -121,7 +133,12 @@ async def _read_lines(fd: int, on_line: Callable[[bytes], None]) -> None:
 
 
 def _child(
-    env: Environment, client_factory: ClientFactory, write_fd: int, read_fd: int, **kwargs: Any
+    env: Environment,
+    client_factory: ClientFactory,
+    write_fd: int,
+    read_fd: int,
+    start: threading.Barrier,
+    **kwargs: Any,
 ) -> None:
     """A worker process: its own event loop and client; records out as lines on `write_fd`."""
     os.close(read_fd)
@@ -136,6 +153,7 @@ def _child(
     async def main() -> None:
         client = client_factory()
         try:
+            _wait_for_siblings(start)  # blocking is fine: nothing else runs on this loop yet
             await stream_rollouts(env, client, on_record=send, **kwargs)
         finally:
             await client.aclose()
@@ -152,3 +170,10 @@ def _child(
         sys.stderr.flush()
         os._exit(1)
     os.close(write_fd)
+
+
+def _wait_for_siblings(start: threading.Barrier) -> None:
+    try:
+        start.wait(_START_WAIT_S)
+    except threading.BrokenBarrierError:
+        pass  # a sibling failed before it was ready: go on, its failure is reported

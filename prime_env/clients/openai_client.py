@@ -82,7 +82,8 @@ class OpenAIClient(SDKClient):
             policy=policy,
             limiter=limiter,
         )
-        self._post = PreparedPost(self._client, "/chat/completions", self.policy.timeout_s)
+        # No timeout of its own: call_with_retries bounds every attempt (policy.timeout_s).
+        self._post = PreparedPost(self._client, "/chat/completions", None)
 
     def _make_client(self, base_url: str | None, api_key: str) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(

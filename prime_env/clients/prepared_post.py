@@ -44,7 +44,9 @@ class _Capture(openai.DefaultAsyncHttpxClient):
 class PreparedPost:
     """POST a JSON body to one API path of an SDK client; returns the raw 2xx body."""
 
-    def __init__(self, sdk: openai.AsyncOpenAI, path: str, timeout_s: float) -> None:
+    def __init__(self, sdk: openai.AsyncOpenAI, path: str, timeout_s: float | None) -> None:
+        """`timeout_s` bounds each POST; None when the caller bounds each call itself (as
+        `call_with_retries` does), which spares aiohttp a timer per request."""
         self._sdk = sdk
         self._path = path
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
@@ -81,9 +83,12 @@ class PreparedPost:
         loop = asyncio.get_running_loop()
         if self._session is None or self._loop is not loop:
             self._loop = loop
+            # The captured headers are the session's defaults: aiohttp copies them per request
+            # in C, where per-request headers are merged key by key in Python.
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=_MAX_CONNECTIONS),
                 timeout=self._timeout,
+                headers=self._headers,
             )
         return self._session
 
@@ -92,9 +97,7 @@ class PreparedPost:
         session = self._session_here()
         data = json.dumps(body, ensure_ascii=False).encode()
         try:
-            async with session.post(
-                self._url, data=data, headers=self._headers, proxy=self._proxy
-            ) as response:
+            async with session.post(self._url, data=data, proxy=self._proxy) as response:
                 content = await response.read()
                 status, raw_headers = response.status, response.raw_headers
         except TimeoutError:

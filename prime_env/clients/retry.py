@@ -74,6 +74,7 @@ class AdaptiveLimiter:
         self.in_flight = 0
         self.rate_limited = 0
         self._last_cut = 0.0
+        self._waiting = 0  # callers queued for a slot: a free slot goes to them first
         self._loop: asyncio.AbstractEventLoop | None = None
         self._condition = asyncio.Condition()
 
@@ -87,16 +88,30 @@ class AdaptiveLimiter:
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[float]:
-        """Hold one in-flight slot; yields the start time to pass to `on_rate_limited`."""
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.in_flight < int(self.limit))
+        """Hold one in-flight slot; yields the start time to pass to `on_rate_limited`.
+
+        Below the limit with nobody queued, a slot is taken without the condition's lock (no
+        await between the check and the count, so no other task can interleave): that is the
+        common case, once per model call, and the lock round trips were a measurable share of
+        a call's CPU. Otherwise the caller queues on the condition, in arrival order."""
+        if self._waiting or self.in_flight >= int(self.limit):
+            changed = self._changed
+            self._waiting += 1
+            try:
+                async with changed:
+                    await changed.wait_for(lambda: self.in_flight < int(self.limit))
+                    self.in_flight += 1
+            finally:
+                self._waiting -= 1
+        else:
             self.in_flight += 1
         try:
             yield time.monotonic()
         finally:
-            async with self._changed:
-                self.in_flight -= 1
-                self._changed.notify()
+            self.in_flight -= 1
+            if self._waiting:
+                async with self._changed:
+                    self._changed.notify()
 
     def on_success(self) -> None:
         if self.limit < self.max_limit:

@@ -111,6 +111,8 @@ class FaultPlan:
     # monotonic seconds of the first and the latest model request: a timer benchmarks share
     first_at: float | None = None
     last_at: float | None = None
+    # every model request's arrival (monotonic s): where a benchmark's run lost its time
+    arrivals: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         unknown = (set(self.rates) | set(self.script)) - {*FAULT_TYPES, "ok"}
@@ -121,6 +123,7 @@ class FaultPlan:
     def next(self) -> str | None:
         self.requests += 1
         self.last_at = time.monotonic()
+        self.arrivals.append(self.last_at)
         if self.first_at is None:
             self.first_at = self.last_at
         fault: str | None = None

@@ -38,6 +38,9 @@ class FakeProvider:
         if request.path == "/_fake/stats":
             out.send(200, _dumps(self.plan.stats()), _JSON)
             return
+        if request.path == "/_fake/arrivals":
+            out.send(200, _dumps(self.plan.arrivals), _JSON)
+            return
         if request.path == "/_fake/config" and request.method == "POST":
             try:
                 self.plan = FaultPlan(**json.loads(request.body))

@@ -122,6 +122,12 @@ class FakeServer:
         resp.raise_for_status()
         return dict(resp.json())
 
+    def arrivals(self) -> list[float]:
+        """Monotonic arrival time of every model request since the last `configure`."""
+        resp = httpx.get(f"http://127.0.0.1:{self.port}/_fake/arrivals", timeout=5)
+        resp.raise_for_status()
+        return [float(t) for t in resp.json()]
+
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()

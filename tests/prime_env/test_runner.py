@@ -382,6 +382,33 @@ async def test_a_failing_worker_process_fails_the_run_clearly(tmp_path) -> None:
         )
 
 
+@pytest.mark.timeout(120)
+async def test_workers_start_together_and_a_failed_one_releases_the_others(
+    tmp_path, monkeypatch
+) -> None:
+    """Workers wait for one another before their first request; one that dies first must not
+    hold the others at the start barrier (the parent breaks it when a worker exits)."""
+    import multiprocessing
+
+    from prime_env import parallel
+    from prime_env.evaluation import execute
+
+    monkeypatch.setattr(parallel, "_START_WAIT_S", 3600.0)  # only the parent can release them
+
+    def first_worker_fails():
+        if multiprocessing.current_process().name == "prime-eval-worker-0":
+            raise RuntimeError("no client in this process")
+        return answering_client()
+
+    run = _eval_run(tmp_path, make_env(), n=len(TASKS), r=1)
+    with pytest.raises(RuntimeError, match="prime-eval-worker-0 .* failed"):
+        await execute(
+            run, answering_client(), concurrency=2, workers=2, client_factory=first_worker_fails
+        )
+    # the other worker ran its share (the odd examples) to the end
+    assert len(run.results_path.read_text().splitlines()) == len(TASKS) // 2
+
+
 async def test_a_seeded_run_gives_each_rollout_its_own_reproducible_seed() -> None:
     """r rollouts of one task must not share a seed (a server would answer r times alike), and
     each rollout's seed depends on (seed, example, rollout) only, not on scheduling."""

@@ -61,6 +61,32 @@ async def test_limiter_bounds_in_flight() -> None:
     assert peak == 4
 
 
+async def test_limiter_queues_past_the_limit_and_honours_a_cut_in_flight() -> None:
+    """Callers past the limit wait (the lock-free path is only taken below it with nobody
+    queued); after a halving while slots are held, no more than the new limit run at once."""
+    limiter = AdaptiveLimiter(max_limit=2)
+    order: list[str] = []
+    running: list[int] = []
+    release = asyncio.Event()
+
+    async def job(name: str) -> None:
+        async with limiter.slot():
+            order.append(name)
+            running.append(limiter.in_flight)
+            await release.wait()
+            await asyncio.sleep(0)
+
+    first = [asyncio.create_task(job(n)) for n in ("a", "b", "c", "d")]
+    await asyncio.sleep(0.01)
+    assert order == ["a", "b"] and limiter.in_flight == 2 and limiter._waiting == 2
+    limiter.on_rate_limited(time.monotonic())  # limit 2 -> 1 while two are in flight
+    release.set()
+    late = asyncio.create_task(job("e"))  # arrives while c and d still wait
+    await asyncio.gather(*first, late)
+    assert sorted(order) == ["a", "b", "c", "d", "e"] and running[2:] == [1, 1, 1]
+    assert limiter.in_flight == 0 and limiter._waiting == 0
+
+
 async def test_gives_up_within_total_time() -> None:
     calls = 0
 
