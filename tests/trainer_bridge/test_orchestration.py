@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,7 +15,13 @@ from prime_env.record import ErrorInfo, RolloutRecord, Turn
 from trainer_bridge import checkpoints
 from trainer_bridge.config import ConfigError, build_config
 from trainer_bridge.metrics import Monitor
-from trainer_bridge.orchestrator import Orchestrator, reward_weights, training_reward
+from trainer_bridge.orchestrator import (
+    Orchestrator,
+    TrainingStopped,
+    reward_weights,
+    training_reward,
+)
+from trainer_bridge.policy import Probe
 from trainer_bridge.run_dir import RunDir
 from trainer_bridge.supervisor import Supervisor
 
@@ -100,6 +107,61 @@ def test_assembly_drops_stale_groups_and_takes_whole_groups(tmp_path: Path) -> N
     groups = orch._take_batch()
     assert groups is not None and [g.key for g in groups] == ["g0", "g1"]
     assert orch.stats.drops["stale"] == 1 and [g.key for g in orch.ready] == ["g2"]
+
+
+def test_batches_take_groups_in_dispatch_order_not_completion_order(tmp_path: Path) -> None:
+    orch = orchestrator(tmp_path)
+    groups = [
+        orch._screen(f"d{k}", 0, [record(i, i % 2, 0) for i in range(4)], order=k) for k in range(3)
+    ]
+    orch.ready = [groups[2], groups[0], groups[1]]  # as they happened to finish
+    chosen = orch._take_batch()
+    assert chosen is not None and [g.key for g in chosen] == ["d0", "d1"]
+    assert [g.key for g in orch.ready] == ["d2"]
+
+
+def test_an_unavailable_service_stops_the_run_and_its_errors_are_logged(tmp_path: Path) -> None:
+    orch = orchestrator(tmp_path)
+    records = [record(0, 0, 0), record(1, 0, 0), record(2, 0, 0, error="sandbox_unavailable")]
+    orch.ready.append(orch._screen("d0", 0, records))
+    orch._stop_if_unavailable(records[:2] + [record(3, 0, 0, error="sandbox_error")])
+    assert orch.fatal is None  # one sandbox failure is an error record, not a stop
+    orch._stop_if_unavailable(records)
+    assert "sandbox_unavailable" in str(orch.fatal)
+    orch._log_unfinished_steps(str(orch.fatal))
+    (row,) = [json.loads(line) for line in orch.run.metrics.read_text().splitlines()]
+    assert row["step"] == 0 and row["errors/sandbox_unavailable"] == 1
+    assert "sandbox_unavailable" in row["stopped"] and "trainer/loss" not in row
+    assert len(orch.run.rollouts(0).read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize(
+    ("flags", "dtype", "tolerance"),
+    [((), "float32", 1e-4), ((), "bfloat16", 1e-2), ((), None, 1e-2),
+     ((("orchestrator.probe_tolerance", 0.05),), "float32", 0.05)],
+)  # fmt: skip
+def test_probe_tolerance_follows_the_served_precision(
+    tmp_path: Path, flags: tuple[tuple[str, Any], ...], dtype: str | None, tolerance: float
+) -> None:
+    orch = orchestrator(tmp_path, *flags)
+    orch.backend = SimpleNamespace(dtype=dtype) if dtype else object()  # type: ignore[assignment]
+    assert orch.probe_tolerance() == tolerance
+
+
+async def test_fp32_probe_catches_a_policy_that_moved_by_one_tiny_step(tmp_path: Path) -> None:
+    """9.7e-3: the smallest probe change one step made on the tiny model (1e-2 let it pass)."""
+    orch = orchestrator(tmp_path)
+    probe = Probe([1, 2, 3], [-1.0, -2.0])
+
+    class Stale:
+        dtype = "float32"
+
+        async def score(self, version: int, token_ids: list[int]) -> list[float]:
+            return [-1.0, -2.0 + 9.7e-3]
+
+    orch.backend = Stale()  # type: ignore[assignment]
+    with pytest.raises(TrainingStopped, match="tolerance 0.0001"):
+        await orch._probe(1, probe)
 
 
 @pytest.mark.parametrize(("level", "groups"), [(0, 2), (1, 4)])

@@ -46,6 +46,11 @@ class TorchBackend:
         return self._client._tokenizer
 
     @property
+    def dtype(self) -> str:
+        """The precision it serves in ("float32", "bfloat16"): the probe's tolerance follows it."""
+        return str(next(self.model.parameters()).dtype).removeprefix("torch.")
+
+    @property
     def version(self) -> int:
         return int(self._client.policy_version or 0)
 
