@@ -56,12 +56,16 @@ def docker_client() -> Any:
         client = docker.from_env(timeout=120)
         client.ping()
     except Exception as exc:  # docker raises DockerException, requests errors, FileNotFoundError
-        raise SandboxUnavailable(
-            f"cannot reach the Docker daemon ({exc}); start it (scripts/start_services.sh) "
-            "or use the local backend (--backend local)"
-        ) from exc
+        raise _unreachable(exc) from exc
     _client = client
     return client
+
+
+def _unreachable(exc: BaseException) -> SandboxUnavailable:
+    return SandboxUnavailable(
+        f"cannot reach the Docker daemon ({exc}); start it (scripts/start_services.sh) "
+        "or use the local backend (--backend local)"
+    )
 
 
 def docker_available() -> bool:
@@ -173,6 +177,20 @@ class DockerSandbox(Sandbox):
         self._started_at = 0.0
 
     def _launch(self) -> Channel:
+        """Start the container; a daemon that went away since the client was made (stopped,
+        restarted) is `SandboxUnavailable`, like one that never answered, and the next sandbox
+        connects afresh. The docker SDK raises requests' ConnectionError for it, which would
+        otherwise reach the caller as a bare exception (an env bug, not infrastructure)."""
+        global _client
+        import requests
+
+        try:
+            return self._start_container()
+        except requests.exceptions.ConnectionError as exc:
+            _client = None
+            raise _unreachable(exc) from exc
+
+    def _start_container(self) -> Channel:
         import docker.errors
         from docker.types import Ulimit
 

@@ -187,6 +187,23 @@ def test_unreachable_daemon_is_a_clear_error(
         open_sandbox("docker", image="prime-sandbox/does-not-exist:1").start()
 
 
+def test_a_daemon_lost_after_connecting_is_unavailable_and_reconnected(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A daemon stopped mid-run (the cached client's socket is gone): `SandboxUnavailable`, a
+    rollout error the trainer stops on, not a bare ConnectionError; the next sandbox
+    connects afresh."""
+    import docker
+
+    from sandbox import SandboxUnavailable, docker_backend
+
+    lost = docker.DockerClient(base_url=f"unix://{tmp_path}/gone.sock", version="1.41")
+    monkeypatch.setattr(docker_backend, "_client", lost)
+    with pytest.raises(SandboxUnavailable, match="cannot reach the Docker daemon"):
+        open_sandbox("docker").start()
+    assert docker_backend._client is None
+
+
 def test_stop_is_idempotent_and_exec_after_stop_fails(backend: str) -> None:
     box = open_sandbox(backend).start()
     box.stop()
