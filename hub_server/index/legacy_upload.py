@@ -32,6 +32,7 @@ from hub_server.core.errors import (
     Unauthorized,
 )
 from hub_server.core.http_protocol import REASON_HEADER, latin1_reason
+from hub_server.core.limits import PRINCIPAL_KEY
 from hub_server.core.state import Hub
 from hub_server.registry.models import Environment
 from hub_server.registry.publishing import EnvTarget, NewFile, publish_file
@@ -65,7 +66,12 @@ async def upload_to_owner(owner_name: str, request: Request) -> Response:
 async def _upload(request: Request, owner_name: str | None) -> Response:
     hub: Hub = request.app.state.hub
     try:
-        principal = await run_in_threadpool(_authenticate, request, hub)
+        # The request-limits middleware authenticated this request before its body was read;
+        # its answer is reused without another trip through the thread pool.
+        cached = request.scope.get(PRINCIPAL_KEY)
+        principal = (
+            cached if cached is not None else await run_in_threadpool(_authenticate, request, hub)
+        )
         if not principal.may_write_anything():
             raise Forbidden(
                 "This token is read-only; upload with a token of scope 'all' or "
@@ -78,11 +84,11 @@ async def _upload(request: Request, owner_name: str | None) -> Response:
             and int(declared) > hub.settings.max_upload_bytes + _CHUNK
         ):
             raise _too_large(hub)
-        await run_in_threadpool(_check_owner, hub, principal, owner_name)
+        owner = await run_in_threadpool(_check_owner, hub, principal, owner_name)
         check_upload_rate(request, hub, principal)
         form = await request.form(max_files=1, max_fields=200)
         try:
-            return await run_in_threadpool(_handle, hub, principal, owner_name, form)
+            return await run_in_threadpool(_handle, hub, principal, owner, form)
         finally:
             await form.close()
     except HubError as error:
@@ -99,8 +105,8 @@ def _authenticate(request: Request, hub: Hub) -> Principal:
     return principal
 
 
-def _check_owner(hub: Hub, principal: Principal, owner_name: str | None) -> None:
-    """403 before the body is read when the token can write nothing of the target owner."""
+def _check_owner(hub: Hub, principal: Principal, owner_name: str | None) -> Owner:
+    """The target owner; 403 before the body is read when the token can write nothing of it."""
     with Session(hub.engine, expire_on_commit=False) as session:
         owner = _target_owner(session, principal, owner_name)
     if not principal.may_write_some_of(owner):
@@ -108,6 +114,7 @@ def _check_owner(hub: Hub, principal: Principal, owner_name: str | None) -> None
             f"Your token may not publish to {owner.name}/; ask an admin for a token with scope "
             f"upload:{owner.name} (and membership of {owner.name})."
         )
+    return owner
 
 
 def _too_large(hub: Hub) -> TooLarge:
@@ -120,7 +127,7 @@ def _field(form: object, name: str) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def _handle(hub: Hub, principal: Principal, owner_name: str | None, form: object) -> Response:
+def _handle(hub: Hub, principal: Principal, owner: Owner, form: object) -> Response:
     action = _field(form, ":action")
     if action != "file_upload":
         raise BadRequest(f"Unsupported ':action' {action!r}; only 'file_upload' is supported.")
@@ -166,7 +173,6 @@ def _handle(hub: Hub, principal: Principal, owner_name: str | None, form: object
         )
 
     with Session(hub.engine, expire_on_commit=False) as session:
-        owner = _target_owner(session, principal, owner_name)
         env = session.exec(
             select(Environment).where(
                 Environment.owner_id == owner.id, Environment.normalized_name == parsed.name
@@ -196,7 +202,12 @@ def _handle(hub: Hub, principal: Principal, owner_name: str | None, form: object
             metadata_sha256=validated.metadata_sha256,
             keywords=tuple(metadata.keywords),
         )
-        target = EnvTarget(owner=owner, name=metadata.name, environment_id=env.id if env else None)
+        target = EnvTarget(
+            owner=owner,
+            name=metadata.name,
+            environment_id=env.id if env else None,
+            absent=env is None,
+        )
         result = publish_file(hub.engine, hub.store, target, new, scratch, principal.user.id)
     finally:
         scratch.unlink(missing_ok=True)

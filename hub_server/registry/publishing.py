@@ -62,12 +62,18 @@ class NewFile:
 
 @dataclass(frozen=True)
 class EnvTarget:
-    """Which environment receives the file: an existing id, or get-or-create by name."""
+    """Which environment receives the file: an existing id, or get-or-create by name.
+
+    `absent`: the caller has just looked the environment up and found none (a new project),
+    so it is created without looking again first; one created meanwhile by a concurrent
+    upload still wins the unique constraint, and the retry finds it.
+    """
 
     owner: Owner
     name: str
     environment_id: str | None = None
     visibility: str = "public"
+    absent: bool = False
 
 
 @dataclass(frozen=True)
@@ -120,13 +126,21 @@ def _existing(session: Session, env: Environment, new: NewFile) -> PublishResult
     return None
 
 
-def _get_or_create_version(session: Session, env: Environment, new: NewFile) -> Version:
+def _get_or_create_version(
+    session: Session, env: Environment, new: NewFile, *, new_env: bool = False
+) -> Version:
+    """The version row of `new`; an environment created in this transaction (`new_env`) has
+    none yet, so it is not looked for."""
     canonical = canonicalize_version(new.version)
-    version = session.exec(
-        select(Version).where(
-            Version.environment_id == env.id, Version.canonical_version == canonical
-        )
-    ).first()
+    version = (
+        None
+        if new_env
+        else session.exec(
+            select(Version).where(
+                Version.environment_id == env.id, Version.canonical_version == canonical
+            )
+        ).first()
+    )
     if version is None:
         version = Version(
             environment_id=env.id,
@@ -202,12 +216,20 @@ def create_environment(
 MAX_TAGS = 20
 
 
-def _tags_from_keywords(session: Session, env: Environment, keywords: tuple[str, ...]) -> None:
+def _tags_from_keywords(
+    session: Session, env: Environment, keywords: tuple[str, ...], *, new_env: bool = False
+) -> None:
     """An environment without tags takes its METADATA `Keywords` as tags, so twine and uv
-    uploads get the same tags a `prime env push` sends; tags set since are left alone."""
+    uploads get the same tags a `prime env push` sends; tags set since are left alone (one
+    created in this transaction, `new_env`, has none)."""
     if not keywords:
         return
-    if session.exec(select(EnvironmentTag).where(EnvironmentTag.environment_id == env.id)).first():
+    if (
+        not new_env
+        and session.exec(
+            select(EnvironmentTag).where(EnvironmentTag.environment_id == env.id)
+        ).first()
+    ):
         return
     tags = sorted({k.strip().lower()[:64] for k in keywords if k.strip()})[:MAX_TAGS]
     for tag in tags:
@@ -290,12 +312,13 @@ def publish_file(
                 f"Version {new.version[:80]!r} is {len(new.version)} characters long; "
                 f"use at most {MAX_VERSION_LENGTH}."
             )
-        with Session(engine, expire_on_commit=False) as session:
-            env = _find_env(session, target, normalized)
-            if env is not None:
-                existing = _existing(session, env, new)
-                if existing is not None:
-                    return existing
+        if not target.absent:
+            with Session(engine, expire_on_commit=False) as session:
+                env = _find_env(session, target, normalized)
+                if env is not None:
+                    existing = _existing(session, env, new)
+                    if existing is not None:
+                        return existing
         # Blobs are content-addressed: they are stored (written, fsynced, renamed) while the
         # row transaction runs, and the rows commit only once they are in place, so a row never
         # points at a missing blob; a lost race leaves no stray bytes (the winner wrote the same
@@ -347,7 +370,7 @@ def _record(
     unique constraint (`recheck`) needs to look again.
     """
     with session_scope(engine) as session:
-        env = _find_env(session, target, normalized)
+        env = None if target.absent and not recheck else _find_env(session, target, normalized)
         created = env is None
         if env is None:
             env = create_environment(
@@ -357,8 +380,8 @@ def _record(
         existing = _existing(session, env, new) if recheck else None
         if existing is not None:
             return existing
-        version = _get_or_create_version(session, env, new)
-        _tags_from_keywords(session, env, new.keywords)
+        version = _get_or_create_version(session, env, new, new_env=created)
+        _tags_from_keywords(session, env, new.keywords, new_env=created)
         file = DistFile(
             environment_id=env.id,
             version_id=version.id,

@@ -12,7 +12,7 @@ from hub_server.accounts.admin import create_user, open_database
 from hub_server.accounts.models import Owner
 from hub_server.core.blobstore import BlobStore
 from hub_server.core.settings import HubSettings
-from hub_server.registry.models import Environment
+from hub_server.registry.models import Environment, Version
 from hub_server.registry.publishing import EnvTarget, NewFile, confusable_neighbour, publish_file
 from registry_index.validation import UploadLimits, validate_distribution
 from tests.hub_server.wheels import write_wheel
@@ -27,7 +27,9 @@ def test_the_confusable_name_lookup_uses_its_expression_index(tmp_path: Path) ->
     assert "ix_environment_confusable" in plan, plan
 
 
-def _publish(engine: Engine, store: BlobStore, tmp_path: Path, name: str, version: str) -> None:
+def _publish(
+    engine: Engine, store: BlobStore, tmp_path: Path, name: str, version: str, absent: bool = False
+) -> None:
     wheel = write_wheel(tmp_path / f"{name}-{version}", name, version)
     validated = validate_distribution(wheel, wheel.name, UploadLimits(max_file_size=10**7))
     with Session(engine, expire_on_commit=False) as session:
@@ -41,7 +43,7 @@ def _publish(engine: Engine, store: BlobStore, tmp_path: Path, name: str, versio
         metadata_raw=validated.metadata.raw,
         metadata_sha256=validated.metadata_sha256,
     )
-    target = EnvTarget(owner=owner, name=name)
+    target = EnvTarget(owner=owner, name=name, absent=absent)
     assert publish_file(engine, store, target, new, wheel, owner.user_id or "").created
 
 
@@ -70,3 +72,24 @@ def test_only_a_new_project_changes_the_root_index_serial(tmp_path: Path) -> Non
 
     _publish(engine, store, tmp_path, "beta-env", "1.0.0")
     assert _serials(engine)[0] > after_new_file
+
+
+def test_a_project_created_after_the_caller_looked_is_found_not_duplicated(
+    tmp_path: Path,
+) -> None:
+    """The twine endpoint tells publish_file a project was absent when it looked (so it is
+    created without looking again); if a concurrent upload created it since, the insert loses
+    on the unique constraint and the file joins the winner's project."""
+    settings = HubSettings(data_dir=tmp_path / "hub")
+    engine = open_database(settings)
+    store = BlobStore(settings.resolved_storage_url)
+    create_user(engine, "una")
+    _publish(engine, store, tmp_path, "gamma-env", "1.0.0")  # the concurrent winner
+    _publish(engine, store, tmp_path, "gamma-env", "1.0.1", absent=True)  # looked before it
+    with Session(engine) as session:
+        envs = session.exec(select(Environment).where(Environment.name == "gamma-env")).all()
+        versions = sorted(
+            v.version
+            for v in session.exec(select(Version).where(Version.environment_id == envs[0].id))
+        )
+    assert len(envs) == 1 and versions == ["1.0.0", "1.0.1"]
