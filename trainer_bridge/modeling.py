@@ -128,8 +128,9 @@ def token_logprobs(
     lm = causal_lm(model)
     rows, width = input_ids.shape
     positions = torch.arange(width, device=input_ids.device).expand(rows, width)
+    # use_cache=False: scoring needs no KV cache (and with checkpointing one is refused).
     hidden = lm.get_decoder()(
-        input_ids=input_ids, attention_mask=attention_mask, position_ids=positions
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=False
     ).last_hidden_state
     head: nn.Linear = lm.get_output_embeddings()
     temps = torch.as_tensor(temperature, dtype=torch.float32, device=input_ids.device)

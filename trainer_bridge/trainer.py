@@ -117,6 +117,17 @@ def normaliser(samples: list[TrainSample], config: TrainerConfig, world_size: in
     )
 
 
+def enable_checkpointing(model: Any) -> None:
+    """Activation checkpointing per decoder layer (non-reentrant, which LoRA's frozen inputs
+    need). transformers 5 renamed the call (`gradient_checkpointing_enable` warns that it is
+    deprecated); releases before the rename only have the old name."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
 class Trainer:
     def __init__(self, run_dir: Path, config: RunConfig, dist: Dist | None = None) -> None:
         self.run_dir = run_dir
@@ -132,9 +143,7 @@ class Trainer:
         random.seed(tc.seed)
         base, self.tokenizer = load_base(config.model)
         if tc.activation_checkpointing:
-            base.gradient_checkpointing_enable(
-                gradient_checkpointing_kwargs={"use_reentrant": False}
-            )
+            enable_checkpointing(base)
         self.model = add_lora(base, config.model)
         self.scorer = TokenScorer(self.model, tc.logprob_chunk)
         if self.dist.world_size > 1:
