@@ -228,27 +228,48 @@ def _hold_live_lock(directory: Path) -> None:
     path = directory / f".live-{os.getpid()}"
     if str(path) in _LIVE_LOCKS:
         return
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    while True:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        # Between the open and the lock, a store checking an earlier process with this pid may
+        # have locked the file, taken it for dead and unlinked it; a lock on an unlinked file
+        # shows nobody, so lock the file that is at `path` now.
+        if _is_at(fd, path):
+            break
+        os.close(fd)
     _LIVE_LOCKS[str(path)] = fd
 
 
 def _writer_alive(directory: Path, pid: int) -> bool:
     """True while process `pid` holds its live lock in `directory`; a dead one's lock is removed."""
     path = directory / f".live-{pid}"
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        else:
+            # Unlink only the file this lock is on: if `path` was replaced meanwhile (its
+            # owner found our unlinked file and made a new one), look again.
+            if _is_at(fd, path):
+                path.unlink(missing_ok=True)
+                return False
+        finally:
+            os.close(fd)
+
+
+def _is_at(fd: int, path: Path) -> bool:
+    """True if the open file `fd` is the file at `path` (not one unlinked or replaced since)."""
     try:
-        fd = os.open(path, os.O_RDWR)
+        current = path.stat()
     except FileNotFoundError:
         return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    else:
-        path.unlink(missing_ok=True)
-        return False
-    finally:
-        os.close(fd)
+    opened = os.fstat(fd)
+    return (opened.st_dev, opened.st_ino) == (current.st_dev, current.st_ino)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -8,6 +8,7 @@ X-Forwarded-For handling, the access log).
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ import httpx
 import pytest
 from sqlmodel import Session, select
 
+from hub_server.core import blobstore
 from hub_server.core.blobstore import BlobStore
 from hub_server.registry.models import PendingUpload
 from tests.hub_server.hardening_hub import HardenedHub
@@ -265,7 +267,9 @@ def test_deep_json_sample_is_a_400_not_a_500(hub: HardenedHub) -> None:
 
 # Another worker, as the store sees one: a process holding `tmp/.live-<its pid>` locked
 # (what `BlobStore` does on open), via util-linux flock(1): cheap to start on a loaded host.
-_WORKER = 'mkdir -p "$0" && echo ready && exec flock "$0/.live-$$" sleep 120'
+# It says "ready" only once the lock is held: flock(1) creates the file before it locks it,
+# and a store opening in between would rightly take the worker for dead.
+_WORKER = 'mkdir -p "$0" && exec flock "$0/.live-$$" sh -c "echo ready && exec sleep 120"'
 
 
 def test_restarting_worker_keeps_other_workers_scratch_files(tmp_path: Path) -> None:
@@ -281,11 +285,6 @@ def test_restarting_worker_keeps_other_workers_scratch_files(tmp_path: Path) -> 
     )
     try:
         assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
-        lock = tmp_path / "blobs" / "tmp" / f".live-{worker.pid}"
-        deadline = time.monotonic() + 30
-        while not lock.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.2)  # flock(1) has created the file; let it take the lock
         tmp = tmp_path / "blobs" / "tmp"
         theirs = tmp / f"upload.tmp-{worker.pid}-abc"
         # A crashed writer whose pid now belongs to another, unrelated process (pid 1).
@@ -305,6 +304,31 @@ def test_restarting_worker_keeps_other_workers_scratch_files(tmp_path: Path) -> 
             os.killpg(worker.pid, signal.SIGKILL)
             worker.wait()
         Path(mine.name).unlink(missing_ok=True)
+
+
+def test_a_store_opening_between_a_workers_open_and_lock_does_not_hide_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race a loaded host widens: this worker has created `.live-PID` but not locked it yet
+    when another store, cleaning up after an earlier process with this pid, checks it."""
+    root = tmp_path / "blobs"
+    real_flock = fcntl.flock
+
+    def flock_after_another_store_looked(fd: int, operation: int) -> None:
+        if operation == fcntl.LOCK_EX:
+            monkeypatch.setattr(blobstore.fcntl, "flock", real_flock)
+            assert not blobstore._writer_alive(root / "tmp", os.getpid())  # unlocked: "dead"
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(blobstore.fcntl, "flock", flock_after_another_store_looked)
+    store = BlobStore(str(root))
+    try:
+        with store.scratch_file() as mine:
+            mine.write(b"mine")
+        BlobStore(str(root))  # another worker (re)starting on the same store
+        assert Path(mine.name).exists()
+    finally:
+        os.close(blobstore._LIVE_LOCKS.pop(str(root / "tmp" / f".live-{os.getpid()}")))
 
 
 # -- the real server ------------------------------------------------------------------------
