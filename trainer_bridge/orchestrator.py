@@ -21,7 +21,8 @@ import json
 import random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -95,18 +96,65 @@ def training_reward(record: RolloutRecord, weights: dict[str, float]) -> float:
 # ------------------------------------------------------------------ the sampler's client
 
 
+class PolicyGate:
+    """Holds every model call while a new policy is loaded and probed.
+
+    Gating dispatch alone is not enough: a multi-turn rollout started on policy N-1 makes its
+    later calls while N is being loaded, and a backend serves each call with the newest policy
+    it has (vLLM tags the request `policy-N`; the torch sampler generates with the swapped
+    weights). So each call waits while the gate is shut, and a load first waits for the calls
+    already made (they finish on N-1): no token is sampled by N before N's probe has passed.
+    A failed probe leaves the gate shut; the run is stopping."""
+
+    def __init__(self) -> None:
+        self._open = asyncio.Event()
+        self._open.set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._calls = 0
+
+    @asynccontextmanager
+    async def call(self) -> AsyncIterator[None]:
+        await self._open.wait()
+        self._calls += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._calls -= 1
+            if not self._calls:
+                self._idle.set()
+
+    @asynccontextmanager
+    async def shut(self, *, drain: bool) -> AsyncIterator[None]:
+        """Shut for the body (a load and its probe), after the calls in flight if `drain`;
+        reopened only if the body succeeds."""
+        self._open.clear()
+        if drain:
+            await self._idle.wait()
+        yield
+        self._open.set()
+
+
 class GuardedClient:
     """The backend's client with a hang bound, the sampler failures labelled `sampler_error`
-    (recorded, never scored as 0), and each response's policy version checked against the
-    versions the orchestrator published."""
+    (recorded, never scored as 0), each call held by the policy gate, and each response's
+    policy version checked against the versions the orchestrator published."""
 
-    def __init__(self, inner: Any, timeout_s: float, check_version: Callable[[int], None]) -> None:
+    def __init__(
+        self,
+        inner: Any,
+        timeout_s: float,
+        check_version: Callable[[int], None],
+        gate: PolicyGate,
+    ) -> None:
         self.inner = inner
         self.model = inner.model
         self.provider = inner.provider
         self.base_url = inner.base_url
         self.timeout_s = timeout_s
         self.check_version = check_version
+        self.gate = gate
 
     async def chat(
         self,
@@ -116,9 +164,10 @@ class GuardedClient:
         sampling: SamplingArgs | None = None,
     ) -> ChatResponse:
         try:
-            response: ChatResponse = await asyncio.wait_for(
-                self.inner.chat(messages, tools=tools, sampling=sampling), self.timeout_s
-            )
+            async with self.gate.call():
+                response: ChatResponse = await asyncio.wait_for(
+                    self.inner.chat(messages, tools=tools, sampling=sampling), self.timeout_s
+                )
         except TimeoutError:
             raise ModelError(
                 SAMPLER_ERROR, f"no response in {self.timeout_s:g} s (hung sampler)"
@@ -213,6 +262,7 @@ class Orchestrator:
         self.counters: Counter[str] = Counter(resume.counters if resume else {})
         self.digest = config.digest()
         self.published: set[int] = set()
+        self.gate = PolicyGate()
         self.probe_gaps: dict[int, float] = {}
         self.ready: list[Group] = []
         self.inflight: dict[str, asyncio.Task[None]] = {}
@@ -245,8 +295,10 @@ class Orchestrator:
             self.fatal = exc
         self.changed.set()
 
-    async def _publish(self, version: int) -> None:
-        """Load policy `version` (broadcasts/step_N) into the backend and verify it with the probe.
+    async def _publish(self, version: int, *, drain: bool = True) -> None:
+        """Load policy `version` (broadcasts/step_N) into the backend and verify it with the probe,
+        with every model call held meanwhile (PolicyGate; `drain=False` for a rebuilt backend:
+        the calls still in flight went to the old one).
 
         Version 0 is the base model the backend starts with: it is only probed (the trainer
         broadcasts it too), which checks at step 0 that sampler and trainer compute the same."""
@@ -257,13 +309,14 @@ class Orchestrator:
             raise TrainingStopped(str(exc)) from exc
         if ref.version != version:
             raise TrainingStopped(f"{ref.path} holds policy {ref.version}, expected {version}")
-        if version > 0:
-            try:
-                await self.backend.publish(ref)
-            except Exception as exc:
-                raise TrainingStopped(f"the backend refused policy {version}: {exc}") from exc
-        self.published.add(version)
-        await self._probe(version, probe)
+        async with self.gate.shut(drain=drain):
+            if version > 0:
+                try:
+                    await self.backend.publish(ref)
+                except Exception as exc:
+                    raise TrainingStopped(f"the backend refused policy {version}: {exc}") from exc
+            self.published.add(version)
+            await self._probe(version, probe)
 
     async def _wait_broadcast(self, version: int, watcher: asyncio.Task[None]) -> None:
         while not is_stable(self.run.broadcast(version)):
@@ -331,7 +384,7 @@ class Orchestrator:
                 pass
             self.backend = await self.make_backend()
             self.published = set()
-            await self._publish(self.version)
+            await self._publish(self.version, drain=False)
 
     # --------------------------------------------------------------- groups
 
@@ -347,7 +400,7 @@ class Orchestrator:
     ) -> None:
         assert self.backend is not None
         client = GuardedClient(
-            self.backend.client(), self.oc.sampler_timeout_s, self._check_version
+            self.backend.client(), self.oc.sampler_timeout_s, self._check_version, self.gate
         )
         sampling = replace(self.sampling, seed=seed) if seed is not None else self.sampling
         try:

@@ -234,3 +234,59 @@ def test_resume_refuses_a_changed_config_listing_the_keys(tmp_path: Path) -> Non
     longer = launch.resume(run.root, lambda c: c.model_copy(update={"max_steps": 9}))
     assert longer.config.max_steps == 9 and longer.resume is None  # no checkpoint yet: step 0
     assert "max_steps = 9" in run.resolved_config.read_text()
+
+
+async def test_no_model_call_is_sampled_by_a_policy_before_its_probe_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A multi-turn rollout keeps calling the model while policy 1 is loaded: its call already
+    in flight finishes on policy 0 before the load, and a later turn asked for during the load
+    or the probe waits until the probe has passed, then is sampled by policy 1."""
+    import asyncio
+
+    from prime_env.clients.base import ChatResponse, Usage
+    from trainer_bridge.backends.base import PolicyRef
+    from trainer_bridge.orchestrator import GuardedClient
+
+    orch = orchestrator(tmp_path)
+    probe = Probe([1, 2, 3], [-1.0, -2.0])
+    ref = PolicyRef(version=1, path=tmp_path, kind="lora", sha256="x")
+    monkeypatch.setattr("trainer_bridge.orchestrator.read_policy", lambda path: (ref, probe))
+    events: list[str] = []
+    finish_first = asyncio.Event()
+
+    class Backend:
+        dtype = "float32"
+        model, provider, base_url = "m", "fake", None
+        version = 0
+
+        async def chat(self, messages: Any, **kwargs: Any) -> ChatResponse:
+            if messages == "turn 1":
+                await finish_first.wait()  # still generating when the trainer's policy arrives
+            events.append(f"{messages} sampled by {self.version}")
+            return ChatResponse(message={"role": "assistant", "content": "x"}, finish_reason="stop",
+                                usage=Usage(), policy_version=self.version)  # fmt: skip
+
+        async def publish(self, policy: PolicyRef) -> None:
+            events.append("load 1")
+            self.version = policy.version  # every call from now on is sampled by policy 1
+
+        async def score(self, version: int, token_ids: list[int]) -> list[float]:
+            events.append("probe 1 scored")
+            await asyncio.sleep(0.05)  # the rollout asks for its next turn meanwhile
+            return probe.logprobs
+
+    backend = Backend()
+    orch.backend = backend  # type: ignore[assignment]
+    orch.published = {0}
+    client = GuardedClient(backend, 30.0, orch._check_version, orch.gate)
+    first = asyncio.create_task(client.chat("turn 1"))  # type: ignore[arg-type]
+    await asyncio.sleep(0.01)
+    load = asyncio.create_task(orch._publish(1))
+    await asyncio.sleep(0.01)
+    second = asyncio.create_task(client.chat("turn 2"))  # type: ignore[arg-type]
+    await asyncio.sleep(0.01)
+    assert events == []  # the load waits for the call in flight; the new turn waits for both
+    finish_first.set()
+    await asyncio.gather(first, load, second)
+    assert events == ["turn 1 sampled by 0", "load 1", "probe 1 scored", "turn 2 sampled by 1"]
