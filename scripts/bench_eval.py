@@ -135,6 +135,7 @@ class Run:
     max_rss_mb: float
     workers: int = 1
     wall_s: float = 0.0  # the whole process, start-up included
+    late_ms: float = 0.0  # the last request of the last wave: how late against the ideal
 
     @property
     def rate(self) -> float:
@@ -176,6 +177,7 @@ def timed(
     if stats["requests"] != rollouts:
         raise SystemExit(f"{tool}: server saw {stats['requests']} requests, expected {rollouts}")
     span = max(stats["last_at"] - stats["first_at"] + latency_ms / 1000, 1e-6)
+    late = wave_lateness_ms(server.arrivals(), concurrency, latency_ms)
     cpu = usage.ru_utime + usage.ru_stime - STARTUP_CPU.get(tool.split("-")[0], 0.0)
     cpu += _proc_cpu(server.pid) - server_cpu
     rss = usage.ru_maxrss / 1024
@@ -190,14 +192,31 @@ def timed(
         rss,
         workers,
         wall,
+        late[-1] if late else 0.0,
     )
+    waves = f"  last of each wave late (ms): {' '.join(f'{x:.0f}' for x in late)}" if late else ""
     print(
         f"  {tool:12s} {latency_ms:3d} ms  N={rollouts:<6d} c={concurrency:<4d} w={workers} "
         f"{run.rate:8.1f}/s  {run.cpu_ms:6.2f} CPU ms/rollout  max RSS {rss:6.0f} MB  "
-        f"load {run.load:.1f}",
+        f"load {run.load:.1f}{waves}",
         flush=True,
     )
     return run
+
+
+def wave_lateness_ms(arrivals: list[float], concurrency: int, latency_ms: int) -> list[float]:
+    """Where a run at fixed latency lost its time: request k*c+i belongs to wave k, which in
+    an ideal run starts k latencies after the first request; for each wave, how late its last
+    request came (ramp-up, then each wave's burst of replies served one after another)."""
+    if not latency_ms or not arrivals:
+        return []
+    ordered = sorted(arrivals)
+    first = ordered[0]
+    return [
+        (ordered[min(k + concurrency, len(ordered)) - 1] - first) * 1000
+        - (k // concurrency) * latency_ms
+        for k in range(0, len(ordered), concurrency)
+    ]
 
 
 STARTUP_CPU: dict[str, float] = {}  # tool -> CPU seconds of a 1-rollout run (start-up, exit)
@@ -241,6 +260,7 @@ def summarize_runs(runs: list[Run]) -> dict[str, float]:
         "cpu_ms": statistics.median(r.cpu_ms for r in runs),
         "ideal": statistics.median(r.ideal_share for r in runs),
         "rss": max(r.max_rss_mb for r in runs),
+        "late_ms": statistics.median(r.late_ms for r in runs),
         "load_min": min(r.load for r in runs),
         "load_max": max(r.load for r in runs),
     }
@@ -413,9 +433,9 @@ def report(runs: list[Run], n: int, c: int, args: argparse.Namespace, load: str)
     lines += [
         (
             "| run | rollouts | c | workers | rollouts/s | of ideal | CPU ms/rollout "
-            "| peak RSS MB | target |"
+            "| last request late (ms) | peak RSS MB | target |"
         ),
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     rows = [("prime", 0.95)] + [
         (f"prime-w{w}", 0.90) for w in [int(x) for x in args.workers.split(",")]
@@ -429,7 +449,7 @@ def report(runs: list[Run], n: int, c: int, args: argparse.Namespace, load: str)
         lines.append(
             f"| {tool} | {sample.rollouts} | {sample.concurrency} | {sample.workers} | "
             f"{g['median']:.0f} ({g['min']:.0f}-{g['max']:.0f}) | {g['ideal']:.0%} | "
-            f"{g['cpu_ms']:.2f} | {g['rss']:.0f} | >= {target:.0%}: {verdict} |"
+            f"{g['cpu_ms']:.2f} | {g['late_ms']:.0f} | {g['rss']:.0f} | >= {target:.0%}: {verdict} |"
         )
     short, long = group("prime-1k", 200), group("prime-long", 200)
     if short and long:
@@ -445,14 +465,17 @@ def report(runs: list[Run], n: int, c: int, args: argparse.Namespace, load: str)
     lines += [
         "",
         (
-            "Why the runner rows miss their targets here: a rollout costs the runner about half a "
-            "CPU millisecond (client call, scoring, record, write), so c / 0.2 s rollouts/s needs "
-            "c x 2.5 ms of CPU per second: 0.32 core at c=128, 1.3 cores at c=512, plus the fake "
-            "server's share. With 2 cores and a load average of 10-20 from other test runs, each "
-            "process gets a fraction of a core, replies queue behind one another, and every one "
-            "of the 8 waves of a 1,000-rollout run at c=128 ends late; at c=512 the work does not "
-            "fit at all. Worker processes (`prime eval run -w N`) add cores, not speed per core: "
-            "compare the w1 and w2 rows at c=512; they cannot help where no core is idle."
+            "Why the runner rows miss their targets here: the replies of a wave arrive within "
+            "milliseconds of one another and one event loop serves them one after another, about "
+            "0.3 CPU ms each (client call, scoring, record, write), so the last request of each "
+            "wave leaves late, and later waves start later still while the loop gets only a "
+            "share of a core (the 'last request late' column; >= 95% at c=128 leaves 45 ms for "
+            "the whole run, >= 90% at c=512 68 ms). With 2 cores and a load average of 6-10 "
+            "from other work, each process gets a fraction of a core. Worker processes "
+            "(`prime eval run -w N`) add cores, not speed per core: compare the w1 and w2 rows "
+            "at c=512; they cannot help where no core is idle. The fake server costs about 0.1 "
+            "CPU ms per request in its own process (0.26 core at c=512), so it is not what "
+            "limits these runs."
         ),
         "",
         (
