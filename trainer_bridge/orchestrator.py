@@ -44,8 +44,9 @@ from trainer_bridge.supervisor import Supervisor
 
 SAMPLER_ERROR = "sampler_error"
 UNAVAILABLE_SUFFIX = "_unavailable"
-"""Error types that say a service cannot run here at all (`sandbox_unavailable`: no Docker
-daemon or image; `local_model_unavailable`), as opposed to one failure of it."""
+"""Error types that say a service the env needs cannot run here at all (`sandbox_unavailable`:
+no Docker daemon or image; an env's own `InfraError("…_unavailable", …)`), as opposed to one
+failure of it. The sampler's failures are `sampler_error` and have their own rebuild rule."""
 MAX_SAMPLER_RESTARTS = 3
 SAMPLER_RESTART_WINDOW_S = 600.0
 POLL_S = 0.1
