@@ -9,6 +9,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -94,3 +95,126 @@ def test_train_installs_from_the_hub_and_trains(
     assert installed.stdout.strip() == version
     meta = json.loads((run / "evals" / "step_2" / "metadata.json").read_text())
     assert meta["hub_env"] == "prime/arithmetic" and meta["training"]["step"] == 2
+
+
+def _verbatim_call_questions(path: Path) -> Path:
+    """wiki-search questions (its `questions=` argument) that ask for a search_pages call.
+
+    SmolLM2-135M never calls a tool on the shipped questions: its chat template ignores `tools`,
+    and neither the system prompt's tool list nor a Hermes-style tool block got one parseable call
+    in 48 samples. Asked to output a call verbatim it does so in roughly 40% of samples at
+    T=0.5, so a batch of 8 rollouts holds multi-turn ones; every token of them is still sampled
+    by the model, and the search runs over the real corpus."""
+    subjects = [
+        "Queen",
+        "Eiffel Tower",
+        "Albert Einstein",
+        "Apollo 11",
+        "Titanic",
+        "Mozart",
+        "Rome",
+    ]
+    with path.open("w") as out:
+        for subject in subjects:
+            call = json.dumps({"name": "search_pages", "arguments": {"query": subject}})
+            question = f"Output the following text verbatim.\nText: <tool_call>{call}</tool_call>"
+            out.write(json.dumps({"question": question, "answer": subject}) + "\n")
+    return path
+
+
+@pytest.mark.slow  # SmolLM2 samples and trains two steps of multi-turn rollouts on CPU
+def test_train_wiki_search_masks_tool_results(
+    seeded_hub: HubProcess,
+    tmp_path: Path,
+    smollm2_tokenizer_dir: Path,  # noqa: F811
+) -> None:
+    """Acceptance 7, multi-turn: `prime train prime/wiki-search` (ToolLoop) installs from the hub
+    and trains two steps; the saved batches carry exactly the sampled tokens with mask 1 and the
+    tool results, template and prompt with mask 0."""
+    from transformers import AutoTokenizer
+
+    python = fresh_python(tmp_path / "venv")
+    subprocess.run(
+        [str(find_uv()), "pip", "install", "-q", "--python", str(python), "--no-deps",
+         "-e", str(ROOT / "sdk")],
+        check=True,
+    )  # fmt: skip
+    token = seeded_hub.add_user("bob")
+    env = prime_env(PRIME_HUB_URL=seeded_hub.url, PRIME_API_KEY=token, HOME=str(tmp_path))
+    questions = _verbatim_call_questions(tmp_path / "questions.jsonl")
+    env_args = {"questions": str(questions), "num_eval_examples": 1, "max_turns": 2}
+    result = subprocess.run(
+        [str(python), "-m", "prime_cli.main", "train", "prime/wiki-search",
+         "-a", json.dumps(env_args), "--max-steps", "2", "--output", "json",
+         "--orchestrator.batch-size", "8", "--orchestrator.rollouts-per-example", "4",
+         "--orchestrator.sampling.max-tokens", "40", "--orchestrator.sampling.temperature", "0.5",
+         "--orchestrator.reward.weights", "{tool_calls = 0.5}",
+         "--no-orchestrator.filter-zero-advantages",
+         "--no-orchestrator.eval.at-start", "--no-orchestrator.eval.at-end"],
+        cwd=tmp_path, env=env, text=True, capture_output=True, timeout=1200, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "is not installed here; installing it from" in result.stderr
+    assert "GGUF" not in result.stderr and "Traceback" not in result.stderr
+    run = Path(json.loads(result.stdout)["run_dir"])
+    assert json.loads((run / "run.json").read_text())["status"] == "completed"
+    rows = metrics(run)
+    assert [r["step"] for r in rows] == [0, 1]
+    trainer_log = (run / "logs" / "trainer.log").read_text()
+    assert "gradient_checkpointing_enable" not in trainer_log and "use_cache" not in trainer_log
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_tokenizer_dir)
+    multi_turn = 0
+    for row in rows:
+        step = row["step"]
+        samples = [
+            json.loads(line)
+            for line in (run / "batches" / f"step_{step}" / "samples.jsonl")
+            .read_text()
+            .splitlines()
+        ]
+        records = [
+            json.loads(line)
+            for line in (run / "rollouts" / f"step_{step}.jsonl").read_text().splitlines()
+        ]
+        by_rollout = {(r["task_id"], r["rollout_index"]): r for r in records}
+        assert len(by_rollout) == len(records)  # one group per task in a step
+        trained: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        for sample in samples:
+            trained.setdefault((sample["task_id"], sample["rollout_index"]), []).append(sample)
+        assert len(trained) == row["batch/rollouts"] >= 8
+        sampled_tokens = 0
+        for key, pieces in trained.items():
+            record = by_rollout[key]
+            turns = record["turns"]
+            # Mask 1 exactly on what the backend sampled, turn after turn, with its logprobs.
+            on = [
+                (tok, lp)
+                for s in pieces
+                for tok, m, lp in zip(s["input_ids"], s["loss_mask"], s["sampler_logprobs"])
+                if m
+            ]
+            assert [t for t, _ in on] == [t for turn in turns for t in turn["completion_token_ids"]]
+            assert [lp for _, lp in on] == [
+                lp for turn in turns for lp in turn["completion_logprobs"]
+            ]
+            sampled_tokens += sum(len(turn["completion_token_ids"]) for turn in turns)
+            tool_replies = [m["content"] for m in record["completion"] if m["role"] == "tool"]
+            if len(turns) < 2 or not tool_replies:
+                continue
+            multi_turn += 1
+            assert "page_id" in tool_replies[0]  # a real search_pages result
+            # The tool result sits in the last sample's context with mask 0, never trained.
+            last = pieces[-1]
+            context = tokenizer.decode(
+                [t for t, m in zip(last["input_ids"], last["loss_mask"]) if not m]
+            )
+            trained_text = tokenizer.decode(
+                [t for t, m in zip(last["input_ids"], last["loss_mask"]) if m]
+            )
+            assert tool_replies[0] in context and tool_replies[0] not in trained_text
+        mask_total = sum(sum(s["loss_mask"]) for s in samples)
+        assert mask_total == sampled_tokens == row["batch/loss_tokens"] > 0
+        print(f"step {step}: Σ mask {mask_total} = Σ sampled {sampled_tokens}")
+    print(f"multi-turn rollouts with tool results in the batches: {multi_turn}")
+    assert multi_turn >= 1
