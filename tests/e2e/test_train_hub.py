@@ -164,7 +164,7 @@ def test_train_wiki_search_masks_tool_results(
     assert "gradient_checkpointing_enable" not in trainer_log and "use_cache" not in trainer_log
 
     tokenizer = AutoTokenizer.from_pretrained(smollm2_tokenizer_dir)
-    multi_turn = 0
+    multi_turn = searched = 0
     for row in rows:
         step = row["step"]
         samples = [
@@ -203,7 +203,7 @@ def test_train_wiki_search_masks_tool_results(
             if len(turns) < 2 or not tool_replies:
                 continue
             multi_turn += 1
-            assert "page_id" in tool_replies[0]  # a real search_pages result
+            searched += "page_id" in tool_replies[0]  # hits (a mangled call gets an error reply)
             # The tool result sits in the last sample's context with mask 0, never trained.
             last = pieces[-1]
             context = tokenizer.decode(
@@ -216,5 +216,5 @@ def test_train_wiki_search_masks_tool_results(
         mask_total = sum(sum(s["loss_mask"]) for s in samples)
         assert mask_total == sampled_tokens == row["batch/loss_tokens"] > 0
         print(f"step {step}: Σ mask {mask_total} = Σ sampled {sampled_tokens}")
-    print(f"multi-turn rollouts with tool results in the batches: {multi_turn}")
+    print(f"multi-turn rollouts with tool results in the batches: {multi_turn} ({searched} hits)")
     assert multi_turn >= 1
