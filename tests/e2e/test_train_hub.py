@@ -101,8 +101,8 @@ def _verbatim_call_questions(path: Path) -> Path:
     """wiki-search questions (its `questions=` argument) that ask for a search_pages call.
 
     SmolLM2-135M never calls a tool on the shipped questions: its chat template ignores `tools`,
-    and neither the system prompt's tool list nor a Hermes-style tool block got one parseable call
-    in 48 samples. Asked to output a call verbatim it does so in roughly 40% of samples at
+    and 0 of 40 samples had a parseable call (the prose tool list, a Hermes-style tool block, or
+    SmolLM2's function-calling prompt). Asked to output a call verbatim it does so in ~40% at
     T=0.5, so a batch of 8 rollouts holds multi-turn ones; every token of them is still sampled
     by the model, and the search runs over the real corpus."""
     subjects = [
