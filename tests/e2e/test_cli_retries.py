@@ -1,7 +1,7 @@
 """`prime env push` and `prime env install` survive a hub restart in the middle of a transfer.
 
-A real hub (`prime hub serve`, SQLite + local blobs) sits behind a slow loopback link so that a
-16 MiB wheel takes a few seconds to move. Once a few MiB have gone through, the test cuts the
+A real hub (`prime hub serve`, SQLite + local blobs) sits behind a slow loopback link so that an
+8 MiB wheel takes two seconds to move. Once 3 MiB have gone through, the test cuts the
 link, SIGKILLs the hub, starts it again and restores the link. The command must succeed on
 its own (retrying with backoff), and the hub must hold exactly one copy of what was pushed.
 """
@@ -30,7 +30,7 @@ from tests.hub_server.hubproc import HubProcess, start_hub
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
-WHEEL_DATA = 16 * 1024 * 1024
+WHEEL_DATA = 8 * 1024 * 1024  # the cut at 3 MiB leaves over a second of transfer
 RATE = 4 * 1024 * 1024  # bytes per second through the link, each way
 
 
