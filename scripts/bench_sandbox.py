@@ -203,7 +203,7 @@ def main() -> None:
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
     args = parser.parse_args()
     if args.quick:
-        args.cold, args.acquires, args.execs, args.seconds, args.reps = 2, 10, 10, 1.0, 1
+        args.cold, args.acquires, args.execs, args.seconds, args.reps = 1, 5, 5, 0.5, 1
     if not (docker_available() and image_exists(DEFAULT_IMAGE)):
         sys.exit(
             "bench_sandbox needs the Docker daemon and the image (scripts/start_services.sh, "
