@@ -81,13 +81,15 @@ class HardenedHub:
         query: str = "",
         chunk: int = 1024 * 1024,
         hold: asyncio.Event | None = None,
+        held: asyncio.Event | None = None,
         prefix: bytes = b"",
     ) -> tuple[int, int]:
         """Send `body_size` bytes of body in chunks; return (status, body bytes the app read).
 
         Nothing is generated ahead: each chunk is made when the app asks for it, so a hub that
         reads everything shows up as a large count. With `hold`, the body stops after its
-        first chunk until the event is set; `prefix` starts the body.
+        first chunk until the event is set, and `held` is set once the app waits there (it is
+        mid-body); `prefix` starts the body.
         """
         headers = [(b"content-type", content_type.encode())]
         if declare_length:
@@ -125,6 +127,8 @@ class HardenedHub:
             if pulled >= body_size > 0:
                 return {"type": "http.disconnect"}
             if pulled > 0 and hold is not None:
+                if held is not None:
+                    held.set()
                 await hold.wait()
             part = block[: min(chunk, body_size - pulled)]
             if pulled == 0 and prefix:

@@ -135,11 +135,17 @@ def test_one_put_per_upload_url_at_a_time_and_bounded(hub: HardenedHub) -> None:
     path, _, query = reservation["upload_url"].partition("://")[2].partition("/")[2].partition("?")
 
     async def race() -> tuple[tuple[int, int], tuple[int, int]]:
-        hold = asyncio.Event()
+        hold, held = asyncio.Event(), asyncio.Event()
         first = asyncio.create_task(
-            hub.raw("PUT", "/" + path, query=query, body_size=len(data), hold=hold, chunk=65536)
-        )
-        await asyncio.sleep(0.5)  # the first PUT has claimed the URL and is mid-body
+            hub.raw(
+                "PUT", "/" + path, query=query, body_size=len(data), hold=hold, held=held,
+                chunk=65536,
+            )
+        )  # fmt: skip
+        waiting = asyncio.create_task(held.wait())
+        await asyncio.wait({waiting, first}, return_when=asyncio.FIRST_COMPLETED)
+        assert held.is_set(), f"the first PUT ended early: {first.result()}"
+        # the first PUT has claimed the URL and is mid-body
         second = await hub.raw("PUT", "/" + path, query=query, body_size=len(data))
         hold.set()
         return await first, second
