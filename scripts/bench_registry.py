@@ -504,8 +504,8 @@ def main() -> None:
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
     args = parser.parse_args()
     if args.quick:
-        args.projects, args.files_per_project, args.page_requests = 40, 2, 30
-        args.index_requests, args.uploads, args.installs = 5, 10, 1
+        args.projects, args.files_per_project, args.page_requests = 8, 2, 10
+        args.index_requests, args.uploads, args.installs = 3, 4, 1
     if min(args.projects, args.files_per_project, args.page_requests, args.index_requests,
            args.uploads, args.installs) < 1:  # fmt: skip
         parser.error("every count must be at least 1")
