@@ -249,14 +249,25 @@ def _push(run: Any, public: bool) -> list[dict[str, str]]:
 @train.command("resume")
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--max-steps", type=click.IntRange(min=1))
+@click.option(
+    "--no-eval",
+    is_flag=True,
+    help="Run no more evals (at start, every interval, at the end): e.g. after interrupting one.",
+)
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def resume_cmd(run_dir: Path, max_steps: int | None, output: str) -> None:
+def resume_cmd(run_dir: Path, max_steps: int | None, no_eval: bool, output: str) -> None:
     """Continue RUN_DIR from its newest complete checkpoint."""
     from trainer_bridge import launch
     from trainer_bridge.config import ConfigError
 
     def change(config: Any) -> Any:
-        return config.model_copy(update={"max_steps": max_steps}) if max_steps else config
+        if max_steps:
+            config = config.model_copy(update={"max_steps": max_steps})
+        if no_eval:
+            oc = config.orchestrator
+            ev = oc.eval.model_copy(update={"at_start": False, "at_end": False, "interval": 0})
+            config = config.model_copy(update={"orchestrator": oc.model_copy(update={"eval": ev})})
+        return config
 
     try:
         prepared = launch.resume(run_dir, change)

@@ -97,6 +97,8 @@ class LocalClient:
         self._loader = loader
         self.lock = threading.Lock()
         """Held while a batch generates; whoever swaps the weights takes it too."""
+        self._closing = threading.Event()
+        """Set by `aclose`: the batch generating stops at its next token, none starts after."""
         self.policy_version: int | None = None
         self.batches: list[int] = []  # sizes of the batches generated, for tests and tuning
 
@@ -138,6 +140,9 @@ class LocalClient:
         while self._pending:
             await asyncio.sleep(self.batch_window_s)
             batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
+            if self._closing.is_set():
+                self._fail(batch, "local_model_closed", f"{self.model} was closed")
+                continue
             groups: dict[tuple[Any, ...], list[_Job]] = {}
             for job in batch:
                 groups.setdefault(job.batch_key(), []).append(job)
@@ -146,13 +151,20 @@ class LocalClient:
                 try:
                     results = await asyncio.to_thread(self._generate, jobs)
                 except Exception as exc:  # noqa: BLE001 - a torch failure is infrastructure, not an answer
-                    for job in jobs:
-                        if not job.future.done():
-                            job.future.set_exception(ModelError("local_model_error", repr(exc)))
+                    if self._closing.is_set():
+                        self._fail(jobs, "local_model_closed", f"{self.model} was closed")
+                    else:
+                        self._fail(jobs, "local_model_error", repr(exc))
                     continue
                 for job, result in zip(jobs, results):
                     if not job.future.done():
                         job.future.set_result(result)
+
+    @staticmethod
+    def _fail(jobs: list[_Job], kind: str, message: str) -> None:
+        for job in jobs:
+            if not job.future.done():
+                job.future.set_exception(ModelError(kind, message))
 
     def _generate(self, jobs: list[_Job]) -> list[ChatResponse]:
         with self.lock:
@@ -191,6 +203,7 @@ class LocalClient:
             temperature=1.0 if first.temperature is None else first.temperature,
             top_p=first.top_p or 1.0,
             seed=first.seed,
+            should_stop=lambda: self._closing.is_set() or all(j.future.cancelled() for j in jobs),
         )
         return [
             self._response(job, prompt, tokens, logprobs, limit)
@@ -262,6 +275,10 @@ class LocalClient:
         return str(self._tokenizer.decode(tokens, skip_special_tokens=True))
 
     async def aclose(self) -> None:
+        """Stop generating (between two tokens; waiters get `local_model_closed`) and unload.
+        A batch whose every waiter was cancelled stops the same way without a close (reading
+        `Future.cancelled()` from the worker thread is a plain attribute read)."""
+        self._closing.set()
         if self._drainer is not None:
             await asyncio.gather(self._drainer, return_exceptions=True)
         self._model = self._tokenizer = None

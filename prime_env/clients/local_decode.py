@@ -22,6 +22,10 @@ import torch
 _sampled = 0  # tokens sampled by this process since it started
 
 
+class Stopped(Exception):
+    """`decode` was told to stop between two tokens: nobody waits for this batch any more."""
+
+
 def sampled_tokens() -> int:
     """Tokens sampled so far by this process: a live display reads it while a batch decodes,
     so its tokens/s moves during a generation instead of only when a reply completes."""
@@ -64,8 +68,13 @@ def decode(
     temperature: float,
     top_p: float = 1.0,
     seed: int | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> list[tuple[list[int], list[float]]]:
-    """Sample a completion for every row; return (token ids, logprobs) per row, in order."""
+    """Sample a completion for every row; return (token ids, logprobs) per row, in order.
+
+    `should_stop` is asked before each forward pass; once it says True, `Stopped` is raised.
+    A long batch runs in a worker thread that nothing else can interrupt, and the process
+    cannot exit while that thread runs: this is how a shutdown gets it back within a token."""
     global _sampled
     from transformers import DynamicCache
 
@@ -83,6 +92,8 @@ def decode(
     active = list(range(len(rows)))  # original row of each batch position
     cache = DynamicCache()
     cache_kw = _cache_keyword(model)
+    if should_stop is not None and should_stop():
+        raise Stopped
     with torch.inference_mode():
         out = model(
             input_ids=ids,
@@ -119,6 +130,8 @@ def decode(
                 mask, next_position, chosen = mask[index], next_position[index], chosen[index]
                 active = [active[b] for b in keep]
             mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
+            if should_stop is not None and should_stop():
+                raise Stopped
             out = model(
                 input_ids=chosen[:, None],
                 attention_mask=mask,

@@ -260,3 +260,48 @@ def test_three_sampler_failures_stop_the_run_resumably(
     info = json.loads((run / "run.json").read_text())
     assert info["status"] == "failed" and "the sampler failed 3 times" in info["error"]
     assert (run / "config" / "resolved.toml").is_file()  # `prime train resume` can continue it
+
+
+@pytest.mark.slow  # a run cut short and its resume on the tiny model, ~1 min on 2 shared cores
+def test_sigterm_while_generating_exits_at_once_interrupted_and_resumable(
+    tmp_path: Path,
+    tiny_model_dir: Path,  # noqa: F811
+) -> None:
+    """SIGTERM while the sampler is in the middle of a batch: the step-0 eval asks for two
+    replies of up to 200 000 tokens at temperature 1, which the tiny model (EOS about 1 in
+    49 152) runs to the limit: many minutes of one batch in the worker thread. Exiting within
+    30 s is only possible if the generation stops between tokens; the code that let the
+    batch finish took minutes. Then the run resumes (without that eval) and completes."""
+    proc = start_training(
+        tmp_path, tiny_model_dir, "--max-steps", "1",
+        "--orchestrator.eval.at-start", "true", "--orchestrator.eval.temperature", "1",
+        "--orchestrator.eval.max-tokens", "200000",
+    )  # fmt: skip
+    try:
+        wait_for(lambda: len(train_dirs(tmp_path / "out")) == 1, 120, "the run dir")
+        run = train_dirs(tmp_path / "out")[0]
+        wait_for(lambda: (run / "evals" / "step_0" / "metadata.json").exists(), 120, "the eval")
+        trainer = children_of_run(run)
+        assert trainer, "the trainer child is running"
+        time.sleep(2)  # the eval's batch is generating
+        proc.send_signal(signal.SIGTERM)
+        signalled_at = time.monotonic()
+        _, stderr = proc.communicate(timeout=120)
+        elapsed = time.monotonic() - signalled_at
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert elapsed < 30, f"{elapsed:.1f} s from SIGTERM to exit"
+    assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    assert "interrupted by SIGTERM" in stderr and "resume with: prime train resume" in stderr
+    info = json.loads((run / "run.json").read_text())
+    assert info["status"] == "interrupted" and info["pid"] is None
+    assert not any(alive(pid) for pid in trainer)
+    assert children_of_run(run) == []
+    result = prime(
+        "train", "resume", str(run), "--no-eval", "--output", "json", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [r["step"] for r in metrics(run)] == [0]
+    assert json.loads((run / "run.json").read_text())["status"] == "completed"
+    print(f"exited {elapsed:.1f} s after SIGTERM")
