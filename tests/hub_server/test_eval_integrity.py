@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from sqlalchemy import event
 from sqlmodel import Session, select
 
 from hub_server.accounts.models import Owner
+from hub_server.core.ids import utcnow
 from hub_server.evals.models import Evaluation
 from hub_server.evals.service import mark_abandoned
 from hub_server.registry.models import Environment
@@ -245,9 +246,14 @@ def test_abandoned_runs_are_marked_and_never_listed(hub: HardenedHub, client: Te
     token = hub.tokens["alice"]
     stale = create(client, token, "alice/wordle", is_public=True)["id"]
     assert push(client, token, stale, rollouts(1.0)).status_code == 200
-    time.sleep(1.1)
+    with Session(hub.engine) as session:  # its last write was two hours ago
+        run = session.get(Evaluation, stale)
+        assert run is not None
+        run.updated_at = utcnow() - timedelta(hours=2)
+        session.add(run)
+        session.commit()
     fresh = create(client, token, "alice/wordle", is_public=True)["id"]
-    assert mark_abandoned(hub.engine, after_seconds=1) == 1
+    assert mark_abandoned(hub.engine, after_seconds=3600) == 1
     with Session(hub.engine) as session:
         run = session.get(Evaluation, stale)
         assert run is not None and run.status == "abandoned"
