@@ -42,6 +42,7 @@ from prime_cli.hub_client import HubClient, HubError, NotFound
 from registry_index.errors import InvalidUpload
 from registry_index.resolve import EnvRef
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER, is_sdk_name
+from registry_index.user_dirs import cache_home
 from registry_index.validation import validate_distribution
 
 
@@ -66,8 +67,7 @@ class ResolvedEnv:
 
 def cache_dir() -> Path:
     """Where verified wheels are kept (`$XDG_CACHE_HOME/prime/wheels`)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "prime" / "wheels"
+    return cache_home() / "wheels"
 
 
 def resolve(client: HubClient, ref: EnvRef) -> ResolvedEnv:

@@ -24,6 +24,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from registry_index.user_dirs import cache_home
+
 CACHE_ENV = "PRIME_MODEL_CACHE"
 """Overrides where converted models are kept (default `$XDG_CACHE_HOME/prime/models`)."""
 
@@ -66,8 +68,7 @@ def cache_root() -> Path:
     explicit = os.environ.get(CACHE_ENV)
     if explicit:
         return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "prime" / "models"
+    return cache_home() / "models"
 
 
 def converted_dir(name: str) -> Path:

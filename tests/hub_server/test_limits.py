@@ -114,7 +114,7 @@ def test_legacy_chunked_upload_is_cut_at_the_request_limit(hub: HardenedHub) -> 
 
 def _reserve(client: httpx.Client | object, hub: HardenedHub, data: bytes, n: int = 0) -> dict:
     env_id = hub.env_ids["alice/wordle"]
-    response = client.post(  # type: ignore[attr-defined]
+    response = client.post(  # type: ignore[union-attr]
         f"/api/v1/environmentshub/{env_id}/versions",
         headers={"Authorization": f"Bearer {hub.tokens['alice']}"},
         json={
