@@ -1,6 +1,10 @@
 """Acceptance 8: `prime train` on python-code with the Docker sandbox backend: every rollout
 that submitted code ran in a labelled container; none is left after the run, nor after a
-SIGKILL and the next start; an unreachable daemon gives error records, not zeros."""
+SIGKILL and the next start; an unreachable daemon gives error records, not zeros.
+
+Only the first test needs SmolLM2 writing code; the fault tests use sandboxed_vowels (every
+rollout of the tiny model scored in a sandbox), which makes reaching a sandbox certain and
+cheap instead of waiting minutes for SmolLM2's first code block."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.eval_support import PRIME, ROOT, prime, prime_env
-from tests.e2e.train_support import FAST, VOWELS_ENV, metrics, train_dirs
+from tests.e2e.train_support import FAST, NO_EVAL, SANDBOXED_ENV, VOWELS_ENV, metrics, train_dirs
 from tests.support import require
 from tests.trainer_bridge.conftest import smollm2_tokenizer_dir, tiny_model_dir  # noqa: F401
 
@@ -108,7 +112,7 @@ def owned_by(pid: int) -> list[str]:
     return [f"{row[0]} {row[1]}" for row in rows if row[-1].split(":")[0] == str(pid)]
 
 
-@pytest.mark.slow  # SmolLM2 until it writes code, then a tiny-model run
+@pytest.mark.slow  # two short tiny-model runs, containers started for each rollout
 @pytest.mark.docker
 def test_sigkill_with_live_containers_then_the_next_start_leaves_none(
     tmp_path: Path,
@@ -116,17 +120,19 @@ def test_sigkill_with_live_containers_then_the_next_start_leaves_none(
 ) -> None:
     require(docker_ok(), "a Docker daemon")
     proc = subprocess.Popen(
-        [str(PRIME), *PYTHON_CODE, "--max-steps", "3", "-o", str(tmp_path / "out")],
+        [str(PRIME), "train", str(SANDBOXED_ENV), "-m", str(tiny_model_dir),
+         "-a", json.dumps({"hold_s": 60}), "--max-steps", "3", "-o", str(tmp_path / "out"),
+         *FAST, *NO_EVAL],
         cwd=tmp_path, env=prime_env(), text=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     live: list[str] = []
     try:
-        deadline = time.monotonic() + 480
+        deadline = time.monotonic() + 240
         while not live and proc.poll() is None and time.monotonic() < deadline:
             live = [c for c in owned_by(proc.pid) if c.endswith("running")]
             time.sleep(0.1)
-        assert live, "the run never had a sandbox container running (no code written?)"
+        assert live, "the run never had a sandbox container running"
         proc.send_signal(signal.SIGKILL)  # no handler of ours runs: the containers stay behind
         proc.wait(10)
     finally:
@@ -138,25 +144,26 @@ def test_sigkill_with_live_containers_then_the_next_start_leaves_none(
     # The next start: a short run of another env, which starts no sandbox of its own.
     result = prime(
         "train", str(VOWELS_ENV), "-m", str(tiny_model_dir), "--max-steps", "1",
-        "-o", str(tmp_path / "next"), "--output", "json", *FAST,
-        "--orchestrator.eval.at-start", "false", "--orchestrator.eval.at-end", "false",
-        cwd=tmp_path,
+        "-o", str(tmp_path / "next"), "--output", "json", *FAST, *NO_EVAL, cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert owned_by(proc.pid) == []
     print(f"{len(live)} running at the kill; {len(left_at_kill)} left then: {left_at_kill}")
 
 
-@pytest.mark.slow  # SmolLM2 until it writes code
+@pytest.mark.slow  # a tiny-model run that stops at its first group
 @pytest.mark.docker
-def test_unreachable_daemon_gives_error_records_and_stops_the_run(tmp_path: Path) -> None:
-    """DOCKER_HOST at a dead socket (the shared daemon keeps running): each answer with code
-    becomes a `sandbox_unavailable` record (never a 0), none is batched, metrics count them,
-    and the run stops saying why instead of training on the answers that ran nothing."""
+def test_unreachable_daemon_gives_error_records_and_stops_the_run(
+    tmp_path: Path,
+    tiny_model_dir: Path,  # noqa: F811
+) -> None:
+    """DOCKER_HOST at a dead socket (the shared daemon keeps running): each rollout (each
+    reaches the sandbox) becomes a `sandbox_unavailable` record (never a 0), none is batched,
+    metrics count them, and the run stops saying why instead of training on nothing."""
     dead = prime_env(DOCKER_HOST=f"unix://{tmp_path}/no-docker.sock")
     result = prime(
-        *PYTHON_CODE, "--max-steps", "3", "-o", str(tmp_path / "out"), "--output", "json",
-        cwd=tmp_path, env=dead,
+        "train", str(SANDBOXED_ENV), "-m", str(tiny_model_dir), "--max-steps", "3",
+        "-o", str(tmp_path / "out"), "--output", "json", *FAST, *NO_EVAL, cwd=tmp_path, env=dead,
     )  # fmt: skip
     assert result.returncode == 1, result.stderr[-3000:]
     assert "stopped:" in result.stderr and "sandbox_unavailable" in result.stderr
@@ -165,15 +172,14 @@ def test_unreachable_daemon_gives_error_records_and_stops_the_run(tmp_path: Path
     info = json.loads((run / "run.json").read_text())
     assert info["status"] == "failed" and "sandbox_unavailable" in info["error"]
     records = records_of(run)
-    errors = [r for r in records if r["error"] is not None]
-    assert errors, "no rollout reached the sandbox"
-    assert {r["error"]["type"] for r in errors} == {"sandbox_unavailable"}
-    assert all(r["reward"] is None for r in errors)  # an error, never a score of 0
-    assert all(r["error"] is not None for r in records if submitted_code(r))
+    assert records, "no rollout was recorded"
+    assert all(r["error"] is not None for r in records), "a rollout scored without its sandbox"
+    assert {r["error"]["type"] for r in records} == {"sandbox_unavailable"}
+    assert all(r["reward"] is None for r in records)  # an error, never a score of 0
     rows = metrics(run)
-    assert sum(r.get("errors/sandbox_unavailable", 0) for r in rows) == len(errors)
+    assert sum(r.get("errors/sandbox_unavailable", 0) for r in rows) == len(records)
     assert rows and "sandbox_unavailable" in rows[-1]["stopped"]
     for batch in (run / "batches").glob("step_*/samples.jsonl"):  # none batched
         assert all(json.loads(x)["reward"] is not None for x in batch.read_text().splitlines())
-    trained = [r for r in rows if "trainer/loss" in r]
-    print(f"{len(records)} rollouts, {len(errors)} errors, {len(trained)} steps trained")
+    assert not any("trainer/loss" in r for r in rows)
+    print(f"{len(records)} rollouts, all sandbox_unavailable")

@@ -10,6 +10,8 @@ from typing import Any
 from tests.e2e.eval_support import ROOT
 
 VOWELS_ENV = ROOT / "tests" / "trainer_bridge" / "envs" / "vowels.py"
+SANDBOXED_ENV = ROOT / "tests" / "trainer_bridge" / "envs" / "sandboxed_vowels.py"
+"""vowels scored in a sandbox: every rollout reaches one, whatever the tiny model says."""
 
 FAST = [
     "--orchestrator.batch-size",
@@ -24,6 +26,8 @@ FAST = [
     "8",
 ]
 """Small batches and short replies: a step of the tiny model takes seconds on one core."""
+
+NO_EVAL = ["--orchestrator.eval.at-start", "false", "--orchestrator.eval.at-end", "false"]
 
 
 def train_dirs(out: Path) -> list[Path]:
