@@ -1,7 +1,7 @@
 """Benchmarks for `prime train` (issue 10, acceptance 3 and 4). Prints ratios, load and CPU-s.
 
     python scripts/bench_train.py async   [--steps 6] [--quick]  # A=1 vs A=0, log-normal latency
-    python scripts/bench_train.py learn   [--steps 15]     # SmolLM2 on arithmetic (long)
+    python scripts/bench_train.py learn   [--parallel] [--plot PNG]  # SmolLM2 on arithmetic (long)
 
 `async`: the fast test env with scoring latency ~ LogNormal(median 1 s, σ 1) (a judge or tool
 standing in) on a tiny random-init model of SmolLM2's shape, run once with max_async_level 1
@@ -9,8 +9,12 @@ and once with 0; steps/hour is measured between the first and the last step's me
 (model loading excluded), so the ratio is the pipelining alone. Target: ≥ 1.5×.
 
 `learn`: SmolLM2-135M + LoRA on the `arithmetic` built-in at difficulty 1 (50 train / 50
-held-out), the calibrated config of the issue, async (A=1) then sync (A=0), greedy held-out
-`correct` at every eval; target: the last two evals ≥ step 0 + 0.5 within 2,400 CPU-s.
+held-out) with the shipped config (`configs/arithmetic_smollm2.toml`, or --config), once with
+max_async_level 1 and once with 0 (one after the other, or at once with --parallel: CPU-s are
+counted per run's process tree either way). Prints greedy held-out `correct` at every eval of
+both, CPU-s, wall time, peak RSS, the load during the runs, and each bar: A=1's last two evals
+>= step 0 + 0.5 (goal +0.6) within 2,400 CPU-s and 8 GB; A=1's eval >= A=0's - 0.05 at equal
+steps.
 """
 
 from __future__ import annotations
