@@ -346,6 +346,21 @@ def execute(prepared: Prepared, env: Environment, console: Console) -> int:
         status, code = "interrupted", guard.exit_code
         message = guard.message
         console.print(f"{message}; resume with: prime train resume {run.root}")
+    finally:  # whatever ended the run (an unexpected exception too)
+        code = _wind_down(guard, supervisor, monitor, status, code, message)
+    return code
+
+
+def _wind_down(
+    guard: ShutdownGuard,
+    supervisor: Supervisor,
+    monitor: Monitor,
+    status: str,
+    code: int,
+    message: str,
+) -> int:
+    """Stop the children and record the outcome, within the guard's bound; return the code."""
+    run = guard.run
     try:
         guard.arm(status, code, message)
         supervisor.stop_all(grace_s=10)
