@@ -111,6 +111,29 @@ if "smollm2" not in page.text:
 print(f"  web page: {hub}/prime/reverse-text")
 EOF
 
+step "Training on a hub environment (prime train prime/arithmetic, 2 short steps, --push)"
+# The learning config of docs/training.md, cut to 2 steps of 2 problems x 4 and 8 held-out
+# problems so the demo stays short; drop the overrides to run the real thing.
+"$PRIME" train prime/arithmetic -c "$ROOT/configs/arithmetic_smollm2.toml" --max-steps 2 \
+  -a '{"difficulty": 1, "num_train_examples": 50, "num_eval_examples": 8}' \
+  --orchestrator.batch-size 8 --orchestrator.rollouts-per-example 4 \
+  --no-orchestrator.filter-zero-advantages --monitors.live false \
+  -o "$WORK/outputs" --run-name demo --push --public
+RUN_DIR=$(ls -d "$WORK"/outputs/train/*/demo* | head -n 1)
+"$PRIME" train plot "$RUN_DIR" -o "$WORK/train.png"
+"$PY" - "$HUB" <<'EOF'
+import sys
+import httpx
+board = httpx.get(f"{sys.argv[1]}/api/v1/environmentshub/prime/arithmetic/leaderboard", timeout=30)
+board.raise_for_status()
+rows = board.json()["data"]
+for row in rows:
+    print(f"  #{row['rank']} {row['model']}: mean reward {row['mean_reward']:.3f} (n={row['n']})")
+models = [row["model"] for row in rows]
+if not any("/step_" in model for model in models):
+    sys.exit("the training run's evals are not on the leaderboard")
+EOF
+
 step "Scaffolding an example environment (prime env init hello-env)"
 "$PRIME" env init hello-env --path "$WORK/src"
 
@@ -153,4 +176,4 @@ if "$PRIME" env push "$WORK/src/hello-env"; then
   exit 1
 fi
 
-printf '\n\033[32mDEMO OK\033[0m: on a local hub at %s: seeded the built-ins, evaluated prime/reverse-text with the local model and pushed the run to its leaderboard; published demo/hello-env 0.1.0, installed it by name (with the SDK from the hub) into an empty virtualenv and loaded it.\n' "$HUB"
+printf '\n\033[32mDEMO OK\033[0m: on a local hub at %s: seeded the built-ins, evaluated prime/reverse-text with the local model and pushed the run to its leaderboard; trained on prime/arithmetic for 2 steps and pushed its before/after evals; published demo/hello-env 0.1.0, installed it by name (with the SDK from the hub) into an empty virtualenv and loaded it.\n' "$HUB"

@@ -13,6 +13,7 @@ prototype's 14.6 GB).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -71,7 +72,13 @@ def add_lora(model: Any, cfg: ModelConfig) -> Any:
         target_modules=list(cfg.lora.target_modules),
         task_type="CAUSAL_LM",
     )
-    return get_peft_model(model, config)
+    with warnings.catch_warnings():
+        # peft (0.21, the latest) reads transformers' deprecated `is_gradient_checkpointing`
+        # inside get_peft_model: not a call of ours, and a warning on every `prime train`.
+        warnings.filterwarnings(
+            "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
+        )
+        return get_peft_model(model, config)
 
 
 def causal_lm(model: Any) -> Any:
