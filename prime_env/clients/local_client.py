@@ -23,7 +23,6 @@ import asyncio
 import dataclasses
 import json
 import os
-import re
 import threading
 import uuid
 from collections.abc import Callable
@@ -32,9 +31,9 @@ from typing import Any
 
 from prime_env.clients.base import ChatResponse, Message, ModelError, SamplingArgs, ToolSpec, Usage
 from prime_env.clients.local_models import load_local_model
+from prime_env.clients.local_prompt import parse_tool_calls, with_tools
 
 DEFAULT_MAX_TOKENS = 256
-_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
 
 
 @dataclass
@@ -65,6 +64,17 @@ def _template_messages(messages: list[Message]) -> list[dict[str, str]]:
             content += f"<tool_call>{json.dumps(payload)}</tool_call>"
         flat.append({"role": message["role"], "content": content})
     return flat
+
+
+def prompt_ids(tokenizer: Any, messages: list[Message], tools: list[ToolSpec] | None) -> list[int]:
+    """The prompt's token ids, as the tokenizer renders the chat (with the tools written into
+    the system prompt when its template would drop them: local_prompt.py)."""
+    flat, tools_arg = with_tools(tokenizer, _template_messages(messages), tools)
+    return list(
+        tokenizer.apply_chat_template(
+            flat, tools=tools_arg, add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+    )
 
 
 class LocalClient:
@@ -176,18 +186,7 @@ class LocalClient:
         from prime_env.clients.local_decode import Row, decode
 
         tok = self._tokenizer
-        prompts: list[list[int]] = [
-            list(
-                tok.apply_chat_template(
-                    _template_messages(j.messages),
-                    tools=j.tools or None,
-                    add_generation_prompt=True,
-                    tokenize=True,
-                    return_dict=False,
-                )
-            )
-            for j in jobs
-        ]
+        prompts = [prompt_ids(tok, j.messages, j.tools) for j in jobs]
         limits = [j.sampling.max_tokens or DEFAULT_MAX_TOKENS for j in jobs]
         rows = [
             Row(prompt, limit, self._stop_check(job.sampling.stop))
@@ -238,28 +237,22 @@ class LocalClient:
             )
             tokens, logprobs, text, finish = tokens[:end], logprobs[:end], text[:cut], "stop"
         message: Message = {"role": "assistant", "content": text}
-        calls = _TOOL_CALL.findall(text) if job.tools else []
-        parsed = []
-        for raw in calls:
-            try:
-                payload = json.loads(raw)
-                parsed.append(
+        calls, rest = parse_tool_calls(text) if job.tools else ([], text)
+        if calls:
+            message = {
+                "role": "assistant",
+                "content": rest.strip() or None,
+                "tool_calls": [
                     {
                         "id": f"call_{uuid.uuid4().hex[:12]}",
                         "type": "function",
                         "function": {
-                            "name": str(payload["name"]),
-                            "arguments": json.dumps(payload.get("arguments", {})),
+                            "name": call["name"],
+                            "arguments": json.dumps(call["arguments"]),
                         },
                     }
-                )
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue  # a malformed call stays visible as text, as a real server would
-        if parsed:
-            message = {
-                "role": "assistant",
-                "content": _TOOL_CALL.sub("", text).strip() or None,
-                "tool_calls": parsed,
+                    for call in calls
+                ],
             }
             finish = "tool_calls"
         return ChatResponse(
