@@ -4,7 +4,8 @@
 # it with `prime env push`, install it BY NAME with `prime env install` into a fresh virtualenv,
 # load it there, and print what happened. Stops the hub at the end; exits non-zero on any failure.
 #
-# Settings are kept in a temporary directory, so your own ~/.config/prime is never touched.
+# Settings are kept in a temporary directory, so your own ~/.config/prime is never touched, and
+# the environments it installs into .venv are uninstalled again at the end.
 # PRIME_DEMO_KEEP=1 keeps the hub's data directory and logs for a look afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,9 +22,20 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/prime-demo.XXXXXX")
 export XDG_CONFIG_HOME=$WORK/config
 unset PRIME_HUB_URL PRIME_API_BASE_URL PRIME_API_KEY PRIME_OWNER
 HUB_PID=""
+# The demo installs hub environments into .venv; take back the ones that were not there before,
+# so the checkout's venv (which the test suite also uses) is left as it was found.
+DEMO_ENVS="reverse-text arithmetic"
+NEW_ENVS=""
+for dist in $DEMO_ENVS; do
+  "$PY" -c "import importlib.metadata as m, sys; m.version(sys.argv[1])" "$dist" 2>/dev/null \
+    || NEW_ENVS="$NEW_ENVS $dist"
+done
 
 cleanup() {
   status=$?
+  for dist in $NEW_ENVS; do
+    "$ROOT/.venv/bin/uv" pip uninstall --quiet --python "$PY" "$dist" 2>/dev/null || true
+  done
   if [ -n "$HUB_PID" ] && kill -0 "$HUB_PID" 2>/dev/null; then
     kill "$HUB_PID" 2>/dev/null || true
     wait "$HUB_PID" 2>/dev/null || true
