@@ -60,6 +60,7 @@ from registry_index.schemas.push import (
     WheelReservation,
 )
 from registry_index.schemas.versions import InstallRecord, VersionInfo, YankRequest
+from registry_index.validation import DEFAULT_LIMITS
 
 API_PREFIX = "/api/v1"
 CHUNK = 256 * 1024
@@ -76,6 +77,13 @@ class HubError(Exception):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+def _too_large(name: str, max_bytes: int) -> HubError:
+    return HubError(
+        f"download of {name}: the hub sent more than {max_bytes // (1024 * 1024)} MiB, the "
+        "largest archive an install accepts; nothing was kept"
+    )
 
 
 class NotFound(HubError):
@@ -414,12 +422,20 @@ class HubClient:
         self._check(response, f"upload of {path.name}")
 
     def download(
-        self, url: str, dest: Path, *, sha256: str | None = None, label: str | None = None
+        self,
+        url: str,
+        dest: Path,
+        *,
+        sha256: str | None = None,
+        label: str | None = None,
+        max_bytes: int = DEFAULT_LIMITS.max_file_size,
     ) -> Path:
         """Stream `url` to `dest` (atomically), checking the sha256 when one is given.
 
         Redirects (the hub's 307 to a presigned storage URL) are followed; a transfer cut off
-        midway starts again from the first byte.
+        midway starts again from the first byte. More than `max_bytes` (by default the largest
+        archive the installer would accept afterwards) stops the transfer there: a hostile or
+        broken hub cannot fill the disk before the archive checks run.
         """
         dest.parent.mkdir(parents=True, exist_ok=True)
         partial = dest.with_name(dest.name + ".part")
@@ -433,10 +449,16 @@ class HubClient:
                 return response  # classified by _raise_retryable / _check
             try:
                 total = int(response.headers.get("Content-Length", 0)) or None
+                if total is not None and total > max_bytes:
+                    raise _too_large(dest.name, max_bytes)
                 digest = hashlib.sha256()
+                received = 0
                 with _progress(self.console) as progress, partial.open("wb") as handle:
                     task = progress.add_task(label or f"download {dest.name}", total=total)
                     for block in response.iter_bytes(CHUNK):
+                        received += len(block)
+                        if received > max_bytes:
+                            raise _too_large(dest.name, max_bytes)
                         handle.write(block)
                         digest.update(block)
                         progress.update(task, advance=len(block))

@@ -106,6 +106,35 @@ def test_download_checks_sha256_and_never_leaks_the_token(
     assert not list(tmp_path.glob("*.bin.part")) and not (tmp_path / "bad.bin").exists()
 
 
+class _Flood(http.server.BaseHTTPRequestHandler):
+    """Serves 1 MiB, announced (`/announced`) or not (`/unannounced`: no Content-Length)."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        if self.path == "/announced":
+            self.send_header("Content-Length", str(1024 * 1024))
+        self.end_headers()
+        for _ in range(64):
+            self.wfile.write(b"x" * 16384)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("path", ["/announced", "/unannounced"])
+def test_download_stops_at_the_size_limit_and_keeps_nothing(tmp_path: Path, path: str) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Flood)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with HubClient(url) as client, pytest.raises(HubError) as caught:
+            client.download(f"{url}{path}", tmp_path / "dl" / "big.whl", max_bytes=64 * 1024)
+    finally:
+        server.shutdown()
+    assert "the hub sent more than" in str(caught.value) and "nothing was kept" in str(caught.value)
+    assert list((tmp_path / "dl").iterdir()) == []
+
+
 def test_non_hub_server_is_a_clear_error(other_origin: str) -> None:
     with (
         HubClient(other_origin) as client,
