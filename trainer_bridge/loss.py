@@ -1,8 +1,19 @@
 """The GRPO-family policy-gradient losses, on sampler logprobs μ (ρ = π_θ/μ per token).
 
 All tensors are [rows, positions], right-padded; position i is about token i given its prefix.
-One update per batch, so the "old policy" of PPO is the sampler itself: ρ corrects for the
-sampler lagging the trainer (async) and for numerical sampler/trainer mismatch.
+ρ corrects for the sampler lagging the trainer (async) and for numerical sampler/trainer
+mismatch. How ρ enters the objective is `loss.clip_against` (one rule, `policy_ratio`, for
+every built-in loss and for custom ones):
+
+- `proximal` (default), decoupled PPO (AReaL, Fu et al. 2025; Hilton et al. 2021): PPO's clip
+  bounds r = π_θ/π_prox, the move away from the trainer's own policy at the start of the step,
+  and the sampler is corrected by a separate detached weight w = min(π_prox/μ, is_cap). The
+  trainer takes one optimizer step per batch, so π_prox = sg(π_θ): r = 1 where the gradient is
+  taken and the gradient is w·A·∇log π_θ. A token the previous update made likelier (ρ > 1 at
+  A=1) keeps its gradient instead of being clipped to zero.
+- `sampler`, PPO on ρ itself with a dual clip for A < 0: in sync mode ρ ≈ 1 and the two
+  agree; at A=1 every token whose ρ left [1−eps_low, 1+eps_high] in the clipped direction
+  gets no gradient, which is exactly what the last update reinforced.
 
 Every normaliser is a *global* count (all micro-batches, all ranks) divided by the world size:
 each rank's gradient is then its share of the global mean, and FSDP's averaging over ranks
@@ -79,22 +90,51 @@ def k3(log_ratio: Tensor) -> Tensor:
     return torch.expm1(log_ratio) - log_ratio
 
 
-def _clipped_objective(ratio: Tensor, advantages: Tensor, cfg: LossConfig) -> tuple[Tensor, Tensor]:
-    """PPO's clipped surrogate (asymmetric ε, DAPO's clip-higher), with the dual clip `is_cap`
-    bounding negative-advantage tokens. Returns (objective, clipped-indicator)."""
+@dataclass(frozen=True)
+class PolicyRatio:
+    """How ρ = π_θ/μ enters the objective: w · min(r·A, clip(r)·A)."""
+
+    ratio: Tensor
+    """r, with grad: what PPO's clip bounds."""
+    weight: Tensor | None
+    """w, detached: the truncated sampler correction (`proximal`); None under `sampler`."""
+    capped: Tensor | None
+    """Where w was truncated at `is_cap` (`proximal`)."""
+
+
+def policy_ratio(log_rho: Tensor, cfg: LossConfig) -> PolicyRatio:
+    """Split log ρ (with grad: per token, or a sequence's mean for GSPO) by `clip_against`."""
+    if cfg.clip_against == "sampler":
+        return PolicyRatio(torch.exp(log_rho), None, None)
+    rho = torch.exp(log_rho.detach())
+    cap = cfg.is_cap if cfg.is_cap is not None else float("inf")
+    # π_prox = sg(π_θ): one optimizer step per batch, so no extra forward pass is needed
+    return PolicyRatio(torch.exp(log_rho - log_rho.detach()), rho.clamp(max=cap), rho > cap)
+
+
+def _clipped_objective(
+    pr: PolicyRatio, advantages: Tensor, cfg: LossConfig
+) -> tuple[Tensor, Tensor]:
+    """PPO's clipped surrogate (asymmetric ε, DAPO's clip-higher), weighted by w (`proximal`)
+    or dual-clipped at `is_cap`·A for A < 0 (`sampler`). Returns (objective, indicator of
+    tokens whose gradient the clip or the cap changed)."""
     adv = advantages[:, None]
-    unclipped = ratio * adv
-    clipped = ratio.clamp(1 - cfg.eps_low, 1 + cfg.eps_high) * adv
+    unclipped = pr.ratio * adv
+    clipped = pr.ratio.clamp(1 - cfg.eps_low, 1 + cfg.eps_high) * adv
     objective = torch.minimum(unclipped, clipped)
+    was_clipped = clipped < unclipped
+    if pr.weight is not None and pr.capped is not None:
+        return pr.weight * objective, was_clipped | pr.capped
     if cfg.is_cap is not None:
         objective = torch.where(adv < 0, torch.maximum(objective, cfg.is_cap * adv), objective)
-    was_clipped = (clipped < unclipped) | ((adv < 0) & (ratio > (cfg.is_cap or float("inf"))))
+        was_clipped = was_clipped | ((adv < 0) & (pr.ratio > cfg.is_cap))
     return objective, was_clipped
 
 
-def _token_terms(inputs: LossInputs, cfg: LossConfig, pg_ratio: Tensor) -> tuple[Tensor, Tensor]:
-    """Per-token loss (policy gradient + KL − entropy) and the clipped indicator."""
-    objective, was_clipped = _clipped_objective(pg_ratio, inputs.advantages, cfg)
+def token_terms(inputs: LossInputs, cfg: LossConfig, log_rho: Tensor) -> tuple[Tensor, Tensor]:
+    """Per-token loss (policy gradient + KL − entropy) and the clipped indicator, from log ρ
+    (with grad); a custom loss calls this to share the built-ins' ratio rule."""
+    objective, was_clipped = _clipped_objective(policy_ratio(log_rho, cfg), inputs.advantages, cfg)
     per_token = -objective
     if cfg.kl_coef > 0:
         if inputs.ref_logprobs is None:
@@ -122,8 +162,8 @@ def _stats(inputs: LossInputs, was_clipped: Tensor) -> LossStats:
         )
 
 
-def _token_ratio(inputs: LossInputs) -> Tensor:
-    return torch.exp(inputs.logprobs - inputs.sampler_logprobs)
+def _token_log_ratio(inputs: LossInputs) -> Tensor:
+    return inputs.logprobs - inputs.sampler_logprobs
 
 
 def _per_sequence_mean(per_token: Tensor, mask: Tensor) -> Tensor:
@@ -133,34 +173,33 @@ def _per_sequence_mean(per_token: Tensor, mask: Tensor) -> Tensor:
 def dapo_loss(inputs: LossInputs, cfg: LossConfig, norm: Normaliser) -> tuple[Tensor, LossStats]:
     """Token-level: Σ over all loss tokens ÷ the global loss-token count (long answers weigh
     by their length, DAPO)."""
-    per_token, was_clipped = _token_terms(inputs, cfg, _token_ratio(inputs))
+    per_token, was_clipped = token_terms(inputs, cfg, _token_log_ratio(inputs))
     loss = (per_token * inputs.loss_mask).sum() / norm.per_rank(norm.tokens)
     return loss, _stats(inputs, was_clipped)
 
 
 def grpo_loss(inputs: LossInputs, cfg: LossConfig, norm: Normaliser) -> tuple[Tensor, LossStats]:
     """Sequence-level: each sequence's mean token loss, averaged over sequences (GRPO)."""
-    per_token, was_clipped = _token_terms(inputs, cfg, _token_ratio(inputs))
+    per_token, was_clipped = token_terms(inputs, cfg, _token_log_ratio(inputs))
     loss = _per_sequence_mean(per_token, inputs.loss_mask).sum() / norm.per_rank(norm.sequences)
     return loss, _stats(inputs, was_clipped)
 
 
 def dr_grpo_loss(inputs: LossInputs, cfg: LossConfig, norm: Normaliser) -> tuple[Tensor, LossStats]:
     """Σ token losses ÷ (sequences × a constant): no length bias either way (Dr. GRPO)."""
-    per_token, was_clipped = _token_terms(inputs, cfg, _token_ratio(inputs))
+    per_token, was_clipped = token_terms(inputs, cfg, _token_log_ratio(inputs))
     total = (per_token * inputs.loss_mask).sum()
     loss = total / norm.per_rank(norm.sequences * norm.constant)
     return loss, _stats(inputs, was_clipped)
 
 
 def gspo_loss(inputs: LossInputs, cfg: LossConfig, norm: Normaliser) -> tuple[Tensor, LossStats]:
-    """Sequence ratio s = exp(mean log ρ), clipped per sequence; the gradient reaches each
-    token through s·π_θ/sg(π_θ) (GSPO)."""
+    """Sequence ratio s = exp(mean log ρ), clipped (`sampler`) or capped (`proximal`) per
+    sequence; the gradient reaches each token through s·π_θ/sg(π_θ) (GSPO)."""
     mask = inputs.loss_mask
-    log_ratio = inputs.logprobs - inputs.sampler_logprobs
-    seq_log_ratio = (log_ratio * mask).sum(1) / mask.sum(1).clamp(min=1)
-    ratio = torch.exp(seq_log_ratio.detach()[:, None] + inputs.logprobs - inputs.logprobs.detach())
-    per_token, was_clipped = _token_terms(inputs, cfg, ratio)
+    seq_log_ratio = (_token_log_ratio(inputs) * mask).sum(1) / mask.sum(1).clamp(min=1)
+    log_rho = seq_log_ratio.detach()[:, None] + inputs.logprobs - inputs.logprobs.detach()
+    per_token, was_clipped = token_terms(inputs, cfg, log_rho)
     loss = _per_sequence_mean(per_token, mask).sum() / norm.per_rank(norm.sequences)
     return loss, _stats(inputs, was_clipped)
 

@@ -62,11 +62,20 @@ class LossConfig(_Strict):
     """The policy-gradient loss on sampler logprobs μ, with ρ = π_θ/μ per token."""
 
     type: LossType = "dapo"
+    clip_against: Literal["proximal", "sampler"] = "proximal"
+    """What PPO's clip bounds (loss.py). `proximal`: r = π_θ/π_prox, the trainer's own policy at
+    the start of the step, with the sampler corrected by w = min(ρ, is_cap) (decoupled PPO,
+    the async default: a stale sampler does not zero the gradient of what the last update
+    reinforced). `sampler`: ρ itself, PPO with the sampler as the old policy."""
     eps_low: float = Field(default=0.2, ge=0)
     eps_high: float = Field(default=0.28, ge=0)
+    """The clip range [1 − eps_low, 1 + eps_high] of the ratio `clip_against` names. Under
+    `proximal` it does not bind: one optimizer step per batch means r = 1 where the gradient
+    is taken (it would from a second step on the same batch)."""
     is_cap: float | None = Field(default=3.0, gt=1)
-    """Dual-clip bound: a negative-advantage token contributes at most `is_cap`·|A|, however
-    much likelier the trainer finds it than the sampler did (truncated importance sampling)."""
+    """Truncated importance sampling: a token's sampler correction ρ counts at most `is_cap`.
+    `proximal`: w = min(ρ, is_cap) for every token; `sampler`: the dual clip, a negative-advantage
+    token contributes at most `is_cap`·|A|. None: untruncated."""
     mask_truncated: bool = False
     """Drop samples whose last turn hit max_tokens from the loss (DAPO's overlong filter)."""
     kl_coef: float = Field(default=0.0, ge=0)
