@@ -60,6 +60,7 @@ from prime_env.evaluation import (
     load_env,
     normalize_sampling,
     read_results,
+    read_run_metadata,
     resume_run,
     start_run,
     stored_config,
@@ -762,7 +763,7 @@ def show(target: str, samples: int, output: str) -> None:
     with _hub() as hub:
         found = find_run(target, hub)
         if found.directory is not None:
-            meta = json.loads((found.directory / METADATA).read_text())
+            meta = read_run_metadata(found.directory)
             records = read_results(found.directory / RESULTS)[:samples] if samples else []
             payload: dict[str, Any] = {
                 "data": meta,

@@ -17,8 +17,9 @@ from typing import Any
 
 from prime_cli.errors import CliError
 from prime_cli.hub_client import HubClient, NotFound, checked_request
-from prime_env.evaluation import METADATA, RESULTS, read_results
+from prime_env.evaluation import METADATA, RESULTS, read_results, read_run_metadata
 from prime_env.record import RolloutRecord
+from prime_env.run_status import COMPLETED, RUNNING, describe_owner
 from registry_index.schemas.evals import CreateEvaluation, EnvironmentRef
 
 SAMPLE_BATCH_BYTES = 8 * 1024 * 1024
@@ -28,11 +29,12 @@ PREFIX_SCAN_PAGES = 20  # hub evaluations scanned (×100) to expand a short id
 
 
 def local_runs(root: Path) -> list[dict[str, Any]]:
-    """The metadata of every run directory under `root/evals`, with its `directory`."""
+    """The metadata of every run directory under `root/evals`, with its `directory` (a run
+    whose process is gone reads `interrupted`, see `read_run_metadata`)."""
     runs = []
     for meta_path in sorted((root / "evals").glob(f"*/*/{METADATA}")):
         try:
-            meta = json.loads(meta_path.read_text())
+            meta = read_run_metadata(meta_path.parent)
         except ValueError:
             continue
         meta["directory"] = str(meta_path.parent)
@@ -103,7 +105,7 @@ def unpushed_runs(root: Path, hub_url: str) -> list[Path]:
     return [
         Path(meta["directory"])
         for meta in local_runs(root)
-        if meta.get("status") == "completed"
+        if meta.get("status") == COMPLETED
         and not any(p.get("hub") == hub_url for p in meta.get("pushes") or [])
     ]
 
@@ -122,6 +124,29 @@ def _batches(records: list[RolloutRecord]) -> Iterator[list[dict[str, Any]]]:
         yield batch
 
 
+def _unfinished(directory: Path, meta: dict[str, Any]) -> str:
+    """Why `directory` cannot be pushed, and what finishes it: only a completed run holds
+    every rollout, so a half-finished one is never pushed as if it were complete."""
+    status = meta.get("status")
+    if status == RUNNING:
+        return (
+            f"{directory} is still running ({describe_owner(meta)}); push it once it has finished"
+        )
+    from trainer_bridge.run_dir import train_run_of
+
+    train_run = train_run_of(directory)
+    how = (
+        f"prime train resume {train_run} (it reruns the evals of the steps it redoes)"
+        if train_run is not None
+        else f"prime eval run --resume {directory}"
+    )
+    return (
+        f"{directory} is not a complete run (status {status!r}: "
+        f"{meta.get('error') or 'it stopped before its last rollout'}); finish it with {how}, "
+        "or start a new run"
+    )
+
+
 def push_run(
     hub: HubClient,
     directory: Path,
@@ -134,12 +159,9 @@ def push_run(
     meta_path = directory / METADATA
     if not meta_path.is_file():
         raise CliError(f"{directory} is not an eval run directory (no {METADATA})")
-    meta = json.loads(meta_path.read_text())
-    if meta.get("status") != "completed":
-        raise CliError(
-            f"{directory} is not finished (status {meta.get('status')!r}); finish it with "
-            f"prime eval run --resume {directory}"
-        )
+    meta = read_run_metadata(directory)
+    if meta.get("status") != COMPLETED:
+        raise CliError(_unfinished(directory, meta))
     slug = env or meta.get("hub_env") or meta.get("env") or ""
     if "/" not in slug:
         raise CliError(

@@ -202,12 +202,13 @@ def _finish(prepared: Any, env: Any, *, push: bool, public: bool, output: str) -
     if code == 0 and push:
         pushed = _push(run, public)
     info = run.read_run_json()
+    status = run.status()
     if output == "json":
         click.echo(
             json.dumps(
                 {
                     "run_dir": str(run.root),
-                    "status": info.get("status"),
+                    "status": status,
                     "error": info.get("error"),
                     "steps": prepared.config.max_steps,
                     "pushes": pushed,
@@ -216,7 +217,7 @@ def _finish(prepared: Any, env: Any, *, push: bool, public: bool, output: str) -
             )
         )
     else:
-        click.echo(f"{info.get('status')}: {run.root}")
+        click.echo(f"{status}: {run.root}")
     if code:
         sys.exit(code)
 
@@ -275,7 +276,7 @@ def resume_cmd(run_dir: Path, max_steps: int | None, no_eval: bool, output: str)
         raise config_exit(str(exc)) from None
     env = _load_env(prepared.env_spec, prepared.config.env.args)
     step = prepared.resume.step if prepared.resume else 0
-    console.print(f"resuming {run_dir} at step {step}")
+    console.print(f"resuming {run_dir} ({prepared.run.status()}) at step {step}")
     _finish(prepared, env, push=False, public=False, output=output)
 
 

@@ -12,6 +12,7 @@ and scripts get the same layout and resume rules.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import importlib
 import json
@@ -32,6 +33,16 @@ from .gc_tuning import rollout_gc
 from .loading import load
 from .parallel import ClientFactory, run_in_processes
 from .record import RolloutRecord
+from .run_status import (
+    COMPLETED,
+    FAILED,
+    INTERRUPTED,
+    RUNNING,
+    describe_owner,
+    held_by_another,
+    read_status,
+    status_fields,
+)
 from .runner import stream_rollouts
 from .summary import Summary, SummaryBuilder
 
@@ -268,12 +279,16 @@ class EvalRun:
     def total(self) -> int:
         return len(self.env.get_eval_tasks().head(self.config.n)) * self.config.r
 
-    def metadata(self, summary: Summary | None, status: str) -> dict[str, Any]:
-        """metadata.json: config, model (never a key), times, summary in verifiers' names too."""
+    def metadata(
+        self, summary: Summary | None, status: str, error: str | None = None
+    ) -> dict[str, Any]:
+        """metadata.json: config, model (never a key), times, summary in verifiers' names too;
+        `running` with this process as its owner (see prime_env.run_status)."""
         payload: dict[str, Any] = {
             "schema": METADATA_SCHEMA,
             "run_id": self.run_id,
-            "status": status,
+            **status_fields(status),
+            "error": error,
             "env": self.env.name,
             "env_id": self.env.id,
             "env_version": self.env.version,
@@ -298,9 +313,11 @@ class EvalRun:
             payload["pass_at_k"] = summary.pass_at_k
         return payload
 
-    def write_metadata(self, summary: Summary | None, status: str) -> None:
+    def write_metadata(
+        self, summary: Summary | None, status: str, error: str | None = None
+    ) -> None:
         previous = self.read_metadata()
-        payload = self.metadata(summary, status)
+        payload = self.metadata(summary, status, error)
         if "pushes" in previous:
             payload["pushes"] = previous["pushes"]
         _write_json_atomic(self.metadata_path, payload)
@@ -311,12 +328,20 @@ class EvalRun:
         return dict(json.loads(self.metadata_path.read_text()))
 
 
+def read_run_metadata(directory: Path) -> dict[str, Any]:
+    """A run's metadata.json as it stands now: a `running` run whose process is gone (killed
+    with SIGKILL, or its machine rebooted) reads `interrupted`. What every reader uses."""
+    meta = dict(json.loads((directory / METADATA).read_text()))
+    meta["status"] = read_status(meta)
+    return meta
+
+
 def start_run(env: Environment, spec: ModelSpec, config: RunConfig, output_root: Path) -> EvalRun:
     run_id = uuid.uuid4().hex[:8]
     directory = run_dir_for(output_root, env, spec.name, run_id)
     directory.mkdir(parents=True, exist_ok=False)
     run = EvalRun(directory, run_id, config, spec, env, _now())
-    run.write_metadata(None, "running")
+    run.write_metadata(None, RUNNING)
     run.results_path.touch()
     return run
 
@@ -345,6 +370,11 @@ def resume_run(directory: Path, env: Environment, spec: ModelSpec, config: RunCo
             + "). Start a new run instead (drop --resume)."
         )
     meta = json.loads((directory / METADATA).read_text())
+    if held_by_another(meta):
+        raise EvalError(
+            f"refusing to resume {directory}: it is still running ({describe_owner(meta)}); "
+            "let it finish, or stop it first"
+        )
     run = EvalRun(directory, meta["run_id"], config, spec, env, meta.get("started_at") or _now())
     records = read_results(run.results_path, repair=True)
     if env.rubric.has_group_funcs:
@@ -356,6 +386,7 @@ def resume_run(directory: Path, env: Environment, spec: ModelSpec, config: RunCo
             _rewrite(run.results_path, complete)
         records = complete
     run.done = records
+    run.write_metadata(None, RUNNING)
     return run
 
 
@@ -383,7 +414,31 @@ async def execute(
     run's memory does not grow with its size. With `workers` > 1 the rollouts run in that many
     forked processes (prime_env.parallel), each making its client with `client_factory`; this
     process then only writes their lines and keeps the summary (`client` is not used).
+
+    A run that does not finish says so in metadata.json: `interrupted` when cancelled (Ctrl-C,
+    SIGTERM, the train run it belongs to stopping), `failed` with the error otherwise; both are
+    finished by a resume. A SIGKILL writes nothing; readers see it (`read_run_metadata`).
     """
+    try:
+        result = await _run_missing(run, client, concurrency, on_record, workers, client_factory)
+    except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+        run.write_metadata(None, INTERRUPTED, "interrupted before its last rollout")
+        raise
+    except Exception as exc:
+        run.write_metadata(None, FAILED, f"{type(exc).__name__}: {exc}")
+        raise
+    run.write_metadata(result, COMPLETED)
+    return result
+
+
+async def _run_missing(
+    run: EvalRun,
+    client: ModelClient,
+    concurrency: int,
+    on_record: Callable[[RolloutRecord], None] | None,
+    workers: int,
+    client_factory: ClientFactory | None,
+) -> Summary:
     sampling = sampling_from_json(run.config.sampling)
     summary = SummaryBuilder()
     for rec in run.done:
@@ -434,6 +489,4 @@ async def execute(
                 skip=skip,
                 run_id=run.run_id,
             )
-    result = summary.summary()
-    run.write_metadata(result, "completed")
-    return result
+    return summary.summary()

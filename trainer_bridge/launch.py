@@ -21,6 +21,7 @@ from typing import Any
 from rich.console import Console
 
 from prime_env.environment import Environment
+from prime_env.run_status import RUNNING, describe_owner, held_by_another
 from trainer_bridge import checkpoints
 from trainer_bridge.backends.base import InferenceBackend
 from trainer_bridge.config import (
@@ -176,6 +177,12 @@ def resume(
         raise ConfigError(
             f"{run_root} is not a prime train run directory (no config/resolved.toml)"
         )
+    info = run.read_run_json()
+    if held_by_another(info):
+        raise ConfigError(
+            f"refusing to resume {run_root}: it is still running ({describe_owner(info)}); "
+            "stop it first (SIGTERM or Ctrl-C stops it resumably)"
+        )
     stored = load_resolved(run.resolved_config)
     config = overrides(stored) if overrides is not None else stored
     diff = differences(stored, config)
@@ -191,7 +198,7 @@ def resume(
     checkpoints.discard_after(run, step)
     if config != stored:
         write_text_atomic(run.resolved_config, config.to_toml())
-    env_spec = str(run.read_run_json().get("env") or config.env.id)
+    env_spec = str(info.get("env") or config.env.id)
     return Prepared(run, config, env_spec, state)
 
 
@@ -295,7 +302,7 @@ class ShutdownGuard:
         try:
             sys.stderr.write(f"{message}\nresume with: prime train resume {self.run.root}\n")
             self.supervisor.stop_all(grace_s=0)
-            self.run.update_run_json(status=self.status, error=message, pid=None)
+            self.run.set_status(self.status, error=message)
         finally:
             os._exit(self.code)
 
@@ -308,7 +315,7 @@ def execute(prepared: Prepared, env: Environment, console: Console) -> int:
     guard = ShutdownGuard(run, supervisor)
     guard.install()
     monitor = Monitor(run, config.monitors, console)
-    run.update_run_json(status="running", pid=os.getpid())
+    run.set_status(RUNNING, error=None)
     status, code, message = "failed", 1, ""
     try:
         supervisor.start(
@@ -364,7 +371,7 @@ def _wind_down(
     try:
         guard.arm(status, code, message)
         supervisor.stop_all(grace_s=10)
-        run.update_run_json(status=status, error=message or None, pid=None)
+        run.set_status(status, error=message or None)
         monitor.close()
         if status == "completed":  # a stopped run exits at once; `prime train plot` draws it
             _plot_quietly(run)
@@ -372,7 +379,7 @@ def _wind_down(
         supervisor.stop_all(grace_s=0)
         if status != "completed":
             status, code, message = "interrupted", guard.exit_code, guard.message
-        run.update_run_json(status=status, error=message or None, pid=None)
+        run.set_status(status, error=message or None)
     finally:
         guard.restore()
     return code

@@ -1,7 +1,9 @@
 """The layout of one training run on disk, and the atomic writes everything in it relies on.
 
 `outputs/train/<env>--<model>/<run_id>/` holds
-- `run.json`: status, config digest, pushes (replaced atomically, never half-written);
+- `run.json`: status, config digest, pushes (replaced atomically, never half-written); while
+  `running`, the owner process (pid, start time, host), so `status()` can tell a run that was
+  SIGKILLed (it reads `interrupted`) from one still running;
 - `config/resolved.toml`: the full configuration the run was started with (what the trainer
   child reads and what `prime train resume` compares against);
 - `metrics.jsonl`: one line per trained step;
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prime_env.run_status import read_status, status_fields
 from trainer_bridge.stable import step_dir
 
 RUN_JSON = "run.json"
@@ -54,6 +57,15 @@ def write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def train_run_of(eval_dir: Path) -> Path | None:
+    """The `prime train` run an eval run directory belongs to (`RUN/evals/step_N`), or None:
+    such an eval is finished by resuming the train run, not by `prime eval run --resume`."""
+    root = eval_dir.resolve().parent.parent
+    if eval_dir.resolve().parent.name == "evals" and (root / RUN_JSON).is_file():
+        return root
+    return None
 
 
 @dataclass(frozen=True)
@@ -124,3 +136,13 @@ class RunDir:
         data["updated_at"] = now()
         write_json_atomic(self.run_json, data)
         return data
+
+    def set_status(self, status: str, **fields: Any) -> dict[str, Any]:
+        """Record `status` (with `fields`): `running` names this process as the run's owner,
+        any other status clears it."""
+        return self.update_run_json(**status_fields(status), **fields)
+
+    def status(self) -> str | None:
+        """The run's status as it stands now: `running` whose process is gone (SIGKILL, a
+        reboot) reads `interrupted` (prime_env.run_status, the rule eval runs share)."""
+        return read_status(self.read_run_json())
