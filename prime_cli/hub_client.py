@@ -19,6 +19,7 @@ redirects to presigned storage URLs; the token is only ever sent to the hub's ow
 from __future__ import annotations
 
 import hashlib
+import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -438,7 +439,9 @@ class HubClient:
         broken hub cannot fill the disk before the archive checks run.
         """
         dest.parent.mkdir(parents=True, exist_ok=True)
-        partial = dest.with_name(dest.name + ".part")
+        # A partial file of this download's own: two processes fetching the same wheel into
+        # the shared cache (two `prime env install`s) each write theirs and rename it into place.
+        partial = dest.with_name(f".{secrets.token_hex(6)}-{dest.name}.part")
         digest = hashlib.sha256()
         what = f"download of {dest.name}"
 

@@ -106,6 +106,59 @@ def test_download_checks_sha256_and_never_leaks_the_token(
     assert not list(tmp_path.glob("*.bin.part")) and not (tmp_path / "bad.bin").exists()
 
 
+class _Halves(http.server.BaseHTTPRequestHandler):
+    """Sends half the body, waits until a second download is halfway too, then the rest.
+
+    Half is more than loopback's socket buffers hold, so a download is halfway only once its
+    client is writing the file."""
+
+    body: ClassVar[bytes] = bytes(range(256)) * (96 * 1024)  # 24 MiB
+    halfway: ClassVar[threading.Barrier] = threading.Barrier(2, timeout=30)
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        middle = len(self.body) // 2
+        self.wfile.write(self.body[:middle])
+        self.wfile.flush()
+        self.halfway.wait()
+        self.wfile.write(self.body[middle:])
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_two_downloads_of_one_file_at_once_both_get_it(tmp_path: Path) -> None:
+    """Two processes installing the same wheel share the cache's file name (by sha256): each
+    writes its own partial file and renames it into place, neither loses the other's."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Halves)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/env.whl"
+    dest = tmp_path / "cache" / "env.whl"
+    sha256 = hashlib.sha256(_Halves.body).hexdigest()
+    errors: list[BaseException] = []
+
+    def fetch() -> None:
+        try:
+            with HubClient(url) as client:
+                client.download(url, dest, sha256=sha256)
+        except (HubError, OSError) as exc:  # reported below, from the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=fetch) for _ in range(2)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        server.shutdown()
+    assert errors == []
+    assert dest.read_bytes() == _Halves.body
+    assert list(dest.parent.iterdir()) == [dest]  # no partial file left
+
+
 class _Flood(http.server.BaseHTTPRequestHandler):
     """Serves 1 MiB, announced (`/announced`) or not (`/unannounced`: no Content-Length)."""
 
