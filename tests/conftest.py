@@ -1,12 +1,47 @@
-"""Shared test configuration. Fixtures that belong to one layer live in that layer's conftest."""
+"""Shared test configuration. Fixtures that belong to one layer live in that layer's conftest.
+
+Parallel runs (scripts/test.sh: `pytest -n 2 --dist loadgroup`; docs/architecture.md, Testing):
+a test module is one unit of work, as in a serial run: its module-scoped fixtures (hubs, a
+seeded hub, moto, PostgreSQL) start once and its tests run in order in one worker. A test that
+shares something global with tests of other modules (a Docker-wide count, the project's .venv)
+takes `@pytest.mark.xdist_group("name")`: every test of that group runs in one worker, one at a
+time. Everything else is isolated per worker: tmp_path, free_port's range, the owner-pid and
+run-id labels of sandboxes.
+"""
 
 from __future__ import annotations
 
 import os
+from typing import Any
+
+import pytest
 
 from prime_env.clients.local_models import CACHE_ENV, cache_root
 
 # Many tests give the CLI a throwaway HOME; the converted local model (a 0.5 GB cache that
 # saves 20 s per load) should still be shared, as it is on a user's machine. Pinned here,
-# before any test changes HOME, and inherited by every subprocess the tests start.
+# before any test changes HOME, and inherited by every subprocess the tests start. Workers
+# converting it at once is safe: the conversion is written aside and renamed into place.
 os.environ.setdefault(CACHE_ENV, str(cache_root()))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # `-n N` alone means xdist's `--dist load`: a module's tests spread over workers and
+    # xdist_group ignored. This suite's groups are what make it safe, so it is loadgroup here.
+    if getattr(config.option, "dist", "no") == "load":
+        config.option.dist = "loadgroup"
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """loadgroup with a module, not a single test, as the unit of a test without a group."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class ModuleScheduling(LoadGroupScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            group = super()._split_scope(nodeid)  # "name" for "...::test@name", else the nodeid
+            return group if group != nodeid else nodeid.split("::", 1)[0]
+
+    return ModuleScheduling(config, log)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import random
 import socket
 from importlib import metadata
 
@@ -18,11 +20,44 @@ def require(available: bool, what: str) -> None:
     pytest.skip(f"{what} is not available here")
 
 
+def _own_ports() -> list[int]:
+    """This process's ports: below the kernel's ephemeral range, one slice per xdist worker.
+
+    A port from bind(0) is free when asked and taken by the server seconds later; in between
+    the kernel may give it to another worker's bind(0) or to any outgoing connection. Ports
+    below ip_local_port_range are never handed out by the kernel, and each worker draws from
+    its own slice (PYTEST_XDIST_WORKER gwN of PYTEST_XDIST_WORKER_COUNT), so neither can
+    happen. The slice is walked from a random start: a second pytest run on the machine
+    rarely meets this one's ports, and a port met busy is skipped.
+    """
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as handle:
+            ephemeral_low = int(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768  # Linux's default
+    ports = range(max(1024, ephemeral_low // 2), ephemeral_low)
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    size = len(ports) // workers
+    own = list(ports[worker * size : (worker + 1) * size])
+    start = random.randrange(len(own))
+    return own[start:] + own[:start]
+
+
+_ports = itertools.cycle(_own_ports())
+
+
 def free_port() -> int:
-    """A free TCP port on the loopback interface."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free TCP port on the loopback interface that no other test process is handed."""
+    for _ in range(1000):
+        port = next(_ports)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise OSError("no free port in this test process's range (see tests/support.py)")
 
 
 def distributions_installed(*names: str) -> bool:
