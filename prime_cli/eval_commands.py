@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
@@ -246,7 +247,15 @@ async def _run_all(
             await client.aclose()
         return _Outcome(summary, tracker.done - before, time.perf_counter() - start)
 
-    return list(await asyncio.gather(*(one(*run) for run in runs)))
+    # SIGTERM (a scheduler, `kill`) stops the runs as Ctrl-C does: cancelled, each writes
+    # `interrupted` to its metadata.json and stays resumable (the default action writes nothing).
+    loop, main = asyncio.get_running_loop(), asyncio.current_task()
+    assert main is not None
+    loop.add_signal_handler(signal.SIGTERM, main.cancel)
+    try:
+        return list(await asyncio.gather(*(one(*run) for run in runs)))
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 def _progress(disable: bool) -> Progress:
@@ -529,10 +538,11 @@ def run(
             outcomes = _run_loop(
                 _run_all(list(zip(runs, clients, factories)), concurrency, workers, progress)
             )
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError) as exc:  # Ctrl-C, SIGTERM
         dirs = " ".join(str(run_.directory) for run_ in runs)
         raise CliError(
-            f"interrupted; finished rollouts are saved. Continue with: prime eval run --resume {dirs}"
+            f"interrupted; finished rollouts are saved. Continue with: prime eval run --resume {dirs}",
+            status=1 if isinstance(exc, KeyboardInterrupt) else 128 + signal.SIGTERM,
         ) from None
     rows = [(run_, outcome.summary) for run_, outcome in zip(runs, outcomes)]
     pushed: dict[Path, str] = {}

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import traceback
@@ -144,6 +145,10 @@ def _child(
     os.close(read_fd)
     # The fork copied the parent's "a loop is running" marker (Python < 3.12 keeps it).
     asyncio.events._set_running_loop(None)
+    # And its loop's SIGTERM handler (`prime eval run` stops resumably on SIGTERM): a no-op that
+    # wakes the parent's loop, with which the parent's terminate() would not stop this worker.
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     def send(record: RolloutRecord) -> None:
         data = memoryview((record.to_json() + "\n").encode())

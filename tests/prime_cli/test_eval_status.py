@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner, Result
 
 from prime_cli.main import cli
 from prime_env import Environment, Rubric, SingleTurn
 from prime_env.clients.model_specs import ModelSpec
 from prime_env.evaluation import RunConfig, start_run
+from tests.e2e.eval_support import PRIME, SAY_ENV, prime_env, run_dirs
+from tests.fakes.server import FakeServer
 from trainer_bridge.run_dir import RunDir
 
 TASKS = [{"question": "1+1", "answer": "2", "id": "t0"}]
@@ -81,3 +87,33 @@ def test_an_interrupted_eval_of_a_train_run_is_finished_by_the_train_resume(
     pushed = prime("eval", "push", str(step0))
     assert pushed.exit_code == 1
     assert f"prime train resume {run.root.resolve()}" in " ".join(pushed.output.split())
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "workers"),
+    [(signal.SIGTERM, 143, "1"), (signal.SIGINT, 1, "1"), (signal.SIGTERM, 143, "2")],
+    ids=["SIGTERM", "SIGINT", "SIGTERM-2-workers"],
+)
+def test_a_signal_stops_prime_eval_run_resumably_writing_interrupted(
+    tmp_path: Path, sig: signal.Signals, code: int, workers: str
+) -> None:
+    """SIGTERM (a scheduler) takes Ctrl-C's path: cancelled, `interrupted` written; forked
+    workers are stopped too (they must not inherit the parent's SIGTERM handler)."""
+    out = tmp_path / "out"
+    with FakeServer("openai", latency_ms=600_000) as server:  # every call waits: mid-rollout
+        proc = subprocess.Popen(
+            [str(PRIME), "eval", "run", str(SAY_ENV), "-m", "fake-model", "--base-url",
+             server.url, "-n", "2", "-w", workers, "-c", "2", "-o", str(out)],
+            cwd=tmp_path, env=prime_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not server.arrivals() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # until its first model call is in flight
+        (directory,) = run_dirs(out)
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == code, stderr
+    assert f"prime eval run --resume {directory}" in " ".join(stderr.split())
+    meta = json.loads((directory / "metadata.json").read_text())
+    assert meta["status"] == "interrupted" and meta["owner"] is None
