@@ -135,6 +135,30 @@ def _convert(name: str, target: Path) -> tuple[Any, Any]:
     return model, tokenizer
 
 
+@contextmanager
+def _one_conversion_at_a_time(name: str) -> Iterator[None]:
+    """Hold the cache's lock for `name` while converting it.
+
+    The trainer and the sampler of a first `prime train` (or two test workers) load the model
+    at the same moment: without the lock both spend the 20 s and the memory of a conversion;
+    with it the second waits for the first and reads its result. A cache that cannot be
+    written has nothing to share, and a holder stuck for minutes (stopped, swapping) is not
+    waited for: both convert then, which the atomic rename in `_convert` makes harmless.
+    """
+    import filelock
+
+    lock = filelock.FileLock(cache_root() / f".{name}.lock", timeout=300)
+    try:
+        lock.acquire()
+    except (OSError, filelock.Timeout):
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def load_local_model(name: str, dtype: Any = None) -> tuple[Any, Any]:
     """(model, tokenizer) of `local/<name>` in eval mode, float32 unless `dtype` says otherwise.
 
@@ -147,16 +171,22 @@ def load_local_model(name: str, dtype: Any = None) -> tuple[Any, Any]:
 
     hf_logging.disable_progress_bar()
     target = converted_dir(name)
-    model = tokenizer = None
-    if target.is_dir():
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(target)
-            model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32)
-        except (OSError, ValueError):  # damaged by hand: convert again
-            shutil.rmtree(target, ignore_errors=True)
-            model = tokenizer = None
+
+    def read_cache() -> tuple[Any, Any]:
+        if target.is_dir():
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(target)
+                return AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32), tokenizer
+            except (OSError, ValueError):  # damaged by hand: convert again
+                shutil.rmtree(target, ignore_errors=True)
+        return None, None
+
+    model, tokenizer = read_cache()
     if model is None:
-        model, tokenizer = _convert(name, target)
+        with _one_conversion_at_a_time(name):
+            model, tokenizer = read_cache()  # converted by another process while we waited
+            if model is None:
+                model, tokenizer = _convert(name, target)
     if dtype is not None and dtype != torch.float32:
         model = model.to(dtype)
     model.eval()

