@@ -21,6 +21,7 @@ from tests.trainer_bridge.conftest import smollm2_tokenizer_dir, tiny_model_dir 
 from trainer_bridge import launch
 from trainer_bridge.backends.torch_backend import TorchBackend
 from trainer_bridge.config import build_config, parse_flags
+from trainer_bridge.run_dir import RunDir
 
 
 def wait_for(predicate: Any, timeout: float, what: str) -> None:
@@ -60,6 +61,8 @@ def test_sigkill_mid_step_then_resume(tmp_path: Path, tiny_model_dir: Path) -> N
         lambda: not any(alive(pid) for pid in trainer), 10, "the trainer to die with its parent"
     )
     assert time.monotonic() - killed_at <= 10
+    assert json.loads((run / "run.json").read_text())["status"] == "running"  # nothing wrote it
+    assert RunDir(run).status() == "interrupted"  # what every reader says
     result = prime("train", "resume", str(run), "--output", "json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "resuming" in result.stderr and "at step 2" in result.stderr
@@ -297,7 +300,10 @@ def test_sigterm_while_generating_exits_at_once_interrupted_and_resumable(
     assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
     assert "interrupted by SIGTERM" in stderr and "resume with: prime train resume" in stderr
     info = json.loads((run / "run.json").read_text())
-    assert info["status"] == "interrupted" and info["pid"] is None
+    assert info["status"] == "interrupted" and info["owner"] is None
+    # the eval it cut short says so, and is never pushed as a complete run
+    step0 = json.loads((run / "evals" / "step_0" / "metadata.json").read_text())
+    assert step0["status"] == "interrupted" and step0["owner"] is None
     assert not any(alive(pid) for pid in trainer)
     assert children_of_run(run) == []
     result = prime(
