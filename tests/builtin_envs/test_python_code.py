@@ -13,6 +13,8 @@ from prime_env import run_rollouts, summarize
 from tests.builtin_envs.policy import PolicyClient
 from tests.support import require
 
+pytestmark = pytest.mark.xdist_group("docker")  # starts Docker sandboxes (tests/conftest.py)
+
 FENCE = "```"
 
 

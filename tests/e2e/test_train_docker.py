@@ -23,6 +23,8 @@ from tests.e2e.train_support import FAST, NO_EVAL, SANDBOXED_ENV, VOWELS_ENV, me
 from tests.support import require
 from tests.trainer_bridge.conftest import smollm2_tokenizer_dir, tiny_model_dir  # noqa: F401
 
+pytestmark = pytest.mark.xdist_group("docker")  # starts Docker sandboxes (tests/conftest.py)
+
 LABEL = "prime.sandbox"
 OWNER = "prime.sandbox.owner"
 PYTHON_CODE = [

@@ -16,6 +16,8 @@ from sandbox import SandboxError, open_sandbox
 from sandbox.owner import Owner, _start_time, host_id
 from tests.sandbox.conftest import kill_from_outside
 
+pytestmark = pytest.mark.xdist_group("docker")  # starts Docker sandboxes (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = r"""

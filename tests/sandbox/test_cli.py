@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.xdist_group("docker")  # starts Docker sandboxes (tests/conftest.py)
+
 PRIME = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "prime")
 
 

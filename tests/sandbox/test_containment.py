@@ -21,7 +21,8 @@ import pytest
 
 from sandbox import ExecResult, Sandbox, SandboxError, SandboxLimits, open_sandbox
 
-pytestmark = pytest.mark.usefixtures("no_leaks")
+# no_leaks; Docker sandboxes: one worker for them all (tests/conftest.py)
+pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.xdist_group("docker")]
 
 LIMITS = SandboxLimits(memory_mb=256, pids=64, workdir_mb=32, output_bytes=64 << 10)
 

@@ -10,7 +10,8 @@ import pytest
 
 from sandbox import Sandbox, SandboxLimits, open_sandbox
 
-pytestmark = pytest.mark.usefixtures("no_leaks")
+# no_leaks; Docker sandboxes: one worker for them all (tests/conftest.py)
+pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.xdist_group("docker")]
 
 
 def process_names(box: Sandbox) -> list[str]:

@@ -8,6 +8,8 @@ import pytest
 
 from sandbox import open_sandbox
 
+pytestmark = pytest.mark.xdist_group("docker")  # starts Docker sandboxes (tests/conftest.py)
+
 TAG = "prime-sandbox/build-test:latest"
 
 

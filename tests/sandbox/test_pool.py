@@ -10,7 +10,8 @@ import pytest
 from sandbox import SandboxError, SandboxLimits, SandboxPool
 from tests.sandbox.conftest import kill_from_outside
 
-pytestmark = pytest.mark.usefixtures("no_leaks")
+# no_leaks; Docker sandboxes: one worker for them all (tests/conftest.py)
+pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.xdist_group("docker")]
 
 
 async def test_reused_sandbox_is_clean_for_the_next_rollout(backend: str) -> None:

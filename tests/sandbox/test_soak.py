@@ -6,8 +6,12 @@ import asyncio
 import os
 import threading
 
+import pytest
+
 from sandbox import SandboxLimits, SandboxPool
 from tests.sandbox.conftest import host_footprint
+
+pytestmark = pytest.mark.xdist_group("docker")  # starts Docker sandboxes (tests/conftest.py)
 
 HOSTILE = [
     ("fork bomb", "bomb() { bomb | bomb & }; bomb; sleep 5", 1.0),

@@ -45,6 +45,7 @@ def test_bench_eval_quick() -> None:
 
 @pytest.mark.slow
 @pytest.mark.docker
+@pytest.mark.xdist_group("docker")  # starts Docker sandboxes (tests/conftest.py)
 def test_bench_sandbox_quick() -> None:
     require(docker_available() and image_exists(DEFAULT_IMAGE), "Docker and the sandbox image")
     out = run_quick("bench_sandbox.py", "--quick")
