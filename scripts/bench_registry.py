@@ -377,6 +377,15 @@ def uv_install_seconds(server: Server, dist: Dist, work: Path) -> float:
     return elapsed
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` so far (Linux `/proc/PID/stat`, all threads).
+
+    Sampled around the one-at-a-time uploads, it gives each server's CPU per upload: a figure
+    that, unlike latency, hardly moves with the load of other processes on the machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -473,11 +482,15 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, dict[str, float]]
         timings = {
             "page": interleaved(servers, pages, get_seconds),
             "index": interleaved(servers, [""] * args.index_requests, get_seconds),
-            "upload": interleaved(servers, fresh, upload_seconds),
-            "install": interleaved(
-                servers, targets, lambda server, d: uv_install_seconds(server, d, work)
-            ),
         }
+        cpu_before = {server.label: process_cpu_seconds(server.process.pid) for server in servers}
+        timings["upload"] = interleaved(servers, fresh, upload_seconds)
+        for server in servers:
+            spent = process_cpu_seconds(server.process.pid) - cpu_before[server.label]
+            results[server.label]["upload_cpu"] = spent / len(fresh)
+        timings["install"] = interleaved(
+            servers, targets, lambda server, d: uv_install_seconds(server, d, work)
+        )
     for server in servers:
         mine = results[server.label]
         for key in ("page", "index", "upload"):
@@ -529,6 +542,7 @@ def main() -> None:
         row("root index p99", "index_p99"),
         row("upload p50 (one at a time)", "upload_p50"),
         row("upload p99 (one at a time)", "upload_p99"),
+        row("server CPU per upload (one at a time)", "upload_cpu"),
         row("uv pip install --no-deps (fresh venv, median)", "install", "s"),
     ]
     table = render_table(rows)

@@ -76,6 +76,9 @@ class Principal:
     token: ApiToken
     scopes: list[str]
     owner_ids: set[str] = field(default_factory=set)  # owners the user belongs to
+    # Those owners by name, loaded with the principal, so a route that names one of them (an
+    # upload) needs no second lookup.
+    owners: dict[str, Owner] = field(default_factory=dict)
 
     def _user_reaches(self, owner: Owner) -> bool:
         return self.user.is_admin or owner.id in self.owner_ids
@@ -126,19 +129,32 @@ def authenticate(session: Session, token: str) -> Principal | None:
     if not token.startswith(TOKEN_PREFIX):
         return None
     digest = hash_token(token)
-    row = session.exec(select(ApiToken).where(ApiToken.token_hash == digest)).first()
+    # The token's user comes with it (the session then has it: `principal_for_token` finds it
+    # without another query).
+    found = session.exec(_TOKEN_BY_HASH, params={"digest": digest}).first()
     # The lookup is by a hash of the secret; compare again in constant time so no code path
     # ever branches on a partial match of attacker-controlled bytes.
-    if row is None or not hmac.compare_digest(row.token_hash, digest):
+    if found is None or not hmac.compare_digest(found[0].token_hash, digest):
         return None
-    return principal_for_token(session, row)
+    return principal_for_token(session, found[0])
 
 
-# The owners a user acts for: their own and their organisations', in one statement built
-# once (every authenticated request runs it).
-_OWNER_IDS = sa.union(
-    sa.select(col(Owner.id)).where(col(Owner.user_id) == sa.bindparam("user_id")),
-    sa.select(col(Membership.owner_id)).where(col(Membership.user_id) == sa.bindparam("user_id")),
+# Statements every authenticated request runs, built once. The owners a user acts for are
+# their own and their organisations'.
+_TOKEN_BY_HASH = (
+    select(ApiToken, User)
+    .join(User, col(User.id) == col(ApiToken.user_id))
+    .where(col(ApiToken.token_hash) == sa.bindparam("digest"))
+)
+_OWNERS = select(Owner).where(
+    sa.or_(
+        col(Owner.user_id) == sa.bindparam("user_id"),
+        col(Owner.id).in_(
+            sa.select(col(Membership.owner_id)).where(
+                col(Membership.user_id) == sa.bindparam("user_id")
+            )
+        ),
+    )
 )
 
 
@@ -153,9 +169,15 @@ def principal_for_token(session: Session, row: ApiToken) -> Principal | None:
     user = session.get(User, row.user_id)
     if user is None or user.disabled_at is not None or user.deleted_at is not None:
         return None
-    owner_ids = set(session.execute(_OWNER_IDS, {"user_id": user.id}).scalars())
+    owners = {owner.name: owner for owner in session.exec(_OWNERS, params={"user_id": user.id})}
     _note_use(session, row)
-    return Principal(user=user, token=row, scopes=row.scopes.split(), owner_ids=owner_ids)
+    return Principal(
+        user=user,
+        token=row,
+        scopes=row.scopes.split(),
+        owner_ids={owner.id for owner in owners.values()},
+        owners=owners,
+    )
 
 
 def _note_use(session: Session, row: ApiToken) -> None:

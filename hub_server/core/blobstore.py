@@ -117,18 +117,23 @@ class BlobStore:
             finally:
                 source.unlink(missing_ok=True)
             return
-        target = self.local_path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temp = target.with_name(f"{target.name}{_TEMP_MARK}{os.getpid()}-{os.urandom(4).hex()}")
+        target, temp = self._temp_beside(key)
         try:
             shutil.move(str(source), temp)
             with temp.open("rb+") as handle:
                 os.fsync(handle.fileno())
-            os.replace(temp, target)
-            _fsync_dir(target.parent)
+            _publish(temp, target)
         finally:
             temp.unlink(missing_ok=True)
             source.unlink(missing_ok=True)
+
+    def _temp_beside(self, key: str) -> tuple[Path, Path]:
+        """(the local file of `key`, a temp name beside it that carries this process's pid)."""
+        target = self.local_path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return target, target.with_name(
+            f"{target.name}{_TEMP_MARK}{os.getpid()}-{os.urandom(4).hex()}"
+        )
 
     def scratch_copy(self, data: bytes) -> Path:
         """`data` in a new scratch file (to be consumed by `put_file`)."""
@@ -137,8 +142,22 @@ class BlobStore:
             return Path(handle.name)
 
     def put_bytes(self, data: bytes, key: str) -> None:
-        """Store `data` under `key`, atomically."""
-        self.put_file(self.scratch_copy(data), key)
+        """Store `data` under `key`, atomically (locally: written straight beside its key,
+        without a scratch file to move)."""
+        if not self.is_local:
+            self.put_file(self.scratch_copy(data), key)
+            return
+        if self.exists(key):
+            return
+        target, temp = self._temp_beside(key)
+        try:
+            with temp.open("xb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            _publish(temp, target)
+        finally:
+            temp.unlink(missing_ok=True)
 
     def put_files(self, items: list[tuple[Path, str]]) -> None:
         """Store several scratch files at once; their fsyncs overlap instead of queueing."""
@@ -180,7 +199,10 @@ class BlobStore:
     # -- reads ---------------------------------------------------------------------------
 
     def exists(self, key: str) -> bool:
-        """True when a complete blob is stored under `key`."""
+        """True when a complete blob is stored under `key` (locally one `stat`: fsspec's
+        wrapper cost several times the system call on every upload)."""
+        if self.is_local:
+            return os.path.exists(self.local_path(key))
         return bool(self.fs.exists(self._path(key)))
 
     def open(self, key: str) -> IO[bytes]:
@@ -270,6 +292,12 @@ def _is_at(fd: int, path: Path) -> bool:
         return False
     opened = os.fstat(fd)
     return (opened.st_dev, opened.st_ino) == (current.st_dev, current.st_ino)
+
+
+def _publish(temp: Path, target: Path) -> None:
+    """Rename a complete, fsynced temp file onto `target` and persist the rename."""
+    os.replace(temp, target)
+    _fsync_dir(target.parent)
 
 
 def _fsync_dir(directory: Path) -> None:

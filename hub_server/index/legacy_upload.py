@@ -13,9 +13,10 @@ import hmac
 from pathlib import Path
 from typing import IO
 
+import sqlalchemy as sa
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
@@ -45,6 +46,12 @@ router = APIRouter(tags=["upload"])
 
 _CHUNK = 1024 * 1024
 _FILETYPES = {"bdist_wheel": "wheel", "sdist": "sdist"}
+# The upload's project, looked up before the body is spooled (built once: composing the
+# statement on every upload cost more than running it).
+_ENVIRONMENT = select(Environment).where(
+    col(Environment.owner_id) == sa.bindparam("owner_id"),
+    col(Environment.normalized_name) == sa.bindparam("normalized"),
+)
 
 
 def _error_response(error: HubError) -> Response:
@@ -84,7 +91,13 @@ async def _upload(request: Request, owner_name: str | None) -> Response:
             and int(declared) > hub.settings.max_upload_bytes + _CHUNK
         ):
             raise _too_large(hub)
-        owner = await run_in_threadpool(_check_owner, hub, principal, owner_name)
+        # An owner the token's user belongs to came with the principal; only another one (an
+        # admin's upload, or a refusal to come) is looked up.
+        name = _target_owner_name(principal, owner_name)
+        owner = principal.owners.get(name.lower())
+        if owner is None:
+            owner = await run_in_threadpool(_find_target_owner, hub, name)
+        _check_owner(principal, owner)
         check_upload_rate(request, hub, principal)
         form = await request.form(max_files=1, max_fields=200)
         try:
@@ -105,16 +118,29 @@ def _authenticate(request: Request, hub: Hub) -> Principal:
     return principal
 
 
-def _check_owner(hub: Hub, principal: Principal, owner_name: str | None) -> Owner:
-    """The target owner; 403 before the body is read when the token can write nothing of it."""
+def _target_owner_name(principal: Principal, owner_name: str | None) -> str:
+    """The owner named in the URL, else the token's single upload owner, else the user."""
+    if owner_name is not None:
+        return owner_name
+    named = principal.upload_owner_names()
+    return named[0] if len(named) == 1 else principal.user.username
+
+
+def _find_target_owner(hub: Hub, name: str) -> Owner:
     with Session(hub.engine, expire_on_commit=False) as session:
-        owner = _target_owner(session, principal, owner_name)
+        owner = find_owner(session, name)
+    if owner is None:
+        raise NotFound(f"No owner named {name!r} on this hub.")
+    return owner
+
+
+def _check_owner(principal: Principal, owner: Owner) -> None:
+    """403 before the body is read when the token can write nothing of the target owner."""
     if not principal.may_write_some_of(owner):
         raise Forbidden(
             f"Your token may not publish to {owner.name}/; ask an admin for a token with scope "
             f"upload:{owner.name} (and membership of {owner.name})."
         )
-    return owner
 
 
 def _too_large(hub: Hub) -> TooLarge:
@@ -174,9 +200,7 @@ def _handle(hub: Hub, principal: Principal, owner: Owner, form: object) -> Respo
 
     with Session(hub.engine, expire_on_commit=False) as session:
         env = session.exec(
-            select(Environment).where(
-                Environment.owner_id == owner.id, Environment.normalized_name == parsed.name
-            )
+            _ENVIRONMENT, params={"owner_id": owner.id, "normalized": parsed.name}
         ).first()
         require_upload(principal, owner, env, parsed.name)  # 404 for one the caller cannot read
 
@@ -222,17 +246,6 @@ def _safe_version(text: str) -> object:
         return Version(text)
     except InvalidVersion:
         return None
-
-
-def _target_owner(session: Session, principal: Principal, owner_name: str | None) -> Owner:
-    """The owner named in the URL, else the token's single upload owner, else the user."""
-    if owner_name is None:
-        named = principal.upload_owner_names()
-        owner_name = named[0] if len(named) == 1 else principal.user.username
-    owner = find_owner(session, owner_name)
-    if owner is None:
-        raise NotFound(f"No owner named {owner_name!r} on this hub.")
-    return owner
 
 
 def _spool(hub: Hub, stream: IO[bytes], digests: dict[str, str]) -> Path:

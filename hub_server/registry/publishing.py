@@ -17,16 +17,15 @@ from typing import Any
 
 import sqlalchemy as sa
 from packaging.utils import canonicalize_version
-from sqlalchemy import update
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from hub_server.accounts.models import Owner
 from hub_server.core.blobstore import BlobStore, content_key
-from hub_server.core.db import session_scope
 from hub_server.core.errors import BadRequest, FileExists
 from hub_server.core.ids import utcnow
+from hub_server.core.rows import new_row
 from hub_server.registry.models import (
     MAX_VERSION_LENGTH,
     DistFile,
@@ -78,46 +77,89 @@ class EnvTarget:
 
 @dataclass(frozen=True)
 class PublishResult:
-    """The stored rows; `created` is False when the identical file was already there."""
+    """The ids of the stored rows; `created` is False when the identical file was already there."""
 
-    environment: Environment
-    version: Version
-    file: DistFile
+    environment_id: str
+    version_id: str
+    file_id: str
     created: bool
 
 
-def _find_env(session: Session, target: EnvTarget, normalized: str) -> Environment | None:
+# Core tables and statements of the upload transaction, built once: composing a statement on
+# every upload (and generating its cache key) cost more than running it, and ORM objects
+# flushed through the unit of work cost more than the inserts themselves.
+_ENVS = Environment.__table__  # type: ignore[attr-defined]
+_VERSIONS = Version.__table__  # type: ignore[attr-defined]
+_FILES = DistFile.__table__  # type: ignore[attr-defined]
+_TAGS = EnvironmentTag.__table__  # type: ignore[attr-defined]
+_OWNERS = Owner.__table__  # type: ignore[attr-defined]
+_ENV_BY_NAME = sa.select(_ENVS.c.id).where(
+    _ENVS.c.owner_id == sa.bindparam("owner_id"),
+    _ENVS.c.normalized_name == sa.bindparam("normalized"),
+)
+_ENV_BY_ID = sa.select(_ENVS.c.id).where(_ENVS.c.id == sa.bindparam("env_id"))
+# One query reads both the name and the bytes (see `_existing`).
+_SAME_NAME_OR_BYTES = sa.select(
+    _FILES.c.id, _FILES.c.version_id, _FILES.c.filename, _FILES.c.sha256
+).where(
+    _FILES.c.environment_id == sa.bindparam("env_id"),
+    sa.or_(
+        _FILES.c.filename == sa.bindparam("filename"),
+        sa.and_(_FILES.c.sha256 == sa.bindparam("sha256"), _FILES.c.kind == sa.bindparam("kind")),
+    ),
+)
+_VERSION_BY_CANONICAL = sa.select(
+    _VERSIONS.c.id,
+    _VERSIONS.c.content_hash,
+    _VERSIONS.c.summary,
+    _VERSIONS.c.requires_python,
+    _VERSIONS.c.requires_dist,
+).where(
+    _VERSIONS.c.environment_id == sa.bindparam("env_id"),
+    _VERSIONS.c.canonical_version == sa.bindparam("canonical"),
+)
+_HAS_TAGS = sa.select(_TAGS.c.tag).where(_TAGS.c.environment_id == sa.bindparam("env_id")).limit(1)
+_BUMP_ENVIRONMENT = (
+    sa.update(_ENVS)
+    .where(_ENVS.c.id == sa.bindparam("b_env_id"))
+    .values(
+        serial=_ENVS.c.serial + 1,
+        updated_at=sa.bindparam("b_now", type_=_ENVS.c.updated_at.type),
+    )
+)
+_BUMP_OWNER = (
+    sa.update(_OWNERS)
+    .where(_OWNERS.c.id == sa.bindparam("b_owner_id"))
+    .values(serial=_OWNERS.c.serial + 1)
+)
+
+
+def _find_env_id(connection: Connection, target: EnvTarget, normalized: str) -> str | None:
     if target.environment_id is not None:
-        return session.get(Environment, target.environment_id)
-    return session.exec(
-        select(Environment).where(
-            Environment.owner_id == target.owner.id, Environment.normalized_name == normalized
+        found = connection.execute(_ENV_BY_ID, {"env_id": target.environment_id})
+    else:
+        found = connection.execute(
+            _ENV_BY_NAME, {"owner_id": target.owner.id, "normalized": normalized}
         )
-    ).first()
+    env_id: str | None = found.scalar()
+    return env_id
 
 
-def _existing(session: Session, env: Environment, new: NewFile) -> PublishResult | None:
+def _existing(connection: Connection, env_id: str, new: NewFile) -> PublishResult | None:
     """The stored file if this exact file is already there; FileExists if the name is taken.
 
     One query reads both the name and the bytes, so a concurrent identical upload that
     commits between two reads cannot look like "these bytes under another name".
     """
-    rows = session.exec(
-        select(DistFile).where(
-            DistFile.environment_id == env.id,
-            sa.or_(
-                col(DistFile.filename) == new.filename,
-                sa.and_(col(DistFile.sha256) == new.sha256, col(DistFile.kind) == new.kind),
-            ),
-        )
+    rows = connection.execute(
+        _SAME_NAME_OR_BYTES,
+        {"env_id": env_id, "filename": new.filename, "sha256": new.sha256, "kind": new.kind},
     ).all()
     file = next((row for row in rows if row.filename == new.filename), None)
     if file is not None:
         if file.sha256 != new.sha256:
             raise FileExists(new.filename, file.sha256)
-        version = session.get(Version, file.version_id)
-        assert version is not None
-        return PublishResult(env, version, file, created=False)
+        return PublishResult(env_id, file.version_id, file.id, created=False)
     if rows:
         raise BadRequest(
             f"File already exists ('{rows[0].filename}', with sha256 hash '{new.sha256}'): "
@@ -127,23 +169,22 @@ def _existing(session: Session, env: Environment, new: NewFile) -> PublishResult
 
 
 def _get_or_create_version(
-    session: Session, env: Environment, new: NewFile, *, new_env: bool = False
-) -> Version:
-    """The version row of `new`; an environment created in this transaction (`new_env`) has
-    none yet, so it is not looked for."""
+    connection: Connection, env_id: str, new: NewFile, *, new_env: bool = False
+) -> str:
+    """The id of the version row of `new`; an environment created in this transaction
+    (`new_env`) has none yet, so it is not looked for."""
     canonical = canonicalize_version(new.version)
-    version = (
+    current = (
         None
         if new_env
-        else session.exec(
-            select(Version).where(
-                Version.environment_id == env.id, Version.canonical_version == canonical
-            )
+        else connection.execute(
+            _VERSION_BY_CANONICAL, {"env_id": env_id, "canonical": canonical}
         ).first()
     )
-    if version is None:
-        version = Version(
-            environment_id=env.id,
+    if current is None:
+        row = new_row(
+            Version,
+            environment_id=env_id,
             version=new.version,
             canonical_version=canonical,
             content_hash=new.content_hash,
@@ -151,23 +192,30 @@ def _get_or_create_version(
             requires_python=new.requires_python,
             requires_dist=json.dumps(list(new.requires_dist)),
         )
-        session.add(version)
-        session.flush()
-    else:
-        _fill_in(version, new)
-        session.add(version)
-    return version
+        connection.execute(_VERSIONS.insert(), row)
+        return str(row["id"])
+    changes = _filled_in(current, new)
+    if changes:
+        connection.execute(
+            sa.update(_VERSIONS).where(_VERSIONS.c.id == current.id).values(**changes)
+        )
+    return str(current.id)
 
 
-def _fill_in(version: Version, new: NewFile) -> None:
-    """A version created by its source archive learns its package facts from the wheel."""
-    if version.content_hash is None:
-        version.content_hash = new.content_hash
+def _filled_in(current: Any, new: NewFile) -> dict[str, str]:
+    """A version created by its source archive learns its package facts from the wheel: the
+    columns of `current` that `new` fills in."""
+    changes = {}
+    if current.content_hash is None and new.content_hash is not None:
+        changes["content_hash"] = new.content_hash
     if new.kind != "source":
-        version.summary = version.summary or new.summary
-        version.requires_python = version.requires_python or new.requires_python
-        if version.requires_dist == "[]":
-            version.requires_dist = json.dumps(list(new.requires_dist))
+        if not current.summary and new.summary:
+            changes["summary"] = new.summary
+        if not current.requires_python and new.requires_python:
+            changes["requires_python"] = new.requires_python
+        if current.requires_dist == "[]" and new.requires_dist:
+            changes["requires_dist"] = json.dumps(list(new.requires_dist))
+    return changes
 
 
 def bump_serials(session: Session, env: Environment, *, listing: bool = True) -> None:
@@ -176,19 +224,25 @@ def bump_serials(session: Session, env: Environment, *, listing: bool = True) ->
 
     A new file of an existing project leaves the root index as it was, so it is not
     re-rendered after every upload."""
-    # Core statements on the session's connection (same transaction): the ORM's bulk-update
-    # machinery cost more than the updates themselves.
-    connection = session.connection()
-    envs, owners = Environment.__table__, Owner.__table__  # type: ignore[attr-defined]
-    connection.execute(
-        update(envs)
-        .where(envs.c.id == env.id)
-        .values(serial=envs.c.serial + 1, updated_at=utcnow())
-    )
+    _bump(session.connection(), env.id, env.owner_id, listing=listing)
+
+
+def _bump(connection: Connection, env_id: str, owner_id: str, *, listing: bool) -> None:
+    connection.execute(_BUMP_ENVIRONMENT, {"b_env_id": env_id, "b_now": utcnow()})
     if listing:
-        connection.execute(
-            update(owners).where(owners.c.id == env.owner_id).values(serial=owners.c.serial + 1)
-        )
+        connection.execute(_BUMP_OWNER, {"b_owner_id": owner_id})
+
+
+def _environment_fields(
+    owner: Owner, name: str, visibility: str, description: str
+) -> dict[str, Any]:
+    return {
+        "owner_id": owner.id,
+        "name": name,
+        "normalized_name": normalize(name),
+        "visibility": visibility,
+        "description": description,
+    }
 
 
 def create_environment(
@@ -201,11 +255,8 @@ def create_environment(
     confuse with a neighbour in the same namespace (`wordle` vs `w0rdle`), since
     `prime env install` by such a name could install the wrong code.
     """
-    _check_new_name(session, owner, name)
-    env = Environment(
-        owner_id=owner.id, name=name, normalized_name=normalize(name),
-        visibility=visibility, description=description,
-    )  # fmt: skip
+    _check_new_name(session.connection(), owner, name)
+    env = Environment(**_environment_fields(owner, name, visibility, description))
     session.add(env)
     session.flush()
     for tag in sorted(set(tags or [])):
@@ -213,30 +264,36 @@ def create_environment(
     return env
 
 
+def _insert_environment(
+    connection: Connection, owner: Owner, name: str, *, visibility: str, description: str
+) -> str:
+    """`create_environment` for the upload transaction: the same checks and row, one Core
+    insert; returns the new id."""
+    _check_new_name(connection, owner, name)
+    row = new_row(Environment, **_environment_fields(owner, name, visibility, description))
+    connection.execute(_ENVS.insert(), row)
+    return str(row["id"])
+
+
 MAX_TAGS = 20
 
 
 def _tags_from_keywords(
-    session: Session, env: Environment, keywords: tuple[str, ...], *, new_env: bool = False
+    connection: Connection, env_id: str, keywords: tuple[str, ...], *, new_env: bool = False
 ) -> None:
     """An environment without tags takes its METADATA `Keywords` as tags, so twine and uv
     uploads get the same tags a `prime env push` sends; tags set since are left alone (one
     created in this transaction, `new_env`, has none)."""
     if not keywords:
         return
-    if (
-        not new_env
-        and session.exec(
-            select(EnvironmentTag).where(EnvironmentTag.environment_id == env.id)
-        ).first()
-    ):
+    if not new_env and connection.execute(_HAS_TAGS, {"env_id": env_id}).first() is not None:
         return
     tags = sorted({k.strip().lower()[:64] for k in keywords if k.strip()})[:MAX_TAGS]
-    for tag in tags:
-        session.add(EnvironmentTag(environment_id=env.id, tag=tag))
+    if tags:
+        connection.execute(_TAGS.insert(), [{"environment_id": env_id, "tag": t} for t in tags])
 
 
-def _check_new_name(session: Session, owner: Owner, name: str) -> None:
+def _check_new_name(connection: Connection, owner: Owner, name: str) -> None:
     if is_sdk_name(name):
         raise BadRequest(
             f"{name!r} is reserved: every hub serves the environment SDK it runs with under "
@@ -250,7 +307,7 @@ def _check_new_name(session: Session, owner: Owner, name: str) -> None:
     # The same name committed by a concurrent upload since this transaction looked for it
     # (READ COMMITTED on Postgres) is not a confusable neighbour: the insert then loses on the
     # unique constraint and the caller retries against the winner's row.
-    other = session.exec(confusable_neighbour(owner.id, name)).first()
+    other = connection.execute(CONFUSABLE_NEIGHBOUR, confusable_parameters(owner.id, name)).scalar()
     if other is not None:
         raise BadRequest(
             f"{name!r} is too similar to the existing environment {owner.name}/{other} "
@@ -259,15 +316,9 @@ def _check_new_name(session: Session, owner: Owner, name: str) -> None:
         )
 
 
-def confusable_neighbour(owner_id: str, name: str) -> Any:
-    """SQL: an environment of `owner_id` confusable with `name` but not the same name.
-
-    The database compares the confusable forms through an expression index (migration
-    hub_0003), so a namespace of 10,000 environments is not loaded and re-normalised in
-    Python for every new name."""
-    return _CONFUSABLE_NEIGHBOUR.params(
-        owner_id=owner_id, similar=ultranormalize(name), same=normalize(name)
-    )
+def confusable_parameters(owner_id: str, name: str) -> dict[str, str]:
+    """The parameters of `CONFUSABLE_NEIGHBOUR` for a new `name` of `owner_id`."""
+    return {"owner_id": owner_id, "similar": ultranormalize(name), "same": normalize(name)}
 
 
 def _confusable_form(column: Any) -> Any:
@@ -283,13 +334,18 @@ def _confusable_form(column: Any) -> Any:
     return expression
 
 
-# Built once: composing the nested expression on every upload cost more than running it.
-_CONFUSABLE_NEIGHBOUR = (
-    select(Environment.name)
+# SQL: an environment of `owner_id` confusable with a new name (`similar`, its ultranormalized
+# form) but not the same name (`same`, its normalized form). The database compares the
+# confusable forms through an expression index (migration hub_0003), so a namespace of 10,000
+# environments is not loaded and re-normalised in Python for every new name. Built once and
+# executed with its parameters: composing (or re-binding) the nested expression on every
+# upload cost more than running it.
+CONFUSABLE_NEIGHBOUR = (
+    sa.select(_ENVS.c.name)
     .where(
-        Environment.owner_id == sa.bindparam("owner_id", type_=sa.String),
-        _confusable_form(col(Environment.name)) == sa.bindparam("similar", type_=sa.String),
-        Environment.normalized_name != sa.bindparam("same", type_=sa.String),
+        _ENVS.c.owner_id == sa.bindparam("owner_id", type_=sa.String),
+        _confusable_form(_ENVS.c.name) == sa.bindparam("similar", type_=sa.String),
+        _ENVS.c.normalized_name != sa.bindparam("same", type_=sa.String),
     )
     .limit(1)
 )
@@ -313,10 +369,10 @@ def publish_file(
                 f"use at most {MAX_VERSION_LENGTH}."
             )
         if not target.absent:
-            with Session(engine, expire_on_commit=False) as session:
-                env = _find_env(session, target, normalized)
-                if env is not None:
-                    existing = _existing(session, env, new)
+            with engine.connect() as connection:
+                env_id = _find_env_id(connection, target, normalized)
+                if env_id is not None:
+                    existing = _existing(connection, env_id, new)
                     if existing is not None:
                         return existing
         # Blobs are content-addressed: they are stored (written, fsynced, renamed) while the
@@ -325,10 +381,13 @@ def publish_file(
         # key). Overlapping the fsyncs with the queries saves a third of an upload's time.
         # Each blob goes straight to a writer thread (the file and its metadata in parallel):
         # no thread in between that only waits for the others.
-        writes = [
-            _BLOB_WRITERS.submit(store.put_file, path, key)
-            for path, key in _blobs(store, new, source)
-        ]
+        writes = [_BLOB_WRITERS.submit(store.put_file, source, content_key(new.sha256))]
+        if new.metadata_raw is not None and new.metadata_sha256 is not None:
+            writes.append(
+                _BLOB_WRITERS.submit(
+                    store.put_bytes, new.metadata_raw, content_key(new.metadata_sha256)
+                )
+            )
 
         def stored() -> None:
             for write in writes:
@@ -354,18 +413,13 @@ def publish_file(
         source.unlink(missing_ok=True)
 
 
-def _blobs(store: BlobStore, new: NewFile, source: Path) -> list[tuple[Path, str]]:
-    """The file and its PEP 658 metadata, as (scratch path, key) pairs to store together."""
-    blobs = [(source, content_key(new.sha256))]
-    if new.metadata_raw is not None and new.metadata_sha256 is not None:
-        blobs.append((store.scratch_copy(new.metadata_raw), content_key(new.metadata_sha256)))
-    return blobs
+_FILE_WITH_BYTES = sa.select(_FILES.c.id).where(_FILES.c.sha256 == sa.bindparam("sha256")).limit(1)
 
 
 def _drop_unreferenced(engine: Engine, store: BlobStore, new: NewFile) -> None:
     """Remove the blob written for a file that lost a race with other bytes, if nothing uses it."""
-    with Session(engine) as session:
-        used = session.exec(select(DistFile.id).where(DistFile.sha256 == new.sha256)).first()
+    with engine.connect() as connection:
+        used = connection.execute(_FILE_WITH_BYTES, {"sha256": new.sha256}).first()
     if used is None:
         store.delete(content_key(new.sha256))
 
@@ -379,22 +433,25 @@ def _record(
     The caller already looked for an existing file; only a retry after losing a race on a
     unique constraint (`recheck`) needs to look again.
     """
-    with session_scope(engine) as session:
-        env = None if target.absent and not recheck else _find_env(session, target, normalized)
-        created = env is None
-        if env is None:
-            env = create_environment(
-                session, target.owner, target.name,
+    with engine.begin() as connection:
+        env_id = (
+            None if target.absent and not recheck else _find_env_id(connection, target, normalized)
+        )
+        created = env_id is None
+        if env_id is None:
+            env_id = _insert_environment(
+                connection, target.owner, target.name,
                 visibility=target.visibility, description=new.summary,
             )  # fmt: skip
-        existing = _existing(session, env, new) if recheck else None
+        existing = _existing(connection, env_id, new) if recheck else None
         if existing is not None:
             return existing
-        version = _get_or_create_version(session, env, new, new_env=created)
-        _tags_from_keywords(session, env, new.keywords, new_env=created)
-        file = DistFile(
-            environment_id=env.id,
-            version_id=version.id,
+        version_id = _get_or_create_version(connection, env_id, new, new_env=created)
+        _tags_from_keywords(connection, env_id, new.keywords, new_env=created)
+        file = new_row(
+            DistFile,
+            environment_id=env_id,
+            version_id=version_id,
             filename=new.filename,
             kind=new.kind,
             sha256=new.sha256,
@@ -405,8 +462,7 @@ def _record(
             requires_python=new.requires_python,
             uploaded_by=user_id,
         )
-        session.add(file)
-        session.flush()
-        bump_serials(session, env, listing=created)
+        connection.execute(_FILES.insert(), file)
+        _bump(connection, env_id, target.owner.id, listing=created)
         before_commit()  # the blobs are stored (or this raises and nothing is committed)
-        return PublishResult(env, version, file, created=True)
+        return PublishResult(env_id, version_id, str(file["id"]), created=True)

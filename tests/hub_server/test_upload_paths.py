@@ -13,14 +13,20 @@ from hub_server.accounts.models import Owner
 from hub_server.core.blobstore import BlobStore
 from hub_server.core.settings import HubSettings
 from hub_server.registry.models import Environment, Version
-from hub_server.registry.publishing import EnvTarget, NewFile, confusable_neighbour, publish_file
+from hub_server.registry.publishing import (
+    CONFUSABLE_NEIGHBOUR,
+    EnvTarget,
+    NewFile,
+    confusable_parameters,
+    publish_file,
+)
 from registry_index.validation import UploadLimits, validate_distribution
 from tests.hub_server.wheels import write_wheel
 
 
 def test_the_confusable_name_lookup_uses_its_expression_index(tmp_path: Path) -> None:
     engine = open_database(HubSettings(data_dir=tmp_path))
-    statement = confusable_neighbour("owner-id", "W0rd_Le")
+    statement = CONFUSABLE_NEIGHBOUR.params(**confusable_parameters("owner-id", "W0rd_Le"))
     sql = str(statement.compile(engine, compile_kwargs={"literal_binds": True}))
     with engine.connect() as connection:
         plan = " ".join(str(row) for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}"))
