@@ -175,9 +175,14 @@ class SlowLink:
                 conn.setsockopt(
                     socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
                 )
-                conn.close()
+                # close() alone leaves a pump blocked in recv() holding the socket open, so a
+                # client waiting for the rest of a download saw nothing until its 30 s read
+                # timeout; shutdown() wakes the pump and the client sees the drop at once, as
+                # it does when a hub process dies.
+                conn.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+            conn.close()
 
     def _accept(self, listener: socket.socket) -> None:
         while True:
