@@ -1,5 +1,6 @@
 """The upload path stays cheap as a namespace grows: the confusable-name check is an index
-probe, and a new file of an existing project does not invalidate the owner's root index."""
+probe, a new file of an existing project does not invalidate the owner's root index, and the
+twine endpoint finds the token's own owners without another lookup."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from hub_server.accounts.admin import create_user, open_database
+from hub_server.accounts.admin import create_org, create_user, open_database, remove_member
 from hub_server.accounts.models import Owner
 from hub_server.core.blobstore import BlobStore
 from hub_server.core.settings import HubSettings
@@ -21,7 +22,8 @@ from hub_server.registry.publishing import (
     publish_file,
 )
 from registry_index.validation import UploadLimits, validate_distribution
-from tests.hub_server.wheels import write_wheel
+from tests.hub_server.inproc import start_inproc_hub
+from tests.hub_server.wheels import twine_upload_form, wheel_bytes, write_wheel
 
 
 def test_the_confusable_name_lookup_uses_its_expression_index(tmp_path: Path) -> None:
@@ -99,3 +101,34 @@ def test_a_project_created_after_the_caller_looked_is_found_not_duplicated(
             for v in session.exec(select(Version).where(Version.environment_id == envs[0].id))
         )
     assert len(envs) == 1 and versions == ["1.0.0", "1.0.1"]
+
+
+def test_the_twine_endpoint_takes_the_owner_from_the_principal_and_looks_up_any_other(
+    tmp_path: Path,
+) -> None:
+    """A member's upload to its organisation uses the owner loaded with the token (no second
+    lookup), and stops at once when the membership is removed; an admin's upload to an owner
+    it is no member of is looked up; a missing owner is a 404 and a stranger's a 403."""
+    with start_inproc_hub(tmp_path / "hub") as hub:
+        token = hub.add_user("mia")
+        engine = open_database(hub.settings)
+        try:
+            create_org(engine, "guild", ["mia"])
+            client = hub.client()
+
+            def upload(owner: str, name: str, secret: str) -> int:
+                fields, files = twine_upload_form(name, "1.0.0", wheel_bytes(name, "1.0.0"))
+                response = client.post(
+                    f"/{owner}/legacy/", auth=("__token__", secret), data=fields, files=files
+                )
+                return int(response.status_code)
+
+            assert upload("guild", "guild-env", token) == 200
+            assert upload("mia", "own-env", token) == 200
+            assert upload("guild", "admin-env", hub.admin_token) == 200
+            assert upload("nobody", "lost-env", token) == 404
+            assert upload("admin", "stray-env", token) == 403
+            remove_member(engine, "guild", "mia")
+            assert upload("guild", "late-env", token) == 403
+        finally:
+            engine.dispose()
