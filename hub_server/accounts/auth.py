@@ -16,10 +16,13 @@ import binascii
 import hashlib
 import hmac
 import secrets
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.orm import aliased
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
@@ -129,54 +132,67 @@ def authenticate(session: Session, token: str) -> Principal | None:
     if not token.startswith(TOKEN_PREFIX):
         return None
     digest = hash_token(token)
-    # The token's user comes with it (the session then has it: `principal_for_token` finds it
-    # without another query).
-    found = session.exec(_TOKEN_BY_HASH, params={"digest": digest}).first()
+    rows = session.exec(_BY_HASH, params={"digest": digest}).all()
     # The lookup is by a hash of the secret; compare again in constant time so no code path
     # ever branches on a partial match of attacker-controlled bytes.
-    if found is None or not hmac.compare_digest(found[0].token_hash, digest):
+    if not rows or not hmac.compare_digest(rows[0][0].token_hash, digest):
         return None
-    return principal_for_token(session, found[0])
+    return _principal(session, rows)
 
 
-# Statements every authenticated request runs, built once. The owners a user acts for are
-# their own and their organisations'.
-_TOKEN_BY_HASH = (
-    select(ApiToken, User)
-    .join(User, col(User.id) == col(ApiToken.user_id))
-    .where(col(ApiToken.token_hash) == sa.bindparam("digest"))
-)
-_OWNERS = select(Owner).where(
-    sa.or_(
-        col(Owner.user_id) == sa.bindparam("user_id"),
-        col(Owner.id).in_(
-            sa.select(col(Membership.owner_id)).where(
-                col(Membership.user_id) == sa.bindparam("user_id")
-            )
-        ),
+def _principal_statement(matches: Callable[[Any], sa.ColumnElement[bool]]) -> Any:
+    """SQL: the token `matches` picks, its user and each owner the user acts for (their own,
+    and their organisations'), a row per owner: one statement on every request.
+
+    The memberships are a subquery of their own (on a second alias of the token table), run
+    once, not once for every owner of the hub as a subquery correlated with the user would be.
+    """
+    member = aliased(ApiToken)
+    memberships = (
+        sa.select(col(Membership.owner_id))
+        .join(member, col(member.user_id) == col(Membership.user_id))
+        .where(matches(member))
     )
-)
+    return (
+        select(ApiToken, User, Owner)
+        .join(User, col(User.id) == col(ApiToken.user_id))
+        .outerjoin(
+            Owner, sa.or_(col(Owner.user_id) == col(User.id), col(Owner.id).in_(memberships))
+        )
+        .where(matches(ApiToken))
+    )
+
+
+_BY_HASH = _principal_statement(lambda token: col(token.token_hash) == sa.bindparam("digest"))
+_BY_ID = _principal_statement(lambda token: col(token.id) == sa.bindparam("token_id"))
 
 
 def principal_for_token(session: Session, row: ApiToken) -> Principal | None:
-    """The principal acting through token `row` (API header or web session cookie), or None.
+    """The principal acting through token `row` (a web session cookie's), or None."""
+    return _principal(session, session.exec(_BY_ID, params={"token_id": row.id}).all())
+
+
+def _principal(session: Session, rows: Sequence[Any]) -> Principal | None:
+    """The principal of `_principal_statement`'s rows, or None.
 
     Checked on every request, so revoking a token, disabling or deleting its user, or removing
     them from an organisation takes effect at once on every route.
     """
+    if not rows:
+        return None
+    row, user = rows[0][0], rows[0][1]
     if row.revoked_at is not None:
         return None
-    user = session.get(User, row.user_id)
-    if user is None or user.disabled_at is not None or user.deleted_at is not None:
+    if user.disabled_at is not None or user.deleted_at is not None:
         return None
-    owners = {owner.name: owner for owner in session.exec(_OWNERS, params={"user_id": user.id})}
+    owners = [owner for _, _, owner in rows if owner is not None]
     _note_use(session, row)
     return Principal(
         user=user,
         token=row,
         scopes=row.scopes.split(),
-        owner_ids={owner.id for owner in owners.values()},
-        owners=owners,
+        owner_ids={owner.id for owner in owners},
+        owners={owner.name: owner for owner in owners},
     )
 
 

@@ -16,7 +16,7 @@ from typing import IO
 import sqlalchemy as sa
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
@@ -46,11 +46,13 @@ router = APIRouter(tags=["upload"])
 
 _CHUNK = 1024 * 1024
 _FILETYPES = {"bdist_wheel": "wheel", "sdist": "sdist"}
-# The upload's project, looked up before the body is spooled (built once: composing the
-# statement on every upload cost more than running it).
-_ENVIRONMENT = select(Environment).where(
-    col(Environment.owner_id) == sa.bindparam("owner_id"),
-    col(Environment.normalized_name) == sa.bindparam("normalized"),
+# The upload's project, looked up before the body is spooled: built once (composing the
+# statement on every upload cost more than running it), and read as a plain row (a new
+# project, the usual case, then needs no ORM machinery at all).
+_ENVIRONMENTS = Environment.__table__  # type: ignore[attr-defined]
+_ENVIRONMENT = sa.select(_ENVIRONMENTS).where(
+    _ENVIRONMENTS.c.owner_id == sa.bindparam("owner_id"),
+    _ENVIRONMENTS.c.normalized_name == sa.bindparam("normalized"),
 )
 
 
@@ -198,11 +200,12 @@ def _handle(hub: Hub, principal: Principal, owner: Owner, form: object) -> Respo
             "Include at least one message digest (sha256_digest or blake2_256_digest)."
         )
 
-    with Session(hub.engine, expire_on_commit=False) as session:
-        env = session.exec(
-            _ENVIRONMENT, params={"owner_id": owner.id, "normalized": parsed.name}
+    with hub.engine.connect() as connection:
+        found = connection.execute(
+            _ENVIRONMENT, {"owner_id": owner.id, "normalized": parsed.name}
         ).first()
-        require_upload(principal, owner, env, parsed.name)  # 404 for one the caller cannot read
+    env = None if found is None else Environment(**found._mapping)
+    require_upload(principal, owner, env, parsed.name)  # 404 for one the caller cannot read
 
     scratch = _spool(hub, content.file, digests)
     try:
