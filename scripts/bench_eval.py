@@ -285,9 +285,11 @@ def main() -> None:
         "--write-docs", action="store_true", help=f"update {HEADING!r} in docs/benchmarks.md"
     )
     args = parser.parse_args()
-    if args.quick:
+    latencies: tuple[int, ...] = (0, 200)
+    if args.quick:  # every kind of run once, vf-eval (~9 CPU-s a start) once in all
         args.rollouts, args.concurrency, args.reps, args.stock_rollouts = 48, 16, 1, 0
         args.wide, args.workers, args.long = 32, "2", 96
+        latencies = (200,)  # the latency every prime run (workers, 1k vs long) is made at
     vf_eval = ensure_vf(args.vf_venv)
     load_start = " ".join(f"{x:.1f}" for x in os.getloadavg())
     runs: list[Run] = []
@@ -303,15 +305,20 @@ def main() -> None:
         say_args = json.dumps({"num_tasks": max(n, args.long)})
         arith_n = max(n // 4, 1)
         arith_args = json.dumps({"num_eval_examples": arith_n})
-        with FakeServer("openai") as server:  # start-up CPU, subtracted from every run's
-            for tool, cmd, env in (
-                ("prime", prime_cmd(server.url, SAY_ENV, 1, 1, 1, 1, say_args, work), prime_env),
-                ("vf", vf_cmd(vf_eval, server.url, "say-vf", 1, 1, work / "vf-out"), vf_env),
-            ):
-                STARTUP_CPU[tool] = 0.0
-                one = timed(f"{tool}-startup", cmd, env, server, 0, 1, 1)
-                STARTUP_CPU[tool] = one.cpu_ms / 1000
-        for latency in (0, 200):
+        if not args.quick:  # start-up CPU, subtracted from every run's
+            with FakeServer("openai") as server:
+                for tool, cmd, env in (
+                    (
+                        "prime",
+                        prime_cmd(server.url, SAY_ENV, 1, 1, 1, 1, say_args, work),
+                        prime_env,
+                    ),
+                    ("vf", vf_cmd(vf_eval, server.url, "say-vf", 1, 1, work / "vf-out"), vf_env),
+                ):
+                    STARTUP_CPU[tool] = 0.0
+                    one = timed(f"{tool}-startup", cmd, env, server, 0, 1, 1)
+                    STARTUP_CPU[tool] = one.cpu_ms / 1000
+        for latency in latencies:
             print(f"latency {latency} ms:", flush=True)
             with FakeServer("openai", latency_ms=latency) as server:
                 url = server.url
@@ -481,6 +488,9 @@ def report(runs: list[Run], n: int, c: int, args: argparse.Namespace, load: str)
         (
             "CPU ms/rollout counts the tool's processes (workers included) less the CPU of a "
             "1-rollout run of the same tool (start-up and exit), plus the fake server's."
+            if STARTUP_CPU
+            else "CPU ms/rollout counts the tool's processes (workers included), start-up and "
+            "exit included (--quick measures no 1-rollout run to subtract), plus the fake server's."
         ),
         "",
     ]
