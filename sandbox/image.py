@@ -4,7 +4,9 @@ WHY: the hub is self-hostable, often on machines that can reach a Debian mirror 
 Docker Hub. `build_image` pulls a Python image when a registry answers; otherwise it makes
 one from a root filesystem: `debootstrap --variant=minbase --include=python3` (the full
 stdlib, as model-written code expects) and `docker import`. The tag is checked first, so
-CI builds it once per machine.
+CI builds it once per machine. The packages debootstrap fetches are kept in the user's cache
+(`--cache-dir`), so a rebuild (`--force`, the builder's own test) checks them against the
+suite's index instead of downloading them again.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from registry_index.user_dirs import cache_home
 from sandbox.docker_backend import docker_client, image_exists
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.limits import DEFAULT_IMAGE
@@ -57,6 +60,9 @@ def _debootstrap(tag: str, suite: str, mirror: str | None, say: Callable[[str], 
     with tempfile.TemporaryDirectory(prefix="prime-sandbox-image-") as scratch:
         root = Path(scratch) / "rootfs"
         argv = [debootstrap, "--variant=minbase", "--include=python3", suite, str(root)]
+        packages = _package_cache(suite)
+        if packages is not None:
+            argv.insert(1, f"--cache-dir={packages}")
         if mirror:
             argv.append(mirror)
         say(f"debootstrap {suite} (a minute or two)...")
@@ -87,6 +93,17 @@ def _debootstrap(tag: str, suite: str, mirror: str | None, say: Callable[[str], 
         )
     if not image_exists(tag):
         raise SandboxError(f"docker import did not produce {tag}")
+
+
+def _package_cache(suite: str) -> Path | None:
+    """debootstrap's package cache for `suite`, or None where it cannot be made (a read-only
+    home): the build then downloads as it would without one."""
+    cache = cache_home() / "debootstrap" / suite
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return cache
 
 
 def _unmount_below(root: Path) -> None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import pytest
 
+from registry_index.user_dirs import cache_home
 from sandbox import open_sandbox
+from sandbox.image import DEFAULT_SUITE, _package_cache
 
 pytestmark = pytest.mark.xdist_group("docker")  # starts Docker sandboxes (tests/conftest.py)
 
@@ -26,6 +29,9 @@ def test_build_image_from_a_root_filesystem_runs_sandboxes() -> None:
         # pull=None: exercise the no-registry path even where a registry answers.
         assert build_image(TAG, force=True, pull=None, say=messages.append) == "built"
         assert any("debootstrap" in message for message in messages)
+        # Its packages are kept: a rebuild (this one, after scripts/start_services.sh's build)
+        # checks them against the suite's index instead of downloading them again.
+        assert list((cache_home() / "debootstrap" / DEFAULT_SUITE).glob("*.deb"))
         assert build_image(TAG, pull=None) == "present"
         with open_sandbox("docker", image=TAG) as box:
             result = box.exec(
@@ -35,3 +41,14 @@ def test_build_image_from_a_root_filesystem_runs_sandboxes() -> None:
     finally:
         with contextlib.suppress(docker.errors.ImageNotFound):
             docker_client().images.remove(TAG, force=True)
+
+
+def test_an_unwritable_cache_builds_without_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    assert _package_cache("bookworm") is None  # debootstrap then downloads, as without one
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert _package_cache("bookworm") == tmp_path / "cache" / "prime" / "debootstrap" / "bookworm"
