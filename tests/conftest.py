@@ -30,6 +30,32 @@ def pytest_configure(config: pytest.Config) -> None:
     # xdist_group ignored. This suite's groups are what make it safe, so it is loadgroup here.
     if getattr(config.option, "dist", "no") == "load":
         config.option.dist = "loadgroup"
+    if getattr(config.option, "dist", "no") == "loadgroup":
+        # Units are handed out in collection order (see pytest_collection_modifyitems), not
+        # xdist's default of most tests first, which puts a module of two long tests last.
+        config.option.loadscopereorder = False
+
+
+def _unit(item: pytest.Item) -> str:
+    """The unit of work `item` belongs to under loadgroup: its xdist_group, else its module."""
+    mark = item.get_closest_marker("xdist_group")
+    if mark is not None:
+        return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    return item.nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In an xdist worker, units that hold a `slow` test come first (in collection order).
+
+    Long units started first end together; one started last keeps a worker busy while the
+    other has nothing left (e2e/test_train_hub's two training tests, 7 minutes, hold two
+    tests, so xdist's own order, most tests first, puts them near the end). Every worker sorts
+    the same collection the same way, as xdist requires.
+    """
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+    slow = {_unit(item) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: _unit(item) not in slow)  # stable: collection order otherwise
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
