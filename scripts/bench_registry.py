@@ -9,6 +9,8 @@ between the servers:
   (reported as throughput); pypiserver gets them copied into its package directory, its own
   bulk path (its single-threaded server times out connections with several uploads in flight);
 * upload latency: one upload at a time, fresh files (p50, p99);
+* server CPU per upload: each server process's CPU time (`/proc`, all threads) across those
+  uploads, divided by their number (steadier than latency on a shared machine);
 * simple-page latency for project pages and the root index, with the `Accept` header pip sends
   (p50, p99; a new connection per request for both servers);
 * `uv pip install --no-deps --no-cache` of one package into a fresh virtualenv (median).
