@@ -28,7 +28,7 @@ class Owner(SQLModel, table=True):
     id: str = Field(default_factory=new_id, primary_key=True, max_length=32)
     name: str = Field(index=True, unique=True, max_length=64)
     kind: str = Field(max_length=8)  # "user" | "org"
-    user_id: str | None = Field(default=None, foreign_key="user.id", max_length=32)
+    user_id: str | None = Field(default=None, foreign_key="user.id", max_length=32, index=True)
     serial: int = 0  # bumped on every change to the owner's project list (index page cache)
     created_at: datetime = Field(default_factory=utcnow)
 

@@ -34,3 +34,12 @@ def test_the_memberships_are_probed_once_not_per_owner(tmp_path: Path) -> None:
     with engine.connect() as connection:
         plan = " ".join(str(row) for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}"))
     assert "ix_apitoken_token_hash" in plan and "CORRELATED" not in plan, plan
+
+
+def test_the_callers_own_owner_is_an_index_probe_not_a_scan(tmp_path: Path) -> None:
+    engine = open_database(HubSettings(data_dir=tmp_path))
+    statement = _BY_HASH.params(digest="x")
+    sql = str(statement.compile(engine, compile_kwargs={"literal_binds": True}))
+    with engine.connect() as connection:
+        plan = " ".join(str(row) for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}"))
+    assert "SCAN owner" not in plan and "ix_owner_user_id" in plan, plan
