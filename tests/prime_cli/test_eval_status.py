@@ -89,6 +89,13 @@ def test_an_interrupted_eval_of_a_train_run_is_finished_by_the_train_resume(
     assert f"prime train resume {run.root.resolve()}" in " ".join(pushed.output.split())
 
 
+def _interruptible() -> None:
+    """Give the child SIGINT's default disposition, as a terminal's foreground job has: a test
+    run started in the background by a non-interactive shell (`pytest ... &`, CI wrappers)
+    ignores SIGINT, the child would inherit that, and Python then installs no Ctrl-C handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize(
     ("sig", "code", "workers"),
     [(signal.SIGTERM, 143, "1"), (signal.SIGINT, 1, "1"), (signal.SIGTERM, 143, "2")],
@@ -105,7 +112,7 @@ def test_a_signal_stops_prime_eval_run_resumably_writing_interrupted(
             [str(PRIME), "eval", "run", str(SAY_ENV), "-m", "fake-model", "--base-url",
              server.url, "-n", "2", "-w", workers, "-c", "2", "-o", str(out)],
             cwd=tmp_path, env=prime_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True,
+            text=True, preexec_fn=_interruptible,
         )  # fmt: skip
         deadline = time.monotonic() + 120
         while not server.arrivals() and proc.poll() is None and time.monotonic() < deadline:

@@ -109,7 +109,9 @@ def test_two_ranks_compute_the_one_process_gradient(
     for key in x:
         scale = float(x[key].norm())
         assert scale > 0, key  # after one step every LoRA matrix has a gradient
-        assert float((x[key] - y[key]).norm()) <= 1e-5 * scale, key
+        # A wrong normaliser is off by 0.5x; fp32 sums taken in another order across ranks differ
+        # by ~1e-5 relative (measured 1.03e-5 on one LoRA matrix with the decoupled loss).
+        assert float((x[key] - y[key]).norm()) <= 5e-5 * scale, key
 
 
 def test_torchrun_training_run_matches_one_process(
