@@ -28,18 +28,19 @@ def test_a_token_brings_its_user_and_every_owner_it_acts_for(tmp_path: Path) -> 
 
 
 def test_the_memberships_are_probed_once_not_per_owner(tmp_path: Path) -> None:
-    engine = open_database(HubSettings(data_dir=tmp_path))
-    statement = _BY_HASH.params(digest="x")
-    sql = str(statement.compile(engine, compile_kwargs={"literal_binds": True}))
-    with engine.connect() as connection:
-        plan = " ".join(str(row) for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}"))
+    plan = _token_lookup_plan(tmp_path)
     assert "ix_apitoken_token_hash" in plan and "CORRELATED" not in plan, plan
 
 
 def test_the_callers_own_owner_is_an_index_probe_not_a_scan(tmp_path: Path) -> None:
+    plan = _token_lookup_plan(tmp_path)
+    assert "SCAN owner" not in plan and "ix_owner_user_id" in plan, plan
+
+
+def _token_lookup_plan(tmp_path: Path) -> str:
+    """SQLite's query plan for authentication's one statement, on a migrated database."""
     engine = open_database(HubSettings(data_dir=tmp_path))
     statement = _BY_HASH.params(digest="x")
     sql = str(statement.compile(engine, compile_kwargs={"literal_binds": True}))
     with engine.connect() as connection:
-        plan = " ".join(str(row) for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}"))
-    assert "SCAN owner" not in plan and "ix_owner_user_id" in plan, plan
+        return " ".join(str(row) for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}"))
