@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -32,11 +31,13 @@ async def test_reused_sandbox_is_clean_for_the_next_rollout(backend: str) -> Non
 async def test_warm_acquire_is_a_queue_pop(backend: str) -> None:
     async with SandboxPool(2, backend=backend) as pool:
         assert pool.idle == 2
-        started = time.perf_counter()
-        async with pool.acquire():
-            elapsed_ms = (time.perf_counter() - started) * 1000
-        # Generous bound: a cold start takes 50-2000 ms; a hand-out must not start anything.
-        assert elapsed_ms < 50, elapsed_ms
+        warm = set(pool._all)
+        async with pool.acquire() as box:
+            # A hand-out starts nothing (a cold start takes 50-2000 ms): the box is one of the
+            # pre-started ones and no other sandbox came into being. Checked by identity, not
+            # by a stopwatch, so a busy machine cannot fail it.
+            assert box in warm and pool._all == warm
+            assert pool.idle == 1
 
 
 async def test_max_uses_one_gives_every_rollout_a_fresh_sandbox(backend: str) -> None:
