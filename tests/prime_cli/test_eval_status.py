@@ -89,11 +89,16 @@ def test_an_interrupted_eval_of_a_train_run_is_finished_by_the_train_resume(
     assert f"prime train resume {run.root.resolve()}" in " ".join(pushed.output.split())
 
 
-def _interruptible() -> None:
-    """Give the child SIGINT's default disposition, as a terminal's foreground job has: a test
-    run started in the background by a non-interactive shell (`pytest ... &`, CI wrappers)
-    ignores SIGINT, the child would inherit that, and Python then installs no Ctrl-C handler."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def _interruptible(command: list[str], **kwargs: Any) -> subprocess.Popen[str]:
+    """Start `command` with SIGINT's default disposition, as a terminal's foreground job has: a
+    suite started in the background by a non-interactive shell (`pytest ... &`, CI wrappers)
+    ignores SIGINT, a child would inherit that, and Python then installs no Ctrl-C handler.
+    A caught signal is reset to default by exec, so the parent catches it for the spawn."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(command, **kwargs)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.mark.parametrize(
@@ -108,11 +113,11 @@ def test_a_signal_stops_prime_eval_run_resumably_writing_interrupted(
     workers are stopped too (they must not inherit the parent's SIGTERM handler)."""
     out = tmp_path / "out"
     with FakeServer("openai", latency_ms=600_000) as server:  # every call waits: mid-rollout
-        proc = subprocess.Popen(
+        proc = _interruptible(
             [str(PRIME), "eval", "run", str(SAY_ENV), "-m", "fake-model", "--base-url",
              server.url, "-n", "2", "-w", workers, "-c", "2", "-o", str(out)],
             cwd=tmp_path, env=prime_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True, preexec_fn=_interruptible,
+            text=True,
         )  # fmt: skip
         deadline = time.monotonic() + 120
         while not server.arrivals() and proc.poll() is None and time.monotonic() < deadline:
