@@ -45,9 +45,13 @@ class _BoundedReader(io.RawIOBase):
 
 
 @contextmanager
-def open_tar_gz(path: str | Path, limit: int, what: str = "sdist") -> Iterator[tarfile.TarFile]:
-    """A sequential (`r|`) TarFile over `path` that stops after `limit` decompressed bytes."""
-    with open(path, "rb") as raw, gzip.GzipFile(fileobj=raw) as unzipped:
+def open_tar_gz(
+    source: str | Path | bytes, limit: int, what: str = "sdist"
+) -> Iterator[tarfile.TarFile]:
+    """A sequential (`r|`) TarFile over the file at `source` (or the bytes `source`) that stops
+    after `limit` decompressed bytes."""
+    raw_file = io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")  # noqa: SIM115
+    with raw_file as raw, gzip.GzipFile(fileobj=raw) as unzipped:
         bounded = io.BufferedReader(_BoundedReader(unzipped, limit, what), buffer_size=_BUFFER)  # type: ignore[arg-type]
         with tarfile.open(fileobj=bounded, mode="r|") as archive:
             yield archive

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from email.parser import BytesHeaderParser
 from email.policy import compat32
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
@@ -73,10 +74,16 @@ def _mib(size: int) -> str:
     return f"{size / MiB:.1f} MiB"
 
 
-def _hash_file(path: Path) -> tuple[str, str]:
+def _open(source: Path | bytes) -> IO[bytes]:
+    """The upload for reading: a file, or bytes a server kept in memory (a small upload is
+    checked without writing a scratch file first)."""
+    return io.BytesIO(source) if isinstance(source, bytes) else source.open("rb")
+
+
+def _hash_file(source: Path | bytes) -> tuple[str, str]:
     sha = hashlib.sha256()
     blake = hashlib.blake2b(digest_size=32)
-    with path.open("rb") as handle:
+    with _open(source) as handle:
         while chunk := handle.read(1024 * 1024):
             sha.update(chunk)
             blake.update(chunk)
@@ -278,9 +285,11 @@ def parse_email_headers(raw: bytes, member: str) -> dict[str, str]:
     return {key: str(value) for key, value in message.items()}
 
 
-def _validate_wheel(path: Path, parsed: DistFilename, limits: UploadLimits, size: int) -> bytes:
+def _validate_wheel(
+    source: Path | bytes, parsed: DistFilename, limits: UploadLimits, size: int
+) -> bytes:
     """Return the METADATA bytes of a wheel that passed every check."""
-    with path.open("rb") as handle:
+    with _open(source) as handle:
         check_zip_framing(handle, size)
         try:
             archive = zipfile.ZipFile(handle)
@@ -386,7 +395,9 @@ def _check_sdist_member(member: tarfile.TarInfo, top: str) -> None:
         )
 
 
-def _validate_sdist(path: Path, parsed: DistFilename, limits: UploadLimits, size: int) -> bytes:
+def _validate_sdist(
+    source: Path | bytes, parsed: DistFilename, limits: UploadLimits, size: int
+) -> bytes:
     """Return the PKG-INFO bytes of an sdist that passed every check."""
     top = _sdist_top(parsed)
     # The ratio limit only bites above ratio_min_size: small text archives compress very well.
@@ -395,7 +406,7 @@ def _validate_sdist(path: Path, parsed: DistFilename, limits: UploadLimits, size
     seen: set[str] = set()
     count = 0
     try:
-        with open_tar_gz(path, budget) as archive:
+        with open_tar_gz(source, budget) as archive:
             for member in archive:
                 count += 1
                 if count > limits.max_members:
@@ -516,14 +527,15 @@ def check_requirements(metadata: CoreMetadata, filename: str) -> None:
 
 
 def validate_distribution(
-    path: Path, filename: str, limits: UploadLimits = DEFAULT_LIMITS
+    source: Path | bytes, filename: str, limits: UploadLimits = DEFAULT_LIMITS
 ) -> ValidatedDistribution:
-    """Validate an uploaded file stored at `path` under the client's `filename`.
+    """Validate an uploaded file, stored at `source` or held as the bytes `source`, under the
+    client's `filename`. The checks are the same either way.
 
     Raises `InvalidUpload` with a user-facing sentence on the first problem found.
     """
     parsed = parse_filename(filename)
-    size = path.stat().st_size
+    size = len(source) if isinstance(source, bytes) else source.stat().st_size
     if size > limits.max_file_size:
         raise InvalidUpload(
             f"{filename!r} is {_mib(size)}, larger than the {_mib(limits.max_file_size)} limit; "
@@ -532,15 +544,15 @@ def validate_distribution(
     if size == 0:
         raise InvalidUpload(f"The file {filename!r} is empty; upload the built distribution file.")
     if parsed.kind == "wheel":
-        raw = _validate_wheel(path, parsed, limits, size)
-        source = f"{filename} (METADATA)"
+        raw = _validate_wheel(source, parsed, limits, size)
+        member = f"{filename} (METADATA)"
     else:
-        raw = _validate_sdist(path, parsed, limits, size)
-        source = f"{filename} (PKG-INFO)"
-    metadata = parse_core_metadata(raw, source)
+        raw = _validate_sdist(source, parsed, limits, size)
+        member = f"{filename} (PKG-INFO)"
+    metadata = parse_core_metadata(raw, member)
     _check_metadata_matches(parsed, metadata)
     check_requirements(metadata, filename)
-    sha256, blake2_256 = _hash_file(path)
+    sha256, blake2_256 = _hash_file(source)
     return ValidatedDistribution(
         filename=parsed,
         metadata=metadata,

@@ -15,7 +15,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -32,8 +31,14 @@ _STALE_TEMP_SECONDS = 24 * 3600
 
 
 def content_key(sha256: str) -> str:
-    """The store key of a blob with this sha256 (fanned out like warehouse's paths)."""
-    return f"sha256/{sha256[:2]}/{sha256[2:4]}/{sha256}"
+    """The store key of a blob with this sha256: one level of 256 fan-out directories.
+
+    Stores written before 2026-12 used two levels (`sha256/ab/cd/<sha256>`); their rows keep
+    those keys and are read by them. Two levels meant a new leaf directory for nearly every
+    blob of a store under ~100,000 blobs (65,536 leaves), and creating an inode cost as much
+    CPU as the rest of the blob write; one level creates its 256 directories once.
+    """
+    return f"sha256/{sha256[:2]}/{sha256}"
 
 
 def staging_key(upload_id: str) -> str:
@@ -107,7 +112,14 @@ class BlobStore:
         )
 
     def put_file(self, source: Path, key: str) -> None:
-        """Store the file at `source` under `key`, atomically; `source` is consumed."""
+        """Store the scratch file `source` (from `scratch_file`) under `key`, atomically;
+        `source` is consumed.
+
+        Locally the scratch file is fsynced and renamed straight onto its key: it already
+        lives on the store's filesystem under a temp name that carries this process's pid, so
+        a crash leaves either nothing at the key or the whole blob, and no temp copy beside
+        the key is needed (one file creation and one rename per upload, not two).
+        """
         if self.exists(key):
             source.unlink(missing_ok=True)
             return
@@ -117,20 +129,18 @@ class BlobStore:
             finally:
                 source.unlink(missing_ok=True)
             return
-        target, temp = self._temp_beside(key)
+        target = self.local_path(key)
         try:
-            shutil.move(str(source), temp)
-            with temp.open("rb+") as handle:
-                os.fsync(handle.fileno())
-            _publish(temp, target)
+            _make_dirs(target.parent)
+            _fsync_path(source)
+            _publish(source, target)
         finally:
-            temp.unlink(missing_ok=True)
             source.unlink(missing_ok=True)
 
     def _temp_beside(self, key: str) -> tuple[Path, Path]:
         """(the local file of `key`, a temp name beside it that carries this process's pid)."""
         target = self.local_path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        _make_dirs(target.parent)
         return target, target.with_name(
             f"{target.name}{_TEMP_MARK}{os.getpid()}-{os.urandom(4).hex()}"
         )
@@ -297,12 +307,28 @@ def _is_at(fd: int, path: Path) -> bool:
 def _publish(temp: Path, target: Path) -> None:
     """Rename a complete, fsynced temp file onto `target` and persist the rename."""
     os.replace(temp, target)
-    _fsync_dir(target.parent)
+    _fsync_path(target.parent)  # persists the rename (POSIX: the directory entry)
 
 
-def _fsync_dir(directory: Path) -> None:
-    """Persist a rename: fsync the directory entry (POSIX)."""
-    fd = os.open(directory, os.O_RDONLY)
+def _make_dirs(directory: Path) -> None:
+    """Create `directory` and any missing parents, each made durable (its parent fsynced, so
+    a blob renamed into it later cannot lose the directory entry on a crash)."""
+    try:
+        os.mkdir(directory)
+    except FileExistsError:
+        return
+    except FileNotFoundError:
+        _make_dirs(directory.parent)
+        try:
+            os.mkdir(directory)
+        except FileExistsError:
+            return
+    _fsync_path(directory.parent)
+
+
+def _fsync_path(path: Path) -> None:
+    """fsync the file or directory at `path` (opened read-only: enough for fsync on Linux)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:

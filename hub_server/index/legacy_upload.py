@@ -207,11 +207,11 @@ def _handle(hub: Hub, principal: Principal, owner: Owner, form: object) -> Respo
     env = None if found is None else Environment(**found._mapping)
     require_upload(principal, owner, env, parsed.name)  # 404 for one the caller cannot read
 
-    scratch = _spool(hub, content.file, digests)
+    upload = _spool(hub, content.file, digests)
     try:
         try:
             validated = validate_distribution(
-                scratch, filename, UploadLimits(max_file_size=hub.settings.max_upload_bytes)
+                upload, filename, UploadLimits(max_file_size=hub.settings.max_upload_bytes)
             )
         except InvalidUpload as exc:
             raise BadRequest(str(exc)) from None
@@ -235,9 +235,10 @@ def _handle(hub: Hub, principal: Principal, owner: Owner, form: object) -> Respo
             environment_id=env.id if env else None,
             absent=env is None,
         )
-        result = publish_file(hub.engine, hub.store, target, new, scratch, principal.user.id)
+        result = publish_file(hub.engine, hub.store, target, new, upload, principal.user.id)
     finally:
-        scratch.unlink(missing_ok=True)
+        if isinstance(upload, Path):
+            upload.unlink(missing_ok=True)
     message = "OK" if result.created else f"{filename} was already uploaded with the same content."
     return PlainTextResponse(message + "\n")
 
@@ -251,33 +252,57 @@ def _safe_version(text: str) -> object:
         return None
 
 
-def _spool(hub: Hub, stream: IO[bytes], digests: dict[str, str]) -> Path:
-    """Copy the upload to a scratch file, enforcing the size limit and checking digests."""
+def _spool(hub: Hub, stream: IO[bytes], digests: dict[str, str]) -> Path | bytes:
+    """The upload, within the size limit and matching the digests the client sent.
+
+    One that fits in a chunk (most wheels) stays in memory: it is validated there and written
+    once, straight to its blob, by the blob writer (a scratch file first cost a file creation
+    and two more opens on the request's own thread). A larger one goes to a scratch file on
+    the store's filesystem, which becomes its blob by a rename.
+    """
     hashers = {algo: _hasher(algo) for algo in digests}
+    stream.seek(0)
+    first = stream.read(_CHUNK)
+    upload = first if len(first) < _CHUNK else _scratch_copy(hub, first, stream, hashers)
+    if isinstance(upload, bytes):
+        if len(upload) > hub.settings.max_upload_bytes:
+            raise _too_large(hub)
+        for hasher in hashers.values():
+            hasher.update(upload)
+    for algo, expected in digests.items():
+        if not hmac.compare_digest(hashers[algo].hexdigest(), expected):
+            if isinstance(upload, Path):
+                upload.unlink(missing_ok=True)
+            raise BadRequest(
+                f"The {algo} digest supplied does not match a digest calculated from the "
+                "uploaded file; the upload was corrupted, try again."
+            )
+    return upload
+
+
+def _scratch_copy(
+    hub: Hub, first: bytes, stream: IO[bytes], hashers: dict[str, hashlib._Hash]
+) -> Path:
+    """Copy the upload (`first` chunk, then the rest of `stream`) to a scratch file, hashing it
+    and enforcing the size limit as it goes."""
     limit = hub.settings.max_upload_bytes
     size = 0
-    stream.seek(0)
     with hub.store.scratch_file() as handle:
         path = Path(handle.name)
         try:
-            while chunk := stream.read(_CHUNK):
+            chunk = first
+            while chunk:
                 size += len(chunk)
                 if size > limit:
                     raise _too_large(hub)
                 handle.write(chunk)
                 for hasher in hashers.values():
                     hasher.update(chunk)
+                chunk = stream.read(_CHUNK)
         except BaseException:
             handle.close()
             path.unlink(missing_ok=True)
             raise
-    for algo, expected in digests.items():
-        if not hmac.compare_digest(hashers[algo].hexdigest(), expected):
-            path.unlink(missing_ok=True)
-            raise BadRequest(
-                f"The {algo} digest supplied does not match a digest calculated from the "
-                "uploaded file; the upload was corrupted, try again."
-            )
     return path
 
 

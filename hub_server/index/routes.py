@@ -24,6 +24,7 @@ from hub_server.accounts.models import Owner
 from hub_server.core.deps import HubDep, PrincipalDep, SessionDep, resolve_principal
 from hub_server.core.errors import HubError, NotFound
 from hub_server.core.state import Hub
+from hub_server.registry.metadata import file_metadata
 from hub_server.registry.models import DistFile, Environment, Version
 from registry_index import scopes
 from registry_index.names import normalize
@@ -259,22 +260,28 @@ def download(
     if row is None or not can_read(principal, row[2], row[1]):
         raise NotFound(f"No file {filename!r} in {owner_name}/{project}.")
     file, env, _owner = row
-    if wants_metadata:
-        if file.metadata_blob_key is None:
-            raise NotFound(f"{stored_name!r} has no separate metadata file (PEP 658).")
-        key, sha, media = file.metadata_blob_key, file.metadata_sha256, "text/plain"
-    else:
-        key, sha, media = file.blob_key, file.sha256, "application/octet-stream"
-        if request.method == "GET" and "range" not in request.headers:
-            background.add_task(_count_download, hub, file.id, env.id)
     cache = "public" if env.visibility == "public" else "private"
+    if wants_metadata:
+        metadata = file_metadata(session, hub.store, file)
+        if metadata is None:
+            raise NotFound(f"{stored_name!r} has no separate metadata file (PEP 658).")
+        return Response(
+            metadata, media_type="text/plain", headers=_immutable(file.metadata_sha256, cache)
+        )
+    if request.method == "GET" and "range" not in request.headers:
+        background.add_task(_count_download, hub, file.id, env.id)
     if not hub.store.is_local:
-        url = hub.store.presign_get(key, 300, filename)
+        url = hub.store.presign_get(file.blob_key, 300, filename)
         return RedirectResponse(url, status_code=307, background=background)
     return FileResponse(
-        hub.store.local_path(key),
-        media_type=media,
-        headers={"ETag": f'"{sha}"', "Cache-Control": f"{cache}, max-age=31536000, immutable"},
-        filename=None if wants_metadata else filename,
+        hub.store.local_path(file.blob_key),
+        media_type="application/octet-stream",
+        headers=_immutable(file.sha256, cache),
+        filename=filename,
         background=background,
     )
+
+
+def _immutable(sha256: str | None, cache: str) -> dict[str, str]:
+    """Headers of a download: its bytes never change (`cache`: public or private)."""
+    return {"ETag": f'"{sha256}"', "Cache-Control": f"{cache}, max-age=31536000, immutable"}

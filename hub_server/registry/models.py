@@ -84,11 +84,26 @@ class DistFile(SQLModel, table=True):
     size: int
     blob_key: str = Field(max_length=255)
     metadata_sha256: str | None = Field(default=None, max_length=64)
+    # Files stored before hub_0005 keep their PEP 658 metadata in this blob; newer ones have a
+    # `FileMetadata` row instead.
     metadata_blob_key: str | None = Field(default=None, max_length=255)
     requires_python: str | None = Field(default=None, max_length=256)
     uploaded_by: str | None = Field(default=None, foreign_key="user.id", max_length=32)
     uploaded_at: datetime = Field(default_factory=utcnow)
     downloads: int = 0
+
+
+class FileMetadata(SQLModel, table=True):
+    """A wheel's PEP 658 metadata (its `.dist-info/METADATA`, byte for byte), served as
+    `<file>.metadata`.
+
+    A row of its own, written in the file's transaction: a blob would cost every upload a
+    second file, fan-out directory and fsync, and in `DistFile` it would be loaded with every
+    project page. Rows are never deleted, like the file's.
+    """
+
+    file_id: str = Field(foreign_key="distfile.id", primary_key=True, max_length=32)
+    raw: bytes = Field(sa_type=sa.LargeBinary)
 
 
 class PendingUpload(SQLModel, table=True):

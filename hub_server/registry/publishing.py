@@ -31,6 +31,7 @@ from hub_server.registry.models import (
     DistFile,
     Environment,
     EnvironmentTag,
+    FileMetadata,
     Version,
 )
 from registry_index.names import ULTRA_REPLACEMENTS, is_stdlib_name, normalize, ultranormalize
@@ -92,6 +93,7 @@ _ENVS = Environment.__table__  # type: ignore[attr-defined]
 _VERSIONS = Version.__table__  # type: ignore[attr-defined]
 _FILES = DistFile.__table__  # type: ignore[attr-defined]
 _TAGS = EnvironmentTag.__table__  # type: ignore[attr-defined]
+_METADATA = FileMetadata.__table__  # type: ignore[attr-defined]
 _OWNERS = Owner.__table__  # type: ignore[attr-defined]
 _ENV_BY_NAME = sa.select(_ENVS.c.id).where(
     _ENVS.c.owner_id == sa.bindparam("owner_id"),
@@ -268,9 +270,11 @@ def _insert_environment(
     connection: Connection, owner: Owner, name: str, *, visibility: str, description: str
 ) -> str:
     """`create_environment` for the upload transaction: the same checks and row, one Core
-    insert; returns the new id."""
+    insert; returns the new id. The row starts at serial 1, as `_bump` would leave it: its
+    first file is recorded in the same transaction, so no update follows the insert."""
     _check_new_name(connection, owner, name)
-    row = new_row(Environment, **_environment_fields(owner, name, visibility, description))
+    fields = _environment_fields(owner, name, visibility, description)
+    row = new_row(Environment, serial=1, **fields)
     connection.execute(_ENVS.insert(), row)
     return str(row["id"])
 
@@ -356,10 +360,11 @@ def publish_file(
     store: BlobStore,
     target: EnvTarget,
     new: NewFile,
-    source: Path,
+    source: Path | bytes,
     user_id: str,
 ) -> PublishResult:
-    """Record `new` (bytes at `source`, consumed) under `target`; idempotent and race-safe."""
+    """Record `new` under `target`; idempotent and race-safe. Its bytes are `source`: a
+    scratch file of `store` (consumed) or, for a small upload, the bytes themselves."""
     normalized = normalize(target.name)
     try:
         if len(new.version) > MAX_VERSION_LENGTH:
@@ -375,42 +380,36 @@ def publish_file(
                     existing = _existing(connection, env_id, new)
                     if existing is not None:
                         return existing
-        # Blobs are content-addressed: they are stored (written, fsynced, renamed) while the
-        # row transaction runs, and the rows commit only once they are in place, so a row never
-        # points at a missing blob; a lost race leaves no stray bytes (the winner wrote the same
-        # key). Overlapping the fsyncs with the queries saves a third of an upload's time.
-        # Each blob goes straight to a writer thread (the file and its metadata in parallel):
-        # no thread in between that only waits for the others.
-        writes = [_BLOB_WRITERS.submit(store.put_file, source, content_key(new.sha256))]
-        if new.metadata_raw is not None and new.metadata_sha256 is not None:
-            writes.append(
-                _BLOB_WRITERS.submit(
-                    store.put_bytes, new.metadata_raw, content_key(new.metadata_sha256)
-                )
-            )
-
-        def stored() -> None:
-            for write in writes:
-                write.result()
-
+        # Blobs are content-addressed: the file is stored (written, fsynced, renamed) by a
+        # writer thread while the row transaction runs, and the rows commit only once it is in
+        # place, so a row never points at a missing blob; a lost race leaves no stray bytes
+        # (the winner wrote the same key). Overlapping the fsyncs with the queries saves a
+        # third of an upload's time. The PEP 658 metadata is a row of the same transaction.
+        key = content_key(new.sha256)
+        write = (
+            _BLOB_WRITERS.submit(store.put_bytes, source, key)
+            if isinstance(source, bytes)
+            else _BLOB_WRITERS.submit(store.put_file, source, key)
+        )
         try:
             for attempt in range(_ATTEMPTS):
                 try:
                     return _record(
                         engine, target, normalized, new, user_id,
-                        recheck=attempt > 0, before_commit=stored,
+                        recheck=attempt > 0, before_commit=write.result,
                     )  # fmt: skip
                 except IntegrityError:
                     continue  # a concurrent upload won a unique constraint; look again
                 except BadRequest:
-                    stored()
+                    write.result()
                     _drop_unreferenced(engine, store, new)
                     raise
             raise RuntimeError(f"could not record {new.filename} after {_ATTEMPTS} attempts")
         finally:
-            wait(writes)  # never leave a write running on a path about to be removed
+            wait([write])  # never leave a write running on a path about to be removed
     finally:
-        source.unlink(missing_ok=True)
+        if isinstance(source, Path):
+            source.unlink(missing_ok=True)
 
 
 _FILE_WITH_BYTES = sa.select(_FILES.c.id).where(_FILES.c.sha256 == sa.bindparam("sha256")).limit(1)
@@ -457,12 +456,16 @@ def _record(
             sha256=new.sha256,
             size=new.size,
             blob_key=content_key(new.sha256),
-            metadata_sha256=new.metadata_sha256,
-            metadata_blob_key=(content_key(new.metadata_sha256) if new.metadata_sha256 else None),
+            metadata_sha256=new.metadata_sha256 if new.metadata_raw is not None else None,
             requires_python=new.requires_python,
             uploaded_by=user_id,
         )
         connection.execute(_FILES.insert(), file)
-        _bump(connection, env_id, target.owner.id, listing=created)
+        if file["metadata_sha256"] is not None:
+            connection.execute(_METADATA.insert(), {"file_id": file["id"], "raw": new.metadata_raw})
+        if created:  # inserted at serial 1; the owner's project list changed
+            connection.execute(_BUMP_OWNER, {"b_owner_id": target.owner.id})
+        else:
+            _bump(connection, env_id, target.owner.id, listing=False)
         before_commit()  # the blobs are stored (or this raises and nothing is committed)
         return PublishResult(env_id, version_id, str(file["id"]), created=True)

@@ -25,6 +25,7 @@ from hub_server.evals.leaderboard import leaderboard
 from hub_server.evals.models import Evaluation
 from hub_server.index import routes as index_routes
 from hub_server.index.sdk import sdk_wheel
+from hub_server.registry.metadata import file_metadata
 from hub_server.registry.models import DistFile, Environment
 from hub_server.registry.push_api import public_base
 from hub_server.registry.views import summaries, version_infos
@@ -59,14 +60,14 @@ def _wheel(session: Session, version_id: str | None) -> DistFile | None:
     ).first()
 
 
-def _version_metadata(store: BlobStore, wheel: DistFile | None) -> VersionMetadata | None:
-    if wheel is None or wheel.metadata_blob_key is None or wheel.metadata_sha256 is None:
+def _version_metadata(
+    session: Session, store: BlobStore, wheel: DistFile | None
+) -> VersionMetadata | None:
+    if wheel is None or wheel.metadata_sha256 is None:
         return None
-    key = wheel.metadata_blob_key
 
     def load() -> bytes:
-        with store.open(key) as handle:
-            return handle.read()
+        return file_metadata(session, store, wheel) or b""
 
     return _metadata.get(wheel.metadata_sha256, load)
 
@@ -151,7 +152,7 @@ def _render(
         env=summary,
         version=shown,
         is_latest=shown is not None and latest is not None and shown.id == latest.id,
-        meta=_version_metadata(hub.store, wheel),
+        meta=_version_metadata(session, hub.store, wheel),
         signature=_env_signature(hub.store, wheel),
         commands=_commands(base, own.name, env.name, shown),
         versions=versions,

@@ -90,7 +90,7 @@ def test_s3_store_presigned_upload_and_install(
                       aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="hub-blobs").get("Contents", [])]
     sha = hashlib.sha256(wheel).hexdigest()
-    assert f"hub/sha256/{sha[:2]}/{sha[2:4]}/{sha}" in keys
+    assert f"hub/sha256/{sha[:2]}/{sha}" in keys
     assert not any(k.startswith("hub/staging/") for k in keys)
 
     other = write_wheel(tmp_path / "dist", "s3-twine", "0.3.0")

@@ -35,11 +35,16 @@ WHEEL = "demo_env-1.0.0-py3-none-any.whl"
 
 
 def refused(path: Path, filename: str | None = None, limits: UploadLimits = DEFAULT_LIMITS) -> str:
+    """The refusal of the file at `path`; the same bytes held in memory (how the hub checks a
+    small upload) are refused with the same message."""
     with pytest.raises(InvalidUpload) as info:
         validate_distribution(path, filename or path.name, limits)
     message = str(info.value)
     assert message[0].isupper() or message.startswith("'"), message
     assert message.rstrip().endswith("."), message
+    with pytest.raises(InvalidUpload) as in_memory:
+        validate_distribution(path.read_bytes(), filename or path.name, limits)
+    assert str(in_memory.value) == message
     return message
 
 
@@ -52,6 +57,13 @@ def test_valid_wheel_reports_hashes_and_metadata(tmp_path: Path) -> None:
     assert result.size == wheel.stat().st_size
     assert len(result.sha256) == 64 and len(result.blake2_256) == 64
     assert result.metadata_sha256 is not None
+
+
+def test_bytes_in_memory_validate_like_the_same_file(tmp_path: Path) -> None:
+    for dist in (make_wheel(tmp_path), make_sdist(tmp_path)):
+        assert validate_distribution(dist.read_bytes(), dist.name) == validate_distribution(
+            dist, dist.name
+        )
 
 
 def test_wheel_and_sdist_built_by_build_backend_pass(tmp_path: Path) -> None:
