@@ -4,7 +4,11 @@ FastAPI reads a JSON or form body before a route's dependencies run, so a route 
 an oversized or unauthenticated body in time: by then it is in memory (or spooled to /tmp).
 This middleware runs first and decides from the headers alone:
 
-- a token in `Authorization` is checked now; a wrong one is a 401 before any byte is read;
+- a token in `Authorization` is checked now, so a wrong one is a 401 before any byte is read;
+  except for a twine upload (`/legacy/`) whose declared body is no larger than an anonymous
+  request may send anyway (`max_anonymous_body_bytes`): reading that much is no more than
+  anyone may ask, so the upload route authenticates it in the thread-pool hop it makes for its
+  own work (one hop instead of two; a wrong token is still a 401);
 - the body limit is chosen by route: an upload (`/legacy/`, the `PUT` upload URL) may carry
   `request_body_limit` bytes, any other route `max_json_bytes`, and an anonymous request (no
   token; the upload URL carries its own) only `max_anonymous_body_bytes`;
@@ -60,6 +64,12 @@ def _limit_for(hub: Hub, scope: Scope) -> tuple[int, bool]:
     return hub.settings.max_json_bytes, False
 
 
+def _route_authenticates(hub: Hub, scope: Scope, declared: int | None) -> bool:
+    """True for a small twine upload, which its route authenticates (see the module doc)."""
+    small = declared is not None and declared <= hub.settings.max_anonymous_body_bytes
+    return small and bool(_LEGACY.match(scope.get("path", "")))
+
+
 async def _respond(send: Send, status: int, message: str, headers: dict[str, str]) -> None:
     body = json.dumps(ErrorBody(detail=message).model_dump()).encode()
     raw = [
@@ -97,7 +107,7 @@ class RequestLimitsMiddleware:
         has_body = (declared or 0) > 0 or _header(scope, b"transfer-encoding") is not None
         if has_body and not token_in_url:
             principal = None
-            if _header(scope, b"authorization"):
+            if _header(scope, b"authorization") and not _route_authenticates(hub, scope, declared):
                 try:
                     principal = await run_in_threadpool(_authenticate, scope, hub)
                 except HubError as error:

@@ -19,6 +19,7 @@ from fastapi.responses import PlainTextResponse
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
 
 from hub_server.accounts.access import find_owner, require_upload
 from hub_server.accounts.auth import Principal
@@ -75,32 +76,20 @@ async def upload_to_owner(owner_name: str, request: Request) -> Response:
 async def _upload(request: Request, owner_name: str | None) -> Response:
     hub: Hub = request.app.state.hub
     try:
+        principal: Principal | None = request.scope.get(PRINCIPAL_KEY)
+        if principal is None:
+            return await _small_upload(request, hub, owner_name)
         # The request-limits middleware authenticated this request before its body was read;
-        # its answer is reused without another trip through the thread pool.
-        cached = request.scope.get(PRINCIPAL_KEY)
-        principal = (
-            cached if cached is not None else await run_in_threadpool(_authenticate, request, hub)
-        )
-        if not principal.may_write_anything():
-            raise Forbidden(
-                "This token is read-only; upload with a token of scope 'all' or "
-                "'upload:OWNER[/NAME]' (`prime hub token create --scope upload:OWNER`)."
-            )
-        declared = request.headers.get("content-length")
-        if (
-            declared
-            and declared.isdigit()
-            and int(declared) > hub.settings.max_upload_bytes + _CHUNK
-        ):
-            raise _too_large(hub)
+        # its answer is reused, and everything that can refuse it is checked before the body
+        # is read too.
+        _check_token(request, hub, principal)
         # An owner the token's user belongs to came with the principal; only another one (an
         # admin's upload, or a refusal to come) is looked up.
         name = _target_owner_name(principal, owner_name)
         owner = principal.owners.get(name.lower())
         if owner is None:
             owner = await run_in_threadpool(_find_target_owner, hub, name)
-        _check_owner(principal, owner)
-        check_upload_rate(request, hub, principal)
+        _admit(request, hub, principal, owner)
         form = await request.form(max_files=1, max_fields=200)
         try:
             return await run_in_threadpool(_handle, hub, principal, owner, form)
@@ -108,6 +97,58 @@ async def _upload(request: Request, owner_name: str | None) -> Response:
             await form.close()
     except HubError as error:
         return _error_response(error)
+
+
+async def _small_upload(request: Request, hub: Hub, owner_name: str | None) -> Response:
+    """An upload the request-limits middleware did not authenticate: one whose declared body
+    is no larger than an anonymous request may send, or an anonymous one (its body is cut at
+    that size). Its body is read first, and the caller is checked in the same thread-pool hop
+    as the handler (one hop, not two), with the same refusals."""
+    try:
+        form = await request.form(max_files=1, max_fields=200)
+    except HTTPException:
+        # A malformed body: the caller's own refusal (401, 403, 404) still comes first.
+        await run_in_threadpool(_admitted, request, hub, owner_name)
+        raise
+    try:
+        return await run_in_threadpool(_admitted_and_handled, request, hub, owner_name, form)
+    finally:
+        await form.close()
+
+
+def _admitted(request: Request, hub: Hub, owner_name: str | None) -> tuple[Principal, Owner]:
+    """The caller and the target owner, after the checks `_upload` makes before a body."""
+    principal = _authenticate(request, hub)
+    _check_token(request, hub, principal)
+    name = _target_owner_name(principal, owner_name)
+    owner = principal.owners.get(name.lower()) or _find_target_owner(hub, name)
+    _admit(request, hub, principal, owner)
+    return principal, owner
+
+
+def _admitted_and_handled(
+    request: Request, hub: Hub, owner_name: str | None, form: object
+) -> Response:
+    principal, owner = _admitted(request, hub, owner_name)
+    return _handle(hub, principal, owner, form)
+
+
+def _check_token(request: Request, hub: Hub, principal: Principal) -> None:
+    """403 for a read-only token, 413 for a declared body over the limit."""
+    if not principal.may_write_anything():
+        raise Forbidden(
+            "This token is read-only; upload with a token of scope 'all' or "
+            "'upload:OWNER[/NAME]' (`prime hub token create --scope upload:OWNER`)."
+        )
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > hub.settings.max_upload_bytes + _CHUNK:
+        raise _too_large(hub)
+
+
+def _admit(request: Request, hub: Hub, principal: Principal, owner: Owner) -> None:
+    """403 when the token can write nothing of `owner`; 429 past the upload rate."""
+    _check_owner(principal, owner)
+    check_upload_rate(request, hub, principal)
 
 
 def _authenticate(request: Request, hub: Hub) -> Principal:

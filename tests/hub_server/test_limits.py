@@ -24,7 +24,7 @@ from sqlmodel import Session, select
 
 from hub_server.core import blobstore
 from hub_server.core.blobstore import BlobStore
-from hub_server.registry.models import PendingUpload
+from hub_server.registry.models import DistFile, PendingUpload
 from tests.hub_server.hardening_hub import HardenedHub
 from tests.hub_server.hubproc import HubProcess, start_hub
 
@@ -395,3 +395,30 @@ def test_x_forwarded_for_is_not_believed_without_trusted_proxies(served: HubProc
         statuses.append(response.status_code)
     assert statuses[:3] == [401, 401, 401]
     assert statuses[3:] == [429, 429]
+
+
+def test_a_small_upload_is_authenticated_by_its_route_with_the_same_refusals(
+    hub: HardenedHub,
+) -> None:
+    """A twine upload no larger than an anonymous body is read before its token is checked (in
+    the route's own thread-pool hop): a wrong, missing or read-only token is still refused,
+    even when the body is malformed too, and nothing is stored."""
+    read = hub.token("alice", ["read"])
+    small = hub.settings.max_anonymous_body_bytes
+    stored = _file_count(hub)
+    for token, status in (("phub_wrong", 401), (None, 401), (read, 403)):
+        for prefix in (_MULTIPART_FILE, b"not a multipart body"):
+            answer, pulled = asyncio.run(
+                hub.raw(
+                    "POST", "/alice/legacy/", token=token, basic=True, body_size=small,
+                    content_type="multipart/form-data; boundary=x", prefix=prefix,
+                )
+            )  # fmt: skip
+            assert answer == status, (token, prefix, answer)
+            assert pulled <= small
+    assert _file_count(hub) == stored
+
+
+def _file_count(hub: HardenedHub) -> int:
+    with Session(hub.engine) as session:
+        return len(session.exec(select(DistFile)).all())
