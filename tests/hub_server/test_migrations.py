@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -25,6 +26,9 @@ def test_one_head() -> None:
     assert len(heads) == 1, f"migrations branch: heads {heads}; chain the newest on the last"
 
 
+# SQLAlchemy cannot reflect expression indexes (ix_environment_confusable) and says so; the
+# index is created by hub_0003 and its use is checked by a query-plan test.
+@pytest.mark.filterwarnings("ignore:Skipped unsupported reflection of expression-based index")
 def test_autogenerate_proposes_nothing_on_a_migrated_database(tmp_path: Path) -> None:
     engine = open_database(HubSettings(data_dir=tmp_path))
     try:

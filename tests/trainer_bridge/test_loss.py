@@ -14,6 +14,10 @@ from pydantic import ValidationError
 from trainer_bridge.loss import LossInputs, Normaliser, k3, resolve_loss
 from trainer_bridge.trainer_config import LossConfig
 
+# The losses are compared by value (`float(loss)`) while they still carry their graph, which
+# later lines differentiate; torch warns about that conversion, harmlessly here.
+pytestmark = pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad=True")
+
 # Row 0: advantage +1, 2 loss tokens; row 1: advantage -1, 1 loss token (position 2 is padding).
 MU = torch.tensor([[0.0, -1.0, -2.0], [0.0, -0.5, 0.0]])
 LOG_RATIO = torch.tensor([[0.0, 0.5, -0.1], [0.0, 1.5, 0.0]])  # log π_θ − log μ
