@@ -585,9 +585,7 @@ def main() -> None:
         (
             "pypiserver scans every file it holds to answer one project page "
             "(`find_project_packages`), so its project-page time grows with the index; the hub "
-            "answers from an indexed database query and caches rendered pages. At small sizes "
-            "(`--projects 40 --files-per-project 2`) pypiserver's uploads are about 3x faster "
-            "than the hub's."
+            "answers from an indexed database query and caches rendered pages."
         ),
         (
             "pypiserver runs on Bottle's `auto` server, which falls back to the stdlib "
