@@ -8,10 +8,14 @@ import hashlib
 from pathlib import Path
 from urllib.parse import urljoin
 
+from alembic import command
+from fastapi.testclient import TestClient
 from sqlmodel import Session, select
 
 from hub_server.accounts.admin import open_database
+from hub_server.app import create_app
 from hub_server.core.blobstore import BlobStore, content_key
+from hub_server.core.db import alembic_config, migrate
 from hub_server.registry.models import DistFile, FileMetadata
 from tests.hub_server.inproc import InProcessHub, start_inproc_hub
 from tests.hub_server.wheels import twine_upload_form, wheel_bytes
@@ -77,3 +81,52 @@ def test_a_file_stored_before_hub_0005_serves_its_metadata_blob(tmp_path: Path) 
         finally:
             engine.dispose()
         assert _advertised_and_served(hub, "old", "blob-env") == before
+
+
+def test_a_downgrade_to_hub_0004_stops_advertising_metadata_it_cannot_serve(
+    tmp_path: Path,
+) -> None:
+    """hub_0004's code serves `.metadata` only from a blob and advertises `metadata_sha256`
+    on the index; a file uploaded since hub_0005 has no blob, so after a downgrade its hash
+    must be gone (pip then downloads the wheel) instead of advertised and answered 404 (pip
+    fails the install). A file that had its blob keeps its hash."""
+    with start_inproc_hub(tmp_path / "hub") as hub:
+        token = hub.add_user("down")
+        row_file = _upload(hub, token, "row-env")
+        blob_file = _upload(hub, token, "blob-env")
+        settings = hub.settings
+    engine = open_database(settings)
+    store = BlobStore(settings.resolved_storage_url)
+    try:
+        with Session(engine) as session:  # blob-env as hub_0004 stored it
+            file = session.exec(select(DistFile).where(DistFile.filename == blob_file)).one()
+            row = session.get(FileMetadata, file.id)
+            assert row is not None and file.metadata_sha256 is not None
+            store.put_bytes(row.raw, content_key(file.metadata_sha256))
+            file.metadata_blob_key = content_key(file.metadata_sha256)
+            session.delete(row)
+            session.commit()
+        config = alembic_config()
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, "hub_0004")
+        with engine.connect() as connection:
+            advertised = dict(
+                connection.exec_driver_sql("SELECT filename, metadata_sha256 FROM distfile").all()
+            )
+        assert advertised[row_file] is None
+        assert advertised[blob_file] is not None
+        migrate(engine)  # and back: the wheel itself is still installable
+    finally:
+        engine.dispose()
+    with TestClient(create_app(settings)) as http:  # a server started on the migrated data
+        page = http.get("/down/simple/row-env/", headers={"Accept": _JSON}).json()
+        (entry,) = page["files"]
+        assert entry["core-metadata"] is False
+        wheel = http.get(urljoin("/down/simple/row-env/", entry["url"]))
+        assert hashlib.sha256(wheel.content).hexdigest() == entry["hashes"]["sha256"]
+        page = http.get("/down/simple/blob-env/", headers={"Accept": _JSON}).json()
+        (entry,) = page["files"]
+        served = http.get(urljoin("/down/simple/blob-env/", entry["url"] + ".metadata"))
+        assert hashlib.sha256(served.content).hexdigest() == advertised[blob_file]
+        assert entry["core-metadata"]["sha256"] == advertised[blob_file]

@@ -35,4 +35,10 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     # Lossy: files stored since have no metadata blob, so the older code cannot serve theirs.
+    # It advertises `metadata_sha256` on the index and answers 404 for a file without a blob
+    # key, and pip then fails the whole install; with the hash cleared it downloads the wheel.
+    op.execute(
+        "UPDATE distfile SET metadata_sha256 = NULL "
+        "WHERE metadata_blob_key IS NULL AND metadata_sha256 IS NOT NULL"
+    )
     op.drop_table("filemetadata")
