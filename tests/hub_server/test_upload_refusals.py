@@ -1,0 +1,182 @@
+"""A twine upload is refused the same way whether its body is small (declared within
+`max_anonymous_body_bytes`: the route authenticates it after reading the body) or large (the
+request-limits middleware authenticates it before a byte is read), and a refusal writes nothing:
+no file row, no metadata row, no blob, no scratch file.
+
+In-process (`create_app` behind a TestClient: real multipart bodies with their real
+Content-Length), as the other route-logic tests of the upload do."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from pathlib import Path
+
+import pytest
+from sqlmodel import Session, select
+
+from hub_server.registry.models import DistFile, FileMetadata
+from tests.hub_server.hardening_hub import HardenedHub
+from tests.hub_server.test_upload_safety import multipart
+from tests.hub_server.wheels import twine_upload_form, wheel_bytes
+
+# Enough padding (in a form field twine sends too) to take a body past the anonymous limit.
+_LARGE_PAD = 80 * 1024
+
+
+def _body(name: str, size: str) -> tuple[bytes, str]:
+    """A twine upload of `name` 1.0.0: ("small" or "large", see the module doc)."""
+    fields, files = twine_upload_form(name, "1.0.0", wheel_bytes(name, "1.0.0"))
+    if size == "large":
+        fields["description"] = "x" * _LARGE_PAD
+    filename, data, _ = files["content"]
+    return multipart(fields, filename, data)
+
+
+def _post(hub: HardenedHub, path: str, token: str | None, name: str, size: str) -> int:
+    body, content_type = _body(name, size)
+    small = len(body) <= hub.settings.max_anonymous_body_bytes
+    assert small == (size == "small"), len(body)
+    with hub.client() as client:
+        response = client.post(
+            path,
+            content=body,
+            headers={"Content-Type": content_type},
+            auth=("__token__", token) if token is not None else None,
+        )
+    return response.status_code
+
+
+def _written(hub: HardenedHub) -> tuple[int, int, list[str]]:
+    """(file rows, metadata rows, every file under the blob store but the live locks)."""
+    with Session(hub.engine) as session:
+        files = len(session.exec(select(DistFile)).all())
+        metadata = len(session.exec(select(FileMetadata)).all())
+    root = Path(hub.settings.resolved_storage_url)
+    blobs = sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file() and not p.name.startswith(".live-")
+    )
+    return files, metadata, blobs
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> HardenedHub:
+    return HardenedHub(tmp_path / "hub")
+
+
+@pytest.mark.parametrize("size", ["small", "large"])
+def test_every_refusal_is_the_same_for_a_small_and_a_large_upload(
+    hub: HardenedHub, size: str
+) -> None:
+    read_only = hub.token("alice", ["read"])
+    wordle_only = hub.token("alice", ["upload:alice/wordle"])
+    other_project = hub.token("alice", ["upload:acme/elsewhere"])
+    cases = [
+        ("wrong token", "/alice/legacy/", "phub_wrong", "fresh-env", 401),
+        ("no token", "/alice/legacy/", None, "fresh-env", 401),
+        ("read-only token", "/alice/legacy/", read_only, "fresh-env", 403),
+        ("another user's namespace", "/alice/legacy/", hub.tokens["bob"], "fresh-env", 403),
+        ("another user's project", "/alice/legacy/", hub.tokens["bob"], "wordle", 403),
+        ("an org the user is not in", "/acme/legacy/", hub.tokens["carol"], "secret", 403),
+        ("no such owner", "/nobody/legacy/", hub.tokens["bob"], "fresh-env", 404),
+        ("a project the token does not name", "/alice/legacy/", wordle_only, "other", 403),
+        # A name the token could not read is answered like a missing one (no probing by upload).
+        ("a new project the token does not name", "/alice/legacy/", wordle_only, "new", 404),
+        ("a private project the token does not name", "/acme/legacy/", other_project, "secret", 404),
+    ]  # fmt: skip
+    before = _written(hub)
+    answers = {what: _post(hub, path, token, name, size) for what, path, token, name, _ in cases}
+    assert answers == {what: status for what, _, _, _, status in cases}
+    assert _written(hub) == before
+    # The same caller with the right token is let in, on either path.
+    assert _post(hub, "/alice/legacy/", hub.tokens["alice"], "fresh-env", size) == 200
+    files, metadata, _ = _written(hub)
+    assert (files, metadata) == (1, 1)
+
+
+def test_a_private_project_is_not_revealed_to_an_outsider_either_way(tmp_path: Path) -> None:
+    """bob (no member of acme) gets the same answer for acme's private project as for a name
+    that does not exist, small or large."""
+    hub = HardenedHub(tmp_path / "hub")
+    statuses = {
+        (size, name): _post(hub, "/acme/legacy/", hub.tokens["bob"], name, size)
+        for size in ("small", "large")
+        for name in ("secret", "no-such-env")
+    }
+    assert len(set(statuses.values())) == 1, statuses
+    assert _written(hub)[:2] == (0, 0)
+
+
+@pytest.mark.parametrize("size", ["small", "large"])
+def test_the_upload_rate_holds_on_both_paths(tmp_path: Path, size: str) -> None:
+    hub = HardenedHub(tmp_path / "hub", uploads_per_minute=2)
+    token = hub.tokens["alice"]
+    codes = [_post(hub, "/alice/legacy/", token, f"rate-{n}", size) for n in range(3)]
+    assert codes == [200, 200, 429]
+    assert _written(hub)[:2] == (2, 2)
+
+
+@pytest.mark.parametrize("size", ["small", "large"])
+def test_failed_tokens_lock_the_ip_out_on_both_paths(tmp_path: Path, size: str) -> None:
+    """Guessing tokens through small uploads counts against the IP like any other failed
+    token, and once locked out even a right token waits (429) and stores nothing."""
+    hub = HardenedHub(tmp_path / "hub", failed_logins_per_minute=3)
+    codes = [_post(hub, "/alice/legacy/", f"phub_guess{n}", "guess", size) for n in range(3)]
+    codes.append(_post(hub, "/alice/legacy/", hub.tokens["alice"], "guess", size))
+    assert codes == [401, 401, 401, 429]
+    assert _written(hub)[:2] == (0, 0)
+
+
+def test_a_chunked_upload_with_a_wrong_token_is_refused_before_reading(hub: HardenedHub) -> None:
+    """No Content-Length: not a small upload, so the middleware refuses it unread."""
+    status, pulled = asyncio.run(
+        hub.raw(
+            "POST", "/alice/legacy/", token="phub_wrong", basic=True, body_size=1024,
+            declare_length=False, content_type="multipart/form-data; boundary=x",
+        )
+    )  # fmt: skip
+    assert (status, pulled) == (401, 0)
+
+
+def test_a_small_declared_upload_is_cut_at_the_anonymous_limit(hub: HardenedHub) -> None:
+    """A body that declares a small length and also streams chunked (or sends more) is
+    counted against the anonymous limit, since nobody authenticated it yet: a valid token does
+    not raise that limit."""
+    body, content_type = _body("cut-env", "large")
+    assert len(body) > hub.settings.max_anonymous_body_bytes
+    status = asyncio.run(_lying_length(hub, body, content_type, declared=1024))
+    assert status == 413
+    assert _written(hub)[:2] == (0, 0)
+
+
+async def _lying_length(hub: HardenedHub, body: bytes, content_type: str, declared: int) -> int:
+    """POST `body` to /alice/legacy/ with alice's token, declaring `declared` bytes."""
+    credentials = base64.b64encode(f"__token__:{hub.tokens['alice']}".encode())
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": "/alice/legacy/", "raw_path": b"/alice/legacy/",
+        "query_string": b"", "root_path": "", "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80), "app": hub.app,
+        "headers": [
+            (b"content-type", content_type.encode()),
+            (b"content-length", str(declared).encode()),
+            (b"authorization", b"Basic " + credentials),
+        ],
+    }  # fmt: skip
+    chunks = [body[i : i + 16 * 1024] for i in range(0, len(body), 16 * 1024)]
+    status = 0
+
+    async def receive() -> dict[str, object]:
+        if not chunks:
+            return {"type": "http.disconnect"}
+        return {"type": "http.request", "body": chunks.pop(0), "more_body": bool(chunks)}
+
+    async def send(message: dict[str, object]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = int(message["status"])  # type: ignore[call-overload]
+
+    await hub.app(scope, receive, send)
+    return status
