@@ -8,7 +8,10 @@ This middleware runs first and decides from the headers alone:
   except for a twine upload (`/legacy/`) whose declared body is no larger than an anonymous
   request may send anyway (`max_anonymous_body_bytes`): reading that much is no more than
   anyone may ask, so the upload route authenticates it in the thread-pool hop it makes for its
-  own work (one hop instead of two; a wrong token is still a 401);
+  own work (one hop instead of two; a wrong token is still a 401). The middleware marks such a
+  request (`AUTH_DEFERRED_KEY`); the route reads a body before authenticating only when it
+  is marked, so one whose size nobody bounded (no Content-Length, no Transfer-Encoding: an
+  unframed HTTP/2 body) is still refused before it is read;
 - the body limit is chosen by route: an upload (`/legacy/`, the `PUT` upload URL) may carry
   `request_body_limit` bytes, any other route `max_json_bytes`, and an anonymous request (no
   token; the upload URL carries its own) only `max_anonymous_body_bytes`;
@@ -37,6 +40,8 @@ from registry_index.schemas.errors import ErrorBody
 _UPLOAD_URL = re.compile(r"^/api/v1/environmentshub/uploads/[^/]+/?$")
 _LEGACY = re.compile(r"^/(?:[^/]+/)?legacy/?$")
 PRINCIPAL_KEY = "hub.principal"
+# Set on a small twine upload whose authentication is left to its route (see the module doc).
+AUTH_DEFERRED_KEY = "hub.auth_deferred"
 
 
 class BodyTooLarge(Exception):
@@ -107,7 +112,9 @@ class RequestLimitsMiddleware:
         has_body = (declared or 0) > 0 or _header(scope, b"transfer-encoding") is not None
         if has_body and not token_in_url:
             principal = None
-            if _header(scope, b"authorization") and not _route_authenticates(hub, scope, declared):
+            if _route_authenticates(hub, scope, declared):
+                scope[AUTH_DEFERRED_KEY] = True
+            elif _header(scope, b"authorization"):
                 try:
                     principal = await run_in_threadpool(_authenticate, scope, hub)
                 except HubError as error:

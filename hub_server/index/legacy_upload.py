@@ -34,7 +34,7 @@ from hub_server.core.errors import (
     Unauthorized,
 )
 from hub_server.core.http_protocol import REASON_HEADER, latin1_reason
-from hub_server.core.limits import PRINCIPAL_KEY
+from hub_server.core.limits import AUTH_DEFERRED_KEY, PRINCIPAL_KEY
 from hub_server.core.state import Hub
 from hub_server.registry.models import Environment
 from hub_server.registry.publishing import EnvTarget, NewFile, publish_file
@@ -76,12 +76,15 @@ async def upload_to_owner(owner_name: str, request: Request) -> Response:
 async def _upload(request: Request, owner_name: str | None) -> Response:
     hub: Hub = request.app.state.hub
     try:
+        if request.scope.get(AUTH_DEFERRED_KEY):
+            return await _small_upload(request, hub, owner_name)
+        # The request-limits middleware authenticated a request with a body before reading it
+        # (its answer is reused); one it did not (no token, or a body it could not see coming)
+        # is authenticated here, and everything that can refuse it is checked before the body
+        # is read too.
         principal: Principal | None = request.scope.get(PRINCIPAL_KEY)
         if principal is None:
-            return await _small_upload(request, hub, owner_name)
-        # The request-limits middleware authenticated this request before its body was read;
-        # its answer is reused, and everything that can refuse it is checked before the body
-        # is read too.
+            principal = await run_in_threadpool(_authenticate, request, hub)
         _check_token(request, hub, principal)
         # An owner the token's user belongs to came with the principal; only another one (an
         # admin's upload, or a refusal to come) is looked up.
@@ -100,10 +103,10 @@ async def _upload(request: Request, owner_name: str | None) -> Response:
 
 
 async def _small_upload(request: Request, hub: Hub, owner_name: str | None) -> Response:
-    """An upload the request-limits middleware did not authenticate: one whose declared body
-    is no larger than an anonymous request may send, or an anonymous one (its body is cut at
-    that size). Its body is read first, and the caller is checked in the same thread-pool hop
-    as the handler (one hop, not two), with the same refusals."""
+    """An upload whose authentication the request-limits middleware left to this route: one
+    whose declared body is no larger than an anonymous request may send (and is cut at that
+    size). Its body is read first, and the caller is checked in the same thread-pool hop as
+    the handler (one hop, not two), with the same refusals."""
     try:
         form = await request.form(max_files=1, max_fields=200)
     except HTTPException:

@@ -146,32 +146,58 @@ def test_a_small_declared_upload_is_cut_at_the_anonymous_limit(hub: HardenedHub)
     not raise that limit."""
     body, content_type = _body("cut-env", "large")
     assert len(body) > hub.settings.max_anonymous_body_bytes
-    status = asyncio.run(_lying_length(hub, body, content_type, declared=1024))
+    framing = [(b"content-length", b"1024")]
+    status, _ = asyncio.run(_raw(hub, body, content_type, hub.tokens["alice"], framing))
     assert status == 413
     assert _written(hub)[:2] == (0, 0)
 
 
-async def _lying_length(hub: HardenedHub, body: bytes, content_type: str, declared: int) -> int:
-    """POST `body` to /alice/legacy/ with alice's token, declaring `declared` bytes."""
-    credentials = base64.b64encode(f"__token__:{hub.tokens['alice']}".encode())
+@pytest.mark.parametrize("token", ["phub_wrong", None])
+def test_an_unframed_body_is_refused_before_it_is_read(hub: HardenedHub, token: str | None) -> None:
+    """A body with neither Content-Length nor Transfer-Encoding (an HTTP/2 server may deliver
+    one so) has a size the middleware cannot bound or see coming: the route authenticates it
+    before reading a byte, as it did before small uploads were authenticated after reading."""
+    body = b"x" * (8 * 1024 * 1024)
+    status, pulled = asyncio.run(_raw(hub, body, "multipart/form-data; boundary=x", token, []))
+    assert (status, pulled) == (401, 0)
+
+
+def test_an_unframed_upload_with_a_good_token_is_stored(hub: HardenedHub) -> None:
+    body, content_type = _body("unframed-env", "small")
+    status, _ = asyncio.run(_raw(hub, body, content_type, hub.tokens["alice"], []))
+    assert status == 200
+    assert _written(hub)[:2] == (1, 1)
+
+
+async def _raw(
+    hub: HardenedHub,
+    body: bytes,
+    content_type: str,
+    token: str | None,
+    framing: list[tuple[bytes, bytes]],
+) -> tuple[int, int]:
+    """POST `body` to /alice/legacy/ in 16 KiB messages with exactly the `framing` headers
+    given (a Content-Length that may lie, or none); (status, body bytes the app pulled)."""
+    headers = [(b"content-type", content_type.encode()), *framing]
+    if token is not None:
+        credentials = base64.b64encode(f"__token__:{token}".encode())
+        headers.append((b"authorization", b"Basic " + credentials))
     scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "2", "method": "POST",
         "scheme": "http", "path": "/alice/legacy/", "raw_path": b"/alice/legacy/",
         "query_string": b"", "root_path": "", "client": ("127.0.0.1", 50000),
-        "server": ("testserver", 80), "app": hub.app,
-        "headers": [
-            (b"content-type", content_type.encode()),
-            (b"content-length", str(declared).encode()),
-            (b"authorization", b"Basic " + credentials),
-        ],
+        "server": ("testserver", 80), "app": hub.app, "headers": headers,
     }  # fmt: skip
     chunks = [body[i : i + 16 * 1024] for i in range(0, len(body), 16 * 1024)]
-    status = 0
+    status = pulled = 0
 
     async def receive() -> dict[str, object]:
+        nonlocal pulled
         if not chunks:
             return {"type": "http.disconnect"}
-        return {"type": "http.request", "body": chunks.pop(0), "more_body": bool(chunks)}
+        chunk = chunks.pop(0)
+        pulled += len(chunk)
+        return {"type": "http.request", "body": chunk, "more_body": bool(chunks)}
 
     async def send(message: dict[str, object]) -> None:
         nonlocal status
@@ -179,4 +205,4 @@ async def _lying_length(hub: HardenedHub, body: bytes, content_type: str, declar
             status = int(message["status"])  # type: ignore[call-overload]
 
     await hub.app(scope, receive, send)
-    return status
+    return status, pulled
