@@ -1,4 +1,5 @@
-"""Storing a validated file: blob first, then one transaction for the rows.
+"""Storing a validated file: the checks that can refuse it, then its blob beside one
+transaction for the rows (when a blob is written, and why none is ever deleted: `publish_file`).
 
 Shared by the twine endpoint and the REST push flow, so both give the same answers: an
 identical re-upload is a no-op, a filename re-used with other bytes is refused, and under
@@ -9,8 +10,8 @@ concurrency exactly one of N identical uploads creates the rows (the unique cons
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+import logging
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ from hub_server.registry.models import (
 )
 from registry_index.names import ULTRA_REPLACEMENTS, is_stdlib_name, normalize, ultranormalize
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER, is_sdk_name
+
+log = logging.getLogger(__name__)
 
 _ATTEMPTS = 5
 # Stores each upload's blobs while its rows are written (see publish_file).
@@ -364,7 +367,18 @@ def publish_file(
     user_id: str,
 ) -> PublishResult:
     """Record `new` under `target`; idempotent and race-safe. Its bytes are `source`: a
-    scratch file of `store` (consumed) or, for a small upload, the bytes themselves."""
+    scratch file of `store` (consumed) or, for a small upload, the bytes themselves.
+
+    Blobs are content-addressed and never deleted, so a committed row never points at a
+    missing blob. Every check that can refuse the upload (version length, the filename or
+    bytes already used, and for a new environment its name: SDK, standard library, confusable
+    neighbour) is decided before the blob write starts, so those refusals write nothing. Only
+    a race lost after the write began (a concurrent upload committed the same filename with
+    other bytes meanwhile) refuses an upload whose blob is stored; that blob is kept and
+    logged, not deleted: a concurrent upload of the same bytes, in this or another worker,
+    may have found it present, written nothing, and committed a row that relies on it. An
+    unreferenced blob is harmless; the scratch file is always removed.
+    """
     normalized = normalize(target.name)
     try:
         if len(new.version) > MAX_VERSION_LENGTH:
@@ -380,54 +394,72 @@ def publish_file(
                     existing = _existing(connection, env_id, new)
                     if existing is not None:
                         return existing
-        # Blobs are content-addressed: the file is stored (written, fsynced, renamed) by a
-        # writer thread while the row transaction runs, and the rows commit only once it is in
-        # place, so a row never points at a missing blob; a lost race leaves no stray bytes
-        # (the winner wrote the same key). Overlapping the fsyncs with the queries saves a
-        # third of an upload's time. The PEP 658 metadata is a row of the same transaction.
-        key = content_key(new.sha256)
-        write = (
-            _BLOB_WRITERS.submit(store.put_bytes, source, key)
-            if isinstance(source, bytes)
-            else _BLOB_WRITERS.submit(store.put_file, source, key)
-        )
+        write = _BlobWrite(store, source, content_key(new.sha256))
         try:
             for attempt in range(_ATTEMPTS):
                 try:
                     return _record(
-                        engine, target, normalized, new, user_id,
-                        recheck=attempt > 0, before_commit=write.result,
-                    )  # fmt: skip
+                        engine, target, normalized, new, user_id, recheck=attempt > 0, write=write
+                    )
                 except IntegrityError:
                     continue  # a concurrent upload won a unique constraint; look again
-                except BadRequest:
-                    write.result()
-                    _drop_unreferenced(engine, store, new)
-                    raise
             raise RuntimeError(f"could not record {new.filename} after {_ATTEMPTS} attempts")
+        except Exception as error:
+            if write.started:
+                log.info(
+                    "kept blob %s of %s, possibly unreferenced: the upload ended without a row "
+                    "after its blob write began (%s)", write.key, new.filename, error,
+                )  # fmt: skip
+            raise
         finally:
-            wait([write])  # never leave a write running on a path about to be removed
+            write.settle()  # never leave a write running on a path about to be removed
     finally:
         if isinstance(source, Path):
             source.unlink(missing_ok=True)
 
 
-_FILE_WITH_BYTES = sa.select(_FILES.c.id).where(_FILES.c.sha256 == sa.bindparam("sha256")).limit(1)
+class _BlobWrite:
+    """An upload's blob, stored (written, fsynced, renamed) by a writer thread while its row
+    transaction runs, which commits only once the blob is in place. Overlapping the fsyncs
+    with the queries saves a third of an upload's time; the write starts only when the
+    transaction has passed every check that can refuse the upload (see `publish_file`)."""
 
+    def __init__(self, store: BlobStore, source: Path | bytes, key: str) -> None:
+        self._store, self._source, self.key = store, source, key
+        self._future: Future[None] | None = None
 
-def _drop_unreferenced(engine: Engine, store: BlobStore, new: NewFile) -> None:
-    """Remove the blob written for a file that lost a race with other bytes, if nothing uses it."""
-    with engine.connect() as connection:
-        used = connection.execute(_FILE_WITH_BYTES, {"sha256": new.sha256}).first()
-    if used is None:
-        store.delete(content_key(new.sha256))
+    @property
+    def started(self) -> bool:
+        return self._future is not None
+
+    def start(self) -> None:
+        """Begin the write (once: a retried transaction reuses it)."""
+        if self._future is None:
+            source = self._source
+            self._future = (
+                _BLOB_WRITERS.submit(self._store.put_bytes, source, self.key)
+                if isinstance(source, bytes)
+                else _BLOB_WRITERS.submit(self._store.put_file, source, self.key)
+            )
+
+    def result(self) -> None:
+        """Wait until the blob is stored; raises if it could not be."""
+        self.start()
+        assert self._future is not None
+        self._future.result()
+
+    def settle(self) -> None:
+        """Wait for a started write to end, however it ends."""
+        if self._future is not None:
+            wait([self._future])
 
 
 def _record(
     engine: Engine, target: EnvTarget, normalized: str, new: NewFile, user_id: str,
-    recheck: bool, before_commit: Callable[[], object],
+    recheck: bool, write: _BlobWrite,
 ) -> PublishResult:  # fmt: skip
-    """One transaction: get-or-create environment and version, insert the file row.
+    """One transaction: get-or-create environment and version, insert the file row; `write`
+    starts once nothing but a lost race can refuse the file, and the rows commit after it.
 
     The caller already looked for an existing file; only a retry after losing a race on a
     unique constraint (`recheck`) needs to look again.
@@ -445,6 +477,7 @@ def _record(
         existing = _existing(connection, env_id, new) if recheck else None
         if existing is not None:
             return existing
+        write.start()
         version_id = _get_or_create_version(connection, env_id, new, new_env=created)
         _tags_from_keywords(connection, env_id, new.keywords, new_env=created)
         file = new_row(
@@ -467,5 +500,5 @@ def _record(
             connection.execute(_BUMP_OWNER, {"b_owner_id": target.owner.id})
         else:
             _bump(connection, env_id, target.owner.id, listing=False)
-        before_commit()  # the blobs are stored (or this raises and nothing is committed)
+        write.result()  # the blob is stored (or this raises and nothing is committed)
         return PublishResult(env_id, version_id, str(file["id"]), created=True)

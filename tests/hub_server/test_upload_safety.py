@@ -295,3 +295,39 @@ def test_an_upload_is_stored_byte_for_byte(fresh_inproc_hub: InProcessHub, path:
     assert response.status_code == 200, response.text
     sha = hashlib.sha256(data).hexdigest()
     assert [(p.name, p.read_bytes() == data) for p in stored_blobs(hub)] == [(sha, True)]
+
+
+# Refusals decided before the blob write (see `publishing.publish_file`): (the upload that
+# comes first, if any: name and module source; the refused one: name, module source; expected
+# status and message).
+REFUSED_BEFORE_THE_WRITE = {
+    "confusable with a neighbour": (("pre-env", "VALUE = 1\n"), ("preenv", "VALUE = 1\n"), 400,
+                                    "too similar"),
+    "standard-library name": (None, ("json", "VALUE = 1\n"), 400, "standard-library"),
+    "same filename, other bytes": (("pre-env", "VALUE = 1\n"), ("pre-env", "VALUE = 2\n"), 400,
+                                   "File already exists"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("path", sorted(SIZES))
+@pytest.mark.parametrize("case", sorted(REFUSED_BEFORE_THE_WRITE))
+def test_a_refusal_decided_before_the_write_leaves_no_blob(
+    fresh_inproc_hub: InProcessHub, case: str, path: str
+) -> None:
+    """The name and filename checks run before the blob write starts: the refused upload writes
+    no blob and leaves no scratch file, in memory (< 1 MiB) and through a scratch file alike."""
+    hub = fresh_inproc_hub
+    url = f"{hub.url}/admin/legacy/"
+    first, (name, source), status, expected = REFUSED_BEFORE_THE_WRITE[case]
+    if first is not None:
+        stored = upload(hub.http, url, hub.admin_token, "pre_env-1.0.0-py3-none-any.whl",
+                        wheel_bytes(first[0], "1.0.0", module_source=first[1]))  # fmt: skip
+        assert stored.status_code == 200, stored.text
+    before = sorted(stored_blobs(hub)), table_counts(hub)
+    noise = {f"{name.replace('-', '_')}/n.bin": os.urandom(SIZES[path])}
+    data = wheel_bytes(name, "1.0.0", module_source=source, extra_members=noise)
+    assert (len(data) < 1024 * 1024) == (path == "in memory")
+    filename = f"{name.replace('-', '_')}-1.0.0-py3-none-any.whl"
+    response = upload(hub.http, url, hub.admin_token, filename, data)
+    assert response.status_code == status and expected in response.text, response.text
+    assert (sorted(stored_blobs(hub)), table_counts(hub)) == before
