@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tests.hub_server.inproc import InProcessHub
-from tests.hub_server.test_upload_safety import stored_blobs
+from tests.hub_server.test_upload_safety import stored_blobs, upload
 from tests.hub_server.wheels import wheel_bytes
 
 API = "/api/v1/environmentshub"
@@ -87,3 +87,27 @@ def test_push_errors_are_clear_and_leave_nothing(fresh_hub: InProcessHub) -> Non
     assert refused.status_code == 400 and ".tar.gz" in refused.json()["detail"]
     assert stored_blobs(fresh_hub) == []
     assert fresh_hub.http.get(f"{fresh_hub.url}{API}/admin/edge-env/versions").json()["data"] == []
+
+
+def test_a_finalize_refused_for_a_filename_taken_meanwhile_leaves_no_blob(
+    fresh_hub: InProcessHub,
+) -> None:
+    """The filename is free at reservation, then a twine upload takes it with other bytes: the
+    finalize is refused before its blob is written (publish_file checks the file first), and
+    its staged bytes and scratch copy are removed; the twine upload's file is untouched."""
+    api = fresh_hub.client(fresh_hub.admin_token)
+    env_id = api.post(f"{API}/resolve", json={"name": "edge-env"}).json()["data"]["id"]
+    pushed, uploaded = (
+        wheel_bytes("edge-env", "1.0.0"),
+        wheel_bytes("edge-env", "1.0.0", summary="B"),
+    )
+    reserved = reserve(api, env_id, pushed).json()["data"]
+    assert fresh_hub.http.put(reserved["upload_url"], content=pushed).status_code == 200
+    response = upload(fresh_hub.http, f"{fresh_hub.url}/admin/legacy/", fresh_hub.admin_token,
+                      "edge_env-1.0.0-py3-none-any.whl", uploaded)  # fmt: skip
+    assert response.status_code == 200, response.text
+    refused = api.post(f"{API}/{env_id}/wheels/{reserved['wheel_id']}/finalize")
+    assert refused.status_code == 400 and "File already exists" in refused.json()["detail"]
+    assert [(p.name, p.read_bytes()) for p in stored_blobs(fresh_hub)] == [
+        (hashlib.sha256(uploaded).hexdigest(), uploaded)
+    ]
