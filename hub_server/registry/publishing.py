@@ -272,10 +272,10 @@ def create_environment(
 def _insert_environment(
     connection: Connection, owner: Owner, name: str, *, visibility: str, description: str
 ) -> str:
-    """`create_environment` for the upload transaction: the same checks and row, one Core
-    insert; returns the new id. The row starts at serial 1, as `_bump` would leave it: its
-    first file is recorded in the same transaction, so no update follows the insert."""
-    _check_new_name(connection, owner, name)
+    """`create_environment` for the upload transaction, whose caller has checked the name
+    (`_check_new_name`): the same row, one Core insert; returns the new id. The row starts at
+    serial 1, as `_bump` would leave it: its first file is recorded in the same transaction,
+    so no update follows the insert."""
     fields = _environment_fields(owner, name, visibility, description)
     row = new_row(Environment, serial=1, **fields)
     connection.execute(_ENVS.insert(), row)
@@ -373,11 +373,12 @@ def publish_file(
     missing blob. Every check that can refuse the upload (version length, the filename or
     bytes already used, and for a new environment its name: SDK, standard library, confusable
     neighbour) is decided before the blob write starts, so those refusals write nothing. Only
-    a race lost after the write began (a concurrent upload committed the same filename with
-    other bytes meanwhile) refuses an upload whose blob is stored; that blob is kept and
-    logged, not deleted: a concurrent upload of the same bytes, in this or another worker,
-    may have found it present, written nothing, and committed a row that relies on it. An
-    unreferenced blob is harmless; the scratch file is always removed.
+    a race lost after the write began (a concurrent upload committed the same filename, or
+    these bytes under another name, meanwhile) or a failure (the database) ends an upload
+    whose blob is stored without a row; that blob is kept and logged, not deleted: a
+    concurrent upload of the same bytes, in this or another worker, may have found it
+    present, written nothing, and committed a row that relies on it. An unreferenced blob is
+    harmless; the scratch file is always removed.
     """
     normalized = normalize(target.name)
     try:
@@ -422,7 +423,8 @@ class _BlobWrite:
     """An upload's blob, stored (written, fsynced, renamed) by a writer thread while its row
     transaction runs, which commits only once the blob is in place. Overlapping the fsyncs
     with the queries saves a third of an upload's time; the write starts only when the
-    transaction has passed every check that can refuse the upload (see `publish_file`)."""
+    transaction has passed every check that can refuse the upload (see `publish_file`). The
+    PEP 658 metadata is a row of the same transaction, not a blob."""
 
     def __init__(self, store: BlobStore, source: Path | bytes, key: str) -> None:
         self._store, self._source, self.key = store, source, key
@@ -470,14 +472,19 @@ def _record(
         )
         created = env_id is None
         if env_id is None:
+            _check_new_name(connection, target.owner, target.name)
+        elif recheck:
+            existing = _existing(connection, env_id, new)
+            if existing is not None:
+                return existing
+        # Every check that can refuse the file is behind; no row is written yet, so the write
+        # also overlaps the wait for the database's write lock (SQLite: concurrent uploads).
+        write.start()
+        if env_id is None:
             env_id = _insert_environment(
                 connection, target.owner, target.name,
                 visibility=target.visibility, description=new.summary,
             )  # fmt: skip
-        existing = _existing(connection, env_id, new) if recheck else None
-        if existing is not None:
-            return existing
-        write.start()
         version_id = _get_or_create_version(connection, env_id, new, new_env=created)
         _tags_from_keywords(connection, env_id, new.keywords, new_env=created)
         file = new_row(

@@ -139,7 +139,7 @@ def test_a_race_lost_after_the_blob_write_began_keeps_the_blob(
 ) -> None:
     """alice's second client commits `raceenv-1.0.0…whl` with other bytes while her first
     client's blob is being written: the first is refused ('File already exists') after its
-    write, the only refusal that can come that late. Its blob is kept (and logged), not
+    write (only a race lost meanwhile can refuse it that late). Its blob is kept (and logged), not
     deleted: another upload of the same bytes, in any worker, may rely on it; bob's upload
     of them afterwards finds it and writes nothing."""
     engine, store, alice, bob = _race_setup(tmp_path, "raceenv")
