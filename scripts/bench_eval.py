@@ -282,6 +282,12 @@ def main() -> None:
         "--quick", action="store_true", help="a smoke run (CI): tiny counts, one repetition"
     )
     parser.add_argument(
+        "--runner-only",
+        action="store_true",
+        help="prime's rows at 200 ms only (c, --wide with each of --workers, 1k vs --long), "
+        "against the ideal: no vf-eval and no venv to build for it",
+    )
+    parser.add_argument(
         "--write-docs", action="store_true", help=f"update {HEADING!r} in docs/benchmarks.md"
     )
     args = parser.parse_args()
@@ -290,7 +296,11 @@ def main() -> None:
         args.rollouts, args.concurrency, args.reps, args.stock_rollouts = 48, 16, 1, 0
         args.wide, args.workers, args.long = 32, "2", 96
         latencies = (200,)  # the latency every prime run (workers, 1k vs long) is made at
-    vf_eval = ensure_vf(args.vf_venv)
+    if args.runner_only:
+        if args.write_docs:
+            parser.error("--runner-only measures no peer; the docs section needs the full run")
+        latencies, args.stock_rollouts = (200,), 0
+    vf_eval = None if args.runner_only else ensure_vf(args.vf_venv)
     load_start = " ".join(f"{x:.1f}" for x in os.getloadavg())
     runs: list[Run] = []
     n, c = args.rollouts, args.concurrency
@@ -307,14 +317,13 @@ def main() -> None:
         arith_args = json.dumps({"num_eval_examples": arith_n})
         if not args.quick:  # start-up CPU, subtracted from every run's
             with FakeServer("openai") as server:
-                for tool, cmd, env in (
-                    (
-                        "prime",
-                        prime_cmd(server.url, SAY_ENV, 1, 1, 1, 1, say_args, work),
-                        prime_env,
-                    ),
-                    ("vf", vf_cmd(vf_eval, server.url, "say-vf", 1, 1, work / "vf-out"), vf_env),
-                ):
+                tools = [
+                    ("prime", prime_cmd(server.url, SAY_ENV, 1, 1, 1, 1, say_args, work), prime_env)
+                ]
+                if vf_eval is not None:
+                    vf_one = vf_cmd(vf_eval, server.url, "say-vf", 1, 1, work / "vf-out")
+                    tools.append(("vf", vf_one, vf_env))
+                for tool, cmd, env in tools:
                     STARTUP_CPU[tool] = 0.0
                     # The median of three: one start-up varies by ~0.1 CPU-s, as much as the
                     # work of a thousand rollouts.
@@ -351,12 +360,16 @@ def main() -> None:
                     latency: int = latency,
                 ) -> Run:
                     package = "say-vf" if tool == "vf" else "say-stock"
+                    assert vf_eval is not None  # not called with --runner-only
                     cmd = vf_cmd(vf_eval, url, package, count, c, work / "vf-out")
                     run = timed(tool, cmd, vf_env, server, latency, count, c)
                     shutil.rmtree(work / "vf-out", ignore_errors=True)
                     return run
 
                 for rep in range(args.reps):  # ABBA: prime, vf, vf, prime, ...
+                    if args.runner_only:
+                        runs.append(prime())
+                        continue
                     pair: list[Callable[[], Run]] = [prime, vf] if rep % 2 == 0 else [vf, prime]
                     runs += [step() for step in pair]
                     runs.append(prime("prime-arith"))
@@ -389,24 +402,34 @@ def report(runs: list[Run], n: int, c: int, args: argparse.Namespace, load: str)
         chosen = [r for r in runs if r.tool == tool and r.latency_ms == latency]
         return summarize_runs(chosen) if chosen else None
 
+    has_peer = any(r.tool == "vf" for r in runs)
+    command = "python scripts/bench_eval.py " + ("--write-docs" if has_peer else "--runner-only")
+    tools = (
+        f"for both tools, {args.reps} interleaved repetitions (prime, vf, vf, prime, ...)"
+        if has_peer
+        else f"for prime only (measured against the ideal), {args.reps} repetitions"
+    )
     lines = [
         HEADING,
         "",
         (
-            f"`python scripts/bench_eval.py --write-docs` on {time.strftime('%Y-%m-%d %H:%M')} UTC "
+            f"`{command}` on {time.strftime('%Y-%m-%d %H:%M')} UTC "
             f"(CPython {platform.python_version()}, {os.cpu_count()} CPUs shared with other "
             f"engineers' tests; 1-minute load average at start {load}). {n} rollouts at `-c {c}` "
-            f"for both tools, {args.reps} interleaved repetitions (prime, vf, vf, prime, ...), one "
-            "fake OpenAI server (own process) per latency, timed by that server (first request to "
-            "last answer, ramp-up included, start-up excluded). Medians, (min-max) over repetitions."
+            f"{tools}, one fake OpenAI server (own process) per latency, timed by that server "
+            "(first request to last answer, ramp-up included, start-up excluded). Medians, "
+            "(min-max) over repetitions."
         ),
         "",
-        (
-            "| latency | prime eval run (/s) | vf-eval, best: in-process one-call harness (/s) "
-            "| **prime / vf-eval (fair)** | CPU ms/rollout prime / vf | load |"
-        ),
-        "|---|---|---|---|---|---|",
     ]
+    if has_peer:
+        lines += [
+            (
+                "| latency | prime eval run (/s) | vf-eval, best: in-process one-call harness (/s) "
+                "| **prime / vf-eval (fair)** | CPU ms/rollout prime / vf | load |"
+            ),
+            "|---|---|---|---|---|---|",
+        ]
     for latency in (0, 200):
         p, v = group("prime", latency), group("vf", latency)
         if p is None or v is None:
@@ -417,7 +440,8 @@ def report(runs: list[Run], n: int, c: int, args: argparse.Namespace, load: str)
             f"**{p['median'] / v['median']:.1f}x** | {p['cpu_ms']:.2f} / {v['cpu_ms']:.2f} | "
             f"{min(p['load_min'], v['load_min']):.1f}-{max(p['load_max'], v['load_max']):.1f} |"
         )
-    lines.append("")
+    if has_peer:
+        lines.append("")
     for latency in (0, 200):
         stock = [r for r in runs if r.tool == "vf-stock" and r.latency_ms == latency]
         p = group("prime", latency)

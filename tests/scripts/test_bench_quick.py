@@ -43,6 +43,19 @@ def test_bench_eval_quick() -> None:
     assert "arithmetic" in out and "prime-w2" in out
 
 
+def test_bench_eval_runner_only_needs_no_peer() -> None:
+    out = run_quick("bench_eval.py", "--quick", "--runner-only")
+    assert "vf-eval" not in out and "vf " not in out  # no peer run, no venv built for it
+    assert "of ideal" in out and "prime-w2" in out and re.search(r"load \d", out)
+    refused = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_eval.py"), "--runner-only", "--write-docs"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.returncode == 2 and "needs the full run" in refused.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.docker
 @pytest.mark.xdist_group("docker")  # starts Docker sandboxes (tests/conftest.py)
