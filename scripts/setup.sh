@@ -4,7 +4,8 @@
 # every extra and the test tools. The SDK comes from sdk/ only ([tool.uv.sources]), never an index.
 # torch is pinned to the CPU wheel that pip finds on this machine's disk (a plain `torch`
 # pulls a multi-GB CUDA build); uv then resolves the rest (pip's resolver backtracks for
-# many minutes on the boto/aiobotocore pins that s3fs and moto bring).
+# many minutes on the boto/aiobotocore pins that s3fs and moto bring), under the versions the
+# suite last passed with (scripts/constraints.txt), so CI runs what was tested.
 # Each step says what it does and how long it took; uv prints what it resolved and installed
 # (with progress bars on a terminal), so a first setup is never minutes of silence.
 # Bytecode is compiled at install time, as pip does and uv does only when asked: a process that
@@ -20,9 +21,11 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 step "installing CPU torch 2.13.0 and uv (pip; torch comes from this machine's disk)"
-.venv/bin/python -m pip install --quiet --disable-pip-version-check "torch==2.13.0" "uv>=0.4"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --constraint scripts/constraints.txt \
+  "torch==2.13.0" "uv>=0.4"
 step "installing prime-envhub-sdk and prime-envhub, editable, with every extra and the test tools (uv)"
-.venv/bin/uv pip install --python .venv/bin/python --compile-bytecode --overrides scripts/uv-overrides.txt -e ./sdk -e ".[all,dev]"
+.venv/bin/uv pip install --python .venv/bin/python --compile-bytecode --overrides scripts/uv-overrides.txt \
+  --constraints scripts/constraints.txt -e ./sdk -e ".[all,dev]"
 step "compiling the editable packages' bytecode"
 .venv/bin/python -m compileall -q -j 0 prime_cli prime_env hub_server registry_index sandbox \
   trainer_bridge builtin_envs >/dev/null
