@@ -8,17 +8,14 @@ file no longer says what was tested.
 
 from __future__ import annotations
 
-import re
 from importlib import metadata
 from pathlib import Path
+
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 OURS = {"prime-envhub", "prime-envhub-sdk"}  # editable, from this tree
 NOT_CONSTRAINED = {"torch"}  # scripts/setup.sh pins it: the CPU wheel on this machine's disk
-
-
-def _name(raw: str) -> str:
-    return re.sub(r"[-_.]+", "-", raw).lower()  # PEP 503 normalisation
 
 
 def test_every_installed_package_is_pinned_at_its_installed_version() -> None:
@@ -28,11 +25,11 @@ def test_every_installed_package_is_pinned_at_its_installed_version() -> None:
         if line and not line.startswith("#"):
             name, _, version = line.partition("==")
             assert version, f"not a name==version pin: {line!r}"
-            pinned[_name(name)] = version
+            pinned[canonicalize_name(name)] = version
     installed = {
-        _name(dist.metadata["Name"]): dist.version
+        name: dist.version
         for dist in metadata.distributions()
-        if _name(dist.metadata["Name"]) not in OURS | NOT_CONSTRAINED
+        if (name := canonicalize_name(dist.metadata["Name"])) not in OURS | NOT_CONSTRAINED
     }
     missing = sorted(set(installed) - set(pinned))
     assert not missing, f"installed but not in scripts/constraints.txt (see its header): {missing}"
