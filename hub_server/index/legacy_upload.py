@@ -314,7 +314,9 @@ def _spool(hub: Hub, stream: IO[bytes], digests: dict[str, str]) -> Path | bytes
         for hasher in hashers.values():
             hasher.update(upload)
     for algo, expected in digests.items():
-        if not hmac.compare_digest(hashers[algo].hexdigest(), expected):
+        # As bytes: compare_digest raises TypeError for a str with non-ASCII characters (any
+        # form value may carry them), which was a 500 that left the scratch file behind.
+        if not hmac.compare_digest(hashers[algo].hexdigest().encode(), expected.encode()):
             if isinstance(upload, Path):
                 upload.unlink(missing_ok=True)
             raise BadRequest(

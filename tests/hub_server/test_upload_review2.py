@@ -1,0 +1,54 @@
+"""Hostile review of the twine upload path (second pass): inputs that got a 500 or left files
+behind, each sent through the in-memory path (< 1 MiB) and the scratch-file path alike.
+
+In-process (`create_app` behind a TestClient: real multipart bodies), as the other route-logic
+tests of the upload are."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+
+from tests.hub_server.inproc import InProcessHub
+from tests.hub_server.test_upload_safety import SIZES, multipart, stored_blobs, table_counts
+from tests.hub_server.wheels import wheel_bytes
+
+_NOTHING = {"environment": 0, "version": 0, "distfile": 0}
+
+
+def _post(hub: InProcessHub, fields: dict[str, str], filename: str, data: bytes) -> object:
+    body, content_type = multipart(fields, filename, data)
+    return hub.http.post(
+        f"{hub.url}/admin/legacy/", auth=("__token__", hub.admin_token), content=body,
+        headers={"Content-Type": content_type},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("path", sorted(SIZES))
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("sha256_digest", "\u00e9" * 64),
+        ("blake2_256_digest", "\u00ff" * 64),
+        ("md5_digest", "\u2603"),
+    ],
+    ids=["sha256", "blake2", "md5"],
+)
+def test_a_digest_that_is_not_ascii_is_refused_and_leaves_nothing(
+    fresh_inproc_hub: InProcessHub, path: str, field: str, value: str
+) -> None:
+    """Was a 500 (hmac.compare_digest raises TypeError on non-ASCII str), and on the scratch
+    path the scratch file stayed in the store's tmp/ (removed only at a restart, or after a day):
+    an authenticated client could leave up to 100 MiB there per request."""
+    hub = fresh_inproc_hub
+    noise = {"dig_env/n.bin": os.urandom(SIZES[path])}
+    data = wheel_bytes("dig-env", "1.0.0", extra_members=noise)
+    fields = {":action": "file_upload", "protocol_version": "1", "filetype": "bdist_wheel",
+              "sha256_digest": hashlib.sha256(data).hexdigest(), field: value}  # fmt: skip
+    response = _post(hub, fields, "dig_env-1.0.0-py3-none-any.whl", data)
+    assert response.status_code == 400, response.text  # type: ignore[attr-defined]
+    assert "digest" in response.text  # type: ignore[attr-defined]
+    assert stored_blobs(hub) == []
+    assert table_counts(hub) == _NOTHING
