@@ -19,6 +19,7 @@ from registry_index.schemas.environments import MAX_TAG_LENGTH
 # PostgreSQL enforces them: checking first gives both the same 4xx). The tag width is the wire
 # schema's, which refuses a longer tag before it reaches the table.
 MAX_VERSION_LENGTH = 64
+MAX_REQUIRES_PYTHON_LENGTH = 256
 
 
 class Environment(SQLModel, table=True):
@@ -59,7 +60,7 @@ class Version(SQLModel, table=True):
     canonical_version: str = Field(max_length=MAX_VERSION_LENGTH)
     content_hash: str | None = Field(default=None, max_length=64, index=True)
     summary: str = ""
-    requires_python: str | None = Field(default=None, max_length=256)
+    requires_python: str | None = Field(default=None, max_length=MAX_REQUIRES_PYTHON_LENGTH)
     requires_dist: str = "[]"  # JSON list
     yanked: bool = False
     yanked_reason: str | None = None
@@ -87,7 +88,7 @@ class DistFile(SQLModel, table=True):
     # Files stored before hub_0005 keep their PEP 658 metadata in this blob; newer ones have a
     # `FileMetadata` row instead.
     metadata_blob_key: str | None = Field(default=None, max_length=255)
-    requires_python: str | None = Field(default=None, max_length=256)
+    requires_python: str | None = Field(default=None, max_length=MAX_REQUIRES_PYTHON_LENGTH)
     uploaded_by: str | None = Field(default=None, foreign_key="user.id", max_length=32)
     uploaded_at: datetime = Field(default_factory=utcnow)
     downloads: int = 0

@@ -28,6 +28,7 @@ from hub_server.core.errors import BadRequest, FileExists
 from hub_server.core.ids import utcnow
 from hub_server.core.rows import new_row
 from hub_server.registry.models import (
+    MAX_REQUIRES_PYTHON_LENGTH,
     MAX_VERSION_LENGTH,
     DistFile,
     Environment,
@@ -35,7 +36,14 @@ from hub_server.registry.models import (
     FileMetadata,
     Version,
 )
-from registry_index.names import ULTRA_REPLACEMENTS, is_stdlib_name, normalize, ultranormalize
+from registry_index.errors import InvalidUpload
+from registry_index.names import (
+    ULTRA_REPLACEMENTS,
+    is_stdlib_name,
+    normalize,
+    ultranormalize,
+    validate_project_name,
+)
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER, is_sdk_name
 
 log = logging.getLogger(__name__)
@@ -370,15 +378,15 @@ def publish_file(
     scratch file of `store` (consumed) or, for a small upload, the bytes themselves.
 
     Blobs are content-addressed and never deleted, so a committed row never points at a
-    missing blob. Every check that can refuse the upload (version length, the filename or
-    bytes already used, and for a new environment its name: SDK, standard library, confusable
-    neighbour) is decided before the blob write starts, so those refusals write nothing. Only
-    a race lost after the write began (a concurrent upload committed the same filename, or
-    these bytes under another name, meanwhile) or a failure (the database) ends an upload
-    whose blob is stored without a row; that blob is kept and logged, not deleted: a
-    concurrent upload of the same bytes, in this or another worker, may have found it
-    present, written nothing, and committed a row that relies on it. An unreferenced blob is
-    harmless; the scratch file is always removed.
+    missing blob. Every check that can refuse the upload (the lengths of the name, version and
+    Requires-Python, the filename or bytes already used, and for a new environment its name:
+    SDK, standard library, confusable neighbour) is decided before the blob write starts, so
+    those refusals write nothing. Only a race lost after the write began (a concurrent upload
+    committed the same filename, or these bytes under another name, meanwhile) or a failure
+    (the database) ends an upload whose blob is stored without a row; that blob is kept and
+    logged, not deleted: a concurrent upload of the same bytes, in this or another worker,
+    may have found it present, written nothing, and committed a row that relies on it. An
+    unreferenced blob is harmless; the scratch file is always removed.
     """
     normalized = normalize(target.name)
     try:
@@ -387,6 +395,18 @@ def publish_file(
             raise BadRequest(
                 f"Version {new.version[:80]!r} is {len(new.version)} characters long; "
                 f"use at most {MAX_VERSION_LENGTH}."
+            )
+        # Likewise for the other values that reach a column of bounded width: a twine upload's
+        # project name comes from its METADATA, which allows any length (`prime env push`
+        # checks it at resolve).
+        try:
+            validate_project_name(target.name)
+        except InvalidUpload as exc:
+            raise BadRequest(str(exc)) from None
+        if new.requires_python and len(new.requires_python) > MAX_REQUIRES_PYTHON_LENGTH:
+            raise BadRequest(
+                f"Requires-Python is {len(new.requires_python)} characters long; use at most "
+                f"{MAX_REQUIRES_PYTHON_LENGTH}."
             )
         if not target.absent:
             with engine.connect() as connection:

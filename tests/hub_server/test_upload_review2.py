@@ -52,3 +52,32 @@ def test_a_digest_that_is_not_ascii_is_refused_and_leaves_nothing(
     assert "digest" in response.text  # type: ignore[attr-defined]
     assert stored_blobs(hub) == []
     assert table_counts(hub) == _NOTHING
+
+
+# Longer than the columns they go to (environment.name 128, requires_python 256): SQLite stored
+# them, PostgreSQL refused the insert with a 500 after the blob write had begun (an
+# unreferenced blob per request). `prime env push` refused such a name already (at resolve).
+TOO_LONG = {
+    "project name": ("n" * 129, {}, "129 characters"),
+    "Requires-Python": (
+        "rp-env",
+        {"requires_python": ">=3.8," + ",".join(f"!=3.9.{i}" for i in range(40))},
+        "Requires-Python",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TOO_LONG))
+def test_a_value_longer_than_its_column_is_refused_before_the_blob_write(
+    fresh_inproc_hub: InProcessHub, case: str
+) -> None:
+    hub = fresh_inproc_hub
+    name, options, expected = TOO_LONG[case]
+    data = wheel_bytes(name, "1.0.0", **options)  # type: ignore[arg-type]
+    fields = {":action": "file_upload", "protocol_version": "1", "filetype": "bdist_wheel",
+              "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
+    response = _post(hub, fields, f"{name.replace('-', '_')}-1.0.0-py3-none-any.whl", data)
+    assert response.status_code == 400, response.text  # type: ignore[attr-defined]
+    assert expected in response.text  # type: ignore[attr-defined]
+    assert stored_blobs(hub) == []
+    assert table_counts(hub) == _NOTHING
