@@ -549,6 +549,13 @@ def validate_distribution(
     else:
         raw = _validate_sdist(source, parsed, limits, size)
         member = f"{filename} (PKG-INFO)"
+    if b"\x00" in raw:
+        # packaging accepts one (in Summary or Keywords, say), but no field may hold it and a
+        # database text column (PostgreSQL) cannot store it.
+        raise InvalidUpload(
+            f"The core metadata in {member} contains a NUL byte; remove it from the fields in "
+            "pyproject.toml and rebuild the distribution."
+        )
     metadata = parse_core_metadata(raw, member)
     _check_metadata_matches(parsed, metadata)
     check_requirements(metadata, filename)

@@ -81,3 +81,24 @@ def test_a_value_longer_than_its_column_is_refused_before_the_blob_write(
     assert expected in response.text  # type: ignore[attr-defined]
     assert stored_blobs(hub) == []
     assert table_counts(hub) == _NOTHING
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"summary": "a\x00b"}, {"extra_metadata": ("Keywords: a\x00b,c",)}],
+    ids=["summary", "keywords"],
+)
+def test_a_nul_in_the_metadata_is_refused_before_anything_is_written(
+    fresh_inproc_hub: InProcessHub, options: dict[str, object]
+) -> None:
+    """PostgreSQL text cannot hold a NUL: a Summary or Keywords with one (packaging accepts
+    both) was a 500 from the insert after the blob write had begun; SQLite stored it."""
+    hub = fresh_inproc_hub
+    data = wheel_bytes("nul-env", "1.0.0", **options)  # type: ignore[arg-type]
+    fields = {":action": "file_upload", "protocol_version": "1", "filetype": "bdist_wheel",
+              "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
+    response = _post(hub, fields, "nul_env-1.0.0-py3-none-any.whl", data)
+    assert response.status_code == 400, response.text  # type: ignore[attr-defined]
+    assert "NUL" in response.text  # type: ignore[attr-defined]
+    assert stored_blobs(hub) == []
+    assert table_counts(hub) == _NOTHING
