@@ -20,6 +20,7 @@ from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from hub_server.accounts.access import find_owner, require_upload
 from hub_server.accounts.auth import Principal
@@ -100,6 +101,10 @@ async def _upload(request: Request, owner_name: str | None) -> Response:
             await form.close()
     except HubError as error:
         return _error_response(error)
+    except ClientDisconnect:
+        # The client went away mid-body (an interrupted upload): nobody reads this answer, but
+        # it is not an application error to log with a traceback.
+        return _error_response(BadRequest("The upload was cut off before its end; try again."))
 
 
 async def _small_upload(request: Request, hub: Hub, owner_name: str | None) -> Response:
@@ -109,8 +114,9 @@ async def _small_upload(request: Request, hub: Hub, owner_name: str | None) -> R
     the handler (one hop, not two), with the same refusals."""
     try:
         form = await request.form(max_files=1, max_fields=200)
-    except HTTPException:
-        # A malformed body: the caller's own refusal (401, 403, 404) still comes first.
+    except (HTTPException, ClientDisconnect):
+        # A malformed or cut-off body: the caller's own refusal (401, 403, 404) still comes
+        # first.
         await run_in_threadpool(_admitted, request, hub, owner_name)
         raise
     try:

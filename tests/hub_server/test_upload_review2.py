@@ -6,12 +6,18 @@ tests of the upload are."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import hashlib
 import os
+from pathlib import Path
 
 import pytest
 
+from tests.hub_server.hardening_hub import HardenedHub
 from tests.hub_server.inproc import InProcessHub
+from tests.hub_server.test_upload_refusals import _body as _refusals_body
+from tests.hub_server.test_upload_refusals import _written
 from tests.hub_server.test_upload_safety import SIZES, multipart, stored_blobs, table_counts
 from tests.hub_server.wheels import wheel_bytes
 
@@ -102,3 +108,49 @@ def test_a_nul_in_the_metadata_is_refused_before_anything_is_written(
     assert "NUL" in response.text  # type: ignore[attr-defined]
     assert stored_blobs(hub) == []
     assert table_counts(hub) == _NOTHING
+
+
+@pytest.mark.parametrize("size", ["small", "large"])
+def test_a_body_cut_off_by_a_disconnect_is_a_400_not_an_application_error(
+    tmp_path: Path, size: str
+) -> None:
+    """A client that goes away mid-body (declared Content-Length, half of it sent, then
+    `http.disconnect`: an interrupted `twine upload`) made Starlette raise ClientDisconnect
+    out of the route: a 500 and, under uvicorn, an 'Exception in ASGI application' traceback
+    in the log per interrupted upload. Nobody is left to read the answer; it is a plain 400
+    and nothing is written, on the small (route-authenticated) and the large path alike."""
+    hub = HardenedHub(tmp_path / "hub")
+    body, content_type = _refusals_body("cut-env", size)
+    status, pulled = asyncio.run(_cut_off(hub, body, content_type, hub.tokens["alice"]))
+    assert (status, pulled) == (400, len(body) // 2)
+    assert _written(hub)[:2] == (0, 0)
+
+
+async def _cut_off(hub: HardenedHub, body: bytes, content_type: str, token: str) -> tuple[int, int]:
+    """POST half of `body` (declaring all of it) to /alice/legacy/, then disconnect; (status,
+    body bytes sent). Raises what the app raises."""
+    credentials = base64.b64encode(f"__token__:{token}".encode())
+    headers = [
+        (b"content-type", content_type.encode()),
+        (b"content-length", str(len(body)).encode()),
+        (b"authorization", b"Basic " + credentials),
+    ]
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": "/alice/legacy/", "raw_path": b"/alice/legacy/",
+        "query_string": b"", "root_path": "", "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80), "app": hub.app, "headers": headers,
+    }  # fmt: skip
+    messages = [{"type": "http.request", "body": body[: len(body) // 2], "more_body": True}]
+    status = 0
+
+    async def receive() -> dict[str, object]:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, object]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = int(message["status"])  # type: ignore[call-overload]
+
+    await hub.app(scope, receive, send)
+    return status, len(body) // 2
