@@ -17,7 +17,9 @@ This middleware runs first and decides from the headers alone:
   token; the upload URL carries its own) only `max_anonymous_body_bytes`;
 - a declared `Content-Length` over the limit is answered 413 (401 for an anonymous API call)
   without reading; a chunked or lying body is counted while it streams and cut off with 413
-  the moment it passes the limit, whatever the route was doing with it.
+  the moment it passes the limit, whatever the route was doing with it;
+- a POST, PUT, PATCH or DELETE with neither `Content-Length` nor `Transfer-Encoding` is taken
+  to carry a body (an HTTP/2 server may deliver one unframed), so all of the above applies.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from registry_index.schemas.errors import ErrorBody
 _UPLOAD_URL = re.compile(r"^/api/v1/environmentshub/uploads/[^/]+/?$")
 _LEGACY = re.compile(r"^/(?:[^/]+/)?legacy/?$")
 PRINCIPAL_KEY = "hub.principal"
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Set on a small twine upload whose authentication is left to its route (see the module doc).
 AUTH_DEFERRED_KEY = "hub.auth_deferred"
 
@@ -109,7 +112,14 @@ class RequestLimitsMiddleware:
         limit, token_in_url = _limit_for(hub, scope)
         declared_text = _header(scope, b"content-length")
         declared = int(declared_text) if declared_text and declared_text.isdigit() else None
-        has_body = (declared or 0) > 0 or _header(scope, b"transfer-encoding") is not None
+        has_body = (
+            (declared or 0) > 0
+            or _header(scope, b"transfer-encoding") is not None
+            # Neither header: HTTP/1.1 means no body, but an HTTP/2 server may deliver one
+            # unframed, of a size nobody bounded; a method that carries a body is treated as
+            # carrying one, so its token is checked (or the anonymous limit applies) first.
+            or (declared_text is None and scope.get("method") in _BODY_METHODS)
+        )
         if has_body and not token_in_url:
             principal = None
             if _route_authenticates(hub, scope, declared):

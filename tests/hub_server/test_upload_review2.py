@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -154,3 +155,66 @@ async def _cut_off(hub: HardenedHub, body: bytes, content_type: str, token: str)
 
     await hub.app(scope, receive, send)
     return status, len(body) // 2
+
+
+_RESOLVE = "/api/v1/environmentshub/resolve"
+
+
+@pytest.mark.parametrize("token", ["phub_wrong", None], ids=["wrong token", "no token"])
+def test_an_unframed_body_to_a_rest_route_is_bounded_before_authentication(
+    tmp_path: Path, token: str | None
+) -> None:
+    """A body with neither Content-Length nor Transfer-Encoding (an HTTP/2 server may deliver
+    one so) was not seen as a body by the request-limits middleware: no token check and no
+    anonymous limit, so FastAPI read and parsed up to max_json_bytes (~33 MiB) of JSON before
+    the route's 401 (8 MiB measured, pulled whole). 962924f fixed this for the twine route
+    only. A wrong token is now a 401 unread; no token gets the anonymous limit."""
+    hub = HardenedHub(tmp_path / "hub")
+    status, pulled = asyncio.run(_unframed(hub, _RESOLVE, token, 8 * 1024 * 1024))
+    if token is not None:
+        assert (status, pulled) == (401, 0)
+    else:
+        assert status in (401, 413)
+        assert pulled <= hub.settings.max_anonymous_body_bytes + _PIECE
+
+
+def test_an_unframed_body_with_a_good_token_is_still_served(tmp_path: Path) -> None:
+    hub = HardenedHub(tmp_path / "hub")
+    body = json.dumps({"name": "unframed-env"}).encode()
+    status, _ = asyncio.run(_unframed(hub, _RESOLVE, hub.tokens["alice"], len(body), body))
+    assert status == 200
+
+
+_PIECE = 64 * 1024
+
+
+async def _unframed(
+    hub: HardenedHub, path: str, token: str | None, size: int, body: bytes | None = None
+) -> tuple[int, int]:
+    """POST `size` bytes (`body`, or a JSON string that long) to `path` in 64 KiB messages,
+    with no Content-Length or Transfer-Encoding; (status, body bytes the app pulled)."""
+    data = body if body is not None else b'{"name": "' + b"x" * size + b'"}'
+    headers = [(b"content-type", b"application/json")]
+    if token is not None:
+        headers.append((b"authorization", b"Bearer " + token.encode()))
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "2", "method": "POST",
+        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+        "root_path": "", "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
+        "app": hub.app, "headers": headers,
+    }  # fmt: skip
+    pulled = status = 0
+
+    async def receive() -> dict[str, object]:
+        nonlocal pulled
+        piece = data[pulled : pulled + _PIECE]
+        pulled += len(piece)
+        return {"type": "http.request", "body": piece, "more_body": pulled < len(data)}
+
+    async def send(message: dict[str, object]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = int(message["status"])  # type: ignore[call-overload]
+
+    await hub.app(scope, receive, send)
+    return status, pulled
