@@ -9,8 +9,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import io
 import json
 import os
+import sqlite3
+import tarfile
+import threading
+import zipfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -23,6 +30,7 @@ from tests.hub_server.test_upload_safety import SIZES, multipart, stored_blobs, 
 from tests.hub_server.wheels import wheel_bytes
 
 _NOTHING = {"environment": 0, "version": 0, "distfile": 0}
+_JSON = "application/vnd.pypi.simple.v1+json"
 
 
 def _post(hub: InProcessHub, fields: dict[str, str], filename: str, data: bytes) -> object:
@@ -218,3 +226,216 @@ async def _unframed(
 
     await hub.app(scope, receive, send)
     return status, pulled
+
+
+# --- attacks that held, pinned where no other test covers them -----------------------------
+
+_PAD = 1_200_000  # random bytes: takes an archive past the 1 MiB in-memory bound
+_MiB = 1024 * 1024
+
+
+def _sdist(name: str, pad: int, *, pkg_info: str | None = None, top: str | None = None,
+           link: str | None = None) -> bytes:  # fmt: skip
+    """An sdist `name-1.0.0.tar.gz` (PKG-INFO, a module, `pad` random bytes), or a variant."""
+    top = top or f"{name}-1.0.0"
+    meta = (
+        pkg_info
+        if pkg_info is not None
+        else f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0.0\n"
+    )
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for path, data in ((f"{top}/PKG-INFO", meta.encode()), (f"{top}/m.py", b"x = 1\n"),
+                           (f"{top}/pad.bin", os.urandom(pad))):  # fmt: skip
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+        if link is not None:
+            info = tarfile.TarInfo(f"{top}/link")
+            info.type, info.linkname = tarfile.SYMTYPE, link
+            archive.addfile(info)
+    return buffer.getvalue()
+
+
+def _wheel_with_bad_record(pad: int) -> bytes:
+    """A wheel whose module does not match its RECORD hash (modified after it was built)."""
+    data = wheel_bytes("par-env", "1.0.0", extra_members={"par_env/pad.bin": os.urandom(pad)})
+    source = io.BytesIO(data)
+    out = io.BytesIO()
+    with zipfile.ZipFile(source) as original, zipfile.ZipFile(out, "w") as copy:
+        for info in original.infolist():
+            member = original.read(info)
+            copy.writestr(
+                info, b"VALUE = 2\n" if info.filename == "par_env/__init__.py" else member
+            )
+    return out.getvalue()
+
+
+_WHEEL = "par_env-1.0.0-py3-none-any.whl"
+_SDIST = "par_env-1.0.0.tar.gz"
+# Hostile archives (filename, builder of the bytes with `pad` random bytes inside, a word of
+# the expected message); the wheel cases of test_upload_safety.HOSTILE run in memory only.
+PARITY: dict[str, tuple[str, Callable[[int], bytes], str]] = {
+    "wheel: RECORD hash mismatch": (_WHEEL, _wheel_with_bad_record, "RECORD"),
+    "wheel: METADATA name differs": (
+        _WHEEL,
+        lambda pad: wheel_bytes(
+            "par-env",
+            "1.0.0",
+            metadata_name="other-env",
+            extra_members={"par_env/pad.bin": os.urandom(pad)},
+        ),
+        "metadata says",
+    ),
+    "wheel: member path traversal": (
+        _WHEEL,
+        lambda pad: wheel_bytes(
+            "par-env",
+            "1.0.0",
+            extra_members={"../evil.py": b"x", "par_env/pad.bin": os.urandom(pad)},
+        ),
+        "path traversal",
+    ),
+    "sdist: symlink out of its tree": (
+        _SDIST,
+        lambda pad: _sdist("par_env", pad, link="../../etc/passwd"),
+        "points outside",
+    ),
+    "sdist: member outside the top directory": (
+        _SDIST,
+        lambda pad: _sdist("par_env", pad, top="elsewhere"),
+        "outside the top-level",
+    ),
+    "sdist: PKG-INFO version differs": (
+        _SDIST,
+        lambda pad: _sdist(
+            "par_env", pad, pkg_info="Metadata-Version: 2.1\nName: par-env\nVersion: 2.0\n"
+        ),
+        "says version",
+    ),
+    "sdist: not gzip": (
+        _SDIST,
+        lambda pad: b"PK" + os.urandom(max(pad, 100)),
+        "not a valid .tar.gz",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PARITY))
+def test_a_hostile_archive_gets_the_same_answer_in_memory_and_through_a_scratch_file(
+    fresh_inproc_hub: InProcessHub, case: str
+) -> None:
+    hub = fresh_inproc_hub
+    filename, build, expected = PARITY[case]
+    answers = []
+    for pad in (0, _PAD):
+        data = build(pad)
+        assert (len(data) >= _MiB) == (pad > 0)
+        fields = {":action": "file_upload", "protocol_version": "1",
+                  "filetype": "bdist_wheel" if filename.endswith(".whl") else "sdist",
+                  "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
+        response = _post(hub, fields, filename, data)
+        answers.append((response.status_code, response.text))  # type: ignore[attr-defined]
+    assert answers[0] == answers[1], answers
+    assert answers[0][0] == 400 and expected in answers[0][1], answers[0]
+    assert stored_blobs(hub) == []
+    assert table_counts(hub) == _NOTHING
+
+
+@pytest.mark.parametrize("pad", [0, _PAD], ids=["in memory", "through a scratch file"])
+def test_an_sdist_is_stored_and_advertises_no_metadata_file(
+    fresh_inproc_hub: InProcessHub, pad: int
+) -> None:
+    """PEP 658 is for wheels: an sdist gets no metadata row, the index advertises none (HTML
+    and JSON) and `<sdist>.metadata` is a 404."""
+    hub = fresh_inproc_hub
+    data = _sdist("sd_env", pad)
+    fields = {":action": "file_upload", "protocol_version": "1", "filetype": "sdist",
+              "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
+    response = _post(hub, fields, "sd_env-1.0.0.tar.gz", data)
+    assert response.status_code == 200, response.text  # type: ignore[attr-defined]
+    page = hub.http.get("/admin/simple/sd-env/", headers={"Accept": _JSON}).json()
+    (entry,) = page["files"]
+    assert entry["core-metadata"] is False and entry["dist-info-metadata"] is False
+    assert "data-core-metadata" not in hub.http.get("/admin/simple/sd-env/").text
+    assert hub.http.get("/admin/files/sd-env/sd_env-1.0.0.tar.gz.metadata").status_code == 404
+    download = hub.http.get("/admin/files/sd-env/sd_env-1.0.0.tar.gz")
+    assert download.content == data
+    assert _rows_agree_with_the_store(hub) == 1
+
+
+def test_concurrent_uploads_of_one_filename_with_other_bytes_store_exactly_one(
+    fresh_inproc_hub: InProcessHub,
+) -> None:
+    """Eight clients upload `race_env-1.0.0…whl`, each with other bytes (half in memory, half
+    through a scratch file), at once: one 200, seven 400 'File already exists', and the row,
+    its metadata row and its blob agree; no scratch file is left."""
+    hub = fresh_inproc_hub
+    datas = [
+        wheel_bytes("race-env", "1.0.0", module_source=f"VALUE = {n}\n",
+                    extra_members={"race_env/pad.bin": os.urandom(_PAD if n % 2 else 0)})
+        for n in range(8)
+    ]  # fmt: skip
+    barrier = threading.Barrier(len(datas))
+
+    def one(data: bytes) -> tuple[int, str]:
+        fields = {":action": "file_upload", "protocol_version": "1", "filetype": "bdist_wheel",
+                  "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
+        barrier.wait()
+        response = _post(hub, fields, "race_env-1.0.0-py3-none-any.whl", data)
+        return response.status_code, response.text  # type: ignore[attr-defined]
+
+    with ThreadPoolExecutor(len(datas)) as pool:
+        answers = list(pool.map(one, datas))
+    assert sorted(status for status, _ in answers) == [200] + [400] * 7, answers
+    assert all("File already exists" in text for status, text in answers if status == 400)
+    assert _rows_agree_with_the_store(hub) == 1
+    assert not [p for p in stored_blobs(hub) if p.parent.name == "tmp"]
+
+
+def test_one_wheel_uploaded_by_two_owners_at_once_is_stored_for_both(
+    fresh_inproc_hub: InProcessHub,
+) -> None:
+    """The same bytes under two owners (one content-addressed blob): both uploads succeed,
+    each owner gets its own rows and metadata row, and both rows read the one blob."""
+    hub = fresh_inproc_hub
+    bob = hub.add_user("bob")
+    data = wheel_bytes(
+        "shared-env", "1.0.0", extra_members={"shared_env/pad.bin": os.urandom(_PAD)}
+    )
+    fields = {":action": "file_upload", "protocol_version": "1", "filetype": "bdist_wheel",
+              "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
+    body, content_type = multipart(fields, "shared_env-1.0.0-py3-none-any.whl", data)
+    barrier = threading.Barrier(6)
+
+    def one(owner_and_token: tuple[str, str]) -> int:
+        owner, token = owner_and_token
+        barrier.wait()
+        response = hub.http.post(
+            f"{hub.url}/{owner}/legacy/", auth=("__token__", token), content=body,
+            headers={"Content-Type": content_type},
+        )  # fmt: skip
+        return response.status_code
+
+    with ThreadPoolExecutor(6) as pool:
+        statuses = list(pool.map(one, [("admin", hub.admin_token), ("bob", bob)] * 3))
+    assert statuses == [200] * 6
+    assert _rows_agree_with_the_store(hub) == 2
+    sha = hashlib.sha256(data).hexdigest()
+    assert [p.name for p in stored_blobs(hub) if p.parent.name != "tmp"] == [sha]
+
+
+def _rows_agree_with_the_store(hub: InProcessHub) -> int:
+    """Check that every file row's blob holds its bytes and every advertised metadata hash has
+    its metadata row; the number of file rows."""
+    with sqlite3.connect(hub.data_dir / "hub.sqlite3") as db:
+        rows = db.execute(
+            "SELECT d.sha256, d.blob_key, d.metadata_sha256, m.raw FROM distfile d "
+            "LEFT JOIN filemetadata m ON m.file_id = d.id"
+        ).fetchall()
+    for sha256, blob_key, metadata_sha256, raw in rows:
+        blob = hub.data_dir / "blobs" / blob_key
+        assert hashlib.sha256(blob.read_bytes()).hexdigest() == sha256
+        if metadata_sha256 is not None:
+            assert hashlib.sha256(raw).hexdigest() == metadata_sha256
+    return len(rows)
