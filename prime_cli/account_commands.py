@@ -9,6 +9,7 @@ from rich.table import Table
 from prime_cli import config as cfg
 from prime_cli.errors import CliError, expected
 from prime_cli.hub_client import HubClient, HubError
+from prime_cli.messages import say
 from prime_cli.options import echo_json, output_option
 
 expected(HubError, cfg.ConfigError)
@@ -37,7 +38,7 @@ def login(url: str | None, token: str | None) -> None:
     values = cfg.load_file()
     values.update(hub_url=hub_url, api_key=token)
     path = cfg.save_file(values)
-    console.print(f"Logged in to [bold]{hub_url}[/] as [bold]{who.username}[/]; saved to {path}")
+    say(console, f"Logged in to [bold]{hub_url}[/] as [bold]{who.username}[/]; saved to {path}")
 
 
 @click.command()
@@ -45,9 +46,9 @@ def logout() -> None:
     """Forget the saved token (the hub URL and other settings stay)."""
     path = cfg.clear_credentials()
     if path is None:
-        console.print(f"No token saved in {cfg.config_path()}; nothing to do.")
+        say(console, f"No token saved in {cfg.config_path()}; nothing to do.")
     else:
-        console.print(f"Logged out: the token was removed from {path}")
+        say(console, f"Logged out: the token was removed from {path}")
     if cfg.load_settings().api_key:
         console.print("[yellow]PRIME_API_KEY is still set in this shell; unset it too.[/]")
 
@@ -116,7 +117,7 @@ def config_set(key: str, value: str) -> None:
     """Store one setting (hub_url, api_key or owner)."""
     path = cfg.set_value(key, value)
     shown = cfg.mask_token(value) if key == "api_key" else value
-    console.print(f"{key} = {shown} (saved to {path})")
+    say(console, f"{key} = {shown} (saved to {path})")
 
 
 @config.command("set-base-url")
@@ -124,7 +125,7 @@ def config_set(key: str, value: str) -> None:
 def config_set_base_url(url: str) -> None:
     """Store the hub URL (the stock client's name for `config set hub_url`)."""
     path = cfg.set_value("hub_url", url)
-    console.print(f"hub_url = {cfg.load_file()['hub_url']} (saved to {path})")
+    say(console, f"hub_url = {cfg.load_file()['hub_url']} (saved to {path})")
 
 
 @config.command("set-api-key")
@@ -132,7 +133,7 @@ def config_set_base_url(url: str) -> None:
 def config_set_api_key(key: str) -> None:
     """Store the API token (the stock client's name for `config set api_key`)."""
     path = cfg.set_value("api_key", key)
-    console.print(f"api_key = {cfg.mask_token(key)} (saved to {path})")
+    say(console, f"api_key = {cfg.mask_token(key)} (saved to {path})")
 
 
 @config.command("unset")
@@ -140,7 +141,7 @@ def config_set_api_key(key: str) -> None:
 def config_unset(key: str) -> None:
     """Remove one setting from the file."""
     path = cfg.unset_value(key)
-    console.print(f"{key} removed from {path}")
+    say(console, f"{key} removed from {path}")
 
 
 config.add_command(config_show, "view")  # the stock client's name

@@ -51,6 +51,7 @@ from prime_cli.env_status import (
 )
 from prime_cli.errors import CliError, expected
 from prime_cli.hub_client import HubClient, HubError, NotFound
+from prime_cli.messages import say
 from prime_cli.options import echo_json, output_option, page_of, paging_options
 from registry_index.resolve import EnvRef, parse_env_ref
 from registry_index.schemas.versions import InstallRecord
@@ -129,7 +130,7 @@ def env() -> None:
 def init(name: str, parent: Path, description: str | None) -> None:
     """Create a working environment package NAME (pyproject, module, README)."""
     dest = create_scaffold(name, parent, description)
-    console.print(f"Created environment [bold]{dest.name}[/] in {dest}")
+    say(console, f"Created environment [bold]{dest.name}[/] in {dest}")
     for item in sorted(dest.iterdir()):
         console.print(f"  {item.name}")
     console.print(
@@ -158,7 +159,7 @@ def build(path: Path, isolation: bool | None) -> None:
     console.print(f"Built {project.name} {project.version}:")
     for item in (built.wheel, built.sdist):
         if item is not None:
-            console.print(f"  {item}  ({_size(item.stat().st_size)})")
+            say(console, f"  {item}  ({_size(item.stat().st_size)})")
 
 
 # --------------------------------------------------------------------------- push
@@ -284,9 +285,9 @@ def push(
     console.print(f"  wheel   {result.wheel_filename}  sha256 {result.wheel_sha256[:16]}…")
     console.print(f"  source  {result.source_filename}  content hash {result.content_hash[:16]}…")
     if not dry_run:
-        console.print(f"  web     {web_url}")
+        say(console, f"  web     {web_url}")
         console.print(f"  install prime env install {slug}@{result.version}")
-        console.print(f"  record  {meta}")
+        say(console, f"  record  {meta}")
 
 
 # --------------------------------------------------------------------------- install / pull
@@ -360,7 +361,7 @@ def install(
                         f"[yellow]warning:[/] {item.ref.owner}/{item.ref.name} {item.version} "
                         f"is yanked{reason}"
                     )
-            err_console.print(f"Installing with {tool} into {interpreter}")
+            say(err_console, f"Installing with {tool} into {interpreter}")
             install_environments(client, resolved, interpreter, tool, prerelease=prerelease)
     rows = [
         {
@@ -424,7 +425,7 @@ def status(ref: str | None, python: str | None, output: str) -> None:
         echo_json({"python": interpreter, "environments": [item.as_json() for item in found]})
         return
     if not found:
-        console.print(f"No environments installed in {interpreter}; try `prime env install`.")
+        say(console, f"No environments installed in {interpreter}; try `prime env install`.")
         return
     table = Table(title=f"Environments installed in {interpreter}")
     for column in ("environment", "package", "version", "source"):
@@ -480,7 +481,7 @@ def pull(ref: str, target: Path | None, version: str | None) -> None:
     env_ref = _with_version(_ref(ref), version)
     with _client() as client:
         dest, got = pull_source(client, env_ref, target)
-    console.print(f"Pulled {env_ref.owner}/{env_ref.name}@{got} into {dest}")
+    say(console, f"Pulled {env_ref.owner}/{env_ref.name}@{got} into {dest}")
 
 
 # --------------------------------------------------------------------------- read

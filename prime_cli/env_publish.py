@@ -26,6 +26,7 @@ from prime_cli.env_project import (
     source_archive,
 )
 from prime_cli.hub_client import HubClient, HubError, NotFound, checked_request
+from prime_cli.messages import say
 from registry_index import scopes as token_scopes
 from registry_index.content_hash import iter_tree_files, tree_content_hash
 from registry_index.errors import InvalidUpload
@@ -142,7 +143,7 @@ def _upload_flow(
         except HubError as exc:
             if fresh or exc.status not in (404, 409):
                 raise
-            client.console.print(f"[yellow]{exc}; reserving a new upload URL[/]")
+            say(client.console, f"[yellow]{exc}; reserving a new upload URL[/]")
             continue
         if kind == "wheel":
             return client.finalize_wheel(env_id, upload_id, path.name)

@@ -46,6 +46,7 @@ from prime_cli.env_install import (
 from prime_cli.errors import CliError, expected
 from prime_cli.eval_runs import find_run, local_runs, push_run, unpushed_runs
 from prime_cli.hub_client import HubClient, HubError
+from prime_cli.messages import say
 from prime_cli.options import echo_json, output_option, page_of, paging_options
 from prime_env.clients.base import ModelClient
 from prime_env.clients.model_specs import ModelConfigError, default_model, resolve_model
@@ -129,7 +130,7 @@ def eval_group() -> None:
 def _install_from_hub(spec: str) -> None:
     """`prime env install`'s code path: resolve on the hub, verify the wheel, install the file."""
     settings = cfg.load_settings()
-    err_console.print(f"{spec} is not installed here; installing it from {settings.hub_url}")
+    say(err_console, f"{spec} is not installed here; installing it from {settings.hub_url}")
     with HubClient.from_settings(settings, console=err_console) as client:
         resolved = resolve(client, parse_env_ref(spec))
         install_environments(client, [resolved], target_python(None), choose_installer("auto"))
@@ -531,7 +532,7 @@ def run(
     factories = [partial(spec.create_client, stream=stream, policy=policy) for spec in specs]
     for run_ in runs:
         verb = "resuming" if resume_dir else "writing"
-        err_console.print(f"{verb} {run_.directory} ({len(run_.done)}/{run_.total} done)")
+        say(err_console, f"{verb} {run_.directory} ({len(run_.done)}/{run_.total} done)")
     progress = _progress(disable=output == "json")
     try:
         with progress:
@@ -580,9 +581,9 @@ def run(
         for note in _zero_reward_notes(rows):
             console.print(note)
         for run_, _ in rows:
-            console.print(f"{run_.spec.name}: {run_.directory}")
+            say(console, f"{run_.spec.name}: {run_.directory}")
         for directory, evaluation_id in pushed.items():
-            console.print(f"pushed {directory} as evaluation {evaluation_id}")
+            say(console, f"pushed {directory} as evaluation {evaluation_id}")
     failed = [run_.spec.name for run_, s in rows if s.rollouts and s.scored == 0]
     if failed:
         raise CliError(
@@ -655,7 +656,7 @@ def push(
         echo_json({"pushed": results})
     else:
         for item in results:
-            console.print(f"pushed {item['directory']} as evaluation {item['evaluation_id']}")
+            say(console, f"pushed {item['directory']} as evaluation {item['evaluation_id']}")
 
 
 # ------------------------------------------------------------------ read back

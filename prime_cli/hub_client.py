@@ -41,6 +41,7 @@ from rich.progress import (
 )
 
 from prime_cli.config import Settings, load_settings
+from prime_cli.messages import say
 from registry_index.schemas.accounts import WhoAmI
 from registry_index.schemas.envelope import Envelope, Page
 from registry_index.schemas.environments import EnvironmentDetail, EnvironmentSummary
@@ -240,10 +241,10 @@ class HubClient:
             exc = state.outcome.exception() if state.outcome else None
             reason = str(exc) or type(exc).__name__
             delay = state.next_action.sleep if state.next_action else 0.0
-            self.console.print(  # one line whatever the width, so logs and tests can skip it
+            say(  # one line whatever the width, so logs and tests can skip it
+                self.console,
                 f"[yellow]{what}: {reason}; retrying in {delay:.1f} s "
                 f"(attempt {state.attempt_number + 1} of {attempts()})[/]",
-                soft_wrap=True,
             )
 
         def stop(state: tenacity.RetryCallState) -> bool:
