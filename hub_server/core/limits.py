@@ -18,6 +18,7 @@ This middleware runs first and decides from the headers alone:
 - a declared `Content-Length` over the limit is answered 413 (401 for an anonymous API call)
   without reading; a chunked or lying body is counted while it streams and cut off with 413
   the moment it passes the limit, whatever the route was doing with it;
+- a URL path with a NUL (`%00`) is a 400 at once (PostgreSQL cannot take it as a parameter);
 - a POST, PUT, PATCH or DELETE with neither `Content-Length` nor `Transfer-Encoding` is taken
   to carry a body (an HTTP/2 server may deliver one unframed), so all of the above applies.
 """
@@ -107,6 +108,11 @@ class RequestLimitsMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if "\x00" in scope.get("path", ""):
+            # No name on the hub holds a NUL, and PostgreSQL refuses one in a query parameter
+            # (a 500 from whichever route took it as an owner, project or filename).
+            await _respond(send, 400, "The URL path contains a NUL character (%00).", {})
             return
         hub: Hub = scope["app"].state.hub
         limit, token_in_url = _limit_for(hub, scope)

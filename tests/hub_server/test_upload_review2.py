@@ -16,7 +16,7 @@ import sqlite3
 import tarfile
 import threading
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,10 +24,12 @@ import pytest
 
 from tests.hub_server.hardening_hub import HardenedHub
 from tests.hub_server.inproc import InProcessHub
+from tests.hub_server.services import postgres_bin, postgres_cluster
 from tests.hub_server.test_upload_refusals import _body as _refusals_body
 from tests.hub_server.test_upload_refusals import _written
 from tests.hub_server.test_upload_safety import SIZES, multipart, stored_blobs, table_counts
 from tests.hub_server.wheels import wheel_bytes
+from tests.support import require
 
 _NOTHING = {"environment": 0, "version": 0, "distfile": 0}
 _JSON = "application/vnd.pypi.simple.v1+json"
@@ -439,3 +441,41 @@ def _rows_agree_with_the_store(hub: InProcessHub) -> int:
         if metadata_sha256 is not None:
             assert hashlib.sha256(raw).hexdigest() == metadata_sha256
     return len(rows)
+
+
+@pytest.fixture(scope="module")
+def pg_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HardenedHub]:
+    """The hardening hub in-process on a throwaway PostgreSQL cluster."""
+    require(postgres_bin() is not None, "PostgreSQL (Debian package postgresql)")
+    with postgres_cluster() as url:
+        hub = HardenedHub(tmp_path_factory.mktemp("pg") / "hub", database_url=url)
+        try:
+            yield hub
+        finally:
+            hub.engine.dispose()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "method,path",
+    [
+        ("POST", "/a%00b/legacy/"),
+        ("GET", "/alice%00/simple/"),
+        ("GET", "/alice/simple/word%00le/"),
+        ("GET", "/alice/files/wordle/w%00.whl"),
+    ],
+)
+def test_a_nul_in_the_url_path_is_a_400_on_postgres(
+    pg_hub: HardenedHub, method: str, path: str
+) -> None:
+    """A %00 in a path parameter (the twine route's owner, a project, a filename) reached a
+    query, and PostgreSQL refuses a NUL in a text parameter: a 500 on every route."""
+    body, content_type = _refusals_body("pg-env", "small")
+    with pg_hub.client() as client:
+        response = client.request(
+            method, path, auth=("__token__", pg_hub.tokens["alice"]),
+            content=body if method == "POST" else None,
+            headers={"Content-Type": content_type} if method == "POST" else None,
+        )  # fmt: skip
+    assert response.status_code == 400, response.text
+    assert "NUL" in response.text
