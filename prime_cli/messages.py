@@ -16,3 +16,9 @@ from rich.console import Console
 def say(console: Console, message: str) -> None:
     """Print `message` (rich markup allowed) as one line whatever the console's width."""
     console.print(message, soft_wrap=True)
+
+
+def message_console(*, stderr: bool = False) -> Console:
+    """A console for messages and one-line rows only (no tables): every line it prints stays
+    whole, as `say` keeps one (`prime train`'s, whose step lines and stop messages hold paths)."""
+    return Console(stderr=stderr, soft_wrap=True)

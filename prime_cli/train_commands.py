@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 
 from prime_cli import config as cfg
 from prime_cli.env_install import (
@@ -31,10 +30,10 @@ from prime_cli.env_install import (
 )
 from prime_cli.errors import CliError
 from prime_cli.hub_client import HubClient, HubError
-from prime_cli.messages import say
+from prime_cli.messages import message_console
 from registry_index.resolve import parse_env_ref
 
-console = Console(stderr=True)
+console = message_console(stderr=True)
 
 
 def config_exit(message: str) -> CliError:
@@ -64,7 +63,7 @@ def train() -> None:
 def _install(spec: str) -> None:
     """`prime env install`'s code path: resolve on the hub, verify the wheel, install the file."""
     settings = cfg.load_settings()
-    say(console, f"{spec} is not installed here; installing it from {settings.hub_url}")
+    console.print(f"{spec} is not installed here; installing it from {settings.hub_url}")
     with HubClient.from_settings(settings, console=console) as client:
         resolved = resolve(client, parse_env_ref(spec))
         install_environments(client, [resolved], target_python(None), choose_installer("auto"))
@@ -163,7 +162,7 @@ def run_cmd(
                     click.echo(f"{name}: {line}")
         return
     prepared = launch.start(config, env, spec)
-    say(console, f"run dir: {prepared.run.root}")
+    console.print(f"run dir: {prepared.run.root}")
     _finish(prepared, env, push=push, public=public, output=output)
 
 
@@ -187,7 +186,7 @@ def _reap_sandboxes() -> None:
     try:
         reaped = reap_orphans()
     except SandboxError as exc:  # cleanup of someone else's leftovers never stops a run
-        say(console, f"[yellow]could not remove orphaned sandboxes:[/yellow] {exc}")
+        console.print(f"[yellow]could not remove orphaned sandboxes:[/yellow] {exc}")
         return
     if reaped:
         console.print(f"removed {reaped} sandbox(es) left by a process that is gone")
@@ -277,7 +276,7 @@ def resume_cmd(run_dir: Path, max_steps: int | None, no_eval: bool, output: str)
         raise config_exit(str(exc)) from None
     env = _load_env(prepared.env_spec, prepared.config.env.args)
     step = prepared.resume.step if prepared.resume else 0
-    say(console, f"resuming {run_dir} ({prepared.run.status()}) at step {step}")
+    console.print(f"resuming {run_dir} ({prepared.run.status()}) at step {step}")
     _finish(prepared, env, push=False, public=False, output=output)
 
 
