@@ -268,6 +268,7 @@ def create_environment(
     confuse with a neighbour in the same namespace (`wordle` vs `w0rdle`), since
     `prime env install` by such a name could install the wrong code.
     """
+    _lock_namespace(session.connection(), owner)
     _check_new_name(session.connection(), owner, name)
     env = Environment(**_environment_fields(owner, name, visibility, description))
     session.add(env)
@@ -306,6 +307,15 @@ def _tags_from_keywords(
     tags = sorted({k.strip().lower()[:64] for k in keywords if k.strip()})[:MAX_TAGS]
     if tags:
         connection.execute(_TAGS.insert(), [{"environment_id": env_id, "tag": t} for t in tags])
+
+
+def _lock_namespace(connection: Connection, owner: Owner) -> None:
+    """Queue behind any other transaction creating an environment of `owner` (the owner row's
+    write lock on PostgreSQL, the database's on SQLite), so that a `_check_new_name` after it
+    sees every neighbour committed before; without it, concurrent uploads of confusable new
+    names all passed the check and were all created. It bumps the owner's serial, which a new
+    environment does anyway (its root index changes)."""
+    connection.execute(_BUMP_OWNER, {"b_owner_id": owner.id})
 
 
 def _check_new_name(connection: Connection, owner: Owner, name: str) -> None:
@@ -382,11 +392,12 @@ def publish_file(
     Requires-Python, the filename or bytes already used, and for a new environment its name:
     SDK, standard library, confusable neighbour) is decided before the blob write starts, so
     those refusals write nothing. Only a race lost after the write began (a concurrent upload
-    committed the same filename, or these bytes under another name, meanwhile) or a failure
-    (the database) ends an upload whose blob is stored without a row; that blob is kept and
-    logged, not deleted: a concurrent upload of the same bytes, in this or another worker,
-    may have found it present, written nothing, and committed a row that relies on it. An
-    unreferenced blob is harmless; the scratch file is always removed.
+    committed the same filename, these bytes under another name, or a confusable new name,
+    meanwhile: see `_lock_namespace`) or a failure (the database) ends an upload whose blob
+    is stored without a row; that blob is kept and logged, not deleted: a concurrent upload
+    of the same bytes, in this or another worker, may have found it present, written
+    nothing, and committed a row that relies on it. An unreferenced blob is harmless; the
+    scratch file is always removed.
     """
     normalized = normalize(target.name)
     try:
@@ -501,6 +512,10 @@ def _record(
         # also overlaps the wait for the database's write lock (SQLite: concurrent uploads).
         write.start()
         if env_id is None:
+            # Checked again under the namespace's lock: a confusable name committed since the
+            # check above (a concurrent upload) refuses this one now, after its blob write.
+            _lock_namespace(connection, target.owner)
+            _check_new_name(connection, target.owner, target.name)
             env_id = _insert_environment(
                 connection, target.owner, target.name,
                 visibility=target.visibility, description=new.summary,
@@ -523,9 +538,7 @@ def _record(
         connection.execute(_FILES.insert(), file)
         if file["metadata_sha256"] is not None:
             connection.execute(_METADATA.insert(), {"file_id": file["id"], "raw": new.metadata_raw})
-        if created:  # inserted at serial 1; the owner's project list changed
-            connection.execute(_BUMP_OWNER, {"b_owner_id": target.owner.id})
-        else:
+        if not created:  # a new one was inserted at serial 1, its owner bumped by the lock
             _bump(connection, env_id, target.owner.id, listing=False)
         write.result()  # the blob is stored (or this raises and nothing is committed)
         return PublishResult(env_id, version_id, str(file["id"]), created=True)

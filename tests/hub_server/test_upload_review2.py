@@ -21,10 +21,21 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from sqlmodel import Session, select
 
+from hub_server.core.errors import BadRequest
+from hub_server.registry import publishing
+from hub_server.registry.models import Environment
+from hub_server.registry.publishing import EnvTarget, NewFile, publish_file
 from tests.hub_server.hardening_hub import HardenedHub
 from tests.hub_server.inproc import InProcessHub
 from tests.hub_server.services import postgres_bin, postgres_cluster
+from tests.hub_server.test_publishing import (
+    _new_file,
+    _race_setup,
+    _uid,
+    _WhileAlicesBlobIsWritten,
+)
 from tests.hub_server.test_upload_refusals import _body as _refusals_body
 from tests.hub_server.test_upload_refusals import _written
 from tests.hub_server.test_upload_safety import SIZES, multipart, stored_blobs, table_counts
@@ -479,3 +490,84 @@ def test_a_nul_in_the_url_path_is_a_400_on_postgres(
         )  # fmt: skip
     assert response.status_code == 400, response.text
     assert "NUL" in response.text
+
+
+def test_a_confusable_name_committed_while_an_upload_is_in_flight_refuses_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """alice uploads a new `raceenv`; while its blob is written (its name check passed, no row
+    written yet) her second client commits `race-env`, a confusable neighbour. Her first
+    upload must then be refused ('too similar'), not create the second of a confusable pair:
+    the check ran only before the namespace's lock, so both names were created."""
+    engine, store, alice, _bob = _race_setup(tmp_path, "unrelated-env")
+    data, other = wheel_bytes("raceenv", "1.0.0"), wheel_bytes("race-env", "1.0.0")
+
+    def second_client_commits() -> None:
+        new = NewFile(
+            filename="race_env-1.0.0-py3-none-any.whl", kind="wheel",
+            sha256=hashlib.sha256(other).hexdigest(), size=len(other), version="1.0.0",
+        )  # fmt: skip
+        target = EnvTarget(owner=alice, name="race-env", absent=True)
+        publish_file(engine, store, target, new, other, _uid(alice))
+
+    monkeypatch.setattr(
+        publishing, "_BLOB_WRITERS", _WhileAlicesBlobIsWritten(second_client_commits)
+    )
+    with pytest.raises(BadRequest, match="too similar"):
+        publish_file(
+            engine, store, EnvTarget(owner=alice, name="raceenv", absent=True),
+            _new_file(data), data, _uid(alice),
+        )  # fmt: skip
+    with Session(engine) as session:
+        names = sorted(env.name for env in session.exec(select(Environment)).all())
+    assert names == ["race-env", "unrelated-env"]
+
+
+def test_concurrent_uploads_of_confusable_new_names_create_one(
+    fresh_inproc_hub: InProcessHub,
+) -> None:
+    """Four new, mutually confusable names uploaded at once in one namespace (measured before:
+    three of them created in 15 rounds out of 15)."""
+    hub = fresh_inproc_hub
+    names = ["conf-env", "c0nf-env", "confenv", "c0nfenv"]
+    barrier = threading.Barrier(len(names))
+
+    def one(name: str) -> int:
+        data = wheel_bytes(name, "1.0.0")
+        fields = {":action": "file_upload", "protocol_version": "1", "filetype": "bdist_wheel",
+                  "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
+        barrier.wait()
+        filename = f"{name.replace('-', '_')}-1.0.0-py3-none-any.whl"
+        return int(_post(hub, fields, filename, data).status_code)  # type: ignore[attr-defined]
+
+    for _round in range(3):
+        with ThreadPoolExecutor(len(names)) as pool:
+            statuses = list(pool.map(one, names))
+        assert sorted(statuses) == [200, 400, 400, 400], statuses  # later rounds: a re-upload
+        assert table_counts(hub)["environment"] == 1
+
+
+def test_confusable_new_names_from_twine_and_resolve_at_once_create_one(
+    fresh_inproc_hub: InProcessHub,
+) -> None:
+    """The same race between `twine upload` and `prime env push`'s resolve (which creates the
+    environment with `create_environment`): one name is created, the others refused."""
+    hub = fresh_inproc_hub
+    api = hub.client(hub.admin_token)
+    names = ["mix-env", "m1x-env", "mixenv", "m1xenv"]
+    barrier = threading.Barrier(len(names))
+
+    def one(name: str) -> int:
+        data = wheel_bytes(name, "1.0.0")
+        fields = {":action": "file_upload", "protocol_version": "1", "filetype": "bdist_wheel",
+                  "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
+        filename = f"{name.replace('-', '_')}-1.0.0-py3-none-any.whl"
+        barrier.wait()
+        if name.endswith("-env"):
+            return int(_post(hub, fields, filename, data).status_code)  # type: ignore[attr-defined]
+        return api.post("/api/v1/environmentshub/resolve", json={"name": name}).status_code
+
+    with ThreadPoolExecutor(len(names)) as pool:
+        statuses = list(pool.map(one, names))
+    assert sorted(statuses) == [200, 400, 400, 400], statuses
+    assert table_counts(hub)["environment"] == 1
