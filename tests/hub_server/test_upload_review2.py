@@ -1,8 +1,11 @@
-"""Hostile review of the twine upload path (second pass): inputs that got a 500 or left files
-behind, each sent through the in-memory path (< 1 MiB) and the scratch-file path alike.
+"""Hostile review of the upload path (second pass): inputs that got a 500, left files behind or
+were read before authentication, and races that broke a rule (each with the fix's commit);
+then attacks that held, pinned where no other test covered them. Uploads go through the
+in-memory path (< 1 MiB) and the scratch-file path alike where the difference could matter.
 
-In-process (`create_app` behind a TestClient: real multipart bodies), as the other route-logic
-tests of the upload are."""
+In-process (`create_app` behind a TestClient, or raw ASGI calls where the framing or a
+disconnect is the point), as the other route-logic tests of the upload are; the PostgreSQL
+cases run the app on a throwaway cluster (`services.postgres_cluster`)."""
 
 from __future__ import annotations
 
@@ -16,9 +19,10 @@ import sqlite3
 import tarfile
 import threading
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlmodel import Session, select
@@ -46,7 +50,7 @@ _NOTHING = {"environment": 0, "version": 0, "distfile": 0}
 _JSON = "application/vnd.pypi.simple.v1+json"
 
 
-def _post(hub: InProcessHub, fields: dict[str, str], filename: str, data: bytes) -> object:
+def _post(hub: InProcessHub, fields: dict[str, str], filename: str, data: bytes) -> Any:
     body, content_type = multipart(fields, filename, data)
     return hub.http.post(
         f"{hub.url}/admin/legacy/", auth=("__token__", hub.admin_token), content=body,
@@ -76,8 +80,8 @@ def test_a_digest_that_is_not_ascii_is_refused_and_leaves_nothing(
     fields = {":action": "file_upload", "protocol_version": "1", "filetype": "bdist_wheel",
               "sha256_digest": hashlib.sha256(data).hexdigest(), field: value}  # fmt: skip
     response = _post(hub, fields, "dig_env-1.0.0-py3-none-any.whl", data)
-    assert response.status_code == 400, response.text  # type: ignore[attr-defined]
-    assert "digest" in response.text  # type: ignore[attr-defined]
+    assert response.status_code == 400, response.text
+    assert "digest" in response.text
     assert stored_blobs(hub) == []
     assert table_counts(hub) == _NOTHING
 
@@ -105,8 +109,8 @@ def test_a_value_longer_than_its_column_is_refused_before_the_blob_write(
     fields = {":action": "file_upload", "protocol_version": "1", "filetype": "bdist_wheel",
               "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
     response = _post(hub, fields, f"{name.replace('-', '_')}-1.0.0-py3-none-any.whl", data)
-    assert response.status_code == 400, response.text  # type: ignore[attr-defined]
-    assert expected in response.text  # type: ignore[attr-defined]
+    assert response.status_code == 400, response.text
+    assert expected in response.text
     assert stored_blobs(hub) == []
     assert table_counts(hub) == _NOTHING
 
@@ -126,8 +130,8 @@ def test_a_nul_in_the_metadata_is_refused_before_anything_is_written(
     fields = {":action": "file_upload", "protocol_version": "1", "filetype": "bdist_wheel",
               "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
     response = _post(hub, fields, "nul_env-1.0.0-py3-none-any.whl", data)
-    assert response.status_code == 400, response.text  # type: ignore[attr-defined]
-    assert "NUL" in response.text  # type: ignore[attr-defined]
+    assert response.status_code == 400, response.text
+    assert "NUL" in response.text
     assert stored_blobs(hub) == []
     assert table_counts(hub) == _NOTHING
 
@@ -169,10 +173,10 @@ async def _cut_off(hub: HardenedHub, body: bytes, content_type: str, token: str)
     async def receive() -> dict[str, object]:
         return messages.pop(0) if messages else {"type": "http.disconnect"}
 
-    async def send(message: dict[str, object]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         nonlocal status
         if message["type"] == "http.response.start":
-            status = int(message["status"])  # type: ignore[call-overload]
+            status = int(message["status"])
 
     await hub.app(scope, receive, send)
     return status, len(body) // 2
@@ -232,10 +236,10 @@ async def _unframed(
         pulled += len(piece)
         return {"type": "http.request", "body": piece, "more_body": pulled < len(data)}
 
-    async def send(message: dict[str, object]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         nonlocal status
         if message["type"] == "http.response.start":
-            status = int(message["status"])  # type: ignore[call-overload]
+            status = int(message["status"])
 
     await hub.app(scope, receive, send)
     return status, pulled
@@ -348,7 +352,7 @@ def test_a_hostile_archive_gets_the_same_answer_in_memory_and_through_a_scratch_
                   "filetype": "bdist_wheel" if filename.endswith(".whl") else "sdist",
                   "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
         response = _post(hub, fields, filename, data)
-        answers.append((response.status_code, response.text))  # type: ignore[attr-defined]
+        answers.append((response.status_code, response.text))
     assert answers[0] == answers[1], answers
     assert answers[0][0] == 400 and expected in answers[0][1], answers[0]
     assert stored_blobs(hub) == []
@@ -366,7 +370,7 @@ def test_an_sdist_is_stored_and_advertises_no_metadata_file(
     fields = {":action": "file_upload", "protocol_version": "1", "filetype": "sdist",
               "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
     response = _post(hub, fields, "sd_env-1.0.0.tar.gz", data)
-    assert response.status_code == 200, response.text  # type: ignore[attr-defined]
+    assert response.status_code == 200, response.text
     page = hub.http.get("/admin/simple/sd-env/", headers={"Accept": _JSON}).json()
     (entry,) = page["files"]
     assert entry["core-metadata"] is False and entry["dist-info-metadata"] is False
@@ -396,7 +400,7 @@ def test_concurrent_uploads_of_one_filename_with_other_bytes_store_exactly_one(
                   "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
         barrier.wait()
         response = _post(hub, fields, "race_env-1.0.0-py3-none-any.whl", data)
-        return response.status_code, response.text  # type: ignore[attr-defined]
+        return response.status_code, response.text
 
     with ThreadPoolExecutor(len(datas)) as pool:
         answers = list(pool.map(one, datas))
@@ -538,7 +542,7 @@ def test_concurrent_uploads_of_confusable_new_names_create_one(
                   "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
         barrier.wait()
         filename = f"{name.replace('-', '_')}-1.0.0-py3-none-any.whl"
-        return int(_post(hub, fields, filename, data).status_code)  # type: ignore[attr-defined]
+        return _post(hub, fields, filename, data).status_code
 
     for _round in range(3):
         with ThreadPoolExecutor(len(names)) as pool:
@@ -564,7 +568,7 @@ def test_confusable_new_names_from_twine_and_resolve_at_once_create_one(
         filename = f"{name.replace('-', '_')}-1.0.0-py3-none-any.whl"
         barrier.wait()
         if name.endswith("-env"):
-            return int(_post(hub, fields, filename, data).status_code)  # type: ignore[attr-defined]
+            return _post(hub, fields, filename, data).status_code
         return api.post("/api/v1/environmentshub/resolve", json={"name": name}).status_code
 
     with ThreadPoolExecutor(len(names)) as pool:
