@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -103,23 +103,7 @@ class HardenedHub:
                 else f"Bearer {token}"
             )
             headers.append((b"authorization", value.encode()))
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": method,
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "query_string": query.encode(),
-            "root_path": "",
-            "headers": headers,
-            "client": ("127.0.0.1", 50000),
-            "server": ("testserver", 80),
-            "app": self.app,
-        }
         pulled = 0
-        status = 0
         block = b"x" * chunk
 
         async def receive() -> dict[str, Any]:
@@ -136,10 +120,42 @@ class HardenedHub:
             pulled += len(part)
             return {"type": "http.request", "body": part, "more_body": pulled < body_size}
 
-        async def send(message: dict[str, Any]) -> None:
+        status = await self.send_raw(method, path, headers, receive, query=query)
+        return status, pulled
+
+    async def send_raw(
+        self,
+        method: str,
+        path: str,
+        headers: list[tuple[bytes, bytes]],
+        receive: Callable[[], Awaitable[dict[str, Any]]],
+        *,
+        http_version: str = "1.1",
+        query: str = "",
+    ) -> int:
+        """Call the app as a server would, the body coming from `receive` message by message
+        (cut off, unframed, lying about its length: whatever the test makes it); the status."""
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": http_version,
+            "method": method,
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": query.encode(),
+            "root_path": "",
+            "headers": headers,
+            "client": ("127.0.0.1", 50000),
+            "server": ("testserver", 80),
+            "app": self.app,
+        }
+        status = 0
+
+        async def send(message: MutableMapping[str, Any]) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status = int(message["status"])
 
         await self.app(scope, receive, send)
-        return status, pulled
+        return status

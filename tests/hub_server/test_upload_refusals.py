@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlmodel import Session, select
@@ -182,16 +183,10 @@ async def _raw(
     if token is not None:
         credentials = base64.b64encode(f"__token__:{token}".encode())
         headers.append((b"authorization", b"Basic " + credentials))
-    scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "2", "method": "POST",
-        "scheme": "http", "path": "/alice/legacy/", "raw_path": b"/alice/legacy/",
-        "query_string": b"", "root_path": "", "client": ("127.0.0.1", 50000),
-        "server": ("testserver", 80), "app": hub.app, "headers": headers,
-    }  # fmt: skip
     chunks = [body[i : i + 16 * 1024] for i in range(0, len(body), 16 * 1024)]
-    status = pulled = 0
+    pulled = 0
 
-    async def receive() -> dict[str, object]:
+    async def receive() -> dict[str, Any]:
         nonlocal pulled
         if not chunks:
             return {"type": "http.disconnect"}
@@ -199,10 +194,5 @@ async def _raw(
         pulled += len(chunk)
         return {"type": "http.request", "body": chunk, "more_body": bool(chunks)}
 
-    async def send(message: dict[str, object]) -> None:
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = int(message["status"])  # type: ignore[call-overload]
-
-    await hub.app(scope, receive, send)
+    status = await hub.send_raw("POST", "/alice/legacy/", headers, receive, http_version="2")
     return status, pulled

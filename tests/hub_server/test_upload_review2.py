@@ -19,7 +19,7 @@ import sqlite3
 import tarfile
 import threading
 import zipfile
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -161,24 +161,12 @@ async def _cut_off(hub: HardenedHub, body: bytes, content_type: str, token: str)
         (b"content-length", str(len(body)).encode()),
         (b"authorization", b"Basic " + credentials),
     ]
-    scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-        "scheme": "http", "path": "/alice/legacy/", "raw_path": b"/alice/legacy/",
-        "query_string": b"", "root_path": "", "client": ("127.0.0.1", 50000),
-        "server": ("testserver", 80), "app": hub.app, "headers": headers,
-    }  # fmt: skip
     messages = [{"type": "http.request", "body": body[: len(body) // 2], "more_body": True}]
-    status = 0
 
-    async def receive() -> dict[str, object]:
+    async def receive() -> dict[str, Any]:
         return messages.pop(0) if messages else {"type": "http.disconnect"}
 
-    async def send(message: MutableMapping[str, Any]) -> None:
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = int(message["status"])
-
-    await hub.app(scope, receive, send)
+    status = await hub.send_raw("POST", "/alice/legacy/", headers, receive)
     return status, len(body) // 2
 
 
@@ -222,26 +210,15 @@ async def _unframed(
     headers = [(b"content-type", b"application/json")]
     if token is not None:
         headers.append((b"authorization", b"Bearer " + token.encode()))
-    scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "2", "method": "POST",
-        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
-        "root_path": "", "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
-        "app": hub.app, "headers": headers,
-    }  # fmt: skip
-    pulled = status = 0
+    pulled = 0
 
-    async def receive() -> dict[str, object]:
+    async def receive() -> dict[str, Any]:
         nonlocal pulled
         piece = data[pulled : pulled + _PIECE]
         pulled += len(piece)
         return {"type": "http.request", "body": piece, "more_body": pulled < len(data)}
 
-    async def send(message: MutableMapping[str, Any]) -> None:
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = int(message["status"])
-
-    await hub.app(scope, receive, send)
+    status = await hub.send_raw("POST", path, headers, receive, http_version="2")
     return status, pulled
 
 
