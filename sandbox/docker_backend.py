@@ -283,20 +283,21 @@ class DockerSandbox(Sandbox):
         # left is the daemon or an operator stopping the container, both on the daemon's record.
         import docker.errors
 
+        container = self.container  # one reference: `stop` on another thread clears the field
         try:
             client = docker_client()
             client.ping()
             events = client.events(
                 since=self._started_at,
                 until=time.time(),
-                filters={"container": self.container.id},
+                filters={"container": container.id},
                 decode=True,
             )
             actions = {str(event.get("Action", "")).split(":")[0] for event in events}
             if not hung:
                 try:
-                    self.container.reload()
-                    running = self.container.attrs["State"]["Running"]
+                    container.reload()
+                    running = container.attrs["State"]["Running"]
                 except docker.errors.NotFound:  # it ended and auto_remove took it
                     running = False
                 if running:
@@ -308,12 +309,17 @@ class DockerSandbox(Sandbox):
     def _describe_death(self) -> str:
         import docker.errors
 
-        if self.container is None:
+        # One reference each: a `stop` on another thread (the host ending the sandbox
+        # mid-command) clears the fields, and reading one twice gave an AttributeError
+        # instead of this story.
+        container = self.container
+        if container is None:
             return ""
-        stderr = self._channel.diagnostics().strip()[-2000:] if self._channel is not None else ""
+        channel = self._channel
+        stderr = channel.diagnostics().strip()[-2000:] if channel is not None else ""
         try:
-            self.container.reload()
-            state = self.container.attrs["State"]
+            container.reload()
+            state = container.attrs["State"]
             status = (
                 f"container {state['Status']}, exit code {state['ExitCode']}"
                 f"{', killed for memory' if state.get('OOMKilled') else ''}"

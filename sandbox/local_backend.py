@@ -365,10 +365,11 @@ class LocalSandbox(Sandbox):
         return argv
 
     def _describe_death(self) -> str:
-        if self._proc is None:
+        proc, channel = self._proc, self._channel  # a `stop` on another thread clears both
+        if proc is None:
             return ""
-        code = self._proc.poll()
-        stderr = self._channel.diagnostics() if self._channel is not None else ""
+        code = proc.poll()
+        stderr = channel.diagnostics() if channel is not None else ""
         state = (
             "still running but not answering"
             if code is None
