@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-PRIME = Path(sys.executable).parent / "prime"
+from tests.e2e.eval_support import PRIME
 
 
 def test_a_long_settings_path_is_printed_whole_in_a_pipe(tmp_path: Path) -> None:
