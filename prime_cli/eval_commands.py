@@ -13,11 +13,11 @@ import json
 import signal
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 from click.core import ParameterSource
@@ -48,6 +48,7 @@ from prime_cli.eval_runs import find_run, local_runs, push_run, unpushed_runs
 from prime_cli.hub_client import HubClient, HubError
 from prime_cli.messages import say
 from prime_cli.options import echo_json, output_option, page_of, paging_options
+from prime_env import event_loop
 from prime_env.clients.base import ModelClient
 from prime_env.clients.model_specs import ModelConfigError, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
@@ -72,8 +73,6 @@ from prime_env.record import RolloutRecord
 from prime_env.summary import Summary
 from registry_index.resolve import parse_env_ref
 from registry_index.schemas.evals import EvaluationInfo
-
-T = TypeVar("T")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -536,7 +535,7 @@ def run(
     progress = _progress(disable=output == "json")
     try:
         with progress:
-            outcomes = _run_loop(
+            outcomes = event_loop.run(
                 _run_all(list(zip(runs, clients, factories)), concurrency, workers, progress)
             )
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:  # Ctrl-C, SIGTERM
@@ -825,13 +824,3 @@ def samples_cmd(target: str, num: int, page: int, offset: int | None, output: st
     console.print(
         f"[dim]samples {(page - 1) * num + 1}-{(page - 1) * num + len(rows)} of {total}[/]"
     )
-
-
-def _run_loop(coro: Coroutine[Any, Any, T]) -> T:
-    """Run the rollouts on uvloop where it is installed (Linux/macOS): at a hundred-plus requests
-    in flight one event loop is CPU-bound, and uvloop's loop costs less per request."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)

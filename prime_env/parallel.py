@@ -31,6 +31,7 @@ import traceback
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+from . import event_loop
 from .clients.base import ModelClient, SamplingArgs
 from .environment import Environment
 from .record import RolloutRecord
@@ -164,12 +165,7 @@ def _child(
             await client.aclose()
 
     try:
-        try:
-            import uvloop
-        except ImportError:
-            asyncio.run(main())
-        else:
-            uvloop.run(main())
+        event_loop.run(main())
     except BaseException:  # noqa: BLE001 - a child reports any failure by its exit code
         traceback.print_exc()
         sys.stderr.flush()

@@ -20,6 +20,7 @@ from typing import Any
 
 from rich.console import Console
 
+from prime_env import event_loop
 from prime_env.environment import Environment
 from prime_env.run_status import RUNNING, describe_owner, held_by_another
 from trainer_bridge import checkpoints
@@ -341,7 +342,7 @@ def execute(prepared: Prepared, env: Environment, console: Console) -> int:
             log=lambda text: console.print(text),
         )
         try:
-            _run_loop(_until_signalled(orchestrator.run_training(), guard))
+            event_loop.run(_until_signalled(orchestrator.run_training(), guard))
         finally:
             guard.install()  # the loop's handlers are gone; a signal now still counts
         status, code = "completed", 0
@@ -420,12 +421,3 @@ def _plot_quietly(run: RunDir) -> None:
         plot(run.metrics, run.plots / "train.png", read_evals(run.root))
     except ValueError:
         pass  # no metrics yet
-
-
-def _run_loop(coro: Any) -> None:
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(coro)
-        return
-    uvloop.run(coro)
