@@ -539,7 +539,8 @@ def write_docs(section: str) -> None:
         text = text.rstrip("\n") + "\n\n" + section
     else:
         end = text.find("\n## ", start + len(HEADING))
-        text = text[:start] + section + (text[end + 1 :] if end != -1 else "")
+        rest = "\n" + text[end + 1 :] if end != -1 else ""
+        text = text[:start] + section.rstrip("\n") + "\n" + rest
     DOCS.write_text(text)
 
 
