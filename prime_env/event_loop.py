@@ -98,7 +98,7 @@ async def _resumed(coro: Any, waiting: Any) -> Any:
             except StopIteration as stop:
                 return stop.value
             continue
-        except BaseException:  # noqa: BLE001 - the coroutine reads its future's outcome
+        except BaseException:  # noqa: BLE001, S110 - the coroutine reads its future's outcome
             pass
         try:
             waiting = coro.send(None)

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import aiohttp
 import pytest
@@ -25,9 +26,9 @@ class _Recorder(BaseHTTPRequestHandler):
     and its sha256."""
 
     protocol_version = "HTTP/1.1"
-    arrivals: list[tuple[float, int, str]] = []
+    arrivals: ClassVar[list[tuple[float, int, str]]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["content-length"]))
         self.arrivals.append((time.monotonic(), len(body), hashlib.sha256(body).hexdigest()))
         self.send_response(200)
@@ -63,7 +64,7 @@ def test_a_body_leaves_within_the_call_not_on_a_later_pass_of_the_loop(server: s
             posting = asyncio.create_task(_post(session, server, b'{"hello": 1}'))
             await asyncio.sleep(0)  # the post's first step: it sends, then waits
             blocked_at = time.monotonic()
-            time.sleep(0.5)  # the loop is blocked: no other task and no callback runs
+            time.sleep(0.5)  # noqa: ASYNC251 - the loop blocked: no task or callback runs
             await posting
             return blocked_at, blocked_at + 0.5
 
