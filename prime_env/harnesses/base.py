@@ -97,9 +97,10 @@ class Harness:
                 else:
                     await call_user(self.setup_hook, state)
             try:
-                await asyncio.wait_for(
-                    self.run(client, state, sampling or SamplingArgs()), self.timeout
-                )
+                # Not `wait_for`: on Python 3.11 it runs the episode as a task of its own, two
+                # more passes of the loop per rollout at a hundred rollouts in flight.
+                async with asyncio.timeout(self.timeout):
+                    await self.run(client, state, sampling or SamplingArgs())
             except TimeoutError:
                 state.stop_reason = TIMEOUT
         if state.stop_reason is None:
