@@ -165,9 +165,9 @@ class GuardedClient:
         sampling: SamplingArgs | None = None,
     ) -> ChatResponse:
         try:
-            async with self.gate.call():
-                response: ChatResponse = await asyncio.wait_for(
-                    self.inner.chat(messages, tools=tools, sampling=sampling), self.timeout_s
+            async with self.gate.call(), asyncio.timeout(self.timeout_s):  # no task per call
+                response: ChatResponse = await self.inner.chat(
+                    messages, tools=tools, sampling=sampling
                 )
         except TimeoutError:
             raise ModelError(
