@@ -12,6 +12,10 @@ headers) are captured once from a request the SDK itself builds, through its pub
 `with_options(http_client=...)` hook; and a non-2xx answer raises the exception the SDK raises
 for it (`RateLimitError`, `InternalServerError`, ...), built by the SDK from the response.
 Only the per-call rebuilding of that same request is skipped. Streaming stays on the SDK.
+
+The POST itself goes over `http_origin`'s keep-alive connections for a plain-HTTP endpoint
+(where request rates are highest: local and cluster inference servers) and over aiohttp for
+TLS and proxies.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from urllib.parse import urlsplit
 import aiohttp
 import httpx2
 import openai
+
+from prime_env.clients import http_origin
 
 # Set by the transport for each request, or owned by aiohttp's own content negotiation.
 _PER_REQUEST = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
@@ -49,12 +55,16 @@ class PreparedPost:
         `call_with_retries` does), which spares aiohttp a timer per request."""
         self._sdk = sdk
         self._path = path
+        self._timeout_s = timeout_s
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._template: httpx2.Request | None = None
         self._url = ""
         self._proxy: str | None = None
         self._headers: dict[str, str] = {}
+        self._raw_headers: http_origin.Headers = []
+        self._plain = False  # plain HTTP, no proxy: http_origin instead of aiohttp
         self._session: aiohttp.ClientSession | None = None
+        self._pool: http_origin.OriginPool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._preparing: asyncio.Lock | None = None
 
@@ -74,15 +84,32 @@ class PreparedPost:
         self._url = str(request.url)
         self._proxy = _env_proxy(self._url)
         self._headers = {k: v for k, v in request.headers.items() if k not in _PER_REQUEST}
+        self._raw_headers = [
+            (name, value)
+            for name, value in request.headers.raw
+            if name.decode("latin-1").lower() not in _PER_REQUEST
+        ]
+        self._plain = self._proxy is None and http_origin.supports(self._url)
         self._template = request
         return request
 
-    def _session_here(self) -> aiohttp.ClientSession:
-        """The session of the running loop (an aiohttp session is bound to the loop it was made
-        on; a client reused from another loop gets a new one)."""
+    def _on_this_loop(self) -> None:
+        """Connections belong to the loop they were made on: a client reused from another loop
+        (a notebook cell's, a worker process's) starts new ones and leaves the old ones be."""
         loop = asyncio.get_running_loop()
-        if self._session is None or self._loop is not loop:
+        if self._loop is not loop:
             self._loop = loop
+            self._session = self._pool = None
+
+    def _pool_here(self) -> http_origin.OriginPool:
+        self._on_this_loop()
+        if self._pool is None:
+            self._pool = http_origin.OriginPool(self._url, self._raw_headers, _MAX_CONNECTIONS)
+        return self._pool
+
+    def _session_here(self) -> aiohttp.ClientSession:
+        self._on_this_loop()
+        if self._session is None:
             # The captured headers are the session's defaults: aiohttp copies them per request
             # in C, where per-request headers are merged key by key in Python.
             self._session = aiohttp.ClientSession(
@@ -94,15 +121,15 @@ class PreparedPost:
 
     async def __call__(self, body: dict[str, Any]) -> bytes:
         template = self._template or await self._prepare()
-        session = self._session_here()
         data = json.dumps(body, ensure_ascii=False).encode()
         try:
-            async with session.post(self._url, data=data, proxy=self._proxy) as response:
-                content = await response.read()
-                status, raw_headers = response.status, response.raw_headers
+            if self._plain:
+                status, raw_headers, content = await self._post_plain(data)
+            else:
+                status, raw_headers, content = await self._post_aiohttp(data)
         except TimeoutError:
             raise  # recorded as a timeout by the caller, as the SDK's own timeouts are
-        except aiohttp.ClientError as exc:
+        except (aiohttp.ClientError, OSError) as exc:
             raise openai.APIConnectionError(
                 message=f"Connection error: {exc}", request=template
             ) from exc
@@ -113,10 +140,27 @@ class PreparedPost:
         )
         raise self._sdk._make_status_error_from_response(failed)
 
+    async def _post_plain(self, data: bytes) -> tuple[int, Any, bytes]:
+        pool = self._pool_here()
+        if self._timeout_s is None:
+            reply = await pool.post(data)
+        else:
+            async with asyncio.timeout(self._timeout_s):
+                reply = await pool.post(data)
+        return reply.status, reply.headers, reply.body
+
+    async def _post_aiohttp(self, data: bytes) -> tuple[int, Any, bytes]:
+        session = self._session_here()
+        async with session.post(self._url, data=data, proxy=self._proxy) as response:
+            return response.status, response.raw_headers, await response.read()
+
     async def aclose(self) -> None:
-        if self._session is not None and self._loop is asyncio.get_running_loop():
-            await self._session.close()
-        self._session = None
+        if self._loop is asyncio.get_running_loop():
+            if self._session is not None:
+                await self._session.close()
+            if self._pool is not None:
+                self._pool.close()
+        self._session = self._pool = None
 
 
 def _env_proxy(url: str) -> str | None:
