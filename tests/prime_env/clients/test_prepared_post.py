@@ -171,3 +171,34 @@ def test_proxy_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> No
     assert prepared_post._env_proxy("https://api.openai.com/v1/x") == "http://proxy.invalid:3128"
     assert prepared_post._env_proxy("https://internal.example/v1/x") is None
     assert prepared_post._env_proxy("http://api.openai.com/v1/x") is None  # no HTTP_PROXY set
+
+
+async def test_plain_http_uses_its_own_connections_and_a_proxy_uses_aiohttp(
+    server: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both transports send the same request; with HTTP_PROXY set, the POST goes to the proxy
+    (here the recorder itself, which answers the absolute-form request as the target would)."""
+    for name in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    direct_sdk = openai.AsyncOpenAI(base_url=server.url, api_key="k")
+    direct = PreparedPost(direct_sdk, "/chat/completions", 10.0)
+    assert json.loads(await direct({"via": "direct"})) == COMPLETION
+    await direct.aclose()
+    await direct_sdk.close()
+
+    monkeypatch.setenv("HTTP_PROXY", server.url.removesuffix("/v1"))
+    proxied_sdk = openai.AsyncOpenAI(base_url="http://api.invalid/v1", api_key="k")
+    proxied = PreparedPost(proxied_sdk, "/chat/completions", 10.0)
+    assert json.loads(await proxied({"via": "proxy"})) == COMPLETION
+    await proxied.aclose()
+    await proxied_sdk.close()
+
+    assert (direct._plain, proxied._plain) == (True, False)
+    (direct_path, direct_headers, direct_body), (proxy_path, proxy_headers, proxy_body) = (
+        server.seen
+    )
+    assert direct_path == proxy_path == "/v1/chat/completions"
+    assert proxy_headers["Host"] == "api.invalid"
+    assert json.loads(direct_body) == {"via": "direct"}
+    assert json.loads(proxy_body) == {"via": "proxy"}
+    assert direct_headers["Authorization"] == proxy_headers["Authorization"] == "Bearer k"
