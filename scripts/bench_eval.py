@@ -312,7 +312,7 @@ def main() -> None:
         base = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
         prime_env = {**base, "PYTHONPATH": str(ROOT)}
         vf_env = {**base, "PYTHONPATH": str(work / "vfpkg"), "FAKE_KEY": "x"}
-        say_args = json.dumps({"num_tasks": max(n, args.long)})
+        say_args = json.dumps({"num_tasks": max(2 * n, args.long)})  # the wide runs make 2n
         arith_n = max(n // 4, 1)
         arith_args = json.dumps({"num_eval_examples": arith_n})
         if not args.quick:  # start-up CPU, subtracted from every run's
