@@ -553,7 +553,11 @@ def main() -> None:
     worst = max(
         ((r, peer) for r in rows for peer in PEERS), key=lambda item: item[0].ratio(item[1])
     )
+    upload = next(r for r in rows if r.metric.startswith("upload p50"))
+    best = min(PEERS, key=lambda peer: upload.values[peer])
     print(
+        f"\nupload p50 bar (<= the best peer): hub/{best} = {upload.ratio(best):.3f}, "
+        f"{'met' if upload.ratio(best) <= 1.0 else 'NOT met'}"
         f"\nworst ratio: {worst[0].metric}, hub/{worst[1]} = {worst[0].ratio(worst[1]):.3f} "
         f"(target <= 1.0); load {load_before:.1f} at the start, {load_after:.1f} at the end"
     )
