@@ -32,7 +32,7 @@ import openai
 
 from prime_env.clients import http_origin
 
-# Set by the transport for each request, or owned by aiohttp's own content negotiation.
+# Set per request by the transport (aiohttp or http_origin), content negotiation included.
 _PER_REQUEST = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
 _MAX_CONNECTIONS = 1000  # the SDK's own default connection limit (aiohttp's is 100)
 
