@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import openai
 import pytest
@@ -202,3 +203,40 @@ async def test_plain_http_uses_its_own_connections_and_a_proxy_uses_aiohttp(
     assert json.loads(direct_body) == {"via": "direct"}
     assert json.loads(proxy_body) == {"via": "proxy"}
     assert direct_headers["Authorization"] == proxy_headers["Authorization"] == "Bearer k"
+
+
+@pytest.mark.parametrize("http", ["h11", "httptools"])
+async def test_keep_alive_against_uvicorn(http: str) -> None:
+    """vLLM's OpenAI server runs on uvicorn: one connection serves a run's calls."""
+    import uvicorn
+
+    clients: list[tuple[str, int]] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        clients.append(scope["client"])
+        while (await receive()).get("more_body"):
+            pass
+        body = json.dumps(COMPLETION).encode()
+        headers = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, http=http, log_level="warning")
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    ours = OpenAIClient("m", base_url=f"http://127.0.0.1:{port}/v1", api_key="k")
+    try:
+        for _ in range(5):
+            response = await ours.chat([{"role": "user", "content": "x"}])
+            assert response.message["content"] == "hi"
+    finally:
+        await ours.aclose()
+        server.should_exit = True
+        await serving
+    assert len(clients) == 5
+    assert len(set(clients)) == 1  # the same client address and port: one connection
