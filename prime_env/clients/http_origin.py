@@ -187,9 +187,9 @@ class OriginPool:
 
     async def post(self, body: bytes) -> Reply:
         """Send `body` and return the complete reply (any status)."""
-        if self._closed:
-            raise ConnectionError("this connection pool is closed")
         async with self._slots:
+            if self._closed:  # before the call, or while it waited for a connection slot
+                raise ConnectionError("this connection pool is closed")
             connection = self._idle_connection() or await self._connect()
             loop = asyncio.get_running_loop()
             waiter: asyncio.Future[Reply] = loop.create_future()
@@ -240,4 +240,5 @@ class OriginPool:
         """Close every connection; requests in flight fail with `ConnectionError`."""
         self._closed = True
         for connection in list(self._open):
+            connection._fail(ConnectionError("this connection pool was closed"))
             connection._drop()

@@ -266,12 +266,26 @@ async def test_the_limit_bounds_open_connections(serve) -> None:  # type: ignore
     assert server.connections == server.most_open == 2
 
 
-async def test_a_refused_connection_and_a_closed_pool(serve) -> None:  # type: ignore[no-untyped-def]
-    server = await serve(ok)
-    pool = OriginPool(server.url, [], limit=10)
+async def test_closing_the_pool_fails_what_is_in_flight_and_what_waits(serve) -> None:  # type: ignore[no-untyped-def]
+    async def never(_: bytes, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(10)
+
+    server = await serve(never)
+    pool = OriginPool(server.url, [], limit=1)
+    in_flight = asyncio.ensure_future(pool.post(b"{}"))
+    waiting = asyncio.ensure_future(pool.post(b"{}"))  # for the one connection slot
+    while not server.requests:
+        await asyncio.sleep(0.01)
     pool.close()
-    with pytest.raises(ConnectionError, match="closed"):
+    for call in (in_flight, waiting):
+        with pytest.raises(ConnectionError, match="pool (was|is) closed"):
+            await asyncio.wait_for(call, 5)
+    with pytest.raises(ConnectionError, match="pool is closed"):
         await pool.post(b"{}")
+    assert server.connections == 1
+
+
+async def test_a_refused_connection() -> None:
     listener = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
     port = listener.sockets[0].getsockname()[1]
     listener.close()
