@@ -191,11 +191,13 @@ class OriginPool:
             if self._closed:  # before the call, or while it waited for a connection slot
                 raise ConnectionError("this connection pool is closed")
             connection = self._idle_connection() or await self._connect()
-            loop = asyncio.get_running_loop()
-            waiter: asyncio.Future[Reply] = loop.create_future()
+            transport = connection.transport
+            assert transport is not None  # set by connection_made
+            if transport.is_closing():  # closed by the server between connecting and now
+                raise ConnectionError("the server closed the connection before replying")
+            waiter: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
             connection.waiter = waiter
-            assert connection.transport is not None  # set by connection_made
-            connection.transport.write(b"%s%d\r\n\r\n%s" % (self._head, len(body), body))
+            transport.write(b"%s%d\r\n\r\n%s" % (self._head, len(body), body))
             try:
                 return await waiter
             except BaseException:

@@ -285,6 +285,23 @@ async def test_closing_the_pool_fails_what_is_in_flight_and_what_waits(serve) ->
     assert server.connections == 1
 
 
+async def test_a_connection_closed_at_once_is_a_connection_error() -> None:
+    async def hang_up(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.transport.abort()
+
+    listener = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    pool = OriginPool(f"http://127.0.0.1:{port}/", [], limit=1)
+    try:
+        for _ in range(3):
+            with pytest.raises(ConnectionError):
+                await asyncio.wait_for(pool.post(b"{}"), 5)
+    finally:
+        pool.close()
+        listener.close()
+        await listener.wait_closed()
+
+
 async def test_a_refused_connection() -> None:
     listener = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
     port = listener.sockets[0].getsockname()[1]
