@@ -4,10 +4,11 @@ Why: an eval or a training run at a hundred-plus requests in flight against a lo
 inference server (vLLM, the trainer's own sampler server, an OpenAI-compatible gateway) is
 bound by the client's CPU per request, and aiohttp's client spent about half of it on its own
 layers (request and response objects, connector bookkeeping, tracing and cookie hooks, stream
-readers): `scripts/bench_eval.py` measured 6.7k -> 13.4k rollouts/s at 0 ms and, at 200 ms,
-`-c 128` 95% -> 96% and `-c 512` 87% -> 91% of the ideal rate when this replaced it. Here a
-request is one transport write (a head built once per origin, its length, the body) and a
-response is parsed by httptools (llhttp, the parser uvicorn uses) straight into bytes.
+readers). With this instead (`prime eval run` against the fake server, trees alternating;
+docs/benchmarks.md, "Eval runner: where the time goes"): 7.0k -> 13.7k rollouts/s at 0 ms; at
+200 ms `-c 128` 606 -> 611/s and `-c 512` 2171 -> 2335/s. Here a request is one transport
+write (a head built once per origin, its length, the body) and a response is parsed by
+httptools (llhttp, the parser uvicorn uses) straight into bytes.
 
 Scope: `http://` origins without a proxy or credentials in the URL (`PreparedPost` keeps aiohttp
 for TLS and proxies). What a caller sees matches aiohttp's client: a refused, reset or closed
