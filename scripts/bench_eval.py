@@ -519,7 +519,7 @@ def report(runs: list[Run], n: int, c: int, args: argparse.Namespace, load: str)
         best = max(shares, key=lambda t: shares[t])
         met = shares[best] >= target
         verdicts.append(
-            f"{label} >= {target:.0%}: {'met' if met else 'NOT met'} ({best} {shares[best]:.0%})"
+            f"{label} >= {target:.0%}: {'met' if met else 'NOT met'} ({best} {shares[best]:.1%})"
         )
         if not met:
             missed.append(label)
