@@ -216,8 +216,9 @@ async def test_keep_alive_against_uvicorn(http: str) -> None:
         if scope["type"] != "http":
             return
         clients.append(scope["client"])
-        while (await receive()).get("more_body"):
-            pass
+        more_body = True
+        while more_body:  # read the request to its end before answering
+            more_body = (await receive()).get("more_body", False)
         body = json.dumps(COMPLETION).encode()
         headers = [(b"content-type", b"application/json")]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
