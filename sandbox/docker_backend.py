@@ -304,7 +304,12 @@ class DockerSandbox(Sandbox):
                     return True  # the attach stream broke, not the supervisor: the runtime's fault
         except Exception:  # noqa: BLE001 - a daemon that cannot answer this is itself the failure
             return True
-        return bool(actions & {"kill", "stop", "pause", "destroy", "restart"})
+        outside = actions & {"kill", "stop", "pause", "destroy", "restart"}
+        if "die" in actions:
+            # auto_remove destroys every container that died, whoever killed it: a destroy
+            # after a death is that, not an operator (whose `rm -f` is on record as a kill).
+            outside.discard("destroy")
+        return bool(outside)
 
     def _describe_death(self) -> str:
         import docker.errors
