@@ -445,7 +445,7 @@ async def _run_missing(
         summary.add(rec)
     skip = {rec.key for rec in run.done}
     fh: IO[bytes]
-    with run.results_path.open("ab") as fh, rollout_gc():
+    with run.results_path.open("ab") as fh, rollout_gc(concurrency):
 
         def keep(record: RolloutRecord) -> None:
             summary.add(record)

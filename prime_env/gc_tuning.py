@@ -10,6 +10,12 @@ milliseconds during which no reply is read and no request sent (docs/benchmarks.
 garbage; `gc.freeze` is meant for exactly this), and a larger young threshold makes the
 collections that remain rarer. Reference counting still frees almost everything at once;
 only cyclic garbage waits a little longer. Forked workers inherit both settings.
+
+The young threshold also grows with the run's concurrency: each rollout in flight keeps ~50
+container objects alive (its task, coroutine frames, state, request), so at `-c 512` the
+working set alone (~27k) passed a fixed 20,000 and set off young collections that walked
+it and freed nothing, one of them 4-6.5 ms long inside the first burst of replies (measured
+with `gc.callbacks` on `prime eval run` against a 200 ms server; docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -19,15 +25,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 YOUNG_THRESHOLD = 20_000
-"""Net allocations between young collections (CPython's default is 700)."""
+"""Net allocations between young collections (CPython's default is 700), at least."""
+
+OBJECTS_PER_ROLLOUT = 100
+"""Room per rollout in flight in the young threshold: twice what a single-turn rollout keeps."""
+
+
+def young_threshold(concurrency: int) -> int:
+    """The young threshold for a run of `concurrency` rollouts in flight."""
+    return max(YOUNG_THRESHOLD, OBJECTS_PER_ROLLOUT * concurrency)
 
 
 @contextmanager
-def rollout_gc() -> Iterator[None]:
+def rollout_gc(concurrency: int = 0) -> Iterator[None]:
     """Freeze the objects alive now and collect less often until the block ends."""
     thresholds = gc.get_threshold()
     gc.freeze()
-    gc.set_threshold(YOUNG_THRESHOLD, *thresholds[1:])
+    gc.set_threshold(young_threshold(concurrency), *thresholds[1:])
     try:
         yield
     finally:
