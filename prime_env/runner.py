@@ -26,6 +26,7 @@ from typing import Any
 from .clients.base import ModelClient, SamplingArgs
 from .environment import Environment
 from .errors import infra_error_type
+from .fd_table import reserve_fds
 from .record import ErrorInfo, RolloutRecord, Timing, TokenUsage, Turn
 from .rubric import Scores
 from .state import State
@@ -130,6 +131,7 @@ async def stream_rollouts(
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     chosen = choose_tasks(env, n, tasks)
+    reserve_fds(concurrency)  # one connection per rollout in flight, opened in the first wave
     total, expected, pending = _plan(
         chosen, r, set(skip), range(len(chosen)) if examples is None else examples
     )

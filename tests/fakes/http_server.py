@@ -72,6 +72,7 @@ class Responder:
 
 
 Handler = Callable[[Request, Responder], Awaitable[None]]
+BACKLOG = 4096  # connections waiting to be accepted: a benchmark opens hundreds at once
 # Built once: the benchmark's fake answers thousands of requests a second on a shared core.
 _STATUS_LINES = {s.value: f"HTTP/1.1 {s.value} {s.phrase}" for s in HTTPStatus}
 
@@ -153,7 +154,7 @@ def _path(url: bytes) -> str:
 async def serve(handler: Handler, host: str, port: int) -> asyncio.Server:
     """Start listening; the caller keeps the loop running."""
     loop = asyncio.get_running_loop()
-    return await loop.create_server(lambda: _Connection(handler), host, port, backlog=4096)
+    return await loop.create_server(lambda: _Connection(handler), host, port, backlog=BACKLOG)
 
 
 async def wait_forever(server: asyncio.Server) -> None:

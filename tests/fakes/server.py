@@ -23,8 +23,9 @@ from typing import Any, Self
 
 import httpx
 
+from prime_env.fd_table import reserve_fds
 from tests.fakes.behaviour import FaultPlan
-from tests.fakes.http_server import serve, wait_forever
+from tests.fakes.http_server import BACKLOG, serve, wait_forever
 from tests.fakes.providers import FakeAnthropic, FakeOpenAI
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -181,6 +182,9 @@ def main(argv: list[str] | None = None) -> None:
         latency_ms=args.latency_ms,
     )
     handler = (FakeOpenAI if args.provider == "openai" else FakeAnthropic)(plan, args.api_key)
+    # Room for a benchmark's thousands of connections before any thread starts: a table grown
+    # later stalls the server for an RCU grace period at its 256th and 512th (prime_env.fd_table).
+    reserve_fds(BACKLOG)
 
     async def run() -> None:
         server = await serve(handler, "127.0.0.1", args.port)
