@@ -1,9 +1,10 @@
 """The rollout runner: many rollouts on one event loop, scored as they finish.
 
-Generation is bounded by `concurrency` workers (the clients' adaptive limiter backs off on 429s); scoring
-runs in separate tasks so a slow judge never holds a generation slot. A rollout whose
-infrastructure failed becomes a record with `error` set and `reward` None: it is counted,
-never averaged in as a 0.
+Generation is bounded by `concurrency` workers (the clients' adaptive limiter backs off on
+429s); scoring runs in separate tasks so a slow judge never holds a generation slot, and starts
+once a burst of finished generations is over (`_ScoringQueue`), so the burst's next model
+requests go first. A rollout whose infrastructure failed becomes a record with `error` set and
+`reward` None: it is counted, never averaged in as a 0.
 
 `stream_rollouts` hands each record on and forgets it, and makes rollouts lazily as workers
 take them, so memory is bounded by the concurrency (plus unfinished groups), not by the run's
@@ -71,6 +72,61 @@ class _Rollout:
     scoring_ms: float = 0.0
 
 
+class _ScoringQueue:
+    """Finished generations wait here until their burst is over, then each is scored in a task.
+
+    Why: against a server with fixed latency, replies come back in waves, and a wave's last
+    request leaves only after the client has turned every earlier reply around. Scoring and
+    writing a record is about a quarter of a rollout's CPU; done as each reply comes in, it sits
+    between one reply and the next request. Started once no generation has finished for
+    `QUIET_S`, it runs in the wait for the next wave instead (`-c 512` at 200 ms:
+    docs/benchmarks.md, "Eval runner"). At most `limit` rollouts wait (the run's concurrency):
+    a steady stream of replies, which has no quiet moments, is scored in batches of that size,
+    and memory stays bounded by the concurrency.
+    """
+
+    QUIET_S = 0.010
+    """Replies within a burst come ~0.1 ms apart at `-c 512`, with gaps of a few ms where the
+    server pauses (its collector, timer ticks): 2 ms split bursts and lost half the gain. An
+    inference server's batches come tens of ms apart: scoring runs in those gaps."""
+
+    def __init__(self, start: Callable[[_Rollout], None], limit: int) -> None:
+        self._start = start
+        self._limit = limit
+        self._waiting: list[_Rollout] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._last = 0.0
+
+    def add(self, rollout: _Rollout) -> None:
+        loop = asyncio.get_running_loop()
+        self._waiting.append(rollout)
+        self._last = loop.time()
+        if len(self._waiting) >= self._limit:
+            self.flush()
+        elif self._timer is None:
+            self._timer = loop.call_later(self.QUIET_S, self._when_quiet)
+
+    def _when_quiet(self) -> None:
+        loop = asyncio.get_running_loop()
+        quiet_for = loop.time() - self._last
+        if quiet_for >= self.QUIET_S:
+            self.flush()
+        else:
+            self._timer = loop.call_later(self.QUIET_S - quiet_for, self._when_quiet)
+
+    def flush(self) -> None:
+        """Start scoring everything waiting, now."""
+        self.close()
+        waiting, self._waiting = self._waiting, []
+        for rollout in waiting:
+            self._start(rollout)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
 @dataclass
 class _Group:
     expected: int
@@ -119,8 +175,9 @@ async def stream_rollouts(
     examples: Iterable[int] | None = None,
 ) -> int:
     """Run `r` rollouts of each of the first `n` eval tasks and hand each record to `on_record`
-    (sync or async) as soon as it is final — with group rewards, once its whole group is
-    scored — without keeping it: memory stays bounded by the concurrency, not the run's size.
+    (sync or async) once it is scored — scoring starts when the burst of replies it came in is
+    over (`_ScoringQueue`); with group rewards, once its whole group is scored — without
+    keeping it: memory stays bounded by the concurrency, not the run's size.
 
     `skip` lists (example_index, rollout_index) pairs already done (for `--resume`); `tasks`
     overrides the env's eval tasks (the trainer uses it); `examples` restricts the run to those
@@ -177,6 +234,13 @@ async def stream_rollouts(
             member.scoring_ms += elapsed
             await emit(member)
 
+    def start_scoring(rollout: _Rollout) -> None:
+        job = asyncio.create_task(score(rollout))
+        scoring.add(job)
+        job.add_done_callback(scoring.discard)
+
+    finished = _ScoringQueue(start_scoring, concurrency)
+
     async def worker() -> None:
         for rollout in pending:
             rollout.started = time.perf_counter()
@@ -188,16 +252,16 @@ async def stream_rollouts(
             except Exception as exc:  # noqa: BLE001 - recorded as the rollout's error
                 rollout.error = error_info(exc)
             rollout.generation_ms = (time.perf_counter() - rollout.started) * 1000
-            job = asyncio.create_task(score(rollout))
-            scoring.add(job)
-            job.add_done_callback(scoring.discard)
+            finished.add(rollout)
 
     workers = [asyncio.create_task(worker()) for _ in range(min(concurrency, total))]
     try:
         await asyncio.gather(*workers)
+        finished.flush()
         while scoring:
             await asyncio.gather(*list(scoring))
     finally:
+        finished.close()
         for job in [*workers, *scoring]:
             job.cancel()
     return total

@@ -197,6 +197,63 @@ async def test_scoring_overlaps_generation() -> None:
     assert [r.reward for r in records] == [1.0, 1.0, 1.0]
 
 
+async def test_a_burst_of_replies_sends_its_next_requests_before_any_scoring() -> None:
+    """Four replies come back 1 ms apart: the four next requests go out before the first
+    reply is scored (scoring waits for the burst to be over), and every rollout is scored."""
+    client = ScriptedClient(lambda m, t: "x")
+    original = client.chat
+    requests = 0
+
+    async def chat(messages, **kw):
+        nonlocal requests
+        requests += 1
+        await asyncio.sleep(0.05 + requests * 0.001)  # the first wave: a 4 ms burst
+        return await original(messages, **kw)
+
+    client.chat = chat  # type: ignore[method-assign]
+    requests_when_scored: list[int] = []
+
+    async def counts_requests(completion):
+        requests_when_scored.append(requests)
+        return 1.0
+
+    env = Environment(
+        TaskSet.from_records({"question": str(i)} for i in range(8)),
+        SingleTurn(),
+        Rubric([counts_requests]),
+    )
+    records = await run_rollouts(env, client, concurrency=4)
+    assert [r.reward for r in records] == [1.0] * 8
+    assert len(requests_when_scored) == 8 and requests_when_scored[0] == 8
+
+
+async def test_a_steady_stream_of_replies_is_scored_in_batches_of_the_concurrency() -> None:
+    """Replies with no quiet moment between them (an instant server) cannot wait for one:
+    no more than the concurrency's worth of finished rollouts waits to be scored."""
+    client = ScriptedClient(lambda m, t: "x")
+    original = client.chat
+
+    async def chat(messages, **kw):
+        await asyncio.sleep(0)  # an answer by the next pass of the loop
+        return await original(messages, **kw)
+
+    client.chat = chat  # type: ignore[method-assign]
+    unscored: list[int] = []
+
+    async def counts_unscored(completion):
+        unscored.append(len(client.calls) - len(unscored))
+        return 1.0
+
+    env = Environment(
+        TaskSet.from_records({"question": str(i)} for i in range(200)),
+        SingleTurn(),
+        Rubric([counts_unscored]),
+    )
+    records = await run_rollouts(env, client, concurrency=4)
+    assert len(records) == 200 and all(r.reward == 1.0 for r in records)
+    assert max(unscored) <= 2 * 4  # waiting (up to 4) plus generating (up to 4)
+
+
 async def test_skip_resumes_only_missing_rollouts_and_streams_records() -> None:
     seen = []
 
