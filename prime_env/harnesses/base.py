@@ -86,25 +86,44 @@ class Harness:
     ) -> None:
         """Run hooks and the episode on `state`. ModelError/InfraError propagate: the runner
         turns them into error records."""
-        async with contextlib.AsyncExitStack() as stack:
-            if self.cleanup_hook is not None:  # registered first: runs even if setup fails
-                stack.push_async_callback(call_user, self.cleanup_hook, state)
-            if self.setup_hook is not None:
-                if inspect.isasyncgenfunction(self.setup_hook):
-                    await stack.enter_async_context(
-                        contextlib.asynccontextmanager(self.setup_hook)(state)
-                    )
-                else:
-                    await call_user(self.setup_hook, state)
-            try:
-                # Not `wait_for`: on Python 3.11 it runs the episode as a task of its own, two
-                # more passes of the loop per rollout at a hundred rollouts in flight.
-                async with asyncio.timeout(self.timeout):
-                    await self.run(client, state, sampling or SamplingArgs())
-            except TimeoutError:
-                state.stop_reason = TIMEOUT
+        sampling = sampling or SamplingArgs()
+        if self.setup_hook is None and self.cleanup_hook is None:
+            # No hooks, no exit stack: a rollout's fixed cost is paid once per reply at `-c 512`.
+            await self._run_until_timeout(client, state, sampling)
+        else:
+            async with contextlib.AsyncExitStack() as stack:
+                if self.cleanup_hook is not None:  # registered first: runs even if setup fails
+                    stack.push_async_callback(call_user, self.cleanup_hook, state)
+                if self.setup_hook is not None:
+                    if inspect.isasyncgenfunction(self.setup_hook):
+                        await stack.enter_async_context(
+                            contextlib.asynccontextmanager(self.setup_hook)(state)
+                        )
+                    else:
+                        await call_user(self.setup_hook, state)
+                await self._run_until_timeout(client, state, sampling)
         if state.stop_reason is None:
             state.stop_reason = COMPLETED
+
+    async def _run_until_timeout(
+        self, client: ModelClient, state: State, sampling: SamplingArgs
+    ) -> None:
+        """The episode, stopped at `timeout` (stop reason `timeout`). Only this timeout is a
+        stop reason: a TimeoutError from inside the episode (a tool's own) is the rollout's
+        error, as any other exception is."""
+        if self.timeout is None:
+            await self.run(client, state, sampling)
+            return
+        # Not `wait_for`: on Python 3.11 it runs the episode as a task of its own, two more
+        # passes of the loop per rollout at a hundred rollouts in flight.
+        deadline = asyncio.timeout(self.timeout)
+        try:
+            async with deadline:
+                await self.run(client, state, sampling)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            state.stop_reason = TIMEOUT
 
     async def run(self, client: ModelClient, state: State, sampling: SamplingArgs) -> None:
         raise NotImplementedError

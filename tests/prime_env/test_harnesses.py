@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from prime_env import ChatResponse, MultiTurn, SingleTurn, Task, ToolLoop, Usage
 
 from .scripted import ScriptedClient, tool_call
@@ -80,6 +82,19 @@ async def test_timeout_is_a_stop_reason_and_keeps_partial_work() -> None:
     state = await MultiTurn(lambda m, s: "more", max_turns=1000, timeout=0.3).rollout(client, TASK)
     assert state.stop_reason == "timeout"
     assert 1 <= state.num_turns < 1000
+
+
+@pytest.mark.parametrize("timeout", [None, 30.0])
+async def test_a_timeout_inside_the_episode_is_its_error_not_the_episodes_timeout(timeout) -> None:
+    """Only the harness's own deadline is stop reason `timeout`; a TimeoutError raised by what
+    the episode calls (an env step's own wait) fails the rollout like any other exception."""
+
+    async def env_step(messages, state):
+        raise TimeoutError("the env's service did not answer")
+
+    harness = MultiTurn(env_step, max_turns=3, timeout=timeout)
+    with pytest.raises(TimeoutError, match="did not answer"):
+        await harness.rollout(ScriptedClient(["1"]), TASK)
 
 
 async def test_tool_loop_length_stop() -> None:
