@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -18,10 +19,23 @@ pytestmark = pytest.mark.skipif(
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _in_fresh_process(code: str) -> str:
-    """Run `code` in a new interpreter: a table, once grown, never shrinks in this one."""
+def _in_fresh_process(code: str) -> list[int]:
+    """Run `code` in a new interpreter (a table, once grown, never shrinks in this one) with
+    `fd_size()`, `before` (the table it started with: a child's is sized by the highest
+    descriptor its parent had open, so it varies) and the open-files limit raised to the hard
+    one; return the integers it prints."""
+    prelude = """
+import os, resource
+def fd_size():
+    for line in open("/proc/self/status"):
+        if line.startswith("FDSize:"):
+            return int(line.split()[1])
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+before = fd_size()
+"""
     done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
+        [sys.executable, "-c", prelude + textwrap.dedent(code)],
         check=False,
         capture_output=True,
         text=True,
@@ -30,32 +44,22 @@ def _in_fresh_process(code: str) -> str:
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
-FD_SIZE = """
-def fd_size():
-    for line in open("/proc/self/status"):
-        if line.startswith("FDSize:"):
-            return int(line.split()[1])
-"""
+    return [int(word) for word in done.stdout.split()]
 
 
 def test_the_table_holds_the_connections_before_they_open() -> None:
-    out = _in_fresh_process(
-        FD_SIZE
-        + """
-import os
+    before, wanted, after, open_now = _in_fresh_process(
+        """
 from prime_env.fd_table import reserve_fds
-before = fd_size()
-reserve_fds(900)
-opened = [os.open(os.devnull, os.O_RDONLY) for _ in range(900)]
-print(before, fd_size(), len(os.listdir("/proc/self/fd")))
+wanted = before + 300  # more than the table holds now
+reserve_fds(wanted)
+print(before, wanted, fd_size())
+opened = [os.open(os.devnull, os.O_RDONLY) for _ in range(wanted)]
+print(len(os.listdir("/proc/self/fd")))
 """
     )
-    before, after, open_now = map(int, out.split())
-    assert before < 900 + HEADROOM <= after
-    assert open_now >= 900  # the probe descriptors were closed, the real ones all opened
+    assert before < wanted + HEADROOM <= after
+    assert open_now >= wanted  # the probe descriptors were closed, the real ones all opened
 
 
 def test_descriptors_in_use_are_left_alone() -> None:
@@ -63,8 +67,8 @@ def test_descriptors_in_use_are_left_alone() -> None:
     already open there (dup2 would close it) keeps working."""
     read_fd, write_fd = os.pipe()
     try:
-        busy = os.dup2(write_fd, 700 + HEADROOM)
-        reserve_fds(700)
+        busy = fcntl.fcntl(write_fd, fcntl.F_DUPFD, 700)  # the lowest free number >= 700
+        reserve_fds(busy - HEADROOM)  # aims at exactly that descriptor
         os.write(busy, b"still open")
         assert os.read(read_fd, 64) == b"still open"
         os.close(busy)
@@ -74,25 +78,21 @@ def test_descriptors_in_use_are_left_alone() -> None:
 
 
 def test_a_low_open_files_limit_caps_the_reservation_without_an_error() -> None:
-    out = _in_fresh_process(
-        FD_SIZE
-        + """
-import resource
+    before, limit, after = _in_fresh_process(
+        """
 from prime_env.fd_table import reserve_fds
-resource.setrlimit(resource.RLIMIT_NOFILE, (300, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-before = fd_size()
-reserve_fds(5000)
-print(before, fd_size())
+limit = before + 100
+resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+reserve_fds(10 * limit)  # far past the limit: grown as far as it allows, no error
+print(before, limit, fd_size())
 """
     )
-    before, after = map(int, out.split())
-    assert before < 300 <= after <= 512  # grown as far as 300 descriptors allow, no further
+    assert before < limit <= after < 10 * limit
 
 
 def test_a_run_reserves_room_for_its_concurrency() -> None:
-    out = _in_fresh_process(
-        FD_SIZE
-        + """
+    before, wanted, after = _in_fresh_process(
+        """
 import asyncio
 from prime_env import Environment, Rubric, SingleTurn
 from prime_env.runner import run_rollouts
@@ -101,10 +101,9 @@ from tests.prime_env.scripted import ScriptedClient
 async def right(completion, answer):
     return 1.0
 env = Environment([{"question": "q", "answer": "a"}], SingleTurn(), Rubric([right]))
-before = fd_size()
-asyncio.run(run_rollouts(env, ScriptedClient(["a"]), concurrency=900))
-print(before, fd_size())
+wanted = before + 300
+asyncio.run(run_rollouts(env, ScriptedClient(["a"]), concurrency=wanted))
+print(before, wanted, fd_size())
 """
     )
-    before, after = map(int, out.split())
-    assert before < 900 + HEADROOM <= after
+    assert before < wanted + HEADROOM <= after
