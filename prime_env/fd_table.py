@@ -22,16 +22,24 @@ HEADROOM = 64
 
 
 def reserve_fds(connections: int) -> None:
-    """Grow this process's descriptor table to hold `connections` more sockets (as far as the
-    soft RLIMIT_NOFILE allows), so opening them never waits for the table to grow."""
+    """Grow this process's descriptor table to hold `connections` more sockets, so opening them
+    never waits for the table to grow; raise the soft RLIMIT_NOFILE for them first, as far as
+    the hard limit allows. Under a soft limit of 1,024 (many systems' default) a `-c 2000` run's
+    connections past it failed with EMFILE and were retried with backoff: 600 rollouts at
+    `-c 300` against a 200 ms server under `ulimit -S -n 200` ran at 241-257/s, and at
+    863-1271/s with the limit raised (ideal 1,500; the suite running alongside)."""
     if sys.platform == "win32":
         return
     import fcntl
     import resource
 
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     highest = connections + HEADROOM
-    if soft != resource.RLIM_INFINITY:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft <= highest:
+        raised = highest + 1 if hard == resource.RLIM_INFINITY else min(hard, highest + 1)
+        with contextlib.suppress(ValueError, OSError):  # a platform cap below the hard limit
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
         highest = min(highest, soft - 1)
     probe = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     try:

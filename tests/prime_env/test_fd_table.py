@@ -77,17 +77,30 @@ def test_descriptors_in_use_are_left_alone() -> None:
         os.close(write_fd)
 
 
-def test_a_low_open_files_limit_caps_the_reservation_without_an_error() -> None:
-    before, limit, after = _in_fresh_process(
+def test_a_low_soft_limit_is_raised_for_the_connections() -> None:
+    before, wanted, soft, after = _in_fresh_process(
+        """
+from prime_env.fd_table import reserve_fds
+resource.setrlimit(resource.RLIMIT_NOFILE, (before + 100, hard))  # a default 1,024 in miniature
+wanted = before + 300
+reserve_fds(wanted)
+print(before, wanted, resource.getrlimit(resource.RLIMIT_NOFILE)[0], fd_size())
+"""
+    )
+    assert soft > wanted + HEADROOM and after >= wanted + HEADROOM > before
+
+
+def test_a_low_hard_limit_caps_the_reservation_without_an_error() -> None:
+    before, limit, soft, after = _in_fresh_process(
         """
 from prime_env.fd_table import reserve_fds
 limit = before + 100
-resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 reserve_fds(10 * limit)  # far past the limit: grown as far as it allows, no error
-print(before, limit, fd_size())
+print(before, limit, resource.getrlimit(resource.RLIMIT_NOFILE)[0], fd_size())
 """
     )
-    assert before < limit <= after < 10 * limit
+    assert soft == limit and before < limit <= after < 10 * limit
 
 
 def test_a_run_reserves_room_for_its_concurrency() -> None:
