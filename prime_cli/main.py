@@ -14,15 +14,15 @@ from prime_cli.errors import HandledGroup
 
 # command name -> "module:attribute"; each module owns one layer of the CLI.
 _COMMANDS: dict[str, str] = {
-    "login": "prime_cli.account_commands:login",
-    "logout": "prime_cli.account_commands:logout",
-    "whoami": "prime_cli.account_commands:whoami",
-    "config": "prime_cli.account_commands:config",
-    "env": "prime_cli.env_commands:env",
-    "eval": "prime_cli.eval_commands:eval_group",
-    "hub": "hub_server.cli:hub",
-    "sandbox": "prime_cli.sandbox_commands:sandbox",
-    "train": "prime_cli.train_commands:train",
+    "login": "prime_cli.account:login",
+    "logout": "prime_cli.account:logout",
+    "whoami": "prime_cli.account:whoami",
+    "config": "prime_cli.account:config",
+    "env": "prime_cli.env.commands:env",
+    "eval": "prime_cli.eval.commands:eval_group",
+    "hub": "prime_cli.hub:hub",
+    "sandbox": "prime_cli.sandbox:sandbox",
+    "train": "prime_cli.train:train",
 }
 
 

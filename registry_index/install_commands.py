@@ -6,7 +6,7 @@ A resolver that sees one name on two indexes may take the higher version from ei
 comes from here, and each one pins the hub's names to the hub:
 
 - `prime env install` resolves the environment on the hub and installs with the hub's index
-  first (see prime_cli.env_install);
+  first (see hub_client.install);
 - uv: the hub's indexes given with `--index` take priority over the default index, and
   `--index-strategy first-index` (uv's default, spelled out so that a uv.toml saying otherwise
   cannot undo it) takes every package only from the first index that has it, so the

@@ -27,6 +27,6 @@ step "installing prime-envhub-sdk and prime-envhub, editable, with every extra a
 .venv/bin/uv pip install --python .venv/bin/python --compile-bytecode --overrides scripts/uv-overrides.txt \
   --constraints scripts/constraints.txt -e ./sdk -e ".[all,dev]"
 step "compiling the editable packages' bytecode"
-.venv/bin/python -m compileall -q -j 0 prime_cli prime_env hub_server registry_index sandbox \
+.venv/bin/python -m compileall -q -j 0 prime_cli hub_client prime_env hub_server registry_index sandbox \
   trainer_bridge builtin_envs >/dev/null
 step "setup done in $((SECONDS - started)) s: .venv/bin/prime is ready"

@@ -13,6 +13,7 @@ BIN = Path(sys.executable).parent
 PACKAGES = [
     "registry_index",
     "hub_server",
+    "hub_client",
     "prime_cli",
     "prime_env",
     "sandbox",

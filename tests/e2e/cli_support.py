@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from prime_cli.env_install import find_uv
+from hub_client.install import find_uv
 from tests.support import require
 
 PRIME = Path(sys.executable).with_name("prime")

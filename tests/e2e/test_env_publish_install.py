@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from prime_cli.env_install import find_uv
+from hub_client.install import find_uv
 from tests.hub_server.hubproc import HubProcess, start_hub
 from tests.hub_server.wheels import write_wheel
 from tests.support import free_port, require

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from prime_cli.env_install import find_uv
+from hub_client.install import find_uv
 from tests.e2e.eval_support import SAY_ENV, prime_env, run_dirs
 from tests.fakes.server import FakeServer
 from tests.hub_server.hubproc import HubProcess, start_hub

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from prime_cli.env_install import find_uv
+from hub_client.install import find_uv
 from tests.e2e.eval_support import ROOT, prime_env
 from tests.e2e.test_eval_hub import fresh_python
 from tests.e2e.train_support import FAST, metrics

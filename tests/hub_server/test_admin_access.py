@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from hub_server.cli import hub as hub_cli
+from prime_cli.hub import hub as hub_cli
 from tests.hub_server.hardening_hub import HardenedHub
 
 

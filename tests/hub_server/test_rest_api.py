@@ -17,7 +17,7 @@ import pytest
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
-from prime_cli.hub_client import HubClient
+from hub_client.client import HubClient
 from tests.hub_server.hubproc import HubProcess
 from tests.hub_server.inproc import InProcessHub
 from tests.hub_server.wheels import source_archive_bytes, wheel_bytes

@@ -16,7 +16,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from prime_cli.hub_client import HubClient, HubError
+from hub_client.client import HubClient, HubError
 from registry_index.errors import InvalidUpload
 from registry_index.resolve import EnvRef
 from registry_index.validation import DEFAULT_LIMITS, UploadLimits, validate_source_archive

@@ -18,14 +18,14 @@ from typing import Literal
 
 from rich.console import Console
 
-from prime_cli.env_project import (
+from hub_client.client import HubClient, HubError, NotFound, checked_request
+from prime_cli.env.project import (
     EnvProject,
     ProjectError,
     build_distributions,
     check_environment,
     source_archive,
 )
-from prime_cli.hub_client import HubClient, HubError, NotFound, checked_request
 from prime_cli.messages import say
 from registry_index import scopes as token_scopes
 from registry_index.content_hash import iter_tree_files, tree_content_hash

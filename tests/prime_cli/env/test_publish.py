@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from prime_cli.env_project import build_distributions, load_project
-from prime_cli.env_publish import PushRefused, _upload_flow, check_not_published, push_environment
-from prime_cli.env_scaffold import create_scaffold
-from prime_cli.hub_client import HubClient
+from hub_client.client import HubClient
+from prime_cli.env.project import build_distributions, load_project
+from prime_cli.env.publish import PushRefused, _upload_flow, check_not_published, push_environment
+from prime_cli.env.scaffold import create_scaffold
 from registry_index.content_hash import tree_content_hash
 from registry_index.schemas.push import ResolveRequest, UploadRequest
 from registry_index.validation import validate_distribution
+from tests.hub_client.wire_examples import version as _version
 from tests.hub_server.inproc import InProcessHub, start_inproc_hub
-from tests.prime_cli.wire_examples import version as _version
 
 
 @pytest.fixture(scope="module")

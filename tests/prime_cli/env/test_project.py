@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from prime_cli.env_project import (
+from prime_cli.env.project import (
     ProjectError,
     bumped_version,
     check_environment,

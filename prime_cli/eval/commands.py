@@ -35,8 +35,9 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from prime_cli import config as cfg
-from prime_cli.env_install import (
+from hub_client import settings as cfg
+from hub_client.client import HubClient, HubError
+from hub_client.install import (
     InstallError,
     choose_installer,
     install_environments,
@@ -44,8 +45,7 @@ from prime_cli.env_install import (
     target_python,
 )
 from prime_cli.errors import CliError, expected
-from prime_cli.eval_runs import find_run, local_runs, push_run, unpushed_runs
-from prime_cli.hub_client import HubClient, HubError
+from prime_cli.eval.runs import find_run, local_runs, push_run, unpushed_runs
 from prime_cli.messages import say
 from prime_cli.options import echo_json, output_option, page_of, paging_options
 from prime_env import event_loop

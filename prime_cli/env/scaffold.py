@@ -1,6 +1,6 @@
 """`prime env init`: a new environment package that builds, installs, loads and scores as is.
 
-The files come from `prime_cli/templates/env/` (plain `string.Template` files, so they read like
+The files come from `prime_cli/env/templates/` (plain `string.Template` files, so they read like
 the files they produce). Nothing is written unless every file can be: the package is assembled
 in a temporary sibling directory and renamed into place. That directory is made with `mkdir`, so
 it gets the user's usual permissions (umask), not the 0700 of `tempfile.mkdtemp`.
@@ -41,7 +41,7 @@ def check_name(name: str) -> str:
 
 
 def _render(template: str, values: dict[str, str]) -> str:
-    text = (resources.files("prime_cli") / "templates" / "env" / template).read_text("utf-8")
+    text = (resources.files("prime_cli.env") / "templates" / template).read_text("utf-8")
     return Template(text).substitute(values)
 
 

@@ -6,9 +6,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from prime_cli import config as cfg
+from hub_client import settings as cfg
+from hub_client.client import HubClient, HubError
 from prime_cli.errors import CliError, expected
-from prime_cli.hub_client import HubClient, HubError
 from prime_cli.messages import say
 from prime_cli.options import echo_json, output_option
 

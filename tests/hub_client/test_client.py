@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import pytest
 
-from prime_cli.hub_client import HubClient, HubError, NotFound, RetryPolicy
+from hub_client.client import HubClient, HubError, NotFound, RetryPolicy
 from tests.hub_server.inproc import InProcessHub, start_inproc_hub
 from tests.support import free_port
 

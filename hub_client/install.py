@@ -38,7 +38,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from prime_cli.hub_client import HubClient, HubError, NotFound
+from hub_client.client import HubClient, HubError, NotFound
 from registry_index.errors import InvalidUpload
 from registry_index.resolve import EnvRef
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER, is_sdk_name

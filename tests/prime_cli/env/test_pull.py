@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from prime_cli.env_pull import PullError, extract_archive
+from prime_cli.env.pull import PullError, extract_archive
 from registry_index.validation import UploadLimits
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from prime_cli import config as cfg
+from hub_client import settings as cfg
 from prime_cli.main import cli
 
 
@@ -101,10 +101,10 @@ def test_logout_removes_only_the_token() -> None:
 def test_hub_seed_defaults_to_the_configured_hub(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import hub_server.cli
+    import prime_cli.hub
 
     seen: list[str] = []
-    monkeypatch.setattr(hub_server.cli, "_seed", lambda url, data_dir: seen.append(url) or [])
+    monkeypatch.setattr(prime_cli.hub, "_seed", lambda url, data_dir: seen.append(url) or [])
     monkeypatch.setenv("PRIME_HUB_URL", "http://127.0.0.1:7777")
     result = CliRunner().invoke(cli, ["hub", "seed", "--data-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from prime_cli.env_install import (
+from hub_client.install import (
     InstallError,
     ResolvedEnv,
     check_archive,

@@ -291,7 +291,7 @@ def seed(url: str | None, data_dir: Path | None) -> None:
     `prime` made in the hub's database (DATA_DIR); safe to run again.
     """
     if url is None:
-        from prime_cli.config import ConfigError, load_settings  # the client's own settings
+        from hub_client.settings import ConfigError, load_settings  # the client's own settings
 
         try:
             url = load_settings().hub_url

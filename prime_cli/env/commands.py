@@ -19,8 +19,9 @@ from pydantic import TypeAdapter
 from rich.console import Console
 from rich.table import Table
 
-from prime_cli import config as cfg
-from prime_cli.env_install import (
+from hub_client import settings as cfg
+from hub_client.client import HubClient, HubError, NotFound
+from hub_client.install import (
     InstallError,
     check_distinct_packages,
     choose_installer,
@@ -29,28 +30,27 @@ from prime_cli.env_install import (
     run_installer,
     target_python,
 )
-from prime_cli.env_project import (
+from prime_cli.env.project import (
     ProjectError,
     build_distributions,
     bumped_version,
     load_project,
     write_version,
 )
-from prime_cli.env_publish import (
+from prime_cli.env.publish import (
     PushRefused,
     check_can_push,
     push_environment,
     write_push_metadata,
 )
-from prime_cli.env_pull import PullError, pull_source
-from prime_cli.env_scaffold import ScaffoldError, create_scaffold
-from prime_cli.env_status import (
+from prime_cli.env.pull import PullError, pull_source
+from prime_cli.env.scaffold import ScaffoldError, create_scaffold
+from prime_cli.env.status import (
     installed_environments,
     match_installed,
     uninstall_command,
 )
 from prime_cli.errors import CliError, expected
-from prime_cli.hub_client import HubClient, HubError, NotFound
 from prime_cli.messages import say
 from prime_cli.options import echo_json, output_option, page_of, paging_options
 from registry_index.resolve import EnvRef, parse_env_ref

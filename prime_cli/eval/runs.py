@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hub_client.client import HubClient, NotFound, checked_request
 from prime_cli.errors import CliError
-from prime_cli.hub_client import HubClient, NotFound, checked_request
 from prime_env.evaluation import METADATA, RESULTS, read_results, read_run_metadata
 from prime_env.record import RolloutRecord
 from prime_env.run_status import COMPLETED, RUNNING, describe_owner

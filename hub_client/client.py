@@ -40,7 +40,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from prime_cli.config import Settings, load_settings
+from hub_client.settings import Settings, load_settings
 from prime_cli.messages import say
 from registry_index.schemas.accounts import WhoAmI
 from registry_index.schemas.envelope import Envelope, Page

@@ -20,8 +20,9 @@ from typing import Any
 
 import click
 
-from prime_cli import config as cfg
-from prime_cli.env_install import (
+from hub_client import settings as cfg
+from hub_client.client import HubClient, HubError
+from hub_client.install import (
     InstallError,
     choose_installer,
     install_environments,
@@ -29,7 +30,6 @@ from prime_cli.env_install import (
     target_python,
 )
 from prime_cli.errors import CliError
-from prime_cli.hub_client import HubClient, HubError
 from prime_cli.messages import message_console
 from registry_index.resolve import parse_env_ref
 
@@ -224,7 +224,7 @@ def _finish(prepared: Any, env: Any, *, push: bool, public: bool, output: str) -
 
 def _push(run: Any, public: bool) -> list[dict[str, str]]:
     """Upload the step-0 and final evals with `prime eval push`'s code (before/after)."""
-    from prime_cli.eval_runs import push_run
+    from prime_cli.eval.runs import push_run
     from trainer_bridge.stable import step_dir
 
     evals = sorted(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from prime_cli.env_project import build_distributions, load_project
+from prime_cli.env.project import build_distributions, load_project
 from prime_cli.main import cli
 from prime_env import Environment
 from registry_index.validation import validate_distribution

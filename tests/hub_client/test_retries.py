@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from prime_cli.hub_client import HubClient, HubError, RetryPolicy
+from hub_client.client import HubClient, HubError, RetryPolicy
 from prime_env.clients.retry import retry_after_seconds
 from registry_index.schemas.evals import CreateEvaluation, EnvironmentRef
-from tests.prime_cli import wire_examples as wire
+from tests.hub_client import wire_examples as wire
 from tests.support import free_port
 
 FAST = RetryPolicy(max_attempts=4, base_delay_s=0.01, max_delay_s=0.05)

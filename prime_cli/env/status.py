@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 from packaging.utils import canonicalize_name
 
-from prime_cli.env_install import InstallError, cache_dir, find_uv
+from hub_client.install import InstallError, cache_dir, find_uv
 
 _PROBE = r"""
 import json, sys, importlib.metadata as md

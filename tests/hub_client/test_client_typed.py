@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from pydantic import BaseModel
 from rich.console import Console
 
-from prime_cli.env_install import resolve
-from prime_cli.hub_client import HubClient, HubError, NotFound, checked_request
+from hub_client.client import HubClient, HubError, NotFound, checked_request
+from hub_client.install import resolve
 from prime_cli.main import cli
 from registry_index.resolve import parse_env_ref
 from registry_index.schemas.evals import CreateEvaluation, EnvironmentRef

@@ -1,0 +1,1 @@
+"""`prime env …`: create, build, publish, find, install and fetch environments."""

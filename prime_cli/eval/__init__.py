@@ -1,0 +1,1 @@
+"""`prime eval …`: run evaluations, push their results, read them back."""
