@@ -6,8 +6,9 @@ callers read attributes, and a hub that answers in another shape is a one-line `
 
 Every failure becomes a `HubError` whose message is one line that says what went wrong and how
 to fix it (unreachable hub, bad token, no such environment, version not found), so commands can
-print it and exit non-zero instead of showing a traceback. Uploads and downloads stream with a
-rich progress bar on stderr and verify sizes and sha256 digests.
+print it and exit non-zero instead of showing a traceback. Uploads and downloads stream, report
+their progress and retries through the caller's `Feedback` (the client never prints), and verify
+sizes and sha256 digests.
 
 Requests are retried (tenacity: exponential backoff with full jitter, never sooner than the
 hub's `Retry-After` in either of its forms) when a retry cannot duplicate anything: idempotent
@@ -30,18 +31,9 @@ from urllib.parse import quote, urljoin, urlsplit
 import httpx
 import tenacity
 from pydantic import BaseModel, ValidationError
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
 
+from hub_client.feedback import Feedback
 from hub_client.settings import Settings, load_settings
-from prime_cli.messages import say
 from registry_index.schemas.accounts import WhoAmI
 from registry_index.schemas.envelope import Envelope, Page
 from registry_index.schemas.environments import EnvironmentDetail, EnvironmentSummary
@@ -147,19 +139,6 @@ def _wait(policy: RetryPolicy) -> Callable[[tenacity.RetryCallState], float]:
     return wait
 
 
-def _progress(console: Console) -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,  # no bar noise in logs and pipes
-    )
-
-
 def _detail(response: httpx.Response) -> str:
     """The hub's error sentence (`ErrorBody.detail`), else the first line of whatever another
     server (a proxy, the storage) answered, else the reason phrase."""
@@ -179,13 +158,13 @@ class HubClient:
         api_key: str | None = None,
         *,
         timeout: float = 30.0,
-        console: Console | None = None,
+        feedback: Feedback | None = None,
         transport: httpx.BaseTransport | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
-        self.console = console or Console(stderr=True)
+        self.feedback = feedback or Feedback()
         self.retry = retry or RetryPolicy()
         self._answered = False  # has the hub (or storage) answered this client yet?
         headers = {"User-Agent": "prime-envhub-cli"}
@@ -241,10 +220,9 @@ class HubClient:
             exc = state.outcome.exception() if state.outcome else None
             reason = str(exc) or type(exc).__name__
             delay = state.next_action.sleep if state.next_action else 0.0
-            say(  # one line whatever the width, so logs and tests can skip it
-                self.console,
-                f"[yellow]{what}: {reason}; retrying in {delay:.1f} s "
-                f"(attempt {state.attempt_number + 1} of {attempts()})[/]",
+            self.feedback.warn(
+                f"{what}: {reason}; retrying in {delay:.1f} s "
+                f"(attempt {state.attempt_number + 1} of {attempts()})"
             )
 
         def stop(state: tenacity.RetryCallState) -> bool:
@@ -404,16 +382,15 @@ class HubClient:
         """
         size = path.stat().st_size
         headers = {"Content-Length": str(size), "Content-Type": "application/octet-stream"}
-        with _progress(self.console) as progress:
-            task = progress.add_task(label or f"upload {path.name}", total=size)
+        with self.feedback.progress(label or f"upload {path.name}", size) as progress:
 
             def send() -> httpx.Response:
-                progress.reset(task, total=size)
+                progress.reset(size)
 
                 def chunks() -> Iterator[bytes]:
                     with path.open("rb") as handle:
                         while block := handle.read(CHUNK):
-                            progress.update(task, advance=len(block))
+                            progress.advance(len(block))
                             yield block
 
                 response = self._send_following("PUT", url, content=chunks(), headers=headers)
@@ -457,15 +434,17 @@ class HubClient:
                     raise _too_large(dest.name, max_bytes)
                 digest = hashlib.sha256()
                 received = 0
-                with _progress(self.console) as progress, partial.open("wb") as handle:
-                    task = progress.add_task(label or f"download {dest.name}", total=total)
+                with (
+                    self.feedback.progress(label or f"download {dest.name}", total) as progress,
+                    partial.open("wb") as handle,
+                ):
                     for block in response.iter_bytes(CHUNK):
                         received += len(block)
                         if received > max_bytes:
                             raise _too_large(dest.name, max_bytes)
                         handle.write(block)
                         digest.update(block)
-                        progress.update(task, advance=len(block))
+                        progress.advance(len(block))
             finally:
                 response.close()
             return response

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urljoin
@@ -39,6 +40,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from hub_client.client import HubClient, HubError, NotFound
+from hub_client.feedback import Feedback
 from registry_index.errors import InvalidUpload
 from registry_index.resolve import EnvRef
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER, is_sdk_name
@@ -304,12 +306,19 @@ def choose_installer(requested: str) -> str:
     return "uv" if find_uv() else "pip"
 
 
-def run_installer(cmd: list[str], requires: dict[str, list[str]] | None = None) -> None:
-    """Run the installer with its output on stderr (stdout is for our result, e.g. JSON).
+def run_installer(
+    cmd: list[str],
+    requires: dict[str, list[str]] | None = None,
+    *,
+    on_output: Callable[[str], None] | None = None,
+) -> None:
+    """Run the installer, handing each line of its output to `on_output` (the CLI: stderr, as
+    stdout is for our result, e.g. JSON).
 
     The output is also kept (its tail), so a failure becomes an InstallError that names the
     requirement that could not be resolved (`requires`: `{environment: Requires-Dist}`).
     """
+    echo = on_output or Feedback().installer_output
     tail: deque[str] = deque(maxlen=400)
     try:
         proc = subprocess.Popen(
@@ -320,7 +329,7 @@ def run_installer(cmd: list[str], requires: dict[str, list[str]] | None = None) 
     assert proc.stdout is not None
     with proc:
         for line in proc.stdout:
-            sys.stderr.write(line)
+            echo(line)
             tail.append(line)
     if proc.returncode == 0:
         return
@@ -424,10 +433,13 @@ def install_environments(
     prerelease: bool = False,
 ) -> None:
     """The one install routine (`prime env install`, `prime eval run`'s install-on-demand):
-    prepare the local wheels, then run the installer on those files only."""
+    prepare the local wheels, then run the installer on those files only (its output to the
+    client's feedback)."""
     plan = prepare_install(client, envs, python)
     run_installer(
-        install_command(plan.wheels, python, installer, prerelease=prerelease), plan.requires
+        install_command(plan.wheels, python, installer, prerelease=prerelease),
+        plan.requires,
+        on_output=client.feedback.installer_output,
     )
 
 

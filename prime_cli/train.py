@@ -30,6 +30,7 @@ from hub_client.install import (
     target_python,
 )
 from prime_cli.errors import CliError
+from prime_cli.feedback import console_feedback
 from prime_cli.messages import message_console
 from registry_index.resolve import parse_env_ref
 
@@ -64,7 +65,7 @@ def _install(spec: str) -> None:
     """`prime env install`'s code path: resolve on the hub, verify the wheel, install the file."""
     settings = cfg.load_settings()
     console.print(f"{spec} is not installed here; installing it from {settings.hub_url}")
-    with HubClient.from_settings(settings, console=console) as client:
+    with HubClient.from_settings(settings, feedback=console_feedback(console)) as client:
         resolved = resolve(client, parse_env_ref(spec))
         install_environments(client, [resolved], target_python(None), choose_installer("auto"))
 
@@ -235,7 +236,7 @@ def _push(run: Any, public: bool) -> list[dict[str, str]]:
     chosen = sorted({evals[0], evals[-1]}) if evals else []
     pushed = []
     try:
-        hub = HubClient.from_settings(cfg.load_settings(), console=console)
+        hub = HubClient.from_settings(cfg.load_settings(), feedback=console_feedback(console))
     except cfg.ConfigError as exc:
         raise CliError(str(exc)) from exc
     with hub:

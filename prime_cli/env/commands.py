@@ -51,6 +51,7 @@ from prime_cli.env.status import (
     uninstall_command,
 )
 from prime_cli.errors import CliError, expected
+from prime_cli.feedback import console_feedback
 from prime_cli.messages import say
 from prime_cli.options import echo_json, output_option, page_of, paging_options
 from registry_index.resolve import EnvRef, parse_env_ref
@@ -82,7 +83,7 @@ def _with_version(ref: EnvRef, version: str | None) -> EnvRef:
 
 
 def _client() -> HubClient:
-    return HubClient.from_settings(cfg.load_settings(), console=err_console)
+    return HubClient.from_settings(cfg.load_settings(), feedback=console_feedback(err_console))
 
 
 def _size(num: int | None) -> str:
@@ -225,7 +226,7 @@ def push(
             f"--name {name} differs from [project] name {project.name!r} in "
             f"{project.root / 'pyproject.toml'}; rename it there (the wheel carries that name)"
         )
-    with HubClient.from_settings(settings, console=err_console) as client:
+    with HubClient.from_settings(settings, feedback=console_feedback(err_console)) as client:
         if settings.api_key:
             who = client.whoami()
             owner = owner or settings.owner or who.username
@@ -402,7 +403,10 @@ def uninstall(names: tuple[str, ...], python: str | None, installer: str) -> Non
     interpreter = target_python(python)
     chosen = match_installed(list(names), installed_environments(interpreter))
     packages = [item.package for item in chosen]
-    run_installer(uninstall_command(packages, interpreter, choose_installer(installer)))
+    run_installer(
+        uninstall_command(packages, interpreter, choose_installer(installer)),
+        on_output=console_feedback(err_console).installer_output,
+    )
     for item in chosen:
         console.print(f"Uninstalled {item.package} {item.version}")
 

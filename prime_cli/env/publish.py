@@ -26,7 +26,6 @@ from prime_cli.env.project import (
     check_environment,
     source_archive,
 )
-from prime_cli.messages import say
 from registry_index import scopes as token_scopes
 from registry_index.content_hash import iter_tree_files, tree_content_hash
 from registry_index.errors import InvalidUpload
@@ -143,7 +142,7 @@ def _upload_flow(
         except HubError as exc:
             if fresh or exc.status not in (404, 409):
                 raise
-            say(client.console, f"[yellow]{exc}; reserving a new upload URL[/]")
+            client.feedback.warn(f"{exc}; reserving a new upload URL")
             continue
         if kind == "wheel":
             return client.finalize_wheel(env_id, upload_id, path.name)

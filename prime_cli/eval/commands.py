@@ -46,6 +46,7 @@ from hub_client.install import (
 )
 from prime_cli.errors import CliError, expected
 from prime_cli.eval.runs import find_run, local_runs, push_run, unpushed_runs
+from prime_cli.feedback import console_feedback
 from prime_cli.messages import say
 from prime_cli.options import echo_json, output_option, page_of, paging_options
 from prime_env import event_loop
@@ -130,7 +131,7 @@ def _install_from_hub(spec: str) -> None:
     """`prime env install`'s code path: resolve on the hub, verify the wheel, install the file."""
     settings = cfg.load_settings()
     say(err_console, f"{spec} is not installed here; installing it from {settings.hub_url}")
-    with HubClient.from_settings(settings, console=err_console) as client:
+    with HubClient.from_settings(settings, feedback=console_feedback(err_console)) as client:
         resolved = resolve(client, parse_env_ref(spec))
         install_environments(client, [resolved], target_python(None), choose_installer("auto"))
 
@@ -595,7 +596,7 @@ def run(
 
 
 def _hub() -> HubClient:
-    return HubClient.from_settings(cfg.load_settings(), console=err_console)
+    return HubClient.from_settings(cfg.load_settings(), feedback=console_feedback(err_console))
 
 
 @eval_group.command("push")

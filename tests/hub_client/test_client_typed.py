@@ -15,7 +15,6 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from pydantic import BaseModel
-from rich.console import Console
 
 from hub_client.client import HubClient, HubError, NotFound, checked_request
 from hub_client.install import resolve
@@ -71,7 +70,7 @@ def _file(tmp_path: Path, name: str, data: bytes) -> tuple[Path, str]:
 def test_every_endpoint_answers_with_its_model(hub: InProcessHub, tmp_path: Path) -> None:
     token = hub.add_user("tyra")
     rec = Recorder(hub.transport)
-    with HubClient(hub.url, token, transport=rec, console=Console(stderr=True)) as client:
+    with HubClient(hub.url, token, transport=rec) as client:
         who = client.whoami()
         _same(who, rec.last()["data"])
         assert who.username == "tyra" and who.token.scopes

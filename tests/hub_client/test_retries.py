@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.server
-import io
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -12,9 +11,9 @@ from email.utils import format_datetime
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from hub_client.client import HubClient, HubError, RetryPolicy
+from hub_client.feedback import Feedback
 from prime_env.clients.retry import retry_after_seconds
 from registry_index.schemas.evals import CreateEvaluation, EnvironmentRef
 from tests.hub_client import wire_examples as wire
@@ -96,7 +95,7 @@ def test_get_waits_out_a_503_with_an_http_date(serve: Callable[[Handler], _Serve
 
     server = serve(handler)
     start = time.monotonic()
-    with HubClient(server.url, retry=FAST, console=Console(stderr=True)) as client:
+    with HubClient(server.url, retry=FAST) as client:
         assert client.whoami().username == "x"
     # the date has one-second resolution: at least ~1 s, never the 0.05 s backoff
     assert time.monotonic() - start >= 0.9
@@ -134,14 +133,14 @@ def test_gives_up_after_the_attempts(serve: Callable[[Handler], _Server]) -> Non
 
 
 def test_a_hub_never_reached_fails_fast() -> None:
-    log = io.StringIO()
+    warned: list[str] = []
     url = f"http://127.0.0.1:{free_port()}"
     with (
-        HubClient(url, retry=FAST, console=Console(file=log)) as client,
+        HubClient(url, retry=FAST, feedback=Feedback(warn=warned.append)) as client,
         pytest.raises(HubError, match="cannot reach the hub"),
     ):
         client.list_evaluations()
-    assert log.getvalue().count("retrying") == FAST.first_contact_attempts - 1
+    assert sum("retrying" in line for line in warned) == FAST.first_contact_attempts - 1
 
 
 def test_redirect_to_storage_never_carries_the_token(

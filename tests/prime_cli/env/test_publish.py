@@ -42,8 +42,7 @@ def test_push_resumes_after_the_wheel(tmp_path: Path, hub: InProcessHub) -> None
     content_hash = tree_content_hash(project.root)
     built = build_distributions(project, tmp_path / "dist", sdist=False)
     checked = validate_distribution(built.wheel, built.wheel.name)
-    console = Console(stderr=True)
-    with HubClient(hub.url, hub.admin_token, console=console, transport=hub.transport) as client:
+    with HubClient(hub.url, hub.admin_token, transport=hub.transport) as client:
         env_id = client.resolve_environment(ResolveRequest(name="resume-env")).id
         done = _upload_flow(
             client,
