@@ -1,4 +1,7 @@
-"""`prime env install`: install hub environments into a Python environment without confusion.
+"""Installing hub environments into a Python environment, without dependency confusion.
+
+`prime env install` and `ensure_installed` (the install-on-demand of `prime eval run` and
+`prime train`) share one routine, `install_environments`.
 
 Design (dependency confusion is impossible by construction):
 1. Each `OWNER/NAME[@SPEC]` is resolved through the hub's REST API first. An unknown or
@@ -41,8 +44,9 @@ from packaging.version import InvalidVersion, Version
 
 from hub_client.client import HubClient, HubError, NotFound
 from hub_client.feedback import Feedback
+from hub_client.settings import load_settings
 from registry_index.errors import InvalidUpload
-from registry_index.resolve import EnvRef
+from registry_index.resolve import EnvRef, parse_env_ref
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER, is_sdk_name
 from registry_index.user_dirs import cache_home
 from registry_index.validation import validate_distribution
@@ -432,9 +436,8 @@ def install_environments(
     *,
     prerelease: bool = False,
 ) -> None:
-    """The one install routine (`prime env install`, `prime eval run`'s install-on-demand):
-    prepare the local wheels, then run the installer on those files only (its output to the
-    client's feedback)."""
+    """The one install routine (`prime env install`, `ensure_installed`): prepare the local
+    wheels, then run the installer on those files only (its output to the client's feedback)."""
     plan = prepare_install(client, envs, python)
     run_installer(
         install_command(plan.wheels, python, installer, prerelease=prerelease),
@@ -443,12 +446,27 @@ def install_environments(
     )
 
 
+def ensure_installed(spec: str, feedback: Feedback | None = None) -> None:
+    """Install `OWNER/NAME[@SPEC]` from the configured hub into this interpreter.
+
+    The install-on-demand of the evaluator and the trainer (`load_env(..., install=...)`): called
+    when the environment is missing or at another version, with `prime env install`'s code path.
+    """
+    feedback = feedback or Feedback()
+    settings = load_settings()
+    feedback.note(f"{spec} is not installed here; installing it from {settings.hub_url}")
+    with HubClient.from_settings(settings, feedback=feedback) as client:
+        resolved = resolve(client, parse_env_ref(spec))
+        install_environments(client, [resolved], target_python(None), choose_installer("auto"))
+
+
 __all__ = [
     "InstallError",
     "InstallPlan",
     "NotFound",
     "ResolvedEnv",
     "choose_installer",
+    "ensure_installed",
     "fetch_wheel",
     "install_command",
     "install_environments",

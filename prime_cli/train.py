@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +23,10 @@ import click
 
 from hub_client import settings as cfg
 from hub_client.client import HubClient, HubError
-from hub_client.install import (
-    InstallError,
-    choose_installer,
-    install_environments,
-    resolve,
-    target_python,
-)
+from hub_client.install import InstallError, ensure_installed
 from prime_cli.errors import CliError
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import message_console
-from registry_index.resolve import parse_env_ref
 
 console = message_console(stderr=True)
 
@@ -59,15 +53,6 @@ def train() -> None:
     prime train OWNER/NAME[@VER] [-m MODEL] [-c FILE.toml]... [--dotted.key VALUE]...
     (`prime train OWNER/NAME --help` lists the options; docs/training.md the config keys)
     """
-
-
-def _install(spec: str) -> None:
-    """`prime env install`'s code path: resolve on the hub, verify the wheel, install the file."""
-    settings = cfg.load_settings()
-    console.print(f"{spec} is not installed here; installing it from {settings.hub_url}")
-    with HubClient.from_settings(settings, feedback=console_feedback(console)) as client:
-        resolved = resolve(client, parse_env_ref(spec))
-        install_environments(client, [resolved], target_python(None), choose_installer("auto"))
 
 
 def _json_object(text: str, what: str) -> dict[str, Any]:
@@ -172,7 +157,9 @@ def _load_env(spec: str, args: dict[str, Any]) -> Any:
     from prime_env.evaluation import EvalError, load_env
 
     try:
-        return load_env(spec, args, install=_install)
+        return load_env(
+            spec, args, install=partial(ensure_installed, feedback=console_feedback(console))
+        )
     except (EnvironmentNotFound, EvalError, InstallError, HubError, cfg.ConfigError) as exc:
         raise config_exit(str(exc)) from None
     except ValueError as exc:  # load_environment rejected its arguments

@@ -37,13 +37,7 @@ from rich.text import Text
 
 from hub_client import settings as cfg
 from hub_client.client import HubClient, HubError
-from hub_client.install import (
-    InstallError,
-    choose_installer,
-    install_environments,
-    resolve,
-    target_python,
-)
+from hub_client.install import InstallError, ensure_installed
 from prime_cli.errors import CliError, expected
 from prime_cli.eval.runs import find_run, local_runs, push_run, unpushed_runs
 from prime_cli.feedback import console_feedback
@@ -72,7 +66,6 @@ from prime_env.evaluation import (
 from prime_env.parallel import ClientFactory
 from prime_env.record import RolloutRecord
 from prime_env.summary import Summary
-from registry_index.resolve import parse_env_ref
 from registry_index.schemas.evals import EvaluationInfo
 
 console = Console()
@@ -125,15 +118,6 @@ def eval_group() -> None:
 
 
 # ------------------------------------------------------------------ run
-
-
-def _install_from_hub(spec: str) -> None:
-    """`prime env install`'s code path: resolve on the hub, verify the wheel, install the file."""
-    settings = cfg.load_settings()
-    say(err_console, f"{spec} is not installed here; installing it from {settings.hub_url}")
-    with HubClient.from_settings(settings, feedback=console_feedback(err_console)) as client:
-        resolved = resolve(client, parse_env_ref(spec))
-        install_environments(client, [resolved], target_python(None), choose_installer("auto"))
 
 
 def _explicit(ctx: click.Context, name: str) -> bool:
@@ -507,7 +491,9 @@ def run(
             f"{', '.join(spec.name for spec in specs)} runs on this CPU: each turn is capped at "
             f"{LOCAL_MAX_TOKENS} tokens (pass -t N to change)"
         )
-    env = load_env(env_spec, args, install=_install_from_hub)
+    env = load_env(
+        env_spec, args, install=partial(ensure_installed, feedback=console_feedback(err_console))
+    )
     configs = [
         RunConfig(
             env=env_spec,
