@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlsplit
 from packaging.utils import canonicalize_name
 
 from hub_client.install import InstallError, cache_dir, find_uv
+from registry_index.resolve import parse_env_id
 
 _PROBE = r"""
 import json, sys, importlib.metadata as md
@@ -105,7 +106,11 @@ def match_installed(names: list[str], installed: list[InstalledEnv]) -> list[Ins
     """The installed packages meant by `names` (NAME, OWNER/NAME[@VERSION] or package name)."""
     chosen: list[InstalledEnv] = []
     for raw in names:
-        name = canonicalize_name(raw.split("@", 1)[0].rsplit("/", 1)[-1])
+        try:
+            _owner, written, _spec = parse_env_id(raw)
+        except ValueError as exc:
+            raise InstallError(str(exc)) from None
+        name = canonicalize_name(written)
         hits = [
             env
             for env in installed

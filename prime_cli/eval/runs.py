@@ -20,6 +20,7 @@ from prime_cli.errors import CliError
 from prime_env.evaluation import METADATA, RESULTS, read_results, read_run_metadata
 from prime_env.record import RolloutRecord
 from prime_env.run_status import COMPLETED, RUNNING, describe_owner
+from registry_index.resolve import parse_env_id
 from registry_index.schemas.evals import CreateEvaluation, EnvironmentRef
 
 SAMPLE_BATCH_BYTES = 8 * 1024 * 1024
@@ -147,6 +148,21 @@ def _unfinished(directory: Path, meta: dict[str, Any]) -> str:
     )
 
 
+def _hub_slug(env: str) -> str:
+    """`owner/name` of the published environment a run's results belong to (a version after
+    `@` is the run's own, from its metadata)."""
+    try:
+        owner, name, _spec = parse_env_id(env)
+    except ValueError:
+        owner, name = None, env
+    if owner is None:
+        raise CliError(
+            f"the run's environment {env!r} has no hub owner; pass --env OWNER/NAME naming the "
+            "published environment these results belong to"
+        )
+    return f"{owner}/{name}"
+
+
 def push_run(
     hub: HubClient,
     directory: Path,
@@ -162,17 +178,12 @@ def push_run(
     meta = read_run_metadata(directory)
     if meta.get("status") != COMPLETED:
         raise CliError(_unfinished(directory, meta))
-    slug = env or meta.get("hub_env") or meta.get("env") or ""
-    if "/" not in slug:
-        raise CliError(
-            f"the run's environment {slug!r} has no hub owner; pass --env OWNER/NAME naming the "
-            "published environment these results belong to"
-        )
+    env_slug = _hub_slug(env or meta.get("hub_env") or meta.get("env") or "")
     records = read_results(directory / RESULTS)
     metrics = {k: v for k, v in meta.items() if k.startswith("avg_") and v is not None}
     earlier = [p for p in meta.get("pushes") or [] if p.get("hub") == hub.base_url]
     with checked_request(f"push {directory}"):
-        env_slug, env_version = slug.split("@")[0], meta.get("env_version")
+        env_version = meta.get("env_version")
         environment = (
             EnvironmentRef(slug=env_slug, version=str(env_version))
             if env_version
@@ -182,7 +193,7 @@ def push_run(
             # the same push repeated (a retry after a lost answer) names the same run on the
             # hub; a deliberate second push (--force) is a new run
             client_run_id=f"{meta.get('run_id') or directory.name}-{len(earlier)}",
-            name=name or f"{slug.split('@')[0]}--{meta['model']}",
+            name=name or f"{env_slug}--{meta['model']}",
             environments=[environment],
             model_name=meta["model"],
             framework="prime",
