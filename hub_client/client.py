@@ -1,20 +1,10 @@
-"""The typed client of the hub's REST API (`docs/api.md`), shared by every `prime` command.
+"""The typed client of the hub's REST API (`docs/api.md`): one method per endpoint the CLI calls.
 
-One method per endpoint the CLI calls, each answering with the endpoint's wire schema from
-`registry_index.schemas` (the models the hub's routes declare), parsed with `model_validate`:
-callers read attributes, and a hub that answers in another shape is a one-line `HubError`.
-
-Every failure becomes a `HubError` whose message is one line that says what went wrong and how
-to fix it (unreachable hub, bad token, no such environment, version not found), so commands can
-print it and exit non-zero instead of showing a traceback. Uploads and downloads stream, report
-their progress and retries through the caller's `Feedback` (the client never prints), and verify
-sizes and sha256 digests.
-
-Requests are retried (tenacity: exponential backoff with full jitter, never sooner than the
-hub's `Retry-After` in either of its forms) when a retry cannot duplicate anything: idempotent
-methods after a transport error, a 429 or a 502/503/504; any method when the connection was
-never made (a hub restarting) or the hub refused it with 429/503. Downloads follow the hub's
-redirects to presigned storage URLs; the token is only ever sent to the hub's own origin.
+Each answer is parsed with its wire schema from `registry_index.schemas`, and every failure is a
+`HubError` whose one-line message says how to fix it, so a command prints it, never a traceback.
+Transfers verify sizes and sha256 digests; progress and retries go to the caller's `Feedback`.
+Requests are retried only where a retry cannot duplicate anything, and the token is sent only to
+the hub's own origin (docs/cli.md, "Flaky networks, restarts and storage redirects").
 """
 
 from __future__ import annotations

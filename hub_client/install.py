@@ -1,25 +1,11 @@
-"""Installing hub environments into a Python environment, without dependency confusion.
+"""Installing hub environments into a Python, with dependency confusion impossible by design.
 
-`prime env install` and `ensure_installed` (the install-on-demand of `prime eval run` and
-`prime train`) share one routine, `install_environments`.
-
-Design (dependency confusion is impossible by construction):
-1. Each `OWNER/NAME[@SPEC]` is resolved through the hub's REST API first. An unknown or
-   invisible name is a 404 and the install stops there: the name is never looked up anywhere
-   else, so a same-named package on PyPI (or any other index) can never be installed instead.
-2. The exact wheel the hub reported is downloaded from the hub (with the token, so private
-   environments work) and its sha256 is checked against the hub's record.
-3. Every archive the hub serves is checked like an upload before anything uses it
-   (`registry_index.validation`: member count, decompressed size and expansion ratio, RECORD
-   hashes), since a hostile hub could serve a zip bomb.
-4. The environment SDK (`prime-envhub-sdk`, not on PyPI) comes from the hub too: when the target
-   Python lacks a version the environments accept, the wheel the hub serves at
-   `/_sdk/simple/prime-envhub-sdk/` is downloaded, hash-checked and validated the same way.
-5. The installer (uv when present, else pip) is given the *local wheel files*, never the
-   environment's name, and no hub index: the environment and the SDK can only come from those
-   files, and every other dependency comes only from the user's normal index configuration
-   (pip.conf, uv.toml, PIP_INDEX_URL, UV_DEFAULT_INDEX, …), so a hub upload can never shadow
-   a dependency either. When that resolution fails, the error names the requirement.
+A reference is resolved only by the hub (an unknown name stops there, it never falls through to
+another index); the exact wheel the hub names, and the hub's SDK wheel when the target lacks a
+version it accepts, are downloaded, hash-checked and validated as uploads are; the installer gets
+those local files and no hub index (docs/cli.md, "Installing"). `prime env install` and
+`ensure_installed` (the install-on-demand of `prime eval run` and `prime train`) share
+`install_environments`.
 """
 
 from __future__ import annotations

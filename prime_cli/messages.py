@@ -1,11 +1,9 @@
 """One-line messages, printed whole.
 
-Why: rich wraps what it prints at the console's width, and where the output is not a terminal
-(a log file, a pipe, CI) that width is 80 columns, so a message holding a run directory, a
-settings path or a URL was cut in two mid-path (`resuming /tmp/.../out/tra`, a newline,
-`in/...`): it can no longer be copied, and a test or a script grepping the line misses it
-depending on how long the path happens to be. With soft wrap a message stays one line; a
-terminal still wraps it on screen. Tables and live displays keep rich's own layout.
+rich wraps what it prints at the console's width, 80 columns where the output is not a terminal
+(a log, a pipe, CI), which cut a message holding a path or a URL in two. With soft wrap a message
+stays one line, to be copied or grepped; a terminal still wraps it on screen. Tables and live
+displays keep rich's own layout.
 """
 
 from __future__ import annotations

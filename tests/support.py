@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import itertools
 import os
 import random
 import socket
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
@@ -68,3 +70,18 @@ def distributions_installed(*names: str) -> bool:
     except metadata.PackageNotFoundError:
         return False
     return True
+
+
+def imported_packages(root: Path) -> dict[str, set[str]]:
+    """The top-level packages each source file under `root` imports, wherever the import stands
+    (lazy imports in functions included), by path relative to `root`'s parent."""
+    found: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module.split(".")[0])
+        found[str(path.relative_to(root.parent))] = names
+    return found

@@ -1,4 +1,4 @@
-"""Isolate every CLI test from the developer's real settings, cache and hub variables."""
+"""Isolate every hub client and CLI test from the developer's settings, cache and hub variables."""
 
 from __future__ import annotations
 
