@@ -1,7 +1,7 @@
 """`prime env …`: create, build, publish, find, install and fetch environments.
 
-The commands are thin: each parses its arguments, calls a helper module (`env_scaffold`,
-`env_project`, `env_publish`, `env_install`, `env_pull`, `env_status`) or the hub client, and
+The commands are thin: each parses its arguments, calls a helper module (`scaffold`,
+`project`, `publish`, `pull`, `status` beside it, `hub_client.install`) or the hub client, and
 renders the answer as a rich table or, with `--output json`, as JSON for scripts. Flags and JSON
 shapes follow the stock `prime` client where the commands overlap (docs/cli.md has the table).
 Expected failures become a one-line `Error: …` and exit status 1 (`prime_cli.errors`).

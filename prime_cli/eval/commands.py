@@ -3,7 +3,7 @@
 The command is a shell: model strings are resolved by `prime_env.clients.model_specs`, runs are
 created, resumed and summarised by `prime_env.evaluation`, rollouts are run by the SDK's
 runner. What lives here is argument handling, the live display, tables, and the hub upload
-(the hub client is a CLI concern; prime_env never talks to the hub).
+(`eval.runs` over `hub_client`; prime_env never talks to the hub).
 """
 
 from __future__ import annotations
