@@ -24,15 +24,15 @@ from hub_server.accounts.admin import open_database
 from hub_server.core import log_redaction
 from hub_server.core.blobstore import BlobStore
 from hub_server.core.errors import HubError
-from hub_server.core.limits import RequestLimitsMiddleware
-from hub_server.core.ratelimit import SlidingWindowLimiter
 from hub_server.core.settings import HubSettings
-from hub_server.core.state import Hub
 from hub_server.core.upkeep import periodic
 from hub_server.evals.service import mark_abandoned
-from hub_server.index import legacy_upload
-from hub_server.index import routes as index_routes
+from hub_server.http.limits import RequestLimitsMiddleware
+from hub_server.http.ratelimit import SlidingWindowLimiter
+from hub_server.http.state import Hub
+from hub_server.index import api as index_routes
 from hub_server.index import sdk as sdk_index
+from hub_server.index import upload as legacy_upload
 from hub_server.registry import api as environments_api
 from hub_server.registry import push_api
 from hub_server.registry.pending_uploads import purge_expired
@@ -46,7 +46,7 @@ DOCS_ASSETS = "/docs-assets"
 _EXTENSIONS: tuple[str, ...] = (
     "hub_server.evals.api:router",
     "hub_server.web.account_pages:router",
-    "hub_server.web.routes:router",
+    "hub_server.web.listing_pages:router",
     "hub_server.web.environment_pages:router",
     "hub_server.web.evaluation_pages:router",
 )

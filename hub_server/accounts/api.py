@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from sqlmodel import select
 
 from hub_server.accounts.models import Owner
-from hub_server.core.deps import AuthDep, SessionDep
+from hub_server.http.deps import AuthDep, SessionDep
 from registry_index.schemas.accounts import TokenOut, WhoAmI
 from registry_index.schemas.envelope import Envelope
 

@@ -14,12 +14,12 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ValidationError
 
 from hub_server.accounts.models import Owner, User
-from hub_server.core.deps import AuthDep, HubDep, PrincipalDep, SessionDep, check_upload_rate
 from hub_server.evals import service
 from hub_server.evals.integrity import IntegrityError, loads_strict
 from hub_server.evals.leaderboard import leaderboard
 from hub_server.evals.models import Evaluation
 from hub_server.evals.samples import MAX_BATCH_BYTES
+from hub_server.http.deps import AuthDep, HubDep, PrincipalDep, SessionDep, check_upload_rate
 from hub_server.registry.models import Environment
 from registry_index.schemas.envelope import Envelope, Page
 from registry_index.schemas.evals import (

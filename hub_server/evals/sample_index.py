@@ -21,9 +21,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Field, Session, SQLModel, col, func, select
 
 from hub_server.core.blobstore import BlobStore
+from hub_server.core.cache import LruCache
 from hub_server.evals.models import Evaluation, EvaluationBatch
 from hub_server.evals.samples import batch_lines, decode_batch
-from hub_server.index.page_cache import LruCache
 
 HISTOGRAM_BINS = 10
 

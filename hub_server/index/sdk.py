@@ -30,7 +30,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import RedirectResponse
 
 from hub_server.core.errors import HubError, NotFound
-from hub_server.index.routes import _negotiate
+from hub_server.index.api import _negotiate
 from registry_index.metadata import parse_core_metadata
 from registry_index.names import normalize
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER

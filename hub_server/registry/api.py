@@ -16,8 +16,8 @@ from sqlmodel import Session, select
 
 from hub_server.accounts.access import readable_environment, require_upload
 from hub_server.accounts.models import Owner
-from hub_server.core.deps import HubDep, PrincipalDep, SessionDep
 from hub_server.core.errors import BadRequest, NotFound
+from hub_server.http.deps import HubDep, PrincipalDep, SessionDep
 from hub_server.registry.models import DistFile, Environment, EnvironmentTag, Version
 from hub_server.registry.publishing import bump_serials
 from hub_server.registry.push_api import public_base

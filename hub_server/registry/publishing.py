@@ -233,7 +233,7 @@ def _filled_in(current: Any, new: NewFile) -> dict[str, str]:
 
 def bump_serials(session: Session, env: Environment, *, listing: bool = True) -> None:
     """Invalidate cached index pages of this environment and, when the owner's project list
-    may have changed (`listing`), of its root index (see `hub_server.index.routes`).
+    may have changed (`listing`), of its root index (see `hub_server.index.api`).
 
     A new file of an existing project leaves the root index as it was, so it is not
     re-rendered after every upload."""

@@ -23,10 +23,10 @@ from starlette.concurrency import run_in_threadpool
 from hub_server.accounts.access import find_owner, require_upload, writable_environment_by_id
 from hub_server.accounts.models import Owner
 from hub_server.core.blobstore import staging_key
-from hub_server.core.deps import AuthDep, HubDep, SessionDep, check_upload_rate
 from hub_server.core.errors import BadRequest, Conflict, FileExists, NotFound, TooLarge
 from hub_server.core.ids import utcnow
-from hub_server.core.state import Hub
+from hub_server.http.deps import AuthDep, HubDep, SessionDep, check_upload_rate
+from hub_server.http.state import Hub
 from hub_server.registry.models import DistFile, Environment, PendingUpload, Version
 from hub_server.registry.pending_uploads import check_quota
 from hub_server.registry.publishing import EnvTarget, NewFile, create_environment, publish_file

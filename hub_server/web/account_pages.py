@@ -22,9 +22,9 @@ from hub_server.accounts.auth import (
     validate_scopes,
 )
 from hub_server.accounts.models import ApiToken
-from hub_server.core.deps import HubDep, SessionDep, client_ip
 from hub_server.core.errors import HubError
 from hub_server.core.ids import utcnow
+from hub_server.http.deps import HubDep, SessionDep, client_ip
 from hub_server.web.pages import page
 from hub_server.web.session import (
     CSRF_FIELD,

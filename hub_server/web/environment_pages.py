@@ -18,12 +18,12 @@ from sqlmodel import Session, col, select
 from hub_server.accounts.access import readable_environment
 from hub_server.accounts.models import Owner
 from hub_server.core.blobstore import BlobStore
-from hub_server.core.deps import HubDep, SessionDep
 from hub_server.core.errors import HubError, NotFound
 from hub_server.evals import service
 from hub_server.evals.leaderboard import leaderboard
 from hub_server.evals.models import Evaluation
-from hub_server.index import routes as index_routes
+from hub_server.http.deps import HubDep, SessionDep
+from hub_server.index import api as index_routes
 from hub_server.index.sdk import sdk_wheel
 from hub_server.registry.metadata import file_metadata
 from hub_server.registry.models import DistFile, Environment

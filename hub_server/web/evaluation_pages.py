@@ -21,7 +21,6 @@ from sqlmodel import Session, col, func, select
 from hub_server.accounts.access import readable_environment
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
-from hub_server.core.deps import HubDep, SessionDep
 from hub_server.core.errors import HubError
 from hub_server.evals import service
 from hub_server.evals.models import Evaluation, EvaluationBatch
@@ -34,7 +33,8 @@ from hub_server.evals.sample_index import (
     run_overview,
 )
 from hub_server.evals.samples import decode_batch
-from hub_server.index import routes as index_routes
+from hub_server.http.deps import HubDep, SessionDep
+from hub_server.index import api as index_routes
 from hub_server.registry.models import Environment
 from hub_server.web.charts import histogram_svg
 from hub_server.web.pages import page

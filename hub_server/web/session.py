@@ -26,9 +26,9 @@ from sqlmodel import Session
 
 from hub_server.accounts.auth import Principal, principal_for_token
 from hub_server.accounts.models import ApiToken
-from hub_server.core.deps import HubDep, SessionDep, resolve_principal
 from hub_server.core.errors import Forbidden
-from hub_server.core.state import Hub
+from hub_server.http.deps import HubDep, SessionDep, resolve_principal
+from hub_server.http.state import Hub
 
 SESSION_COOKIE = "hub_session"
 CSRF_COOKIE = "hub_csrf"

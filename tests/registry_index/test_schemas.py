@@ -50,7 +50,7 @@ from registry_index.schemas.push import (
 )
 from registry_index.schemas.versions import InstallRecord, VersionInfo
 
-# Every response model a route of the hub declares (tests/hub_server/test_rest_api.py checks
+# Every response model a route of the hub declares (tests/hub_server/registry/test_rest_api.py checks
 # that the routes declare only models from registry_index.schemas).
 RESPONSES: list[type[BaseModel]] = [
     Envelope[WhoAmI],

@@ -3,7 +3,7 @@ store, and the HTTP API on the hub in-process (PostgreSQL and S3 real servers wh
 the point; a real `prime hub serve` only for the stock `prime-evals` SDK, which opens its own
 connections).
 
-The running-hub helpers here (`RunningHub`, `build_wheel`) are shared with test_web.py.
+The running-hub helpers here (`RunningHub`, `build_wheel`) are shared with web/test_pages.py.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ from sqlmodel import Session, col, select
 from hub_server.accounts.access import find_owner
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Membership, Owner, User
-from hub_server.core.deps import SessionDep
 from hub_server.core.errors import NotFound
+from hub_server.http.deps import SessionDep
 from hub_server.registry.models import Environment
 from hub_server.registry.search import EnvironmentQuery, SortField, search_environments
 from hub_server.registry.views import summaries

@@ -21,9 +21,9 @@ from starlette.concurrency import run_in_threadpool
 from hub_server.accounts.access import can_read, env_not_found, find_owner, readable_environment
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
-from hub_server.core.deps import HubDep, PrincipalDep, SessionDep, resolve_principal
 from hub_server.core.errors import HubError, NotFound
-from hub_server.core.state import Hub
+from hub_server.http.deps import HubDep, PrincipalDep, SessionDep, resolve_principal
+from hub_server.http.state import Hub
 from hub_server.registry.metadata import file_metadata
 from hub_server.registry.models import DistFile, Environment, Version
 from registry_index import scopes

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Engine
 
 from hub_server.core.blobstore import BlobStore
-from hub_server.core.ratelimit import SlidingWindowLimiter
+from hub_server.core.cache import PageCache
 from hub_server.core.settings import HubSettings
-from hub_server.index.page_cache import PageCache
+from hub_server.http.ratelimit import SlidingWindowLimiter
 
 
 @dataclass

@@ -25,7 +25,6 @@ from starlette.requests import ClientDisconnect
 from hub_server.accounts.access import find_owner, require_upload
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
-from hub_server.core.deps import check_upload_rate, resolve_principal
 from hub_server.core.errors import (
     BadRequest,
     Forbidden,
@@ -35,8 +34,9 @@ from hub_server.core.errors import (
     Unauthorized,
 )
 from hub_server.core.http_protocol import REASON_HEADER, latin1_reason
-from hub_server.core.limits import AUTH_DEFERRED_KEY, PRINCIPAL_KEY
-from hub_server.core.state import Hub
+from hub_server.http.deps import check_upload_rate, resolve_principal
+from hub_server.http.limits import AUTH_DEFERRED_KEY, PRINCIPAL_KEY
+from hub_server.http.state import Hub
 from hub_server.registry.models import Environment
 from hub_server.registry.publishing import EnvTarget, NewFile, publish_file
 from registry_index.errors import InvalidUpload

@@ -14,8 +14,8 @@ from sqlmodel import Session
 
 from hub_server.accounts.auth import Principal, authenticate, credentials_from_header
 from hub_server.core.errors import RateLimited, Unauthorized
-from hub_server.core.limits import PRINCIPAL_KEY
-from hub_server.core.state import Hub
+from hub_server.http.limits import PRINCIPAL_KEY
+from hub_server.http.state import Hub
 
 
 def get_hub(request: Request) -> Hub:

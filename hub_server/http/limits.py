@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hub_server.core.errors import HubError
 from hub_server.core.http_protocol import REASON_HEADER, latin1_reason
-from hub_server.core.state import Hub
+from hub_server.http.state import Hub
 from registry_index.schemas.errors import ErrorBody
 
 # The REST upload URL: its `?token=` is the credential, checked by the route before reading.
@@ -156,7 +156,7 @@ class RequestLimitsMiddleware:
 
 
 def _authenticate(scope: Scope, hub: Hub) -> Any:
-    from hub_server.core.deps import resolve_principal
+    from hub_server.http.deps import resolve_principal
 
     with Session(hub.engine, expire_on_commit=False) as session:
         return resolve_principal(Request(scope), hub, session)
