@@ -12,9 +12,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlmodel import Session
 
-from hub_server.accounts.auth import Principal, authenticate, credentials_from_header
+from hub_server.accounts.auth import Principal
 from hub_server.core.errors import RateLimited, Unauthorized
-from hub_server.http.limits import PRINCIPAL_KEY
+from hub_server.http.principal import client_ip, resolve_principal
 from hub_server.http.state import Hub
 
 
@@ -33,39 +33,6 @@ def get_session(hub: HubDep) -> Iterator[Session]:
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
-
-
-def client_ip(request: Request) -> str:
-    return request.client.host if request.client else "unknown"
-
-
-def resolve_principal(request: Request, hub: Hub, session: Session) -> Principal | None:
-    """The caller behind the Authorization header; None when anonymous.
-
-    A wrong token is a 401 (never silently anonymous), and failed attempts are rate limited
-    per client IP so tokens cannot be guessed at speed. The request-limits middleware already
-    authenticated a request that carries a body; its answer is reused.
-    """
-    if PRINCIPAL_KEY in request.scope:
-        cached: Principal | None = request.scope[PRINCIPAL_KEY]
-        return cached
-    token = credentials_from_header(request.headers.get("authorization"))
-    if token is None:
-        return None
-    ip = client_ip(request)
-    wait = hub.login_limiter.retry_after(ip)
-    if wait is not None:
-        raise RateLimited(
-            f"Too many failed logins from {ip}; wait {wait} s before trying again.", wait
-        )
-    principal = authenticate(session, token)
-    if principal is None:
-        hub.login_limiter.hit(ip)
-        raise Unauthorized(
-            "Invalid or revoked API token; check PRIME_API_KEY or create a new token with "
-            "`prime hub token create`."
-        )
-    return principal
 
 
 def get_principal(request: Request, hub: HubDep, session: SessionDep) -> Principal | None:

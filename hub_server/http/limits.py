@@ -27,25 +27,23 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from hub_server.accounts.auth import Principal
 from hub_server.core.errors import HubError
 from hub_server.core.http_protocol import REASON_HEADER, latin1_reason
+from hub_server.http.principal import AUTH_DEFERRED_KEY, PRINCIPAL_KEY, resolve_principal
 from hub_server.http.state import Hub
 from registry_index.schemas.errors import ErrorBody
 
 # The REST upload URL: its `?token=` is the credential, checked by the route before reading.
 _UPLOAD_URL = re.compile(r"^/api/v1/environmentshub/uploads/[^/]+/?$")
 _LEGACY = re.compile(r"^/(?:[^/]+/)?legacy/?$")
-PRINCIPAL_KEY = "hub.principal"
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-# Set on a small twine upload whose authentication is left to its route (see the module doc).
-AUTH_DEFERRED_KEY = "hub.auth_deferred"
 
 
 class BodyTooLarge(Exception):
@@ -155,9 +153,7 @@ class RequestLimitsMiddleware:
         await _Guard(self.app, limit).run(scope, receive, send)
 
 
-def _authenticate(scope: Scope, hub: Hub) -> Any:
-    from hub_server.http.deps import resolve_principal
-
+def _authenticate(scope: Scope, hub: Hub) -> Principal | None:
     with Session(hub.engine, expire_on_commit=False) as session:
         return resolve_principal(Request(scope), hub, session)
 

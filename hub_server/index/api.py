@@ -22,7 +22,8 @@ from hub_server.accounts.access import can_read, env_not_found, find_owner, read
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
 from hub_server.core.errors import HubError, NotFound
-from hub_server.http.deps import HubDep, PrincipalDep, SessionDep, resolve_principal
+from hub_server.http.deps import HubDep, PrincipalDep, SessionDep
+from hub_server.http.principal import resolve_principal
 from hub_server.http.state import Hub
 from hub_server.registry.metadata import file_metadata
 from hub_server.registry.models import DistFile, Environment, Version

@@ -34,8 +34,8 @@ from hub_server.core.errors import (
     Unauthorized,
 )
 from hub_server.core.http_protocol import REASON_HEADER, latin1_reason
-from hub_server.http.deps import check_upload_rate, resolve_principal
-from hub_server.http.limits import AUTH_DEFERRED_KEY, PRINCIPAL_KEY
+from hub_server.http.deps import check_upload_rate
+from hub_server.http.principal import AUTH_DEFERRED_KEY, PRINCIPAL_KEY, resolve_principal
 from hub_server.http.state import Hub
 from hub_server.registry.models import Environment
 from hub_server.registry.publishing import EnvTarget, NewFile, publish_file

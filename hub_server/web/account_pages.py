@@ -24,7 +24,8 @@ from hub_server.accounts.auth import (
 from hub_server.accounts.models import ApiToken
 from hub_server.core.errors import HubError
 from hub_server.core.ids import utcnow
-from hub_server.http.deps import HubDep, SessionDep, client_ip
+from hub_server.http.deps import HubDep, SessionDep
+from hub_server.http.principal import client_ip
 from hub_server.web.pages import page
 from hub_server.web.session import (
     CSRF_FIELD,

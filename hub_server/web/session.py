@@ -27,7 +27,8 @@ from sqlmodel import Session
 from hub_server.accounts.auth import Principal, principal_for_token
 from hub_server.accounts.models import ApiToken
 from hub_server.core.errors import Forbidden
-from hub_server.http.deps import HubDep, SessionDep, resolve_principal
+from hub_server.http.deps import HubDep, SessionDep
+from hub_server.http.principal import resolve_principal
 from hub_server.http.state import Hub
 
 SESSION_COOKIE = "hub_session"
