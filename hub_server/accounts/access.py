@@ -13,6 +13,7 @@ from hub_server.accounts.models import Owner
 from hub_server.core.errors import Forbidden, NotFound, Unauthorized
 from hub_server.registry.models import Environment
 from registry_index.names import normalize
+from registry_index.schemas.environments import Visibility
 
 
 def env_not_found(owner: str, name: str) -> NotFound:
@@ -44,7 +45,7 @@ def readable_environment(
 
 
 def can_read(principal: Principal | None, owner: Owner, env: Environment) -> bool:
-    if env.visibility == "public":
+    if env.visibility == Visibility.PUBLIC:
         return True
     return principal is not None and principal.can_read(owner, env)
 

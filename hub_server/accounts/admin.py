@@ -16,6 +16,7 @@ from hub_server.core.db import make_engine, migrate, session_scope
 from hub_server.core.ids import utcnow
 from hub_server.core.settings import HubSettings
 from registry_index.names import OWNER_RULE, is_valid_owner_name
+from registry_index.schemas.environments import OwnerKind
 
 
 class AdminError(ValueError):
@@ -50,7 +51,7 @@ def create_user(engine: Engine, name: str, *, admin: bool = False) -> User:
             user = User(username=name, is_admin=admin)
             session.add(user)
             session.flush()
-            session.add(Owner(name=name, kind="user", user_id=user.id))
+            session.add(Owner(name=name, kind=OwnerKind.USER, user_id=user.id))
             return user
     except IntegrityError:
         raise AdminError(f"The name {name!r} is already taken by a user or organisation.") from None
@@ -78,7 +79,7 @@ def create_org(engine: Engine, name: str, members: list[str]) -> Owner:
         if _owner_taken(session, name):
             raise AdminError(f"The name {name!r} is already taken by a user or organisation.")
         users = [_user(session, member) for member in members]
-        org = Owner(name=name, kind="org")
+        org = Owner(name=name, kind=OwnerKind.ORG)
         session.add(org)
         session.flush()
         for user in users:
@@ -89,7 +90,9 @@ def create_org(engine: Engine, name: str, members: list[str]) -> Owner:
 def add_members(engine: Engine, org_name: str, members: list[str]) -> None:
     """Add users to an existing organisation (idempotent)."""
     with session_scope(engine) as session:
-        org = session.exec(select(Owner).where(Owner.name == org_name, Owner.kind == "org")).first()
+        org = session.exec(
+            select(Owner).where(Owner.name == org_name, Owner.kind == OwnerKind.ORG)
+        ).first()
         if org is None:
             raise AdminError(
                 f"No organisation named {org_name!r}; create it with `prime hub org add`."
@@ -172,7 +175,9 @@ def delete_user(engine: Engine, name: str) -> None:
 def remove_member(engine: Engine, org_name: str, member: str) -> None:
     """Remove a user from an organisation; their tokens lose its private data at once."""
     with session_scope(engine) as session:
-        org = session.exec(select(Owner).where(Owner.name == org_name, Owner.kind == "org")).first()
+        org = session.exec(
+            select(Owner).where(Owner.name == org_name, Owner.kind == OwnerKind.ORG)
+        ).first()
         if org is None:
             raise AdminError(f"No organisation named {org_name!r}.")
         user = _user(session, member)

@@ -17,7 +17,7 @@ from sqlmodel import Session, col
 
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import User
-from hub_server.evals.models import Evaluation
+from hub_server.evals.models import Evaluation, EvaluationStatus
 from hub_server.evals.service import runs_query, third_party_clause
 from hub_server.registry.models import Environment
 from registry_index.schemas.leaderboard import LeaderboardRow
@@ -66,7 +66,7 @@ def leaderboard(
         .join(User, col(User.id) == col(Evaluation.user_id))
         .where(
             Evaluation.environment_id == env.id,
-            Evaluation.status == "completed",
+            Evaluation.status == EvaluationStatus.COMPLETED,
             col(Evaluation.mean_reward).is_not(None),
             col(Evaluation.hidden_at).is_(None),
         )

@@ -18,32 +18,14 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Field, Session, SQLModel, col, func, select
+from sqlmodel import Session, col, func, select
 
 from hub_server.core.blobstore import BlobStore
 from hub_server.core.cache import LruCache
-from hub_server.evals.models import Evaluation, EvaluationBatch
+from hub_server.evals.models import Evaluation, EvaluationBatch, EvaluationSample
 from hub_server.evals.samples import batch_lines, decode_batch
 
 HISTOGRAM_BINS = 10
-
-
-class EvaluationSample(SQLModel, table=True):
-    """One sample of one run: where it is (batch `seq`, `position`) and what filters need."""
-
-    __table_args__ = (
-        sa.Index("ix_evaluationsample_reward", "evaluation_id", "reward"),
-        sa.Index("ix_evaluationsample_example", "evaluation_id", "example_index"),
-    )
-
-    evaluation_id: str = Field(foreign_key="evaluation.id", primary_key=True, max_length=32)
-    seq: int = Field(primary_key=True)
-    position: int = Field(primary_key=True)
-    example_index: int
-    rollout_index: int
-    reward: float | None = None
-    error_type: str | None = Field(default=None, max_length=128)
-    stop_reason: str | None = Field(default=None, max_length=64)
 
 
 def _unindexed(session: Session, evaluation_id: str) -> list[EvaluationBatch]:

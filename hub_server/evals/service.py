@@ -31,7 +31,7 @@ from hub_server.core.blobstore import BlobStore, content_key
 from hub_server.core.errors import HubError
 from hub_server.core.ids import utcnow
 from hub_server.evals.integrity import IntegrityError, check_scores
-from hub_server.evals.models import Evaluation, EvaluationBatch
+from hub_server.evals.models import Evaluation, EvaluationBatch, EvaluationStatus
 from hub_server.evals.samples import (
     SampleError,
     assign_keys,
@@ -43,6 +43,7 @@ from hub_server.evals.stats import add_stored, batch_partial, merge_partial, sum
 from hub_server.registry.models import Environment, Version
 from registry_index import resolve, scopes
 from registry_index.names import normalize
+from registry_index.schemas.environments import Visibility
 from registry_index.schemas.evals import CreateEvaluation, EnvironmentRef
 from registry_index.summary import Summary, SummaryBuilder
 
@@ -283,13 +284,13 @@ def _writable(
 
 def _require_open(evaluation: Evaluation) -> None:
     evaluation_id = evaluation.id
-    if evaluation.status == "abandoned":
+    if evaluation.status == EvaluationStatus.ABANDONED:
         raise EvalError(
             409,
             f"Evaluation {evaluation_id} was abandoned (nothing pushed for too long) and is "
             "closed; create a new evaluation to push these results.",
         )
-    if evaluation.status != "running":
+    if evaluation.status != EvaluationStatus.RUNNING:
         raise EvalError(
             409,
             f"Evaluation {evaluation_id} was already finalized at "
@@ -395,7 +396,7 @@ def finalize_evaluation(
     """Close the run: merge the batches' partial sums into the summary; only now can it rank."""
     try:
         evaluation = _writable(session, evaluation_id, principal, check_open=False)
-        if evaluation.status == "completed" and evaluation.client_run_id is not None:
+        if evaluation.status == EvaluationStatus.COMPLETED and evaluation.client_run_id is not None:
             session.rollback()  # a retried push finalizing its run again: already done
             return evaluation
         _require_open(evaluation)
@@ -404,7 +405,7 @@ def finalize_evaluation(
             if not merge_partial(builder, batch.partial_json):
                 add_stored(builder, iter_samples(store, [batch]))
         summary = builder.summary()
-        evaluation.status = "completed"
+        evaluation.status = EvaluationStatus.COMPLETED
         evaluation.finalized_at = utcnow()
         evaluation.summary_json = summary.model_dump_json()
         evaluation.mean_reward = summary.reward_mean
@@ -443,7 +444,9 @@ def get_evaluation(
 def visible_runs(principal: Principal | None) -> sa.ColumnElement[bool]:
     """SQL form of `can_read_evaluation`; needs `Environment` and `Owner` joined in."""
     if principal is None:
-        return sa.and_(col(Evaluation.is_public).is_(True), col(Environment.visibility) == "public")
+        return sa.and_(
+            col(Evaluation.is_public).is_(True), col(Environment.visibility) == Visibility.PUBLIC
+        )
     reach = sa.true() if principal.user.is_admin else col(Owner.id).in_(sorted(principal.owner_ids))
     scope_ok: list[sa.ColumnElement[bool]] = []
     for scope in map(scopes.parse_scope, principal.scopes):  # Scope.allows, in SQL
@@ -461,7 +464,7 @@ def visible_runs(principal: Principal | None) -> sa.ColumnElement[bool]:
         sa.and_(col(Evaluation.user_id) == principal.user.id, scope_cover),
     )
     private_ok = sa.and_(reach, scope_cover)
-    env_ok = sa.or_(col(Environment.visibility) == "public", private_ok)
+    env_ok = sa.or_(col(Environment.visibility) == Visibility.PUBLIC, private_ok)
     return sa.and_(run_ok, env_ok)
 
 
@@ -508,7 +511,7 @@ def list_evaluations(
     if status:
         query = query.where(Evaluation.status == status)
     else:  # abandoned runs are not results: listed only when asked for by status
-        query = query.where(Evaluation.status != "abandoned")
+        query = query.where(Evaluation.status != EvaluationStatus.ABANDONED)
     total = session.exec(select(sa.func.count()).select_from(query.subquery())).one()
     rows = session.exec(
         query.order_by(col(Evaluation.created_at).desc(), col(Evaluation.id))
@@ -528,7 +531,7 @@ def recent_runs(
         Evaluation.model_name,
         Evaluation.status,
         Evaluation.created_at,
-    ).where(Evaluation.environment_id == env.id, Evaluation.status != "abandoned")
+    ).where(Evaluation.environment_id == env.id, Evaluation.status != EvaluationStatus.ABANDONED)
     return list(
         session.exec(
             query.order_by(col(Evaluation.created_at).desc(), col(Evaluation.id)).limit(limit)
@@ -578,8 +581,11 @@ def mark_abandoned(engine: Engine, after_seconds: int) -> int:
     with Session(engine) as session:
         result = session.execute(
             sa.update(Evaluation)
-            .where(col(Evaluation.status) == "running", col(Evaluation.updated_at) < cutoff)
-            .values(status="abandoned")
+            .where(
+                col(Evaluation.status) == EvaluationStatus.RUNNING,
+                col(Evaluation.updated_at) < cutoff,
+            )
+            .values(status=EvaluationStatus.ABANDONED)
         )
         session.commit()
         return int(result.rowcount)  # type: ignore[attr-defined]

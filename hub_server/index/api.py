@@ -29,6 +29,8 @@ from hub_server.registry.metadata import file_metadata
 from hub_server.registry.models import DistFile, Environment, Version
 from registry_index import scopes
 from registry_index.names import normalize
+from registry_index.schemas.environments import Visibility
+from registry_index.schemas.versions import FileKind
 from registry_index.simple import ProjectFile, negotiate, render_index_page, render_project_page
 
 router = APIRouter(tags=["package index"])
@@ -132,7 +134,7 @@ def _render_index(request: Request, hub: Hub, owner_name: str, fmt: str) -> byte
         visible = [
             name
             for env_id, name, visibility in rows
-            if audience == "all" or visibility == "public" or env_id in readable
+            if audience == "all" or visibility == Visibility.PUBLIC or env_id in readable
         ]
         page = render_index_page(visible, fmt).encode()  # type: ignore[arg-type]
         if shared:
@@ -147,7 +149,7 @@ def _private_readable(
     rows: Sequence[Row[Any]],
 ) -> set[str]:
     """Ids of the private environments among `rows` (id, name, visibility) `principal` may read."""
-    private = [row.id for row in rows if row.visibility != "public"]
+    private = [row.id for row in rows if row.visibility != Visibility.PUBLIC]
     if principal is None or not private:
         return set()
     envs = session.exec(select(Environment).where(col(Environment.id).in_(private))).all()
@@ -172,7 +174,7 @@ async def simple_project(owner_name: str, project: str, request: Request) -> Res
         return RedirectResponse(f"/{owner_name}/simple/{normalized}/", status_code=301)
     if "authorization" not in request.headers:
         row = _first(hub, _PROJECT_SERIAL, owner=owner_name.lower(), name=normalized)
-        if row is None or row.visibility != "public":
+        if row is None or row.visibility != Visibility.PUBLIC:
             raise env_not_found(owner_name, project)
         page = hub.pages.get(("project", row.id, row.serial, fmt))
         if page is not None:
@@ -197,7 +199,7 @@ def _render_project(session: Session, env: Environment, fmt: str) -> str:
     rows = session.exec(
         select(DistFile, Version)
         .join(Version, Version.id == DistFile.version_id)  # type: ignore[arg-type]
-        .where(DistFile.environment_id == env.id, DistFile.kind != "source")
+        .where(DistFile.environment_id == env.id, DistFile.kind != FileKind.SOURCE)
         .order_by(DistFile.filename)  # type: ignore[arg-type]
     ).all()
     files = [
@@ -255,13 +257,13 @@ def download(
             Owner.name == owner_name.lower(),
             Environment.normalized_name == normalize(project),
             DistFile.filename == stored_name,
-            DistFile.kind != "source",
+            DistFile.kind != FileKind.SOURCE,
         )
     ).first()
     if row is None or not can_read(principal, row[2], row[1]):
         raise NotFound(f"No file {filename!r} in {owner_name}/{project}.")
     file, env, _owner = row
-    cache = "public" if env.visibility == "public" else "private"
+    cache = "public" if env.visibility == Visibility.PUBLIC else "private"
     if wants_metadata:
         metadata = file_metadata(session, hub.store, file)
         if metadata is None:

@@ -42,12 +42,13 @@ from hub_server.registry.publishing import EnvTarget, NewFile, publish_file
 from registry_index.errors import InvalidUpload
 from registry_index.filenames import parse_filename
 from registry_index.names import normalize
+from registry_index.schemas.versions import FileKind
 from registry_index.validation import UploadLimits, validate_distribution
 
 router = APIRouter(tags=["upload"])
 
 _CHUNK = 1024 * 1024
-_FILETYPES = {"bdist_wheel": "wheel", "sdist": "sdist"}
+_FILETYPES = {"bdist_wheel": FileKind.WHEEL, "sdist": FileKind.SDIST}
 # The upload's project, looked up before the body is spooled: built once (composing the
 # statement on every upload cost more than running it), and read as a plain row (a new
 # project, the usual case, then needs no ORM machinery at all).

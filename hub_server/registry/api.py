@@ -30,7 +30,7 @@ from registry_index.schemas.environments import (
     EnvironmentPatch,
     EnvironmentSummary,
 )
-from registry_index.schemas.versions import InstallRecord, VersionInfo, YankRequest
+from registry_index.schemas.versions import FileKind, InstallRecord, VersionInfo, YankRequest
 
 router = APIRouter(prefix="/api/v1/environmentshub", tags=["environments"])
 
@@ -138,8 +138,10 @@ def install_record(
     version = _select(session, env, owner, ref)
     files = session.exec(select(DistFile).where(DistFile.version_id == version.id)).all()
     base = public_base(request, hub)
-    wheel = next((f for f in sorted(files, key=lambda f: f.filename) if f.kind == "wheel"), None)
-    source = next((f for f in files if f.kind == "source"), None)
+    wheel = next(
+        (f for f in sorted(files, key=lambda f: f.filename) if f.kind == FileKind.WHEEL), None
+    )
+    source = next((f for f in files if f.kind == FileKind.SOURCE), None)
     requires = json.loads(version.requires_dist)
     index_url = f"{base}/{owner.name}/simple/"
     source_link = file_url(base, owner, env, source, version.version) if source else None
@@ -177,7 +179,7 @@ def download_source(
     owner, env = readable_environment(session, principal, owner_name, name)
     version = _select(session, env, owner, ref)
     source = session.exec(
-        select(DistFile).where(DistFile.version_id == version.id, DistFile.kind == "source")
+        select(DistFile).where(DistFile.version_id == version.id, DistFile.kind == FileKind.SOURCE)
     ).first()
     if source is None:
         raise NotFound(

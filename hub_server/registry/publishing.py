@@ -44,6 +44,8 @@ from registry_index.names import (
     ultranormalize,
     validate_project_name,
 )
+from registry_index.schemas.environments import Visibility
+from registry_index.schemas.versions import FileKind
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER, is_sdk_name
 
 log = logging.getLogger(__name__)
@@ -58,7 +60,7 @@ class NewFile:
     """Everything about one file to be recorded (already validated by the caller)."""
 
     filename: str
-    kind: str  # "wheel" | "sdist" | "source"
+    kind: FileKind
     sha256: str
     size: int
     version: str
@@ -83,7 +85,7 @@ class EnvTarget:
     owner: Owner
     name: str
     environment_id: str | None = None
-    visibility: str = "public"
+    visibility: Visibility = Visibility.PUBLIC
     absent: bool = False
 
 
@@ -221,7 +223,7 @@ def _filled_in(current: Any, new: NewFile) -> dict[str, str]:
     changes = {}
     if current.content_hash is None and new.content_hash is not None:
         changes["content_hash"] = new.content_hash
-    if new.kind != "source":
+    if new.kind != FileKind.SOURCE:
         if not current.summary and new.summary:
             changes["summary"] = new.summary
         if not current.requires_python and new.requires_python:

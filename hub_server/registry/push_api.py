@@ -35,7 +35,7 @@ from registry_index.errors import InvalidUpload
 from registry_index.filenames import parse_filename
 from registry_index.names import normalize, validate_project_name
 from registry_index.schemas.envelope import Envelope
-from registry_index.schemas.environments import OwnerOut
+from registry_index.schemas.environments import OwnerOut, Visibility
 from registry_index.schemas.push import (
     FinalizeResult,
     PutResult,
@@ -45,6 +45,7 @@ from registry_index.schemas.push import (
     UploadRequest,
     WheelReservation,
 )
+from registry_index.schemas.versions import FileKind
 from registry_index.validation import UploadLimits, validate_distribution, validate_source_archive
 
 router = APIRouter(prefix="/api/v1/environmentshub", tags=["push"])
@@ -88,7 +89,7 @@ def resolve(
     if env is None:
         try:
             env = create_environment(
-                session, owner, body.name, visibility=body.visibility or "public",
+                session, owner, body.name, visibility=body.visibility or Visibility.PUBLIC,
                 description=body.description or "", tags=body.tags,
             )  # fmt: skip
             session.commit()
@@ -120,7 +121,7 @@ def _env_by_name(session: Session, owner: Owner, normalized: str) -> Environment
 
 
 def _check_announcement(
-    session: Session, hub: Hub, env: Environment, owner: Owner, body: UploadRequest, kind: str
+    session: Session, hub: Hub, env: Environment, owner: Owner, body: UploadRequest, kind: FileKind
 ) -> None:
     if body.size is not None and body.size > hub.settings.max_upload_bytes:
         raise TooLarge(
@@ -132,12 +133,12 @@ def _check_announcement(
             f"Version {body.semantic_version!r} has a local part ('+...'); the hub does not "
             "accept local versions. Use a plain version such as 1.2.0."
         )
-    if kind == "wheel":
+    if kind == FileKind.WHEEL:
         try:
             parsed = parse_filename(body.filename)
         except InvalidUpload as exc:
             raise BadRequest(str(exc)) from None
-        if parsed.kind != "wheel" or parsed.name != env.normalized_name:
+        if parsed.kind != FileKind.WHEEL or parsed.name != env.normalized_name:
             raise BadRequest(
                 f"{body.filename!r} is not a wheel of {owner.name}/{env.name}; build the "
                 "environment's own wheel (prime env build)."
@@ -186,7 +187,7 @@ def _canonical_text(version: str) -> str:
 
 def _reserve(
     request: Request, hub: Hub, session: SessionDep, principal: AuthDep, env_id: str,
-    body: UploadRequest, kind: str,
+    body: UploadRequest, kind: FileKind,
 ) -> tuple[PendingUpload, str]:  # fmt: skip
     owner, env = writable_environment_by_id(session, principal, env_id)
     check_upload_rate(request, hub, principal)
@@ -243,7 +244,7 @@ def reserve_wheel(
     env_id: str, body: UploadRequest, request: Request, hub: HubDep, session: SessionDep,
     principal: AuthDep,
 ) -> Envelope[WheelReservation]:  # fmt: skip
-    pending, url = _reserve(request, hub, session, principal, env_id, body, "wheel")
+    pending, url = _reserve(request, hub, session, principal, env_id, body, FileKind.WHEEL)
     return Envelope(
         data=WheelReservation(wheel_id=pending.id, upload_url=url, expires_at=pending.expires_at)
     )
@@ -257,7 +258,7 @@ def reserve_source(
     env_id: str, body: UploadRequest, request: Request, hub: HubDep, session: SessionDep,
     principal: AuthDep,
 ) -> Envelope[SourceReservation]:  # fmt: skip
-    pending, url = _reserve(request, hub, session, principal, env_id, body, "source")
+    pending, url = _reserve(request, hub, session, principal, env_id, body, FileKind.SOURCE)
     return Envelope(
         data=SourceReservation(version_id=pending.id, upload_url=url, expires_at=pending.expires_at)
     )
@@ -376,7 +377,7 @@ def _expired(pending: PendingUpload) -> bool:
 
 def _finalize(
     request: Request, hub: Hub, session: Session, principal: AuthDep, env_id: str,
-    upload_id: str, kind: str,
+    upload_id: str, kind: FileKind,
 ) -> Envelope[FinalizeResult]:  # fmt: skip
     owner, env = writable_environment_by_id(session, principal, env_id)
     pending = session.get(PendingUpload, upload_id)
@@ -407,16 +408,16 @@ def _finalize(
 
 
 def _validated_file(
-    hub: Hub, env: Environment, pending: PendingUpload, scratch: Path, kind: str
+    hub: Hub, env: Environment, pending: PendingUpload, scratch: Path, kind: FileKind
 ) -> NewFile:
     sha256 = hashlib.sha256(scratch.read_bytes()).hexdigest()
     if sha256 != pending.sha256:
         raise BadRequest("The uploaded bytes do not match the announced sha256; push again.")
     try:
-        if kind == "source":
+        if kind == FileKind.SOURCE:
             validate_source_archive(scratch, pending.filename, _limits(hub))
             return NewFile(
-                filename=pending.filename, kind="source", sha256=sha256,
+                filename=pending.filename, kind=FileKind.SOURCE, sha256=sha256,
                 size=scratch.stat().st_size, version=pending.semantic_version,
                 content_hash=pending.content_hash,
             )  # fmt: skip
@@ -428,7 +429,7 @@ def _validated_file(
         raise BadRequest(f"{pending.filename!r} is not a wheel of {env.name}.")
     return NewFile(
         filename=pending.filename,
-        kind="wheel",
+        kind=FileKind.WHEEL,
         sha256=sha256,
         size=validated.size,
         version=str(metadata.version),
@@ -447,7 +448,7 @@ def finalize_wheel(
     env_id: str, wheel_id: str, request: Request, hub: HubDep, session: SessionDep,
     principal: AuthDep,
 ) -> Envelope[FinalizeResult]:  # fmt: skip
-    return _finalize(request, hub, session, principal, env_id, wheel_id, "wheel")
+    return _finalize(request, hub, session, principal, env_id, wheel_id, FileKind.WHEEL)
 
 
 @router.post("/{env_id}/versions/{version_id}/finalize", response_model=Envelope[FinalizeResult])
@@ -460,4 +461,4 @@ def finalize_source(
     env_id: str, version_id: str, request: Request, hub: HubDep, session: SessionDep,
     principal: AuthDep,
 ) -> Envelope[FinalizeResult]:  # fmt: skip
-    return _finalize(request, hub, session, principal, env_id, version_id, "source")
+    return _finalize(request, hub, session, principal, env_id, version_id, FileKind.SOURCE)

@@ -18,8 +18,9 @@ from sqlmodel import Session, col, select
 
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
-from hub_server.evals.models import Evaluation
+from hub_server.evals.models import Evaluation, EvaluationStatus
 from hub_server.registry.models import Environment, EnvironmentTag
+from registry_index.schemas.environments import Visibility
 from registry_index.scopes import parse_scope
 
 SortField = Literal["updated_at", "created_at", "name", "downloads", "evaluations", "relevance"]
@@ -37,7 +38,7 @@ MAX_WORDS = 8
 
 def visible_clause(principal: Principal | None) -> ColumnElement[bool]:
     """SQL condition: public, or private and readable by the caller (mirrors Principal.can_read)."""
-    public = col(Environment.visibility) == "public"
+    public = col(Environment.visibility) == Visibility.PUBLIC
     if principal is None:
         return public
     parsed = [parse_scope(s) for s in principal.scopes]
@@ -178,7 +179,10 @@ def search_environments(
         key = (
             select(func.count())
             .select_from(Evaluation)
-            .where(Evaluation.environment_id == Environment.id, Evaluation.status == "completed")
+            .where(
+                Evaluation.environment_id == Environment.id,
+                Evaluation.status == EvaluationStatus.COMPLETED,
+            )
             .correlate(Environment)
             .scalar_subquery()
         )

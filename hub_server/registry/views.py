@@ -13,7 +13,7 @@ from hub_server.accounts.models import Owner
 from hub_server.registry.models import DistFile, Environment, EnvironmentTag, Version
 from registry_index.resolve import latest_version
 from registry_index.schemas.environments import EnvironmentSummary, OwnerOut
-from registry_index.schemas.versions import FileOut, VersionInfo
+from registry_index.schemas.versions import FileKind, FileOut, VersionInfo
 
 
 def sort_key(version: Version) -> PkgVersion:
@@ -25,7 +25,7 @@ def sort_key(version: Version) -> PkgVersion:
 
 def file_url(base_url: str, owner: Owner, env: Environment, file: DistFile, version: str) -> str:
     """Where a file is downloaded; source archives go through the API (auth-aware)."""
-    if file.kind == "source":
+    if file.kind == FileKind.SOURCE:
         env_path = f"/api/v1/environmentshub/{owner.name}/{env.normalized_name}"
         return f"{base_url}{env_path}/@{version}/source"
     return f"{base_url}/{owner.name}/files/{env.normalized_name}/{file.filename}"

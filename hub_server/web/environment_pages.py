@@ -35,7 +35,7 @@ from hub_server.web.readme import MetadataCache, VersionMetadata
 from hub_server.web.session import WebPrincipalDep
 from registry_index.env_args import EnvSignature, read_env_signature
 from registry_index.install_commands import install_commands
-from registry_index.schemas.versions import VersionInfo
+from registry_index.schemas.versions import FileKind, VersionInfo
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER
 
 router = APIRouter(include_in_schema=False)
@@ -56,7 +56,7 @@ def _wheel(session: Session, version_id: str | None) -> DistFile | None:
     if version_id is None:
         return None
     return session.exec(
-        select(DistFile).where(DistFile.version_id == version_id, DistFile.kind == "wheel")
+        select(DistFile).where(DistFile.version_id == version_id, DistFile.kind == FileKind.WHEEL)
     ).first()
 
 
@@ -89,7 +89,7 @@ def _env_signature(store: BlobStore, wheel: DistFile | None) -> EnvSignature | N
 
 
 def _commands(base: str, owner: str, name: str, version: VersionInfo | None) -> list[Any]:
-    wheel = next((f for f in version.files if f.kind == "wheel"), None) if version else None
+    wheel = next((f for f in version.files if f.kind == FileKind.WHEEL), None) if version else None
     sdk = sdk_wheel()
     return install_commands(
         base,

@@ -32,6 +32,7 @@ from hub_server.web.environment_pages import RESERVED_FIRST_SEGMENTS
 from hub_server.web.pages import page
 from hub_server.web.render import STATIC_DIR
 from hub_server.web.session import WebPrincipalDep
+from registry_index.schemas.environments import OwnerKind
 
 router = APIRouter(include_in_schema=False)
 
@@ -142,7 +143,7 @@ def _listing(
 
 def _people(session: Session, owner: Owner) -> list[str]:
     """An organisation's members, or the organisations a user belongs to (names, sorted)."""
-    if owner.kind == "org":
+    if owner.kind == OwnerKind.ORG:
         members = select(User.username).join(Membership, col(Membership.user_id) == col(User.id))
         return sorted(session.exec(members.where(Membership.owner_id == owner.id)).all())
     orgs = (

@@ -13,6 +13,7 @@ import json
 import types
 import typing
 from datetime import UTC, datetime
+from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
@@ -99,6 +100,8 @@ def wire(annotation: Any) -> st.SearchStrategy[Any]:
         return st.one_of(*(wire(arg) for arg in args))
     if origin is Literal:
         return st.sampled_from(args)
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return st.sampled_from(list(annotation))
     if origin is list:
         return st.lists(wire(args[0]), max_size=3)
     if origin is dict:
