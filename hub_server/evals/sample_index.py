@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select
 
-from hub_server.core.blobstore import BlobStore
+from hub_server.core.blobstore import BlobStorage
 from hub_server.core.cache import LruCache
 from hub_server.evals.models import Evaluation, EvaluationBatch, EvaluationSample
 from hub_server.evals.samples import batch_lines, decode_batch
@@ -73,7 +73,7 @@ def _rows(
     return rows
 
 
-def ensure_indexed(session: Session, store: BlobStore, evaluation: Evaluation) -> None:
+def ensure_indexed(session: Session, store: BlobStorage, evaluation: Evaluation) -> None:
     """Index every batch of `evaluation` that has no rows yet (reads only those blobs)."""
     for batch in _unindexed(session, evaluation.id):
         with store.open(batch.blob_key) as handle:
@@ -121,7 +121,7 @@ class SamplePage:
 
 def page_of_samples(
     session: Session,
-    store: BlobStore,
+    store: BlobStorage,
     evaluation: Evaluation,
     wanted: SampleFilter,
     page: int,

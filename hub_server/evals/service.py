@@ -27,7 +27,7 @@ from sqlmodel import Session, col, select
 from hub_server.accounts.access import can_read, readable_environment
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Membership, Owner
-from hub_server.core.blobstore import BlobStore, content_key
+from hub_server.core.blobstore import BlobStorage, content_key
 from hub_server.core.errors import HubError
 from hub_server.core.ids import utcnow
 from hub_server.evals.integrity import IntegrityError, check_scores
@@ -309,7 +309,7 @@ def _taken_keys(session: Session, evaluation_id: str) -> set[tuple[int, int]]:
 
 
 def append_samples(
-    session: Session, store: BlobStore, evaluation_id: str, principal: Principal, raw_samples: Any
+    session: Session, store: BlobStorage, evaluation_id: str, principal: Principal, raw_samples: Any
 ) -> EvaluationBatch:
     """Validate one batch, store it as a gzip JSONL blob, and list it on the run.
 
@@ -380,7 +380,7 @@ def _batches(session: Session, evaluation_id: str) -> list[EvaluationBatch]:
     )
 
 
-def iter_samples(store: BlobStore, batches: list[EvaluationBatch]) -> Iterator[dict[str, Any]]:
+def iter_samples(store: BlobStorage, batches: list[EvaluationBatch]) -> Iterator[dict[str, Any]]:
     for batch in batches:
         with store.open(batch.blob_key) as handle:
             yield from decode_batch(handle.read())
@@ -388,7 +388,7 @@ def iter_samples(store: BlobStore, batches: list[EvaluationBatch]) -> Iterator[d
 
 def finalize_evaluation(
     session: Session,
-    store: BlobStore,
+    store: BlobStorage,
     evaluation_id: str,
     principal: Principal,
     metrics: dict[str, Any] | None,
@@ -540,7 +540,7 @@ def recent_runs(
 
 
 def read_samples(
-    session: Session, store: BlobStore, evaluation: Evaluation, page: int, per_page: int
+    session: Session, store: BlobStorage, evaluation: Evaluation, page: int, per_page: int
 ) -> list[dict[str, Any]]:
     """One page of samples in push order, decompressing only the batches that hold it."""
     start = (page - 1) * per_page

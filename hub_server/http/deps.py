@@ -60,3 +60,11 @@ def check_upload_rate(request: Request, hub: Hub, principal: Principal) -> None:
         wait = hub.upload_limiter.hit(key)
         if wait is not None:
             raise RateLimited(f"Too many uploads; wait {wait} s before uploading again.", wait)
+
+
+def public_base(request: Request, hub: HubDep) -> str:
+    """The hub's external base URL, for links in answers: the setting, else what the client used."""
+    return (hub.settings.public_url or str(request.base_url)).rstrip("/")
+
+
+BaseUrlDep = Annotated[str, Depends(public_base)]

@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from hub_server.accounts.models import Owner
-from hub_server.core.blobstore import BlobStore, content_key
+from hub_server.core.blobstore import BlobStorage, content_key
 from hub_server.core.errors import BadRequest, FileExists
 from hub_server.core.ids import utcnow
 from hub_server.core.rows import new_row
@@ -380,7 +380,7 @@ CONFUSABLE_NEIGHBOUR = (
 
 def publish_file(
     engine: Engine,
-    store: BlobStore,
+    store: BlobStorage,
     target: EnvTarget,
     new: NewFile,
     source: Path | bytes,
@@ -459,7 +459,7 @@ class _BlobWrite:
     transaction has passed every check that can refuse the upload (see `publish_file`). The
     PEP 658 metadata is a row of the same transaction, not a blob."""
 
-    def __init__(self, store: BlobStore, source: Path | bytes, key: str) -> None:
+    def __init__(self, store: BlobStorage, source: Path | bytes, key: str) -> None:
         self._store, self._source, self.key = store, source, key
         self._future: Future[None] | None = None
 

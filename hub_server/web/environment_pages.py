@@ -17,17 +17,16 @@ from sqlmodel import Session, col, select
 
 from hub_server.accounts.access import readable_environment
 from hub_server.accounts.models import Owner
-from hub_server.core.blobstore import BlobStore
+from hub_server.core.blobstore import BlobStorage
 from hub_server.core.errors import HubError, NotFound
 from hub_server.evals import service
 from hub_server.evals.leaderboard import leaderboard
 from hub_server.evals.models import Evaluation
-from hub_server.http.deps import HubDep, SessionDep
+from hub_server.http.deps import HubDep, SessionDep, public_base
 from hub_server.index import api as index_routes
 from hub_server.index.sdk import sdk_wheel
 from hub_server.registry.metadata import file_metadata
 from hub_server.registry.models import DistFile, Environment
-from hub_server.registry.push_api import public_base
 from hub_server.registry.views import summaries, version_infos
 from hub_server.web.charts import leaderboard_svg
 from hub_server.web.pages import page
@@ -61,7 +60,7 @@ def _wheel(session: Session, version_id: str | None) -> DistFile | None:
 
 
 def _version_metadata(
-    session: Session, store: BlobStore, wheel: DistFile | None
+    session: Session, store: BlobStorage, wheel: DistFile | None
 ) -> VersionMetadata | None:
     if wheel is None or wheel.metadata_sha256 is None:
         return None
@@ -72,7 +71,7 @@ def _version_metadata(
     return _metadata.get(wheel.metadata_sha256, load)
 
 
-def _env_signature(store: BlobStore, wheel: DistFile | None) -> EnvSignature | None:
+def _env_signature(store: BlobStorage, wheel: DistFile | None) -> EnvSignature | None:
     """`load_environment`'s arguments, read from the wheel's source (never run), by sha256."""
     if wheel is None:
         return None
