@@ -250,10 +250,19 @@ def example_means(
     }
 
 
-def example_indexes(session: Session, evaluation_ids: list[str]) -> Any:
-    """The distinct example indexes of the given runs (a query, for paging)."""
-    return (
+def example_indexes(
+    session: Session, evaluation_ids: list[str], page: int, per_page: int
+) -> tuple[list[int], int]:
+    """One page of the distinct example indexes of the given runs, and how many there are."""
+    query = (
         select(EvaluationSample.example_index)
         .where(col(EvaluationSample.evaluation_id).in_(evaluation_ids))
         .distinct()
     )
+    total = session.exec(select(func.count()).select_from(query.subquery())).one()
+    rows = session.exec(
+        query.order_by(col(EvaluationSample.example_index))
+        .offset((page - 1) * per_page)
+        .limit(per_page)
+    ).all()
+    return [int(index) for index in rows], int(total)

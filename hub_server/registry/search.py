@@ -13,15 +13,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, and_, bindparam, column, func, literal_column, or_, text, true
+from sqlalchemy import ColumnElement, bindparam, column, func, literal_column, or_, text
 from sqlmodel import Session, col, select
 
+from hub_server.accounts.access import readable_environments
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
 from hub_server.evals.models import Evaluation, EvaluationStatus
 from hub_server.registry.models import Environment, EnvironmentTag
-from registry_index.schemas.environments import Visibility
-from registry_index.scopes import parse_scope
 
 SortField = Literal["updated_at", "created_at", "name", "downloads", "evaluations", "relevance"]
 SORT_FIELDS: tuple[str, ...] = (
@@ -34,29 +33,6 @@ SORT_FIELDS: tuple[str, ...] = (
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_WORDS = 8
-
-
-def visible_clause(principal: Principal | None) -> ColumnElement[bool]:
-    """SQL condition: public, or private and readable by the caller (mirrors Principal.can_read)."""
-    public = col(Environment.visibility) == Visibility.PUBLIC
-    if principal is None:
-        return public
-    parsed = [parse_scope(s) for s in principal.scopes]
-    broad = any(scope.owner is None for scope in parsed)  # all, read
-    if principal.user.is_admin and broad:
-        return true()
-    if broad:
-        return or_(public, col(Environment.owner_id).in_(principal.owner_ids))
-    clauses: list[ColumnElement[bool]] = [public]
-    for scope in parsed:  # upload scopes: registry_index.scopes.Scope.allows, in SQL
-        owners = select(Owner.id).where(Owner.name == scope.owner)
-        if not principal.user.is_admin:
-            owners = owners.where(col(Owner.id).in_(principal.owner_ids))
-        clause: ColumnElement[bool] = col(Environment.owner_id).in_(owners)
-        if scope.name:
-            clause = and_(clause, col(Environment.normalized_name) == scope.name)
-        clauses.append(clause)
-    return or_(*clauses)
 
 
 def query_words(query: str) -> list[str]:
@@ -148,7 +124,7 @@ def search_environments(
 ) -> SearchResult:
     """One page of the environments `principal` may see that match `query`, and their total."""
     statement = select(Environment, Owner).join(Owner, col(Owner.id) == col(Environment.owner_id))
-    statement = statement.where(visible_clause(principal))
+    statement = statement.where(readable_environments(principal))
     words = query_words(query.text)
     dialect = session.get_bind().dialect.name
     for word in words:

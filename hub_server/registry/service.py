@@ -173,3 +173,10 @@ def set_yanked(
     bump_serials(session, env)
     session.commit()
     return version_info(base_url, owner, env, version, version.files)
+
+
+def wheel_of(session: Session, version_id: str) -> DistFile | None:
+    """A wheel of the version with this id (its page shows the wheel's README and arguments)."""
+    return session.exec(
+        select(DistFile).where(DistFile.version_id == version_id, DistFile.kind == FileKind.WHEEL)
+    ).first()

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from hub_server.accounts.access import readable_environment
 from hub_server.accounts.models import Owner
@@ -21,10 +21,10 @@ from hub_server.core.blobstore import BlobStorage
 from hub_server.core.errors import HubError, NotFound
 from hub_server.evals import service
 from hub_server.evals.leaderboard import leaderboard
-from hub_server.evals.models import Evaluation
 from hub_server.http.deps import HubDep, SessionDep, public_base
 from hub_server.index import api as index_routes
 from hub_server.index.sdk import sdk_wheel
+from hub_server.registry import service as registry_service
 from hub_server.registry.metadata import file_metadata
 from hub_server.registry.models import DistFile, Environment
 from hub_server.registry.views import summaries, version_infos
@@ -49,14 +49,6 @@ RESERVED_FIRST_SEGMENTS = frozenset(
         "login", "logout", "settings", "docs-assets", SDK_OWNER,
     }
 )  # fmt: skip
-
-
-def _wheel(session: Session, version_id: str | None) -> DistFile | None:
-    if version_id is None:
-        return None
-    return session.exec(
-        select(DistFile).where(DistFile.version_id == version_id, DistFile.kind == FileKind.WHEEL)
-    ).first()
 
 
 def _version_metadata(
@@ -100,19 +92,6 @@ def _commands(base: str, owner: str, name: str, version: VersionInfo | None) -> 
     )
 
 
-def _pass_at_k(session: Session, evaluation_ids: list[str]) -> dict[str, dict[str, float]]:
-    """pass@k of each shown run, from the summary the hub recomputed at finalize."""
-    if not evaluation_ids:
-        return {}
-    runs = session.exec(select(Evaluation).where(col(Evaluation.id).in_(evaluation_ids))).all()
-    shown: dict[str, dict[str, float]] = {}
-    for run in runs:
-        summary = service.summary_of(run)
-        if summary is not None and summary.pass_at_k:
-            shown[run.id] = dict(summary.pass_at_k)
-    return shown
-
-
 def _render(
     request: Request,
     hub: HubDep,
@@ -141,7 +120,7 @@ def _render(
             status_code=404,
             message=f"{own.name}/{env.name} has no version {chosen!r}.",
         )
-    wheel = _wheel(session, shown.id if shown else None)
+    wheel = registry_service.wheel_of(session, shown.id) if shown else None
     rows = leaderboard(session, env, principal, board_version, include_third_party=not first_party)
     return page(
         request,
@@ -157,7 +136,7 @@ def _render(
         versions=versions,
         leaderboard=rows,
         leaderboard_chart=leaderboard_svg(rows),
-        pass_at_k=_pass_at_k(session, [row.evaluation_id for row in rows]),
+        pass_at_k=service.pass_at_k(session, [row.evaluation_id for row in rows]),
         board_version=board_version or "",
         first_party=first_party,
         runs=service.recent_runs(session, principal, env, limit=10),

@@ -219,6 +219,20 @@ def test_latest_resolves_to_newest_final_unyanked_version(hub: Hub) -> None:
     assert create(hub, "alice", "alice/Wordle", "0.3.0rc1").env_version == "0.3.0rc1"
 
 
+def test_a_version_specifier_selects_as_install_does(hub: Hub) -> None:
+    """`@spec` takes the forms `prime env install` takes: yanked 0.2.1 only by an exact pin,
+    the pre-release only when asked for."""
+    assert create(hub, "alice", "alice/wordle@>=0.2").env_version == "0.2.0"
+    assert create(hub, "alice", "alice/wordle", ">=0.1,<0.2").env_version == "0.1.0"
+    assert create(hub, "alice", "alice/wordle@==0.2.1").env_version == "0.2.1"
+    with pytest.raises(HubError) as caught:
+        create(hub, "alice", "alice/wordle@>=1")
+    assert caught.value.status == 404 and "no version '>=1'" in caught.value.message
+    with pytest.raises(HubError) as caught:
+        create(hub, "alice", "alice/wordle@not a spec")
+    assert caught.value.status == 400
+
+
 @pytest.mark.parametrize(
     ("who", "slug", "version", "status", "message"),
     [
