@@ -408,7 +408,8 @@ def listing_environment(
 ) -> tuple[Environment | None, str | None]:  # fmt: skip
     """What a listing filters on: an environment (`env=owner/name`, `environment_id`, or an
     `environment_name` with an owner), or a bare name under any owner."""
-    slug = env or (environment_name if environment_name and "/" in environment_name else None)
+    named = _has_owner(environment_name) if environment_name else False
+    slug = env or (environment_name if named else None)
     if slug:
         found, spec = environment_by_slug(session, slug, principal)
         if spec is not None:
@@ -417,6 +418,14 @@ def listing_environment(
     if environment_id:
         return environment_by_id(session, environment_id, principal), None
     return None, environment_name or None
+
+
+def _has_owner(reference: str) -> bool:
+    """Whether `reference` names its owner (`owner/name`); a malformed one is a 400."""
+    try:
+        return parse_env_id(reference)[0] is not None
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
 
 
 def list_evaluations(
