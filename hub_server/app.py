@@ -30,9 +30,8 @@ from hub_server.evals.service import mark_abandoned
 from hub_server.http.limits import RequestLimitsMiddleware
 from hub_server.http.ratelimit import SlidingWindowLimiter
 from hub_server.http.state import Hub
-from hub_server.index import api as index_routes
-from hub_server.index import sdk as sdk_index
-from hub_server.index import upload as legacy_upload
+from hub_server.index import api as index_api
+from hub_server.index import upload_api
 from hub_server.registry import api as environments_api
 from hub_server.registry import push_api
 from hub_server.registry.pending_uploads import purge_expired
@@ -118,12 +117,11 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    app.include_router(legacy_upload.router)
+    app.include_router(upload_api.router)
     app.include_router(account_api.router)
     app.include_router(push_api.router)
     app.include_router(environments_api.router)
     for router in _extension_routers():
         app.include_router(router)  # type: ignore[arg-type]
-    app.include_router(sdk_index.router)  # before the owners' indexes: /_sdk/ is reserved
-    app.include_router(index_routes.router)
+    app.include_router(index_api.router)  # last: its /{owner}/… routes match almost anything
     return app
