@@ -10,8 +10,9 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from hub_server.accounts.auth import generate_token, hash_token, validate_scopes
+from hub_server.accounts.auth import hash_token
 from hub_server.accounts.models import ApiToken, Membership, Owner, User
+from hub_server.accounts.service import new_token, token_scopes
 from hub_server.core.db import make_engine, migrate, session_scope
 from hub_server.core.ids import utcnow
 from hub_server.core.settings import HubSettings
@@ -108,22 +109,12 @@ def create_token(
 ) -> tuple[str, ApiToken]:
     """A new token for `username`; returns the secret (shown once) and its row."""
     try:
-        canonical = validate_scopes(list(scopes or []))
+        canonical = token_scopes(token_name, list(scopes or []))
     except ValueError as exc:
         raise AdminError(str(exc)) from None
-    if not token_name.strip():
-        raise AdminError("Give the token a name (e.g. the machine it is for).")
-    secret = generate_token()
     with session_scope(engine) as session:
         user = _require_user(session, username)
-        row = ApiToken(
-            user_id=user.id,
-            name=token_name,
-            token_hash=hash_token(secret),
-            scopes=" ".join(canonical),
-        )
-        session.add(row)
-        return secret, row
+        return new_token(session, user.id, token_name, canonical)
 
 
 def revoke_token(engine: Engine, token: str) -> None:

@@ -168,9 +168,9 @@ _BY_HASH = _principal_statement(lambda token: col(token.token_hash) == sa.bindpa
 _BY_ID = _principal_statement(lambda token: col(token.id) == sa.bindparam("token_id"))
 
 
-def principal_for_token(session: Session, row: ApiToken) -> Principal | None:
-    """The principal acting through token `row` (a web session cookie's), or None."""
-    return _principal(session, session.exec(_BY_ID, params={"token_id": row.id}).all())
+def principal_for_token_id(session: Session, token_id: str) -> Principal | None:
+    """The principal acting through the token with this id (a web session cookie's), or None."""
+    return _principal(session, session.exec(_BY_ID, params={"token_id": token_id}).all())
 
 
 def _principal(session: Session, rows: Sequence[Any]) -> Principal | None:
