@@ -54,8 +54,10 @@ class Evaluation(SQLModel, table=True):
     client_metrics_json: str = "{}"
     summary_json: str | None = None
     sample_count: int = 0
-    mean_reward: float | None = None
-    stderr: float | None = None
+    # `registry_index.summary.Summary`'s names; the columns keep the names the first migration
+    # gave them (evals_0001).
+    reward_mean: float | None = Field(default=None, sa_column_kwargs={"name": "mean_reward"})
+    reward_stderr: float | None = Field(default=None, sa_column_kwargs={"name": "stderr"})
     n_examples: int = 0
     n_rollouts: int = 0
     n_errors: int = 0

@@ -342,8 +342,8 @@ def finalize_evaluation(
         evaluation.status = EvaluationStatus.COMPLETED
         evaluation.finalized_at = utcnow()
         evaluation.summary_json = summary.model_dump_json()
-        evaluation.mean_reward = summary.reward_mean
-        evaluation.stderr = summary.reward_stderr
+        evaluation.reward_mean = summary.reward_mean
+        evaluation.reward_stderr = summary.reward_stderr
         evaluation.n_examples = summary.examples
         evaluation.n_rollouts = summary.scored
         evaluation.n_errors = summary.errors

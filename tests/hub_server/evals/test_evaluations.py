@@ -273,7 +273,7 @@ def test_push_finalize_and_leaderboard(hub: Hub) -> None:
         and done.n_errors == 1
         and done.n_examples == 3
     )
-    assert done.mean_reward == pytest.approx(0.75)
+    assert done.reward_mean == pytest.approx(0.75)
     with hub.session() as session:
         batches = session.exec(
             select(EvaluationBatch).where(EvaluationBatch.evaluation_id == run.id)
@@ -343,7 +343,7 @@ def test_finalize_reads_blobs_of_batches_without_partials(hub: Hub) -> None:
         session.commit()
     done = finalize(hub, "alice", run.id)
     assert (done.n_rollouts, done.n_errors, done.n_examples) == (3, 1, 2)
-    assert done.mean_reward == pytest.approx(2 / 3)
+    assert done.reward_mean == pytest.approx(2 / 3)
 
 
 def test_finalize_twice_and_push_after_finalize_are_409_and_change_nothing(hub: Hub) -> None:
