@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from pydantic.fields import FieldInfo
@@ -26,7 +26,7 @@ def _maker(info: FieldInfo) -> Callable[[], Any]:
     pydantic's own answer."""
     factory = info.default_factory
     if factory is not None and not info.default_factory_takes_validated_data:
-        return factory  # type: ignore[return-value]
+        return cast(Callable[[], Any], factory)
     if factory is None and isinstance(info.default, _IMMUTABLE):
         default = info.default
         return lambda: default

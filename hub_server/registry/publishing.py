@@ -26,7 +26,7 @@ from hub_server.accounts.models import Owner
 from hub_server.core.blobstore import BlobStorage, content_key
 from hub_server.core.errors import BadRequest, FileExists
 from hub_server.core.ids import utcnow
-from hub_server.core.rows import new_row
+from hub_server.core.rows import new_row, table_of
 from hub_server.registry.models import (
     MAX_REQUIRES_PYTHON_LENGTH,
     MAX_VERSION_LENGTH,
@@ -102,12 +102,12 @@ class PublishResult:
 # Core tables and statements of the upload transaction, built once: composing a statement on
 # every upload (and generating its cache key) cost more than running it, and ORM objects
 # flushed through the unit of work cost more than the inserts themselves.
-_ENVS = Environment.__table__  # type: ignore[attr-defined]
-_VERSIONS = Version.__table__  # type: ignore[attr-defined]
-_FILES = DistFile.__table__  # type: ignore[attr-defined]
-_TAGS = EnvironmentTag.__table__  # type: ignore[attr-defined]
-_METADATA = FileMetadata.__table__  # type: ignore[attr-defined]
-_OWNERS = Owner.__table__  # type: ignore[attr-defined]
+_ENVS = table_of(Environment)
+_VERSIONS = table_of(Version)
+_FILES = table_of(DistFile)
+_TAGS = table_of(EnvironmentTag)
+_METADATA = table_of(FileMetadata)
+_OWNERS = table_of(Owner)
 _ENV_BY_NAME = sa.select(_ENVS.c.id).where(
     _ENVS.c.owner_id == sa.bindparam("owner_id"),
     _ENVS.c.normalized_name == sa.bindparam("normalized"),
