@@ -30,13 +30,8 @@ _STALE_TEMP_SECONDS = 24 * 3600
 
 
 def content_key(sha256: str) -> str:
-    """The store key of a blob with this sha256: one level of 256 fan-out directories.
-
-    Stores written before 2026-12 used two levels (`sha256/ab/cd/<sha256>`); their rows keep
-    those keys and are read by them. Two levels meant a new leaf directory for nearly every
-    blob of a store under ~100,000 blobs (65,536 leaves), and creating an inode cost as much
-    CPU as the rest of the blob write; one level creates its 256 directories once.
-    """
+    """The store key of a blob with this sha256: one level of 256 fan-out directories, made
+    once (older stores' rows keep their two-level keys and are read by them; docs/hub.md)."""
     return f"sha256/{sha256[:2]}/{sha256}"
 
 

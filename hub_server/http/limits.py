@@ -1,26 +1,10 @@
 """Every request is bounded before the hub reads its body (an ASGI middleware).
 
 FastAPI reads a JSON or form body before a route's dependencies run, so a route cannot refuse
-an oversized or unauthenticated body in time: by then it is in memory (or spooled to /tmp).
-This middleware runs first and decides from the headers alone:
-
-- a token in `Authorization` is checked now, so a wrong one is a 401 before any byte is read;
-  except for a twine upload (`/legacy/`) whose declared body is no larger than an anonymous
-  request may send anyway (`max_anonymous_body_bytes`): reading that much is no more than
-  anyone may ask, so the upload route authenticates it in the thread-pool hop it makes for its
-  own work (one hop instead of two; a wrong token is still a 401). The middleware marks such a
-  request (`AUTH_DEFERRED_KEY`); the route reads a body before authenticating only when it
-  is marked, so one whose size nobody bounded (no Content-Length, no Transfer-Encoding: an
-  unframed HTTP/2 body) is still refused before it is read;
-- the body limit is chosen by route: an upload (`/legacy/`, the `PUT` upload URL) may carry
-  `request_body_limit` bytes, any other route `max_json_bytes`, and an anonymous request (no
-  token; the upload URL carries its own) only `max_anonymous_body_bytes`;
-- a declared `Content-Length` over the limit is answered 413 (401 for an anonymous API call)
-  without reading; a chunked or lying body is counted while it streams and cut off with 413
-  the moment it passes the limit, whatever the route was doing with it;
-- a URL path with a NUL (`%00`) is a 400 at once (PostgreSQL cannot take it as a parameter);
-- a POST, PUT, PATCH or DELETE with neither `Content-Length` nor `Transfer-Encoding` is taken
-  to carry a body (an HTTP/2 server may deliver one unframed), so all of the above applies.
+an oversized or unauthenticated body in time. This middleware runs first and decides from the
+headers alone: the token is checked (401 before any byte is read), the body limit is chosen
+by route and caller, a declared size over it is a 413 and a streaming one is cut off at it.
+The rules, in full, are in docs/security.md ("The request path").
 """
 
 from __future__ import annotations

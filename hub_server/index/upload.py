@@ -214,8 +214,8 @@ def _spool(
         for hasher in hashers.values():
             hasher.update(upload)
     for algo, expected in digests.items():
-        # As bytes: compare_digest raises TypeError for a str with non-ASCII characters (any
-        # form value may carry them), which was a 500 that left the scratch file behind.
+        # As bytes: compare_digest raises TypeError for a str with non-ASCII characters, which
+        # any form value may carry.
         if not hmac.compare_digest(hashers[algo].hexdigest().encode(), expected.encode()):
             if isinstance(upload, Path):
                 upload.unlink(missing_ok=True)

@@ -105,8 +105,8 @@ def _relevance(dialect: str, statement: Any, words: list[str]) -> tuple[Any, Any
             .prefix_with("MATERIALIZED")
         )
         # Ranks computed once (MATERIALIZED) and looked up per row: SQLite indexes them for
-        # this correlated lookup, but scanned them once per environment row for a LEFT JOIN
-        # (bound MATCH parameters hide their size from the planner): 25 ms at 2,000 envs.
+        # this correlated lookup, but scans them once per environment row for a LEFT JOIN
+        # (bound MATCH parameters hide their size from the planner).
         rank = (
             select(ranks.c.fts_rank)
             .where(ranks.c.fts_rowid == literal_column("environment.rowid"))

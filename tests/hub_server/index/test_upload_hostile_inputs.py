@@ -1,6 +1,6 @@
-"""Hostile review of the upload path (second pass): inputs that got a 500, left files behind or
-were read before authentication, and races that broke a rule (each with the fix's commit);
-then attacks that held, pinned where no other test covered them. Uploads go through the
+"""Hostile inputs to the upload path: inputs that could get a 500, leave files behind or be
+read before authentication, and races that could break a rule; then attacks that hold, pinned
+where no other test covers them. Uploads go through the
 in-memory path (< 1 MiB) and the scratch-file path alike where the difference could matter.
 
 In-process (`create_app` behind a TestClient, or raw ASGI calls where the framing or a
