@@ -50,6 +50,13 @@ def new_token(session: Session, user_id: str, name: str, scopes: list[str]) -> t
     return secret, row
 
 
+def create_own_token(session: Session, principal: Principal, name: str, scopes: list[str]) -> str:
+    """A new token of the caller's user, committed; returns its secret (shown once)."""
+    secret, _row = new_token(session, principal.user.id, name, scopes)
+    session.commit()
+    return secret
+
+
 def tokens_of(session: Session, user_id: str) -> list[ApiToken]:
     """A user's tokens, newest first (rows hold only the hash: the secret is never shown)."""
     return list(

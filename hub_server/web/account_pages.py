@@ -162,8 +162,7 @@ def create_token(
             raise HubError(str(exc)) from None
     except HubError as exc:
         return _tokens_page(request, session, principal, status_code=400, error=exc.message)
-    secret, _row = accounts.new_token(session, principal.user.id, name.strip(), scopes)
-    session.commit()
+    secret = accounts.create_own_token(session, principal, name.strip(), scopes)
     return _tokens_page(request, session, principal, status_code=201, new_secret=secret)
 
 
