@@ -1,7 +1,8 @@
-"""FastAPI dependencies shared by every router (also the extension point for evals and web).
+"""FastAPI dependencies shared by every router.
 
 `HubDep` gives the process state, `SessionDep` a request-scoped database session,
-`PrincipalDep` the caller (or None), `AuthDep` a caller that must be authenticated.
+`PrincipalDep` the caller (or None), `AuthDep` a caller that must be authenticated,
+`BaseUrlDep` the hub's external base URL for links in answers.
 """
 
 from __future__ import annotations
