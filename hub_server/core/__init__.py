@@ -1,1 +1,1 @@
-"""Shared foundations with no HTTP in them: settings, database, blob store, errors, columns."""
+"""Shared foundations: settings, database, blob store, errors, column types, caches."""
