@@ -1,14 +1,12 @@
 """The hub's FastAPI application factory.
 
 `create_app(settings)` migrates the database, opens the blob store (dropping temp files a
-crash may have left, and expired upload reservations) and mounts the routers. Other hub
-modules plug in through `_EXTENSIONS`: each is `module:attribute` naming an `APIRouter`,
-included when the module is part of this build (evaluations API, web pages).
+crash may have left, and expired upload reservations) and mounts the routers, the package
+index last: its `/{owner}/…` routes would match the others' paths.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,46 +22,24 @@ from hub_server.accounts.admin import open_database
 from hub_server.core import log_redaction
 from hub_server.core.blobstore import BlobStore
 from hub_server.core.errors import HubError
-from hub_server.core.limits import RequestLimitsMiddleware
-from hub_server.core.ratelimit import SlidingWindowLimiter
 from hub_server.core.settings import HubSettings
-from hub_server.core.state import Hub
 from hub_server.core.upkeep import periodic
+from hub_server.evals import api as evals_api
 from hub_server.evals.service import mark_abandoned
-from hub_server.index import legacy_upload
-from hub_server.index import routes as index_routes
-from hub_server.index import sdk as sdk_index
+from hub_server.http.limits import RequestLimitsMiddleware
+from hub_server.http.ratelimit import SlidingWindowLimiter
+from hub_server.http.state import Hub
+from hub_server.index import api as index_api
+from hub_server.index import upload_api
 from hub_server.registry import api as environments_api
 from hub_server.registry import push_api
 from hub_server.registry.pending_uploads import purge_expired
+from hub_server.web import account_pages, environment_pages, evaluation_pages, listing_pages
 from registry_index.schemas.errors import ErrorBody
 
 log = logging.getLogger(__name__)
 
 DOCS_ASSETS = "/docs-assets"
-
-# Routers owned by other hub modules, mounted before the catch-all package-index routes.
-_EXTENSIONS: tuple[str, ...] = (
-    "hub_server.evals.api:router",
-    "hub_server.web.account_pages:router",
-    "hub_server.web.routes:router",
-    "hub_server.web.environment_pages:router",
-    "hub_server.web.evaluation_pages:router",
-)
-
-
-def _extension_routers() -> list[object]:
-    routers = []
-    for target in _EXTENSIONS:
-        module_name, attr = target.split(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue
-            raise
-        routers.append(getattr(module, attr))
-    return routers
 
 
 def create_app(settings: HubSettings | None = None) -> FastAPI:
@@ -118,12 +94,18 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    app.include_router(legacy_upload.router)
+    app.include_router(upload_api.router)
     app.include_router(account_api.router)
     app.include_router(push_api.router)
     app.include_router(environments_api.router)
-    for router in _extension_routers():
-        app.include_router(router)  # type: ignore[arg-type]
-    app.include_router(sdk_index.router)  # before the owners' indexes: /_sdk/ is reserved
-    app.include_router(index_routes.router)
+    # The web pages before the package index: both claim paths under /{owner}/.
+    for router in (
+        evals_api.router,
+        account_pages.router,
+        listing_pages.router,
+        environment_pages.router,
+        evaluation_pages.router,
+    ):
+        app.include_router(router)
+    app.include_router(index_api.router)  # last: its /{owner}/… routes match almost anything
     return app

@@ -1,18 +1,25 @@
-"""Looking up owners and environments with the visibility rule applied.
+"""The visibility rule, in one home: who may read an environment or an evaluation run, in
+Python (one row) and in SQL (a listing), and lookups of owners and environments with it applied.
 
 Everything that is not readable by the caller is reported exactly like something that does
-not exist (404 with the same message), so private names cannot be probed.
+not exist (404 with the same message), so private names cannot be probed. A token's scopes
+narrow what its user may reach (`registry_index.scopes`); the SQL forms below are
+`Scope.allows` written as conditions.
 """
 
 from __future__ import annotations
 
-from sqlmodel import Session, select
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
 
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
 from hub_server.core.errors import Forbidden, NotFound, Unauthorized
+from hub_server.evals.models import Evaluation
 from hub_server.registry.models import Environment
+from registry_index import scopes
 from registry_index.names import normalize
+from registry_index.schemas.environments import Visibility
 
 
 def env_not_found(owner: str, name: str) -> NotFound:
@@ -44,9 +51,79 @@ def readable_environment(
 
 
 def can_read(principal: Principal | None, owner: Owner, env: Environment) -> bool:
-    if env.visibility == "public":
+    if env.visibility == Visibility.PUBLIC:
         return True
     return principal is not None and principal.can_read(owner, env)
+
+
+def reads_all_of(principal: Principal | None, owner: Owner) -> bool:
+    """True when the caller can read every environment of `owner`, private ones included."""
+    if principal is None:
+        return False
+    reaches = principal.user.is_admin or owner.id in principal.owner_ids
+    return reaches and scopes.allows(principal.scopes, "read", owner.name)
+
+
+def can_read_evaluation(principal: Principal | None, evaluation: Evaluation) -> bool:
+    """A run is readable when its environment is, and it is public or the reader pushed it
+    (through a token whose scopes cover that environment: `upload:alice/foo` reads no private
+    run of another environment)."""
+    env = evaluation.environment
+    if not can_read(principal, env.owner, env):
+        return False
+    if evaluation.is_public:
+        return True
+    if principal is None or evaluation.user_id != principal.user.id:
+        return False
+    return principal.scope_reads(env.owner.name, env.normalized_name)
+
+
+def can_push_results(principal: Principal, env: Environment) -> bool:
+    """Pushing results needs scope `all` or an upload scope naming this environment's owner.
+
+    Anyone may evaluate a public environment, so owner membership is not required; a
+    read-only token can never write.
+    """
+    return principal.scope_writes(env.owner.name, env.normalized_name)
+
+
+def _scopes_cover(principal: Principal) -> sa.ColumnElement[bool]:
+    """SQL: the token's scopes cover reading the `Environment` row (membership apart)."""
+    terms: list[sa.ColumnElement[bool]] = []
+    for scope in map(scopes.parse_scope, principal.scopes):
+        if scope.owner is None:  # all, read
+            return sa.true()
+        term: sa.ColumnElement[bool] = col(Environment.owner_id).in_(
+            select(Owner.id).where(Owner.name == scope.owner)
+        )
+        if scope.name:
+            term = sa.and_(term, col(Environment.normalized_name) == scope.name)
+        terms.append(term)
+    return sa.or_(*terms) if terms else sa.false()
+
+
+def readable_environments(principal: Principal | None) -> sa.ColumnElement[bool]:
+    """SQL form of `can_read` over `Environment` rows: public, or private and within reach."""
+    public = col(Environment.visibility) == Visibility.PUBLIC
+    if principal is None:
+        return public
+    covered = _scopes_cover(principal)
+    if principal.user.is_admin:
+        return sa.or_(public, covered)
+    return sa.or_(public, sa.and_(col(Environment.owner_id).in_(principal.owner_ids), covered))
+
+
+def readable_evaluations(principal: Principal | None) -> sa.ColumnElement[bool]:
+    """SQL form of `can_read_evaluation`; needs `Environment` joined to `Evaluation`."""
+    if principal is None:
+        return sa.and_(
+            col(Evaluation.is_public).is_(True), col(Environment.visibility) == Visibility.PUBLIC
+        )
+    # One's own private runs are readable only through a token whose scopes cover the env.
+    own = sa.and_(col(Evaluation.user_id) == principal.user.id, _scopes_cover(principal))
+    return sa.and_(
+        sa.or_(col(Evaluation.is_public).is_(True), own), readable_environments(principal)
+    )
 
 
 def require_upload(
@@ -77,7 +154,7 @@ def writable_environment_by_id(
 ) -> tuple[Owner, Environment]:
     """The environment with this id if the caller may publish to it (404 if unreadable)."""
     env = session.get(Environment, env_id)
-    owner = session.get(Owner, env.owner_id) if env is not None else None
+    owner = env.owner if env is not None else None
     if env is None or owner is None or not can_read(principal, owner, env):
         raise NotFound(
             f"No environment with id {env_id!r}; resolve it first with "

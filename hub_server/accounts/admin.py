@@ -10,12 +10,14 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from hub_server.accounts.auth import generate_token, hash_token, validate_scopes
+from hub_server.accounts.auth import hash_token
 from hub_server.accounts.models import ApiToken, Membership, Owner, User
+from hub_server.accounts.service import new_token, token_scopes
 from hub_server.core.db import make_engine, migrate, session_scope
 from hub_server.core.ids import utcnow
 from hub_server.core.settings import HubSettings
 from registry_index.names import OWNER_RULE, is_valid_owner_name
+from registry_index.schemas.environments import OwnerKind
 
 
 class AdminError(ValueError):
@@ -50,7 +52,7 @@ def create_user(engine: Engine, name: str, *, admin: bool = False) -> User:
             user = User(username=name, is_admin=admin)
             session.add(user)
             session.flush()
-            session.add(Owner(name=name, kind="user", user_id=user.id))
+            session.add(Owner(name=name, kind=OwnerKind.USER, user_id=user.id))
             return user
     except IntegrityError:
         raise AdminError(f"The name {name!r} is already taken by a user or organisation.") from None
@@ -78,7 +80,7 @@ def create_org(engine: Engine, name: str, members: list[str]) -> Owner:
         if _owner_taken(session, name):
             raise AdminError(f"The name {name!r} is already taken by a user or organisation.")
         users = [_user(session, member) for member in members]
-        org = Owner(name=name, kind="org")
+        org = Owner(name=name, kind=OwnerKind.ORG)
         session.add(org)
         session.flush()
         for user in users:
@@ -89,7 +91,9 @@ def create_org(engine: Engine, name: str, members: list[str]) -> Owner:
 def add_members(engine: Engine, org_name: str, members: list[str]) -> None:
     """Add users to an existing organisation (idempotent)."""
     with session_scope(engine) as session:
-        org = session.exec(select(Owner).where(Owner.name == org_name, Owner.kind == "org")).first()
+        org = session.exec(
+            select(Owner).where(Owner.name == org_name, Owner.kind == OwnerKind.ORG)
+        ).first()
         if org is None:
             raise AdminError(
                 f"No organisation named {org_name!r}; create it with `prime hub org add`."
@@ -105,22 +109,12 @@ def create_token(
 ) -> tuple[str, ApiToken]:
     """A new token for `username`; returns the secret (shown once) and its row."""
     try:
-        canonical = validate_scopes(list(scopes or []))
+        canonical = token_scopes(token_name, list(scopes or []))
     except ValueError as exc:
         raise AdminError(str(exc)) from None
-    if not token_name.strip():
-        raise AdminError("Give the token a name (e.g. the machine it is for).")
-    secret = generate_token()
     with session_scope(engine) as session:
         user = _require_user(session, username)
-        row = ApiToken(
-            user_id=user.id,
-            name=token_name,
-            token_hash=hash_token(secret),
-            scopes=" ".join(canonical),
-        )
-        session.add(row)
-        return secret, row
+        return new_token(session, user.id, token_name, canonical)
 
 
 def revoke_token(engine: Engine, token: str) -> None:
@@ -172,7 +166,9 @@ def delete_user(engine: Engine, name: str) -> None:
 def remove_member(engine: Engine, org_name: str, member: str) -> None:
     """Remove a user from an organisation; their tokens lose its private data at once."""
     with session_scope(engine) as session:
-        org = session.exec(select(Owner).where(Owner.name == org_name, Owner.kind == "org")).first()
+        org = session.exec(
+            select(Owner).where(Owner.name == org_name, Owner.kind == OwnerKind.ORG)
+        ).first()
         if org is None:
             raise AdminError(f"No organisation named {org_name!r}.")
         user = _user(session, member)

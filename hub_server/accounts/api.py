@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from sqlmodel import select
 
-from hub_server.accounts.models import Owner
-from hub_server.core.deps import AuthDep, SessionDep
-from registry_index.schemas.accounts import TokenOut, WhoAmI
+from hub_server.accounts import service
+from hub_server.http.deps import AuthDep, SessionDep
+from registry_index.schemas.accounts import WhoAmI
 from registry_index.schemas.envelope import Envelope
 
 router = APIRouter(prefix="/api/v1/user", tags=["account"])
@@ -15,15 +14,4 @@ router = APIRouter(prefix="/api/v1/user", tags=["account"])
 
 @router.get("/whoami", response_model=Envelope[WhoAmI])
 def whoami(principal: AuthDep, session: SessionDep) -> Envelope[WhoAmI]:
-    orgs = session.exec(
-        select(Owner.name).where(Owner.kind == "org", Owner.id.in_(principal.owner_ids))  # type: ignore[attr-defined]
-    ).all()
-    return Envelope(
-        data=WhoAmI(
-            id=principal.user.id,
-            username=principal.user.username,
-            is_admin=principal.user.is_admin,
-            organizations=sorted(orgs),
-            token=TokenOut(name=principal.token.name, scopes=principal.scopes),
-        )
-    )
+    return Envelope(data=service.whoami(session, principal))

@@ -30,6 +30,7 @@ from hub_server.accounts.models import ApiToken, Membership, Owner, User
 from hub_server.core.ids import utcnow
 from hub_server.registry.models import Environment
 from registry_index import scopes as token_scopes
+from registry_index.schemas.environments import Visibility
 
 TOKEN_PREFIX = "phub_"
 # `last_used_at` is written at most this often per token (a write per request would queue
@@ -107,7 +108,7 @@ class Principal:
 
     def can_read(self, owner: Owner, env: Environment) -> bool:
         """Private environments are readable by their owner's people, within the scopes."""
-        if env.visibility == "public":
+        if env.visibility == Visibility.PUBLIC:
             return True
         return self._user_reaches(owner) and self.scope_reads(owner.name, env.normalized_name)
 
@@ -167,9 +168,9 @@ _BY_HASH = _principal_statement(lambda token: col(token.token_hash) == sa.bindpa
 _BY_ID = _principal_statement(lambda token: col(token.id) == sa.bindparam("token_id"))
 
 
-def principal_for_token(session: Session, row: ApiToken) -> Principal | None:
-    """The principal acting through token `row` (a web session cookie's), or None."""
-    return _principal(session, session.exec(_BY_ID, params={"token_id": row.id}).all())
+def principal_for_token_id(session: Session, token_id: str) -> Principal | None:
+    """The principal acting through the token with this id (a web session cookie's), or None."""
+    return _principal(session, session.exec(_BY_ID, params={"token_id": token_id}).all())
 
 
 def _principal(session: Session, rows: Sequence[Any]) -> Principal | None:

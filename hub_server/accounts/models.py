@@ -1,12 +1,16 @@
-"""Account tables: users, owners (namespaces of users and organisations), memberships, API tokens."""
+"""Account tables: users, owners (namespaces of users and organisations), memberships, API tokens.
 
-from __future__ import annotations
+No `from __future__ import annotations` in table modules: SQLModel reads relationship types
+from the annotations at class creation.
+"""
 
 from datetime import datetime
 
 from sqlmodel import Field, SQLModel
 
+from hub_server.core.columns import EnumText
 from hub_server.core.ids import new_id, utcnow
+from registry_index.schemas.environments import OwnerKind
 
 
 class User(SQLModel, table=True):
@@ -27,7 +31,7 @@ class Owner(SQLModel, table=True):
 
     id: str = Field(default_factory=new_id, primary_key=True, max_length=32)
     name: str = Field(index=True, unique=True, max_length=64)
-    kind: str = Field(max_length=8)  # "user" | "org"
+    kind: OwnerKind = Field(sa_type=EnumText(OwnerKind, 8))
     user_id: str | None = Field(default=None, foreign_key="user.id", max_length=32, index=True)
     serial: int = 0  # bumped on every change to the owner's project list (index page cache)
     created_at: datetime = Field(default_factory=utcnow)

@@ -1,1 +1,1 @@
-"""Shared foundations: settings, database, blob store, HTTP errors, rate limits, process state."""
+"""Shared foundations: settings, database, blob store, errors, column types, caches."""

@@ -1,4 +1,6 @@
-"""Content-addressed blob storage over fsspec: a local directory or `s3://bucket/prefix`.
+"""Content-addressed blob storage: the `BlobStorage` interface the hub writes and reads
+through, and `BlobStore`, its implementation over fsspec (a local directory or
+`s3://bucket/prefix`).
 
 Keys are derived from the sha256 of the bytes, never from user input, so a retried or
 concurrent upload of the same file writes the same key and two files can never collide.
@@ -13,14 +15,11 @@ others (`--workers N`) never deletes their in-flight files, and a reused pid foo
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 import tempfile
 import time
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 import fsspec
 
@@ -31,13 +30,8 @@ _STALE_TEMP_SECONDS = 24 * 3600
 
 
 def content_key(sha256: str) -> str:
-    """The store key of a blob with this sha256: one level of 256 fan-out directories.
-
-    Stores written before 2026-12 used two levels (`sha256/ab/cd/<sha256>`); their rows keep
-    those keys and are read by them. Two levels meant a new leaf directory for nearly every
-    blob of a store under ~100,000 blobs (65,536 leaves), and creating an inode cost as much
-    CPU as the rest of the blob write; one level creates its 256 directories once.
-    """
+    """The store key of a blob with this sha256: one level of 256 fan-out directories, made
+    once (older stores' rows keep their two-level keys and are read by them; docs/hub.md)."""
     return f"sha256/{sha256[:2]}/{sha256}"
 
 
@@ -46,12 +40,30 @@ def staging_key(upload_id: str) -> str:
     return f"staging/{upload_id}"
 
 
+class BlobStorage(Protocol):
+    """What the hub needs of a blob store. Writes are atomic (a key holds a whole blob or
+    nothing); a local store also hands out file paths (sendfile), a remote one presigned URLs."""
+
+    is_local: bool
+
+    def local_path(self, key: str) -> Path: ...
+    def scratch_file(self) -> tempfile._TemporaryFileWrapper[bytes]: ...
+    def scratch_copy(self, data: bytes) -> Path: ...
+    def put_file(self, source: Path, key: str) -> None: ...
+    def put_bytes(self, data: bytes, key: str) -> None: ...
+    def delete(self, key: str) -> None: ...
+    def exists(self, key: str) -> bool: ...
+    def open(self, key: str) -> IO[bytes]: ...
+    def fetch_to_scratch(self, key: str) -> Path: ...
+    def presign_put(self, key: str, expires: int) -> str: ...
+    def presign_get(self, key: str, expires: int, filename: str | None = None) -> str: ...
+
+
 class BlobStore:
-    """Blob storage rooted at a local path or an `s3://` URL."""
+    """Blob storage rooted at a local path or an `s3://` URL (a `BlobStorage`)."""
 
     def __init__(self, url: str, s3_endpoint_url: str | None = None) -> None:
         self.url = url.rstrip("/")
-        self._writers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="blob-write")
         self.is_local = "://" not in url or url.startswith("file://")
         if self.is_local:
             self.root = Path(url.removeprefix("file://")).expanduser()
@@ -169,35 +181,6 @@ class BlobStore:
         finally:
             temp.unlink(missing_ok=True)
 
-    def put_files(self, items: list[tuple[Path, str]]) -> None:
-        """Store several scratch files at once; their fsyncs overlap instead of queueing."""
-        if len(items) == 1:
-            self.put_file(*items[0])
-            return
-        futures = [self._writers.submit(self.put_file, path, key) for path, key in items]
-        for future in futures:
-            future.result()
-
-    def write_stream(self, key: str, chunks: Iterator[bytes], max_bytes: int) -> tuple[str, int]:
-        """Write a stream to `key` atomically; return (sha256, size). Aborts past `max_bytes`."""
-        sha = hashlib.sha256()
-        size = 0
-        with self.scratch_file() as handle:
-            path = Path(handle.name)
-            try:
-                for chunk in chunks:
-                    size += len(chunk)
-                    if size > max_bytes:
-                        raise OverflowError(size)
-                    sha.update(chunk)
-                    handle.write(chunk)
-            except BaseException:
-                handle.close()
-                path.unlink(missing_ok=True)
-                raise
-        self.put_file(path, key)
-        return sha.hexdigest(), size
-
     def delete(self, key: str) -> None:
         """Remove `key` if present (staging cleanup; content blobs are never deleted)."""
         try:
@@ -217,7 +200,8 @@ class BlobStore:
 
     def open(self, key: str) -> IO[bytes]:
         """Open a stored blob for reading."""
-        return self.fs.open(self._path(key), "rb")  # type: ignore[no-any-return]
+        handle: IO[bytes] = self.fs.open(self._path(key), "rb")
+        return handle
 
     def fetch_to_scratch(self, key: str) -> Path:
         """Copy a blob into a scratch file (validation needs a seekable local file)."""

@@ -8,7 +8,7 @@ uvicorn always writes the standard phrase, so the app sets the private response 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
 import h11
 from uvicorn.protocols.http.h11_impl import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, H11Protocol
@@ -26,7 +26,17 @@ def latin1_reason(message: str, limit: int = 400) -> str:
 class _ReasonConnection(h11.Connection):
     """An h11 connection that takes a response's reason phrase from `x-hub-reason`."""
 
-    def send(self, event: Any) -> bytes | None:  # type: ignore[override]
+    @overload
+    def send(self, event: h11.ConnectionClosed) -> None: ...
+    @overload
+    def send(
+        self,
+        event: h11.Request | h11.InformationalResponse | h11.Response | h11.Data | h11.EndOfMessage,
+    ) -> bytes: ...
+    @overload
+    def send(self, event: h11.Event) -> bytes | None: ...
+
+    def send(self, event: h11.Event) -> bytes | None:
         if isinstance(event, h11.Response):
             reason = None
             kept = []

@@ -1,4 +1,5 @@
-"""Column values for new rows written with Core statements instead of ORM objects.
+"""Core statements over the hub's tables: the table of a model, and column values for new rows
+written with Core statements instead of ORM objects.
 
 The hot write paths (an upload's few rows) insert plain dicts: building a SQLModel object and
 flushing it through the unit of work cost more than the insert itself. The defaults (ids,
@@ -9,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
+import sqlalchemy as sa
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from sqlmodel import SQLModel
@@ -24,7 +26,7 @@ def _maker(info: FieldInfo) -> Callable[[], Any]:
     pydantic's own answer."""
     factory = info.default_factory
     if factory is not None and not info.default_factory_takes_validated_data:
-        return factory  # type: ignore[return-value]
+        return cast(Callable[[], Any], factory)
     if factory is None and isinstance(info.default, _IMMUTABLE):
         default = info.default
         return lambda: default
@@ -44,3 +46,10 @@ def new_row(model: type[SQLModel], **values: Any) -> dict[str, Any]:
     if missing or unknown:
         raise TypeError(f"{model.__name__}: no value for {missing}, no field {sorted(unknown)}")
     return row
+
+
+def table_of(model: type[SQLModel]) -> sa.Table:
+    """The Core table behind a SQLModel table class (for statements built once, at import)."""
+    table = sa.inspect(model).local_table
+    assert isinstance(table, sa.Table)
+    return table

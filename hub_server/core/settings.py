@@ -27,7 +27,7 @@ class HubSettings(BaseModel):
     uploads_per_minute: int = 60
     failed_logins_per_minute: int = 20
     upload_url_ttl_seconds: int = 3600
-    # Request bodies (see core/limits.py): an upload route may carry one file plus its form;
+    # Request bodies (see http/limits.py): an upload route may carry one file plus its form;
     # any other route a JSON document (the largest is a batch of eval samples).
     max_request_bytes: int | None = None  # None: max_upload_bytes + 1 MiB
     max_json_bytes: int = 33 * 1024 * 1024

@@ -13,19 +13,17 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ValidationError
 
-from hub_server.accounts.models import Owner, User
-from hub_server.core.deps import AuthDep, HubDep, PrincipalDep, SessionDep, check_upload_rate
+from hub_server.core.errors import BadRequest, TooLarge
 from hub_server.evals import service
 from hub_server.evals.integrity import IntegrityError, loads_strict
 from hub_server.evals.leaderboard import leaderboard
-from hub_server.evals.models import Evaluation
+from hub_server.evals.models import EvaluationStatus
 from hub_server.evals.samples import MAX_BATCH_BYTES
-from hub_server.registry.models import Environment
+from hub_server.http.deps import AuthDep, HubDep, PrincipalDep, SessionDep, check_upload_rate
 from registry_index.schemas.envelope import Envelope, Page
 from registry_index.schemas.evals import (
     BatchAccepted,
     CreateEvaluation,
-    EnvironmentLink,
     EvaluationEnvelope,
     EvaluationInfo,
     FinalizeEvaluation,
@@ -44,22 +42,22 @@ async def _read_json(
     """The JSON body, refusing more than `limit` bytes (413) and unparseable bytes (400)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise service.EvalError(413, _too_large(int(declared), limit))
+        raise TooLarge(_too_large(int(declared), limit))
     received = bytearray()
     async for chunk in request.stream():
         received.extend(chunk)
         if len(received) > limit:
-            raise service.EvalError(413, _too_large(len(received), limit))
+            raise TooLarge(_too_large(len(received), limit))
     if not received.strip():
         if empty_ok:
             return {}
-        raise service.EvalError(400, "The request body is empty; send a JSON object.")
+        raise BadRequest("The request body is empty; send a JSON object.")
     try:
         return loads_strict(received, max_depth)
     except IntegrityError as exc:
-        raise service.EvalError(400, f"The request body is refused: {exc}.") from None
+        raise BadRequest(f"The request body is refused: {exc}.") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise service.EvalError(400, f"The request body is not valid JSON: {exc}.") from None
+        raise BadRequest(f"The request body is not valid JSON: {exc}.") from None
 
 
 def _too_large(size: int, limit: int) -> str:
@@ -71,51 +69,14 @@ def _too_large(size: int, limit: int) -> str:
 
 def _parse(model: type[M], body: Any) -> M:
     if not isinstance(body, dict):
-        raise service.EvalError(400, "The request body must be a JSON object.")
+        raise BadRequest("The request body must be a JSON object.")
     try:
         return model.model_validate(body)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "body"
         message = first["msg"].removeprefix("Value error, ")
-        raise service.EvalError(400, f"{where}: {message}.") from None
-
-
-def evaluation_info(session: SessionDep, evaluation: Evaluation) -> EvaluationInfo:
-    env = session.get(Environment, evaluation.environment_id)
-    owner = session.get(Owner, env.owner_id) if env else None
-    user = session.get(User, evaluation.user_id)
-    owner_name = owner.name if owner else "?"
-    env_name = env.name if env else "?"
-    summary = service.summary_of(evaluation)
-    return EvaluationInfo(
-        id=evaluation.id,
-        evaluation_id=evaluation.id,
-        name=evaluation.name,
-        environment=EnvironmentLink(
-            id=evaluation.environment_id,
-            slug=f"{owner_name}/{env_name}",
-            owner=owner_name,
-            name=env_name,
-            version=evaluation.env_version,
-            version_id=evaluation.version_id,
-        ),
-        model_name=evaluation.model_name,
-        framework=evaluation.framework,
-        status=evaluation.status,
-        is_public=evaluation.is_public,
-        tags=json.loads(evaluation.tags_json),
-        metadata=json.loads(evaluation.metadata_json),
-        metrics=json.loads(evaluation.client_metrics_json),
-        summary=summary,
-        sample_count=evaluation.sample_count,
-        user=user.username if user else "?",
-        created_at=evaluation.created_at,
-        updated_at=evaluation.updated_at,
-        finalized_at=evaluation.finalized_at,
-        third_party=service.is_third_party(session, evaluation, env) if env else True,
-        hidden=evaluation.hidden_at is not None,
-    )
+        raise BadRequest(f"{where}: {message}.") from None
 
 
 @router.post("/evaluations/", summary="Create an evaluation linked to an exact environment version")
@@ -130,7 +91,7 @@ async def create(
     check_upload_rate(request, hub, principal)
     evaluation = service.create_evaluation(session, body, principal)
     return EvaluationEnvelope(
-        evaluation_id=evaluation.id, data=evaluation_info(session, evaluation)
+        evaluation_id=evaluation.id, data=service.evaluation_info(session, evaluation)
     )
 
 
@@ -141,16 +102,14 @@ async def push_samples(
     """Body `{"samples": [rollout record, …]}`, at most 100,000 samples and 32 MiB per batch."""
     body = await _read_json(request, MAX_BATCH_BYTES, max_depth=hub.settings.max_sample_depth)
     if not isinstance(body, dict) or "samples" not in body:
-        raise service.EvalError(400, 'The body must be {"samples": [ {…rollout record…}, … ]}.')
+        raise BadRequest('The body must be {"samples": [ {…rollout record…}, … ]}.')
     batch = service.append_samples(session, hub.store, evaluation_id, principal, body["samples"])
-    evaluation = session.get(Evaluation, evaluation_id)
-    total = evaluation.sample_count if evaluation else batch.sample_count
     return Envelope(
         data=BatchAccepted(
             evaluation_id=evaluation_id,
             accepted=batch.sample_count,
             batch=batch.seq,
-            sample_count=total,
+            sample_count=service.sample_count(session, evaluation_id),
         )
     )
 
@@ -167,7 +126,7 @@ async def finalize(
         session, hub.store, evaluation_id, principal, body.metrics
     )
     return EvaluationEnvelope(
-        evaluation_id=evaluation.id, data=evaluation_info(session, evaluation)
+        evaluation_id=evaluation.id, data=service.evaluation_info(session, evaluation)
     )
 
 
@@ -181,27 +140,16 @@ def list_evaluations(
         str | None, Query(description="owner/name, or a bare name under any owner")
     ] = None,
     model: str | None = None,
-    status: Annotated[str | None, Query(pattern="^(running|completed|abandoned)$")] = None,
+    status: EvaluationStatus | None = None,
     page: Annotated[int, Query(ge=1)] = 1,
     per_page: Annotated[int, Query(ge=1, le=100)] = 20,
     skip: Annotated[int | None, Query(ge=0, description="offset (stock prime client)")] = None,
     limit: Annotated[int | None, Query(ge=1, le=100, description="alias of per_page")] = None,
 ) -> Page[EvaluationInfo]:
-    environment = None
-    bare_name = None
-    slug = env or (environment_name if environment_name and "/" in environment_name else None)
-    if slug:
-        owner, sep, name = slug.partition("/")
-        if not sep or not owner or not name:
-            raise service.EvalError(400, f"env={slug!r} is not of the form owner/name.")
-        environment = service.find_environment(session, owner, name, principal)
-    elif environment_id:
-        found = session.get(Environment, environment_id)
-        if found is None or not service.can_read_environment(session, found, principal):
-            raise service.EvalError(404, f"Environment with id {environment_id} not found.")
-        environment = found
-    elif environment_name:
-        bare_name = environment_name
+    environment, bare_name = service.listing_environment(
+        session, principal, env=env, environment_id=environment_id,
+        environment_name=environment_name,
+    )  # fmt: skip
     size = limit or per_page
     offset = skip if skip is not None else (page - 1) * size
     result = service.list_evaluations(
@@ -215,7 +163,7 @@ def list_evaluations(
         limit=size,
     )
     return Page(
-        data=[evaluation_info(session, run) for run, _env, _owner in result.items],
+        data=[service.evaluation_info(session, run) for run, _env, _owner in result.items],
         total_count=result.total,
         page=offset // size + 1,
         per_page=size,
@@ -227,7 +175,7 @@ def get(
     evaluation_id: str, session: SessionDep, principal: PrincipalDep
 ) -> Envelope[EvaluationInfo]:
     evaluation, _env = service.get_evaluation(session, evaluation_id, principal)
-    return Envelope(data=evaluation_info(session, evaluation))
+    return Envelope(data=service.evaluation_info(session, evaluation))
 
 
 @router.get("/evaluations/{evaluation_id}/samples", summary="Samples in push order, paged")
@@ -270,10 +218,10 @@ def environment_leaderboard(
 @router.post("/evaluations/{evaluation_id}/hide", summary="Owner: hide a run from the leaderboard")
 def hide(evaluation_id: str, session: SessionDep, principal: AuthDep) -> Envelope[EvaluationInfo]:
     evaluation = service.set_hidden(session, evaluation_id, principal, True)
-    return Envelope(data=evaluation_info(session, evaluation))
+    return Envelope(data=service.evaluation_info(session, evaluation))
 
 
 @router.post("/evaluations/{evaluation_id}/unhide", summary="Owner: show a hidden run again")
 def unhide(evaluation_id: str, session: SessionDep, principal: AuthDep) -> Envelope[EvaluationInfo]:
     evaluation = service.set_hidden(session, evaluation_id, principal, False)
-    return Envelope(data=evaluation_info(session, evaluation))
+    return Envelope(data=service.evaluation_info(session, evaluation))

@@ -1,8 +1,7 @@
 """Rules that keep pushed results from poisoning means and leaderboards.
 
 - JSON is parsed strictly: `NaN`, `Infinity` and numbers that overflow a float (`1e400`) are
-  refused, and so is nesting past a depth limit (a 100k-deep body used to raise
-  RecursionError, a 500).
+  refused, and so is nesting past a depth limit (checked without recursion).
 - Every score (reward, named rewards, numeric metrics) is finite and at most `MAX_ABS_SCORE`
   in size, so no sum over a run can overflow into an `inf` mean that ranks first.
 - An environment may declare the range its rewards live in; samples outside it are refused.

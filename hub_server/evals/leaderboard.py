@@ -17,7 +17,7 @@ from sqlmodel import Session, col
 
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import User
-from hub_server.evals.models import Evaluation
+from hub_server.evals.models import Evaluation, EvaluationStatus
 from hub_server.evals.service import runs_query, third_party_clause
 from hub_server.registry.models import Environment
 from registry_index.schemas.leaderboard import LeaderboardRow
@@ -29,7 +29,7 @@ _Z95 = 1.96
 # The ranking rule, as columns compared in descending order: higher mean first, then more
 # scored rollouts, then the newer run (the id only makes exact ties deterministic). It picks
 # each model's best run and orders the board.
-_RANKING = ("mean_reward", "n_rollouts", "finalized_at", "id")
+_RANKING = ("reward_mean", "n_rollouts", "finalized_at", "id")
 
 
 def leaderboard(
@@ -52,8 +52,8 @@ def leaderboard(
             principal,
             Evaluation.id,
             Evaluation.model_name,
-            Evaluation.mean_reward,
-            Evaluation.stderr,
+            col(Evaluation.reward_mean).label("reward_mean"),
+            col(Evaluation.reward_stderr).label("reward_stderr"),
             Evaluation.n_examples,
             Evaluation.n_rollouts,
             Evaluation.n_errors,
@@ -66,8 +66,8 @@ def leaderboard(
         .join(User, col(User.id) == col(Evaluation.user_id))
         .where(
             Evaluation.environment_id == env.id,
-            Evaluation.status == "completed",
-            col(Evaluation.mean_reward).is_not(None),
+            Evaluation.status == EvaluationStatus.COMPLETED,
+            col(Evaluation.reward_mean).is_not(None),
             col(Evaluation.hidden_at).is_(None),
         )
     )
@@ -90,8 +90,8 @@ def leaderboard(
             rank=rank,
             model=run.model_name,
             evaluation_id=run.id,
-            mean_reward=float(run.mean_reward),
-            stderr=run.stderr,
+            mean_reward=float(run.reward_mean),
+            stderr=run.reward_stderr,
             n=run.n_examples,
             rollouts=run.n_rollouts,
             errors=run.n_errors,
@@ -109,8 +109,8 @@ def leaderboard(
 
 def _interval(run: Any) -> tuple[float, float]:
     """mean ± 1.96·stderr (a single point when the run has no standard error)."""
-    half = _Z95 * float(run.stderr or 0.0)
-    return float(run.mean_reward) - half, float(run.mean_reward) + half
+    half = _Z95 * float(run.reward_stderr or 0.0)
+    return float(run.reward_mean) - half, float(run.reward_mean) + half
 
 
 def _tie_ranks(intervals: list[tuple[float, float]]) -> list[int]:

@@ -2,17 +2,29 @@
 
 An `Evaluation` row holds the run's identity (environment version, model, uploader) and the
 summary the hub computed at finalize; its samples live in blobs listed by `EvaluationBatch`
-rows, one per pushed batch, so a run of 100k rollouts is a handful of rows.
+rows, one per pushed batch, so a run of 100k rollouts is a handful of rows. `EvaluationSample`
+indexes each sample's few scalars for the samples viewer (`evals.sample_index`).
 """
 
-from __future__ import annotations
-
 from datetime import datetime
+from enum import StrEnum
 
 import sqlalchemy as sa
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field, Relationship, SQLModel
 
+from hub_server.accounts.models import User
+from hub_server.core.columns import EnumText
 from hub_server.core.ids import new_id, utcnow
+from hub_server.registry.models import Environment
+
+
+class EvaluationStatus(StrEnum):
+    """A run is open while pushed to, then completed (finalized: it may rank) or abandoned
+    (left running past the hub's timeout: it never ranks and is listed only when asked for)."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    ABANDONED = "abandoned"
 
 
 class Evaluation(SQLModel, table=True):
@@ -29,8 +41,9 @@ class Evaluation(SQLModel, table=True):
     model_name: str = Field(max_length=256, index=True)
     framework: str = Field(default="", max_length=64)
     is_public: bool = False
-    # "running" | "completed" | "abandoned" (left running past the hub's timeout; never ranks)
-    status: str = Field(default="running", max_length=16)
+    status: EvaluationStatus = Field(
+        default=EvaluationStatus.RUNNING, sa_type=EnumText(EvaluationStatus, 16)
+    )
     # The client's own id for the run (`prime eval push` sends metadata.json's run_id): a
     # retried create with the same id resumes this run instead of making a second one.
     client_run_id: str | None = Field(default=None, max_length=128)
@@ -41,14 +54,22 @@ class Evaluation(SQLModel, table=True):
     client_metrics_json: str = "{}"
     summary_json: str | None = None
     sample_count: int = 0
-    mean_reward: float | None = None
-    stderr: float | None = None
+    # `registry_index.summary.Summary`'s names; the columns keep the names the first migration
+    # gave them (evals_0001).
+    reward_mean: float | None = Field(default=None, sa_column_kwargs={"name": "mean_reward"})
+    reward_stderr: float | None = Field(default=None, sa_column_kwargs={"name": "stderr"})
     n_examples: int = 0
     n_rollouts: int = 0
     n_errors: int = 0
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
     finalized_at: datetime | None = None
+
+    environment: Environment = Relationship()
+    user: User = Relationship()
+    batches: list["EvaluationBatch"] = Relationship(
+        sa_relationship_kwargs={"order_by": "EvaluationBatch.seq"}
+    )
 
 
 class EvaluationBatch(SQLModel, table=True):
@@ -68,3 +89,21 @@ class EvaluationBatch(SQLModel, table=True):
     # (null on batches pushed before migration evals_0002: those are read back from the blob).
     partial_json: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class EvaluationSample(SQLModel, table=True):
+    """One sample of one run: where it is (batch `seq`, `position`) and what filters need."""
+
+    __table_args__ = (
+        sa.Index("ix_evaluationsample_reward", "evaluation_id", "reward"),
+        sa.Index("ix_evaluationsample_example", "evaluation_id", "example_index"),
+    )
+
+    evaluation_id: str = Field(foreign_key="evaluation.id", primary_key=True, max_length=32)
+    seq: int = Field(primary_key=True)
+    position: int = Field(primary_key=True)
+    example_index: int
+    rollout_index: int
+    reward: float | None = None
+    error_type: str | None = Field(default=None, max_length=128)
+    stop_reason: str | None = Field(default=None, max_length=64)

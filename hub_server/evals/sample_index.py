@@ -18,32 +18,14 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Field, Session, SQLModel, col, func, select
+from sqlmodel import Session, col, func, select
 
-from hub_server.core.blobstore import BlobStore
-from hub_server.evals.models import Evaluation, EvaluationBatch
+from hub_server.core.blobstore import BlobStorage
+from hub_server.core.cache import LruCache
+from hub_server.evals.models import Evaluation, EvaluationBatch, EvaluationSample
 from hub_server.evals.samples import batch_lines, decode_batch
-from hub_server.index.page_cache import LruCache
 
 HISTOGRAM_BINS = 10
-
-
-class EvaluationSample(SQLModel, table=True):
-    """One sample of one run: where it is (batch `seq`, `position`) and what filters need."""
-
-    __table_args__ = (
-        sa.Index("ix_evaluationsample_reward", "evaluation_id", "reward"),
-        sa.Index("ix_evaluationsample_example", "evaluation_id", "example_index"),
-    )
-
-    evaluation_id: str = Field(foreign_key="evaluation.id", primary_key=True, max_length=32)
-    seq: int = Field(primary_key=True)
-    position: int = Field(primary_key=True)
-    example_index: int
-    rollout_index: int
-    reward: float | None = None
-    error_type: str | None = Field(default=None, max_length=128)
-    stop_reason: str | None = Field(default=None, max_length=64)
 
 
 def _unindexed(session: Session, evaluation_id: str) -> list[EvaluationBatch]:
@@ -91,7 +73,7 @@ def _rows(
     return rows
 
 
-def ensure_indexed(session: Session, store: BlobStore, evaluation: Evaluation) -> None:
+def ensure_indexed(session: Session, store: BlobStorage, evaluation: Evaluation) -> None:
     """Index every batch of `evaluation` that has no rows yet (reads only those blobs)."""
     for batch in _unindexed(session, evaluation.id):
         with store.open(batch.blob_key) as handle:
@@ -139,7 +121,7 @@ class SamplePage:
 
 def page_of_samples(
     session: Session,
-    store: BlobStore,
+    store: BlobStorage,
     evaluation: Evaluation,
     wanted: SampleFilter,
     page: int,
@@ -268,10 +250,19 @@ def example_means(
     }
 
 
-def example_indexes(session: Session, evaluation_ids: list[str]) -> Any:
-    """The distinct example indexes of the given runs (a query, for paging)."""
-    return (
+def example_indexes(
+    session: Session, evaluation_ids: list[str], page: int, per_page: int
+) -> tuple[list[int], int]:
+    """One page of the distinct example indexes of the given runs, and how many there are."""
+    query = (
         select(EvaluationSample.example_index)
         .where(col(EvaluationSample.evaluation_id).in_(evaluation_ids))
         .distinct()
     )
+    total = session.exec(select(func.count()).select_from(query.subquery())).one()
+    rows = session.exec(
+        query.order_by(col(EvaluationSample.example_index))
+        .offset((page - 1) * per_page)
+        .limit(per_page)
+    ).all()
+    return [int(index) for index in rows], int(total)

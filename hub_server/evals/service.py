@@ -4,34 +4,38 @@ Write order follows the hub's rule, blob first, row second: a batch's gzip JSONL
 stored (content-addressed, atomically) before the row that lists it is committed, so a crash
 leaves at most an unreferenced blob, never a row pointing at nothing. Every write starts by
 updating the evaluation row, which serialises concurrent writers to one evaluation (a row
-lock on PostgreSQL, the write lock on SQLite) before duplicates are checked.
+lock on PostgreSQL, the write lock on SQLite) before duplicates are checked. Who may read or
+push a run is `accounts.access`; which version a reference names is `registry.service`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
-from packaging.utils import canonicalize_version
-from packaging.version import InvalidVersion
-from packaging.version import Version as PepVersion
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import CursorResult, Engine
 from sqlalchemy.exc import IntegrityError as RowConflict
 from sqlmodel import Session, col, select
 
-from hub_server.accounts.access import can_read, readable_environment
+from hub_server.accounts.access import (
+    can_push_results,
+    can_read,
+    can_read_evaluation,
+    readable_environment,
+    readable_evaluations,
+)
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Membership, Owner
-from hub_server.core.blobstore import BlobStore, content_key
-from hub_server.core.errors import HubError
+from hub_server.core.blobstore import BlobStorage, content_key
+from hub_server.core.errors import BadRequest, Conflict, Forbidden, HubError, NotFound, TooLarge
 from hub_server.core.ids import utcnow
 from hub_server.evals.integrity import IntegrityError, check_scores
-from hub_server.evals.models import Evaluation, EvaluationBatch
+from hub_server.evals.models import Evaluation, EvaluationBatch, EvaluationStatus
 from hub_server.evals.samples import (
     SampleError,
     assign_keys,
@@ -41,59 +45,29 @@ from hub_server.evals.samples import (
 )
 from hub_server.evals.stats import add_stored, batch_partial, merge_partial, summary_from_json
 from hub_server.registry.models import Environment, Version
-from registry_index import resolve, scopes
+from hub_server.registry.service import select_version
 from registry_index.names import normalize
-from registry_index.schemas.evals import CreateEvaluation, EnvironmentRef
+from registry_index.resolve import parse_env_id
+from registry_index.schemas.evals import (
+    CreateEvaluation,
+    EnvironmentLink,
+    EnvironmentRef,
+    EvaluationInfo,
+)
 from registry_index.summary import Summary, SummaryBuilder
 
 
-class EvalError(HubError):
-    """A request the hub refuses; `status` is the HTTP status, the message says how to fix it.
-
-    A `HubError`, so the app's error handler answers `{"detail": message}` with that status.
-    """
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
+def _refused(exc: SampleError) -> HubError:
+    """The hub's answer to a batch `samples` refuses (its `status`: 400, 409 or 413)."""
+    kinds: dict[int, type[HubError]] = {409: Conflict, 413: TooLarge}
+    return kinds.get(exc.status, BadRequest)(str(exc))
 
 
-def _not_found(what: str) -> EvalError:
-    return EvalError(404, what)
+def _run_not_found(evaluation_id: str) -> NotFound:
+    return NotFound(f"Evaluation {evaluation_id} not found.")
 
 
-# -- visibility --------------------------------------------------------------------------
-
-
-def can_read_environment(session: Session, env: Environment, principal: Principal | None) -> bool:
-    """The hub's rule (auth.Principal.can_read): public, or private and within the token's reach."""
-    owner = session.get(Owner, env.owner_id)
-    return owner is not None and can_read(principal, owner, env)
-
-
-def can_read_evaluation(
-    session: Session, evaluation: Evaluation, env: Environment, principal: Principal | None
-) -> bool:
-    """A run is readable when its environment is, and it is public or the reader pushed it
-    (through a token whose scopes cover that environment: `upload:alice/foo` reads no private
-    run of another environment)."""
-    if not can_read_environment(session, env, principal):
-        return False
-    if evaluation.is_public:
-        return True
-    if principal is None or evaluation.user_id != principal.user.id:
-        return False
-    owner = session.get(Owner, env.owner_id)
-    return owner is not None and principal.scope_reads(owner.name, env.normalized_name)
-
-
-def can_write_results(principal: Principal, owner: Owner, env: Environment) -> bool:
-    """Pushing results needs scope `all` or an upload scope naming this environment's owner.
-
-    Anyone may evaluate a public environment, so owner membership is not required; a
-    read-only token can never write.
-    """
-    return principal.scope_writes(owner.name, env.normalized_name)
+# -- environments ------------------------------------------------------------------------
 
 
 def find_environment(
@@ -103,79 +77,43 @@ def find_environment(
     return readable_environment(session, principal, owner, name)[1]
 
 
-def slug_of(session: Session, env: Environment) -> tuple[str, str]:
-    owner = session.get(Owner, env.owner_id)
-    return (owner.name if owner else "?", env.name)
-
-
-# -- versions ----------------------------------------------------------------------------
-
-
-def _pep440(text: str) -> PepVersion | None:
+def environment_by_slug(
+    session: Session, slug: str, principal: Principal | None
+) -> tuple[Environment, str | None]:
+    """The environment `owner/name[@spec]` names (`registry_index.resolve`'s grammar), and the
+    spec; 400 for a reference without an owner or otherwise malformed."""
     try:
-        return PepVersion(text)
-    except InvalidVersion:
-        return None
-
-
-def latest_version(session: Session, env: Environment) -> Version | None:
-    """The version `@latest` means, by the rule install uses (`registry_index.resolve`)."""
-    versions = [v for v in session.exec(select(Version).where(Version.environment_id == env.id))]
-    usable = [(p, v) for v in versions if (p := _pep440(v.version)) is not None]
-    chosen = resolve.latest_version([(p, v.yanked) for p, v in usable])
-    return next((v for p, v in usable if p == chosen), None)
-
-
-def _resolve_version(session: Session, env: Environment, ref: EnvironmentRef) -> Version:
-    owner, name = slug_of(session, env)
-    if ref.version_id:
-        version = session.get(Version, ref.version_id)
-        if version is None or version.environment_id != env.id:
-            raise _not_found(f"Environment {owner}/{name} has no version with id {ref.version_id}.")
-        return version
-    if ref.version in (None, "", "latest"):
-        found = latest_version(session, env)
-        if found is None:
-            raise _not_found(
-                f"Environment {owner}/{name} has no published version yet; "
-                "push one with `prime env push` before uploading results."
-            )
-        return found
-    wanted = canonicalize_version(ref.version)
-    for version in session.exec(select(Version).where(Version.environment_id == env.id)):
-        if version.version == ref.version or version.canonical_version == wanted:
-            return version
-    known = ", ".join(
-        sorted(
-            (
-                v.version
-                for v in session.exec(select(Version).where(Version.environment_id == env.id))
-            ),
-            key=lambda text: _pep440(text) or PepVersion("0"),
+        owner, name, spec = parse_env_id(slug)
+    except ValueError as exc:
+        raise BadRequest(
+            f"Environment slug {slug!r} is not of the form owner/name: {exc}"
+        ) from None
+    if owner is None:
+        raise BadRequest(
+            f"Environment slug {slug!r} is not of the form owner/name; write it as OWNER/NAME "
+            "or OWNER/NAME@VERSION (for example 'alice/wordle@1.2.0')."
         )
-    )
-    raise _not_found(
-        f"Environment {owner}/{name} has no version {ref.version!r}"
-        + (f"; known versions: {known}." if known else ".")
-    )
+    return find_environment(session, owner, name, principal), spec
 
 
-def _resolve_environment(
-    session: Session, ref: EnvironmentRef, principal: Principal
-) -> tuple[Environment, EnvironmentRef]:
-    """The referenced environment, and the reference with an `owner/name@version` slug split."""
-    if ref.slug:
-        owner, sep, name = ref.slug.partition("/")
-        name, _, pinned = name.partition("@")
-        if not sep or not owner or not name or "/" in name:
-            raise EvalError(400, f"Environment slug {ref.slug!r} is not of the form owner/name.")
-        if pinned and not ref.version and not ref.version_id:
-            ref = ref.model_copy(update={"version": pinned})
-        return find_environment(session, owner, name, principal), ref
-    found = session.get(Environment, ref.id)
-    if found is None or not can_read_environment(session, found, principal):
-        raise _not_found(f"Environment with id {ref.id} not found.")
-    return found, ref
+def environment_by_id(session: Session, env_id: str, principal: Principal | None) -> Environment:
+    found = session.get(Environment, env_id)
+    if found is None or not can_read(principal, found.owner, found):
+        raise NotFound(f"Environment with id {env_id} not found.")
+    return found
+
+
+def _resolve_version(env: Environment, ref: EnvironmentRef, spec: str | None) -> Version:
+    """The exact version a run is of: by id, else the version or specifier given (`@>=1.0`
+    as install takes it), else the latest."""
+    if ref.version_id:
+        version = next((v for v in env.versions if v.id == ref.version_id), None)
+        if version is None:
+            raise NotFound(
+                f"Environment {env.owner.name}/{env.name} has no version with id {ref.version_id}."
+            )
+        return version
+    return select_version(env, ref.version or spec)
 
 
 # -- create / push / finalize ------------------------------------------------------------
@@ -190,15 +128,17 @@ def create_evaluation(
     session: Session, request: CreateEvaluation, principal: Principal
 ) -> Evaluation:
     """A new, open run linked to one exact environment version (`latest` resolved now)."""
-    env, ref = _resolve_environment(session, request.environments[0], principal)
-    owner = session.get(Owner, env.owner_id)
-    if owner is None or not can_write_results(principal, owner, env):
-        raise EvalError(
-            403,
-            f"This token may not push results for {owner.name if owner else '?'}/{env.name}: "
-            "use a token with scope 'all' (or an upload scope for this environment).",
+    ref = request.environments[0]
+    if ref.slug:
+        env, spec = environment_by_slug(session, ref.slug, principal)
+    else:
+        env, spec = environment_by_id(session, ref.id or "", principal), None
+    if not can_push_results(principal, env):
+        raise Forbidden(
+            f"This token may not push results for {env.owner.name}/{env.name}: "
+            "use a token with scope 'all' (or an upload scope for this environment)."
         )
-    version = _resolve_version(session, env, ref)
+    version = _resolve_version(env, ref, spec)
     if request.client_run_id:
         resumed = _resume(session, principal, request, env)
         if resumed is not None:
@@ -242,10 +182,9 @@ def _resume(
     if existing is None:
         return None
     if existing.environment_id != env.id or existing.model_name != request.model_name:
-        raise EvalError(
-            409,
+        raise Conflict(
             f"client_run_id {request.client_run_id!r} already names evaluation {existing.id} "
-            "of another environment or model; send a new id for a new run.",
+            "of another environment or model; send a new id for a new run."
         )
     return existing
 
@@ -259,22 +198,20 @@ def _writable(
         sa.update(Evaluation).where(col(Evaluation.id) == evaluation_id).values(updated_at=utcnow())
     )
     evaluation = session.get(Evaluation, evaluation_id, populate_existing=True)
-    env = session.get(Environment, evaluation.environment_id) if evaluation else None
-    if touched.rowcount == 0 or evaluation is None or env is None:  # type: ignore[attr-defined]
-        raise _not_found(f"Evaluation {evaluation_id} not found.")
-    if not can_read_evaluation(session, evaluation, env, principal):
-        raise _not_found(f"Evaluation {evaluation_id} not found.")
+    if cast(CursorResult[Any], touched).rowcount == 0 or evaluation is None:
+        raise _run_not_found(evaluation_id)
+    if not can_read_evaluation(principal, evaluation):
+        raise _run_not_found(evaluation_id)
     if evaluation.user_id != principal.user.id:
-        raise EvalError(
-            403, f"Evaluation {evaluation_id} was created by another user; only they can add to it."
+        raise Forbidden(
+            f"Evaluation {evaluation_id} was created by another user; only they can add to it."
         )
-    owner = session.get(Owner, env.owner_id)
-    if owner is None or not can_write_results(principal, owner, env):
-        raise EvalError(
-            403,
-            f"This token may not write results of {owner.name if owner else '?'}/{env.name}: "
+    env = evaluation.environment
+    if not can_push_results(principal, env):
+        raise Forbidden(
+            f"This token may not write results of {env.owner.name}/{env.name}: "
             "use a token with scope 'all' or an upload scope for this environment "
-            "(a read token never writes).",
+            "(a read token never writes)."
         )
     if check_open:
         _require_open(evaluation)
@@ -283,18 +220,16 @@ def _writable(
 
 def _require_open(evaluation: Evaluation) -> None:
     evaluation_id = evaluation.id
-    if evaluation.status == "abandoned":
-        raise EvalError(
-            409,
+    if evaluation.status == EvaluationStatus.ABANDONED:
+        raise Conflict(
             f"Evaluation {evaluation_id} was abandoned (nothing pushed for too long) and is "
-            "closed; create a new evaluation to push these results.",
+            "closed; create a new evaluation to push these results."
         )
-    if evaluation.status != "running":
-        raise EvalError(
-            409,
+    if evaluation.status != EvaluationStatus.RUNNING:
+        raise Conflict(
             f"Evaluation {evaluation_id} was already finalized at "
             f"{evaluation.finalized_at:%Y-%m-%d %H:%M:%S} UTC; it can no longer change. "
-            "Create a new evaluation to push more results.",
+            "Create a new evaluation to push more results."
         )
 
 
@@ -308,26 +243,27 @@ def _taken_keys(session: Session, evaluation_id: str) -> set[tuple[int, int]]:
 
 
 def append_samples(
-    session: Session, store: BlobStore, evaluation_id: str, principal: Principal, raw_samples: Any
-) -> EvaluationBatch:
+    session: Session, store: BlobStorage, evaluation_id: str, principal: Principal,
+    raw_samples: Any,
+) -> EvaluationBatch:  # fmt: skip
     """Validate one batch, store it as a gzip JSONL blob, and list it on the run.
 
     A batch identical to one already stored on the run (a client retrying after a lost
     answer) is accepted once: the stored batch is answered and nothing is added.
     """
     if not isinstance(raw_samples, list):
-        raise EvalError(400, 'The body must be {"samples": [ {…rollout record…}, … ]}.')
+        raise BadRequest('The body must be {"samples": [ {…rollout record…}, … ]}.')
     try:
         records = validate_batch(raw_samples)
     except SampleError as exc:
-        raise EvalError(exc.status, str(exc)) from None
+        raise _refused(exc) from None
     request_sha256 = hashlib.sha256(encode_batch(records)).hexdigest()
     try:
         evaluation = _writable(session, evaluation_id, principal, check_open=False)
         try:
-            check_scores(records, reward_range(session.get(Environment, evaluation.environment_id)))
+            check_scores(records, reward_range(evaluation.environment))
         except IntegrityError as exc:
-            raise EvalError(400, str(exc)) from None
+            raise BadRequest(str(exc)) from None
         retried = session.exec(
             select(EvaluationBatch).where(
                 EvaluationBatch.evaluation_id == evaluation_id,
@@ -341,7 +277,7 @@ def append_samples(
         try:
             assign_keys(records, _taken_keys(session, evaluation_id))
         except SampleError as exc:
-            raise EvalError(exc.status, str(exc)) from None
+            raise _refused(exc) from None
         blob = encode_batch(records)
         key = batch_key(hashlib.sha256(blob).hexdigest())
         store.put_bytes(blob, key)
@@ -369,17 +305,16 @@ def append_samples(
     return batch
 
 
-def _batches(session: Session, evaluation_id: str) -> list[EvaluationBatch]:
-    return list(
-        session.exec(
-            select(EvaluationBatch)
-            .where(EvaluationBatch.evaluation_id == evaluation_id)
-            .order_by(col(EvaluationBatch.seq))
-        )
-    )
+def sample_count(session: Session, evaluation_id: str) -> int:
+    """How many samples the run holds now (after a push: this batch and every earlier one)."""
+    evaluation = session.get(Evaluation, evaluation_id)
+    return evaluation.sample_count if evaluation is not None else 0
 
 
-def iter_samples(store: BlobStore, batches: list[EvaluationBatch]) -> Iterator[dict[str, Any]]:
+def iter_samples(
+    store: BlobStorage, batches: Iterable[EvaluationBatch]
+) -> Iterator[dict[str, Any]]:
+    """The records of `batches`, in push order."""
     for batch in batches:
         with store.open(batch.blob_key) as handle:
             yield from decode_batch(handle.read())
@@ -387,7 +322,7 @@ def iter_samples(store: BlobStore, batches: list[EvaluationBatch]) -> Iterator[d
 
 def finalize_evaluation(
     session: Session,
-    store: BlobStore,
+    store: BlobStorage,
     evaluation_id: str,
     principal: Principal,
     metrics: dict[str, Any] | None,
@@ -395,20 +330,20 @@ def finalize_evaluation(
     """Close the run: merge the batches' partial sums into the summary; only now can it rank."""
     try:
         evaluation = _writable(session, evaluation_id, principal, check_open=False)
-        if evaluation.status == "completed" and evaluation.client_run_id is not None:
+        if evaluation.status == EvaluationStatus.COMPLETED and evaluation.client_run_id is not None:
             session.rollback()  # a retried push finalizing its run again: already done
             return evaluation
         _require_open(evaluation)
         builder = SummaryBuilder()
-        for batch in _batches(session, evaluation_id):
+        for batch in evaluation.batches:
             if not merge_partial(builder, batch.partial_json):
                 add_stored(builder, iter_samples(store, [batch]))
         summary = builder.summary()
-        evaluation.status = "completed"
+        evaluation.status = EvaluationStatus.COMPLETED
         evaluation.finalized_at = utcnow()
         evaluation.summary_json = summary.model_dump_json()
-        evaluation.mean_reward = summary.reward_mean
-        evaluation.stderr = summary.reward_stderr
+        evaluation.reward_mean = summary.reward_mean
+        evaluation.reward_stderr = summary.reward_stderr
         evaluation.n_examples = summary.examples
         evaluation.n_rollouts = summary.scored
         evaluation.n_errors = summary.errors
@@ -430,39 +365,20 @@ def get_evaluation(
     session: Session, evaluation_id: str, principal: Principal | None
 ) -> tuple[Evaluation, Environment]:
     evaluation = session.get(Evaluation, evaluation_id)
-    env = session.get(Environment, evaluation.environment_id) if evaluation else None
-    if (
-        evaluation is None
-        or env is None
-        or not can_read_evaluation(session, evaluation, env, principal)
-    ):
-        raise _not_found(f"Evaluation {evaluation_id} not found.")
-    return evaluation, env
+    if evaluation is None or not can_read_evaluation(principal, evaluation):
+        raise _run_not_found(evaluation_id)
+    return evaluation, evaluation.environment
 
 
-def visible_runs(principal: Principal | None) -> sa.ColumnElement[bool]:
-    """SQL form of `can_read_evaluation`; needs `Environment` and `Owner` joined in."""
-    if principal is None:
-        return sa.and_(col(Evaluation.is_public).is_(True), col(Environment.visibility) == "public")
-    reach = sa.true() if principal.user.is_admin else col(Owner.id).in_(sorted(principal.owner_ids))
-    scope_ok: list[sa.ColumnElement[bool]] = []
-    for scope in map(scopes.parse_scope, principal.scopes):  # Scope.allows, in SQL
-        if scope.owner is None:  # all, read
-            scope_ok.append(sa.true())
-        else:
-            term = col(Owner.name) == scope.owner
-            if scope.name:
-                term = sa.and_(term, col(Environment.normalized_name) == scope.name)
-            scope_ok.append(term)
-    scope_cover = sa.or_(*scope_ok) if scope_ok else sa.false()
-    # One's own private runs are readable only through a token whose scopes cover the env.
-    run_ok = sa.or_(
-        col(Evaluation.is_public).is_(True),
-        sa.and_(col(Evaluation.user_id) == principal.user.id, scope_cover),
-    )
-    private_ok = sa.and_(reach, scope_cover)
-    env_ok = sa.or_(col(Environment.visibility) == "public", private_ok)
-    return sa.and_(run_ok, env_ok)
+def evaluation_on(
+    session: Session, principal: Principal | None, owner: str, name: str, evaluation_id: str
+) -> tuple[Environment, Evaluation]:
+    """A run of `owner/name` (the web pages' URLs name both): 404 for a run of another one."""
+    env = find_environment(session, owner, name, principal)
+    evaluation, run_env = get_evaluation(session, evaluation_id, principal)
+    if run_env.id != env.id:
+        raise NotFound(f"Evaluation {evaluation_id} not found on {env.owner.name}/{env.name}.")
+    return env, evaluation
 
 
 def runs_query(principal: Principal | None, *columns: Any) -> Any:
@@ -476,7 +392,7 @@ def runs_query(principal: Principal | None, *columns: Any) -> Any:
         .select_from(Evaluation)
         .join(Environment, col(Environment.id) == col(Evaluation.environment_id))
         .join(Owner, col(Owner.id) == col(Environment.owner_id))
-        .where(visible_runs(principal))
+        .where(readable_evaluations(principal))
     )
 
 
@@ -484,6 +400,32 @@ def runs_query(principal: Principal | None, *columns: Any) -> Any:
 class Page:
     items: list[tuple[Evaluation, Environment, Owner]]
     total: int
+
+
+def listing_environment(
+    session: Session, principal: Principal | None, *, env: str | None,
+    environment_id: str | None, environment_name: str | None,
+) -> tuple[Environment | None, str | None]:  # fmt: skip
+    """What a listing filters on: an environment (`env=owner/name`, `environment_id`, or an
+    `environment_name` with an owner), or a bare name under any owner."""
+    named = _has_owner(environment_name) if environment_name else False
+    slug = env or (environment_name if named else None)
+    if slug:
+        found, spec = environment_by_slug(session, slug, principal)
+        if spec is not None:
+            raise BadRequest(f"env={slug!r}: a listing takes owner/name, without a version.")
+        return found, None
+    if environment_id:
+        return environment_by_id(session, environment_id, principal), None
+    return None, environment_name or None
+
+
+def _has_owner(reference: str) -> bool:
+    """Whether `reference` names its owner (`owner/name`); a malformed one is a 400."""
+    try:
+        return parse_env_id(reference)[0] is not None
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
 
 
 def list_evaluations(
@@ -508,14 +450,14 @@ def list_evaluations(
     if status:
         query = query.where(Evaluation.status == status)
     else:  # abandoned runs are not results: listed only when asked for by status
-        query = query.where(Evaluation.status != "abandoned")
+        query = query.where(Evaluation.status != EvaluationStatus.ABANDONED)
     total = session.exec(select(sa.func.count()).select_from(query.subquery())).one()
     rows = session.exec(
         query.order_by(col(Evaluation.created_at).desc(), col(Evaluation.id))
         .offset(offset)
         .limit(limit)
     ).all()
-    return Page(items=[tuple(row) for row in rows], total=int(total))
+    return Page(items=[(run, where, owner) for run, where, owner in rows], total=int(total))
 
 
 def recent_runs(
@@ -528,7 +470,7 @@ def recent_runs(
         Evaluation.model_name,
         Evaluation.status,
         Evaluation.created_at,
-    ).where(Evaluation.environment_id == env.id, Evaluation.status != "abandoned")
+    ).where(Evaluation.environment_id == env.id, Evaluation.status != EvaluationStatus.ABANDONED)
     return list(
         session.exec(
             query.order_by(col(Evaluation.created_at).desc(), col(Evaluation.id)).limit(limit)
@@ -536,15 +478,31 @@ def recent_runs(
     )
 
 
+def other_runs(
+    session: Session, principal: Principal | None, evaluation: Evaluation, limit: int
+) -> list[tuple[str, str]]:
+    """(id, model) of the newest other runs on the same environment the reader may see."""
+    rows = session.exec(
+        runs_query(principal, Evaluation.id, Evaluation.model_name)
+        .where(
+            Evaluation.environment_id == evaluation.environment_id,
+            Evaluation.id != evaluation.id,
+        )
+        .order_by(col(Evaluation.created_at).desc())
+        .limit(limit)
+    ).all()
+    return [(run_id, model) for run_id, model in rows]
+
+
 def read_samples(
-    session: Session, store: BlobStore, evaluation: Evaluation, page: int, per_page: int
+    session: Session, store: BlobStorage, evaluation: Evaluation, page: int, per_page: int
 ) -> list[dict[str, Any]]:
     """One page of samples in push order, decompressing only the batches that hold it."""
     start = (page - 1) * per_page
     stop = start + per_page
     wanted: list[dict[str, Any]] = []
     offset = 0
-    for batch in _batches(session, evaluation.id):
+    for batch in evaluation.batches:
         end = offset + batch.sample_count
         if end > start and offset < stop:
             with store.open(batch.blob_key) as handle:
@@ -562,12 +520,59 @@ def summary_of(evaluation: Evaluation) -> Summary | None:
     return summary_from_json(evaluation.summary_json)
 
 
+def pass_at_k(session: Session, evaluation_ids: list[str]) -> dict[str, dict[str, float]]:
+    """pass@k of each of these runs, from the summary the hub recomputed at finalize."""
+    if not evaluation_ids:
+        return {}
+    runs = session.exec(select(Evaluation).where(col(Evaluation.id).in_(evaluation_ids))).all()
+    shown: dict[str, dict[str, float]] = {}
+    for run in runs:
+        summary = summary_of(run)
+        if summary is not None and summary.pass_at_k:
+            shown[run.id] = dict(summary.pass_at_k)
+    return shown
+
+
+def evaluation_info(session: Session, evaluation: Evaluation) -> EvaluationInfo:
+    """A run as the API answers it."""
+    env = evaluation.environment
+    owner_name = env.owner.name
+    return EvaluationInfo(
+        id=evaluation.id,
+        evaluation_id=evaluation.id,
+        name=evaluation.name,
+        environment=EnvironmentLink(
+            id=evaluation.environment_id,
+            slug=f"{owner_name}/{env.name}",
+            owner=owner_name,
+            name=env.name,
+            version=evaluation.env_version,
+            version_id=evaluation.version_id,
+        ),
+        model_name=evaluation.model_name,
+        framework=evaluation.framework,
+        status=evaluation.status,
+        is_public=evaluation.is_public,
+        tags=json.loads(evaluation.tags_json),
+        metadata=json.loads(evaluation.metadata_json),
+        metrics=json.loads(evaluation.client_metrics_json),
+        summary=summary_of(evaluation),
+        sample_count=evaluation.sample_count,
+        user=evaluation.user.username,
+        created_at=evaluation.created_at,
+        updated_at=evaluation.updated_at,
+        finalized_at=evaluation.finalized_at,
+        third_party=is_third_party(session, evaluation),
+        hidden=evaluation.hidden_at is not None,
+    )
+
+
 # -- integrity and provenance -------------------------------------------------------------
 
 
-def reward_range(env: Environment | None) -> tuple[float, float] | None:
+def reward_range(env: Environment) -> tuple[float, float] | None:
     """The range the environment's owner declared for its rewards, if any."""
-    if env is None or env.reward_min is None or env.reward_max is None:
+    if env.reward_min is None or env.reward_max is None:
         return None
     return env.reward_min, env.reward_max
 
@@ -578,11 +583,14 @@ def mark_abandoned(engine: Engine, after_seconds: int) -> int:
     with Session(engine) as session:
         result = session.execute(
             sa.update(Evaluation)
-            .where(col(Evaluation.status) == "running", col(Evaluation.updated_at) < cutoff)
-            .values(status="abandoned")
+            .where(
+                col(Evaluation.status) == EvaluationStatus.RUNNING,
+                col(Evaluation.updated_at) < cutoff,
+            )
+            .values(status=EvaluationStatus.ABANDONED)
         )
         session.commit()
-        return int(result.rowcount)  # type: ignore[attr-defined]
+        return int(cast(CursorResult[Any], result).rowcount)
 
 
 def set_hidden(
@@ -590,12 +598,10 @@ def set_hidden(
 ) -> Evaluation:
     """The environment's owner hides (or shows again) a run on their leaderboard."""
     evaluation, env = get_evaluation(session, evaluation_id, principal)
-    owner = session.get(Owner, env.owner_id)
-    if owner is None or not principal.can_upload(owner, env.normalized_name):
-        raise EvalError(
-            403,
+    if not principal.can_upload(env.owner, env.normalized_name):
+        raise Forbidden(
             "Only the environment's owner (a token that may publish it) can hide or show runs "
-            "on its leaderboard.",
+            "on its leaderboard."
         )
     evaluation.hidden_at = utcnow() if hidden else None
     session.add(evaluation)
@@ -616,11 +622,9 @@ def third_party_clause() -> Any:
     return sa.case((first_party, sa.false()), else_=sa.true())
 
 
-def is_third_party(session: Session, evaluation: Evaluation, env: Environment) -> bool:
+def is_third_party(session: Session, evaluation: Evaluation) -> bool:
     """Python form of `third_party_clause` for one run."""
-    owner = session.get(Owner, env.owner_id)
-    if owner is None:
-        return True
+    owner = evaluation.environment.owner
     if owner.user_id == evaluation.user_id:
         return False
     return session.get(Membership, (owner.id, evaluation.user_id)) is None

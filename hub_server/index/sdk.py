@@ -26,19 +26,12 @@ from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 
-from fastapi import APIRouter, Request, Response
-from fastapi.responses import RedirectResponse
-
-from hub_server.core.errors import HubError, NotFound
-from hub_server.index.routes import _negotiate
+from hub_server.core.errors import HubError
 from registry_index.metadata import parse_core_metadata
 from registry_index.names import normalize
-from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER
-from registry_index.simple import ProjectFile, render_index_page, render_project_page
+from registry_index.sdk import SDK_DISTRIBUTION
+from registry_index.simple import Format, ProjectFile, render_index_page, render_project_page
 
-router = APIRouter(tags=["package index"])
-
-_VARY = {"Vary": "Accept"}
 # Zip entries carry this timestamp (the earliest zip allows) so the bytes depend on content only.
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 _WHEEL_FILE = (
@@ -152,28 +145,13 @@ def sdk_wheel() -> SdkWheel:
     return pack_sdk_wheel()
 
 
-@router.api_route(
-    f"/{SDK_OWNER}/simple/",
-    methods=["GET", "HEAD"],
-    summary="The SDK index: the one project every environment depends on",
-)
-def sdk_index(request: Request) -> Response:
-    fmt, content_type = _negotiate(request)
-    page = render_index_page([SDK_DISTRIBUTION], fmt)  # type: ignore[arg-type]
-    return Response(page, media_type=content_type, headers=_VARY)
+def sdk_index_page(fmt: Format) -> str:
+    """The `_sdk` owner's project list: the SDK alone."""
+    return render_index_page([SDK_DISTRIBUTION], fmt)
 
 
-@router.api_route(
-    f"/{SDK_OWNER}/simple/{{project}}/",
-    methods=["GET", "HEAD"],
-    summary="The SDK wheel this hub runs with (PEP 503/691)",
-)
-def sdk_project(project: str, request: Request) -> Response:
-    if normalize(project) != SDK_DISTRIBUTION:
-        raise NotFound(f"The {SDK_OWNER} index holds only {SDK_DISTRIBUTION}.")
-    if project != SDK_DISTRIBUTION:
-        return RedirectResponse(f"/{SDK_OWNER}/simple/{SDK_DISTRIBUTION}/", status_code=301)
-    fmt, content_type = _negotiate(request)
+def sdk_project_page(fmt: Format) -> str:
+    """The SDK's project page: the one wheel this hub runs with."""
     wheel = sdk_wheel()
     entry = ProjectFile(
         filename=wheel.filename,
@@ -184,35 +162,4 @@ def sdk_project(project: str, request: Request) -> Response:
         requires_python=wheel.requires_python,
         core_metadata_sha256=wheel.metadata_sha256,
     )
-    page = render_project_page(SDK_DISTRIBUTION, [entry], fmt, [wheel.version])  # type: ignore[arg-type]
-    return Response(page, media_type=content_type, headers=_VARY)
-
-
-@router.get(f"/{SDK_OWNER}/simple/{{project}}", include_in_schema=False)
-def sdk_project_no_slash(project: str) -> Response:
-    return RedirectResponse(f"/{SDK_OWNER}/simple/{normalize(project)}/", status_code=301)
-
-
-@router.api_route(
-    f"/{SDK_OWNER}/files/{{project}}/{{filename}}",
-    methods=["GET", "HEAD"],
-    summary="Download the SDK wheel or its PEP 658 metadata",
-)
-def sdk_file(project: str, filename: str) -> Response:
-    wheel = sdk_wheel()
-    if normalize(project) == SDK_DISTRIBUTION and filename == wheel.filename:
-        return Response(
-            wheel.data,
-            media_type="application/octet-stream",
-            headers={
-                "ETag": f'"{wheel.sha256}"',
-                "Content-Disposition": f'attachment; filename="{wheel.filename}"',
-            },
-        )
-    if normalize(project) == SDK_DISTRIBUTION and filename == f"{wheel.filename}.metadata":
-        return Response(
-            wheel.metadata, media_type="text/plain", headers={"ETag": f'"{wheel.metadata_sha256}"'}
-        )
-    raise NotFound(
-        f"No file {filename!r} in {SDK_OWNER}/{project}; this hub serves {wheel.filename}."
-    )
+    return render_project_page(SDK_DISTRIBUTION, [entry], fmt, [wheel.version])

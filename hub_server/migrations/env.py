@@ -8,7 +8,6 @@ from sqlmodel import SQLModel
 # Every table module, so `alembic revision --autogenerate` sees the whole schema.
 import hub_server.accounts.models
 import hub_server.evals.models
-import hub_server.evals.sample_index
 import hub_server.registry.models  # noqa: F401
 from hub_server.core.db import include_in_autogenerate
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from sqlmodel import Session
 
-from hub_server.core.blobstore import BlobStore
+from hub_server.core.blobstore import BlobStorage
 from hub_server.registry.models import DistFile, FileMetadata
 
 
-def file_metadata(session: Session, store: BlobStore, file: DistFile) -> bytes | None:
+def file_metadata(session: Session, store: BlobStorage, file: DistFile) -> bytes | None:
     """The METADATA bytes of `file` (hashing to `file.metadata_sha256`), or None if it has none."""
     if file.metadata_sha256 is None:
         return None

@@ -5,15 +5,16 @@ its filename belongs to those bytes. Other hub modules (evaluations) add their o
 same `SQLModel.metadata` and chain their Alembic migrations on `hub_0001`.
 """
 
-from __future__ import annotations
-
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field, Relationship, SQLModel
 
+from hub_server.accounts.models import Owner
+from hub_server.core.columns import EnumText
 from hub_server.core.ids import new_id, utcnow
-from registry_index.schemas.environments import MAX_TAG_LENGTH
+from registry_index.schemas.environments import MAX_TAG_LENGTH, Visibility
+from registry_index.schemas.versions import FileKind
 
 # Column widths that requests are checked against (SQLite ignores VARCHAR lengths and
 # PostgreSQL enforces them: checking first gives both the same 4xx). The tag width is the wire
@@ -32,7 +33,7 @@ class Environment(SQLModel, table=True):
     name: str = Field(max_length=128)
     normalized_name: str = Field(max_length=128, index=True)
     description: str = ""
-    visibility: str = Field(default="public", max_length=8)  # "public" | "private"
+    visibility: Visibility = Field(default=Visibility.PUBLIC, sa_type=EnumText(Visibility, 8))
     serial: int = 0  # bumped on every change to its files (project page cache)
     downloads: int = 0
     # The range every pushed reward must fall in, when the owner declares one (else any finite).
@@ -40,6 +41,9 @@ class Environment(SQLModel, table=True):
     reward_max: float | None = None
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow, index=True)
+
+    owner: Owner = Relationship()
+    versions: list["Version"] = Relationship(back_populates="environment")
 
 
 class EnvironmentTag(SQLModel, table=True):
@@ -66,6 +70,9 @@ class Version(SQLModel, table=True):
     yanked_reason: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
 
+    environment: Environment = Relationship(back_populates="versions")
+    files: list["DistFile"] = Relationship()
+
 
 class DistFile(SQLModel, table=True):
     """A stored file: wheel, sdist, or `prime env push` source archive.
@@ -80,7 +87,7 @@ class DistFile(SQLModel, table=True):
     environment_id: str = Field(foreign_key="environment.id", max_length=32)
     version_id: str = Field(foreign_key="version.id", index=True, max_length=32)
     filename: str = Field(max_length=255)
-    kind: str = Field(max_length=8)  # "wheel" | "sdist" | "source"
+    kind: FileKind = Field(sa_type=EnumText(FileKind, 8))
     sha256: str = Field(max_length=64, index=True)
     size: int
     blob_key: str = Field(max_length=255)
@@ -112,7 +119,7 @@ class PendingUpload(SQLModel, table=True):
 
     id: str = Field(default_factory=new_id, primary_key=True, max_length=32)
     environment_id: str = Field(foreign_key="environment.id", max_length=32)
-    kind: str = Field(max_length=8)  # "wheel" | "source"
+    kind: FileKind = Field(sa_type=EnumText(FileKind, 8))  # a wheel or a source archive
     filename: str = Field(max_length=255)
     sha256: str = Field(max_length=64)
     size: int | None = None

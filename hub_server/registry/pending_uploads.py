@@ -14,14 +14,14 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from hub_server.core.blobstore import BlobStore
+from hub_server.core.blobstore import BlobStorage
 from hub_server.core.errors import RateLimited
 from hub_server.core.ids import utcnow
 from hub_server.core.settings import HubSettings
 from hub_server.registry.models import PendingUpload
 
 
-def purge_expired(engine: Engine, store: BlobStore) -> int:
+def purge_expired(engine: Engine, store: BlobStorage) -> int:
     """Delete expired reservations and their staged bytes; returns how many were dropped.
 
     Safe to run in several workers at once: the rows go in one statement, and a staged file

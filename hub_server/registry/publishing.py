@@ -23,10 +23,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from hub_server.accounts.models import Owner
-from hub_server.core.blobstore import BlobStore, content_key
+from hub_server.core.blobstore import BlobStorage, content_key
 from hub_server.core.errors import BadRequest, FileExists
 from hub_server.core.ids import utcnow
-from hub_server.core.rows import new_row
+from hub_server.core.rows import new_row, table_of
 from hub_server.registry.models import (
     MAX_REQUIRES_PYTHON_LENGTH,
     MAX_VERSION_LENGTH,
@@ -44,6 +44,8 @@ from registry_index.names import (
     ultranormalize,
     validate_project_name,
 )
+from registry_index.schemas.environments import Visibility
+from registry_index.schemas.versions import FileKind
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER, is_sdk_name
 
 log = logging.getLogger(__name__)
@@ -58,7 +60,7 @@ class NewFile:
     """Everything about one file to be recorded (already validated by the caller)."""
 
     filename: str
-    kind: str  # "wheel" | "sdist" | "source"
+    kind: FileKind
     sha256: str
     size: int
     version: str
@@ -83,7 +85,7 @@ class EnvTarget:
     owner: Owner
     name: str
     environment_id: str | None = None
-    visibility: str = "public"
+    visibility: Visibility = Visibility.PUBLIC
     absent: bool = False
 
 
@@ -100,12 +102,12 @@ class PublishResult:
 # Core tables and statements of the upload transaction, built once: composing a statement on
 # every upload (and generating its cache key) cost more than running it, and ORM objects
 # flushed through the unit of work cost more than the inserts themselves.
-_ENVS = Environment.__table__  # type: ignore[attr-defined]
-_VERSIONS = Version.__table__  # type: ignore[attr-defined]
-_FILES = DistFile.__table__  # type: ignore[attr-defined]
-_TAGS = EnvironmentTag.__table__  # type: ignore[attr-defined]
-_METADATA = FileMetadata.__table__  # type: ignore[attr-defined]
-_OWNERS = Owner.__table__  # type: ignore[attr-defined]
+_ENVS = table_of(Environment)
+_VERSIONS = table_of(Version)
+_FILES = table_of(DistFile)
+_TAGS = table_of(EnvironmentTag)
+_METADATA = table_of(FileMetadata)
+_OWNERS = table_of(Owner)
 _ENV_BY_NAME = sa.select(_ENVS.c.id).where(
     _ENVS.c.owner_id == sa.bindparam("owner_id"),
     _ENVS.c.normalized_name == sa.bindparam("normalized"),
@@ -221,7 +223,7 @@ def _filled_in(current: Any, new: NewFile) -> dict[str, str]:
     changes = {}
     if current.content_hash is None and new.content_hash is not None:
         changes["content_hash"] = new.content_hash
-    if new.kind != "source":
+    if new.kind != FileKind.SOURCE:
         if not current.summary and new.summary:
             changes["summary"] = new.summary
         if not current.requires_python and new.requires_python:
@@ -233,7 +235,7 @@ def _filled_in(current: Any, new: NewFile) -> dict[str, str]:
 
 def bump_serials(session: Session, env: Environment, *, listing: bool = True) -> None:
     """Invalidate cached index pages of this environment and, when the owner's project list
-    may have changed (`listing`), of its root index (see `hub_server.index.routes`).
+    may have changed (`listing`), of its root index (see `hub_server.index.api`).
 
     A new file of an existing project leaves the root index as it was, so it is not
     re-rendered after every upload."""
@@ -378,7 +380,7 @@ CONFUSABLE_NEIGHBOUR = (
 
 def publish_file(
     engine: Engine,
-    store: BlobStore,
+    store: BlobStorage,
     target: EnvTarget,
     new: NewFile,
     source: Path | bytes,
@@ -457,7 +459,7 @@ class _BlobWrite:
     transaction has passed every check that can refuse the upload (see `publish_file`). The
     PEP 658 metadata is a row of the same transaction, not a blob."""
 
-    def __init__(self, store: BlobStore, source: Path | bytes, key: str) -> None:
+    def __init__(self, store: BlobStorage, source: Path | bytes, key: str) -> None:
         self._store, self._source, self.key = store, source, key
         self._future: Future[None] | None = None
 

@@ -13,14 +13,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, and_, bindparam, column, func, literal_column, or_, text, true
+from sqlalchemy import ColumnElement, bindparam, column, func, literal_column, or_, text
 from sqlmodel import Session, col, select
 
+from hub_server.accounts.access import readable_environments
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
-from hub_server.evals.models import Evaluation
+from hub_server.evals.models import Evaluation, EvaluationStatus
 from hub_server.registry.models import Environment, EnvironmentTag
-from registry_index.scopes import parse_scope
 
 SortField = Literal["updated_at", "created_at", "name", "downloads", "evaluations", "relevance"]
 SORT_FIELDS: tuple[str, ...] = (
@@ -33,29 +33,6 @@ SORT_FIELDS: tuple[str, ...] = (
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_WORDS = 8
-
-
-def visible_clause(principal: Principal | None) -> ColumnElement[bool]:
-    """SQL condition: public, or private and readable by the caller (mirrors Principal.can_read)."""
-    public = col(Environment.visibility) == "public"
-    if principal is None:
-        return public
-    parsed = [parse_scope(s) for s in principal.scopes]
-    broad = any(scope.owner is None for scope in parsed)  # all, read
-    if principal.user.is_admin and broad:
-        return true()
-    if broad:
-        return or_(public, col(Environment.owner_id).in_(principal.owner_ids))
-    clauses: list[ColumnElement[bool]] = [public]
-    for scope in parsed:  # upload scopes: registry_index.scopes.Scope.allows, in SQL
-        owners = select(Owner.id).where(Owner.name == scope.owner)
-        if not principal.user.is_admin:
-            owners = owners.where(col(Owner.id).in_(principal.owner_ids))
-        clause: ColumnElement[bool] = col(Environment.owner_id).in_(owners)
-        if scope.name:
-            clause = and_(clause, col(Environment.normalized_name) == scope.name)
-        clauses.append(clause)
-    return or_(*clauses)
 
 
 def query_words(query: str) -> list[str]:
@@ -128,8 +105,8 @@ def _relevance(dialect: str, statement: Any, words: list[str]) -> tuple[Any, Any
             .prefix_with("MATERIALIZED")
         )
         # Ranks computed once (MATERIALIZED) and looked up per row: SQLite indexes them for
-        # this correlated lookup, but scanned them once per environment row for a LEFT JOIN
-        # (bound MATCH parameters hide their size from the planner): 25 ms at 2,000 envs.
+        # this correlated lookup, but scans them once per environment row for a LEFT JOIN
+        # (bound MATCH parameters hide their size from the planner).
         rank = (
             select(ranks.c.fts_rank)
             .where(ranks.c.fts_rowid == literal_column("environment.rowid"))
@@ -147,7 +124,7 @@ def search_environments(
 ) -> SearchResult:
     """One page of the environments `principal` may see that match `query`, and their total."""
     statement = select(Environment, Owner).join(Owner, col(Owner.id) == col(Environment.owner_id))
-    statement = statement.where(visible_clause(principal))
+    statement = statement.where(readable_environments(principal))
     words = query_words(query.text)
     dialect = session.get_bind().dialect.name
     for word in words:
@@ -178,7 +155,10 @@ def search_environments(
         key = (
             select(func.count())
             .select_from(Evaluation)
-            .where(Evaluation.environment_id == Environment.id, Evaluation.status == "completed")
+            .where(
+                Evaluation.environment_id == Environment.id,
+                Evaluation.status == EvaluationStatus.COMPLETED,
+            )
             .correlate(Environment)
             .scalar_subquery()
         )

@@ -7,13 +7,13 @@ from collections.abc import Sequence
 
 from packaging.version import InvalidVersion
 from packaging.version import Version as PkgVersion
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from hub_server.accounts.models import Owner
 from hub_server.registry.models import DistFile, Environment, EnvironmentTag, Version
 from registry_index.resolve import latest_version
 from registry_index.schemas.environments import EnvironmentSummary, OwnerOut
-from registry_index.schemas.versions import FileOut, VersionInfo
+from registry_index.schemas.versions import FileKind, FileOut, VersionInfo
 
 
 def sort_key(version: Version) -> PkgVersion:
@@ -25,7 +25,7 @@ def sort_key(version: Version) -> PkgVersion:
 
 def file_url(base_url: str, owner: Owner, env: Environment, file: DistFile, version: str) -> str:
     """Where a file is downloaded; source archives go through the API (auth-aware)."""
-    if file.kind == "source":
+    if file.kind == FileKind.SOURCE:
         env_path = f"/api/v1/environmentshub/{owner.name}/{env.normalized_name}"
         return f"{base_url}{env_path}/@{version}/source"
     return f"{base_url}/{owner.name}/files/{env.normalized_name}/{file.filename}"
@@ -50,7 +50,7 @@ def version_info(
     outs = [
         FileOut(
             filename=f.filename,
-            kind=f.kind,  # type: ignore[arg-type]
+            kind=f.kind,
             sha256=f.sha256,
             size=f.size,
             url=file_url(base_url, owner, env, f, version.version),
@@ -77,7 +77,7 @@ def latest_versions(session: Session, env_ids: Sequence[str]) -> dict[str, str]:
     no pre-release while a final release exists, nothing yanked); absent when none is."""
     if not env_ids:
         return {}
-    rows = session.exec(select(Version).where(Version.environment_id.in_(env_ids))).all()  # type: ignore[attr-defined]
+    rows = session.exec(select(Version).where(col(Version.environment_id).in_(env_ids))).all()
     by_env: dict[str, list[Version]] = defaultdict(list)
     for row in rows:
         by_env[row.environment_id].append(row)
@@ -93,7 +93,7 @@ def tags_of(session: Session, env_ids: Sequence[str]) -> dict[str, list[str]]:
     if not env_ids:
         return {}
     rows = session.exec(
-        select(EnvironmentTag).where(EnvironmentTag.environment_id.in_(env_ids))  # type: ignore[attr-defined]
+        select(EnvironmentTag).where(col(EnvironmentTag.environment_id).in_(env_ids))
     ).all()
     result: dict[str, list[str]] = defaultdict(list)
     for row in rows:
@@ -110,11 +110,11 @@ def summaries(
     return [
         EnvironmentSummary(
             id=env.id,
-            owner=OwnerOut(name=owner.name, kind=owner.kind),  # type: ignore[arg-type]
+            owner=OwnerOut(name=owner.name, kind=owner.kind),
             name=env.name,
             description=env.description,
             tags=tags.get(env.id, []),
-            visibility=env.visibility,  # type: ignore[arg-type]
+            visibility=env.visibility,
             latest_version=latest.get(env.id),
             created_at=env.created_at,
             updated_at=env.updated_at,

@@ -12,19 +12,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from sqlmodel import col, select
 
+from hub_server.accounts import service as accounts
 from hub_server.accounts.auth import (
     Principal,
     authenticate,
-    generate_token,
-    hash_token,
-    validate_scopes,
 )
-from hub_server.accounts.models import ApiToken
-from hub_server.core.deps import HubDep, SessionDep, client_ip
 from hub_server.core.errors import HubError
-from hub_server.core.ids import utcnow
+from hub_server.http.deps import HubDep, SessionDep
+from hub_server.http.principal import client_ip
 from hub_server.web.pages import page
 from hub_server.web.session import (
     CSRF_FIELD,
@@ -98,11 +94,7 @@ def logout(request: Request, hub: HubDep, csrf: CsrfField = "") -> Response:
 
 
 def _token_rows(session: SessionDep, principal: Principal) -> list[dict[str, Any]]:
-    rows = session.exec(
-        select(ApiToken)
-        .where(ApiToken.user_id == principal.user.id)
-        .order_by(col(ApiToken.created_at).desc())
-    ).all()
+    rows = accounts.tokens_of(session, principal.user.id)
     return [
         {
             "id": row.id,
@@ -164,24 +156,13 @@ def create_token(
         check_csrf(request, hub, csrf)
         if "all" not in principal.scopes:
             raise HubError("Sign in with a token of scope 'all' to create tokens.")
-        if not name.strip():
-            raise HubError("Give the token a name (e.g. the machine it is for).")
         try:
-            scopes = validate_scopes(scope.split())
+            scopes = accounts.token_scopes(name, scope.split())
         except ValueError as exc:
             raise HubError(str(exc)) from None
     except HubError as exc:
         return _tokens_page(request, session, principal, status_code=400, error=exc.message)
-    secret = generate_token()
-    session.add(
-        ApiToken(
-            user_id=principal.user.id,
-            name=name.strip(),
-            token_hash=hash_token(secret),
-            scopes=" ".join(scopes),
-        )
-    )
-    session.commit()
+    secret = accounts.create_own_token(session, principal, name.strip(), scopes)
     return _tokens_page(request, session, principal, status_code=201, new_secret=secret)
 
 
@@ -200,15 +181,11 @@ def revoke_token(
         check_csrf(request, hub, csrf)
     except HubError as exc:
         return _tokens_page(request, session, principal, status_code=403, error=exc.message)
-    row = session.get(ApiToken, token_id)
-    if row is None or row.user_id != principal.user.id:
+    row = accounts.revoke_own_token(session, principal, token_id)
+    if row is None:
         return _tokens_page(
             request, session, principal, status_code=404, error="No such token of yours."
         )
-    if row.revoked_at is None:
-        row.revoked_at = utcnow()
-        session.add(row)
-        session.commit()
     if row.id == principal.token.id:  # revoking the session's own token signs out
         response = RedirectResponse("/", status_code=303)
         end_session(response)

@@ -13,21 +13,20 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from hub_server.accounts.access import readable_environment
 from hub_server.accounts.models import Owner
-from hub_server.core.blobstore import BlobStore
-from hub_server.core.deps import HubDep, SessionDep
+from hub_server.core.blobstore import BlobStorage
 from hub_server.core.errors import HubError, NotFound
 from hub_server.evals import service
 from hub_server.evals.leaderboard import leaderboard
-from hub_server.evals.models import Evaluation
-from hub_server.index import routes as index_routes
+from hub_server.http.deps import HubDep, SessionDep, public_base
+from hub_server.index import api as index_routes
 from hub_server.index.sdk import sdk_wheel
+from hub_server.registry import service as registry_service
 from hub_server.registry.metadata import file_metadata
 from hub_server.registry.models import DistFile, Environment
-from hub_server.registry.push_api import public_base
 from hub_server.registry.views import summaries, version_infos
 from hub_server.web.charts import leaderboard_svg
 from hub_server.web.pages import page
@@ -35,7 +34,7 @@ from hub_server.web.readme import MetadataCache, VersionMetadata
 from hub_server.web.session import WebPrincipalDep
 from registry_index.env_args import EnvSignature, read_env_signature
 from registry_index.install_commands import install_commands
-from registry_index.schemas.versions import VersionInfo
+from registry_index.schemas.versions import FileKind, VersionInfo
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER
 
 router = APIRouter(include_in_schema=False)
@@ -52,16 +51,8 @@ RESERVED_FIRST_SEGMENTS = frozenset(
 )  # fmt: skip
 
 
-def _wheel(session: Session, version_id: str | None) -> DistFile | None:
-    if version_id is None:
-        return None
-    return session.exec(
-        select(DistFile).where(DistFile.version_id == version_id, DistFile.kind == "wheel")
-    ).first()
-
-
 def _version_metadata(
-    session: Session, store: BlobStore, wheel: DistFile | None
+    session: Session, store: BlobStorage, wheel: DistFile | None
 ) -> VersionMetadata | None:
     if wheel is None or wheel.metadata_sha256 is None:
         return None
@@ -72,7 +63,7 @@ def _version_metadata(
     return _metadata.get(wheel.metadata_sha256, load)
 
 
-def _env_signature(store: BlobStore, wheel: DistFile | None) -> EnvSignature | None:
+def _env_signature(store: BlobStorage, wheel: DistFile | None) -> EnvSignature | None:
     """`load_environment`'s arguments, read from the wheel's source (never run), by sha256."""
     if wheel is None:
         return None
@@ -89,7 +80,7 @@ def _env_signature(store: BlobStore, wheel: DistFile | None) -> EnvSignature | N
 
 
 def _commands(base: str, owner: str, name: str, version: VersionInfo | None) -> list[Any]:
-    wheel = next((f for f in version.files if f.kind == "wheel"), None) if version else None
+    wheel = next((f for f in version.files if f.kind == FileKind.WHEEL), None) if version else None
     sdk = sdk_wheel()
     return install_commands(
         base,
@@ -99,19 +90,6 @@ def _commands(base: str, owner: str, name: str, version: VersionInfo | None) -> 
         wheel_url=wheel.url if wheel else None,
         sdk_wheel_url=f"{base}/{SDK_OWNER}/files/{SDK_DISTRIBUTION}/{sdk.filename}",
     )
-
-
-def _pass_at_k(session: Session, evaluation_ids: list[str]) -> dict[str, dict[str, float]]:
-    """pass@k of each shown run, from the summary the hub recomputed at finalize."""
-    if not evaluation_ids:
-        return {}
-    runs = session.exec(select(Evaluation).where(col(Evaluation.id).in_(evaluation_ids))).all()
-    shown: dict[str, dict[str, float]] = {}
-    for run in runs:
-        summary = service.summary_of(run)
-        if summary is not None and summary.pass_at_k:
-            shown[run.id] = dict(summary.pass_at_k)
-    return shown
 
 
 def _render(
@@ -142,7 +120,7 @@ def _render(
             status_code=404,
             message=f"{own.name}/{env.name} has no version {chosen!r}.",
         )
-    wheel = _wheel(session, shown.id if shown else None)
+    wheel = registry_service.wheel_of(session, shown.id) if shown else None
     rows = leaderboard(session, env, principal, board_version, include_third_party=not first_party)
     return page(
         request,
@@ -158,7 +136,7 @@ def _render(
         versions=versions,
         leaderboard=rows,
         leaderboard_chart=leaderboard_svg(rows),
-        pass_at_k=_pass_at_k(session, [row.evaluation_id for row in rows]),
+        pass_at_k=service.pass_at_k(session, [row.evaluation_id for row in rows]),
         board_version=board_version or "",
         first_party=first_party,
         runs=service.recent_runs(session, principal, env, limit=10),

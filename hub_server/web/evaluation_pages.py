@@ -16,15 +16,13 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
-from sqlmodel import Session, col, func, select
+from sqlmodel import Session
 
-from hub_server.accounts.access import readable_environment
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
-from hub_server.core.deps import HubDep, SessionDep
 from hub_server.core.errors import HubError
 from hub_server.evals import service
-from hub_server.evals.models import Evaluation, EvaluationBatch
+from hub_server.evals.models import Evaluation
 from hub_server.evals.sample_index import (
     SampleFilter,
     ensure_indexed,
@@ -33,12 +31,13 @@ from hub_server.evals.sample_index import (
     page_of_samples,
     run_overview,
 )
-from hub_server.evals.samples import decode_batch
-from hub_server.index import routes as index_routes
+from hub_server.http.deps import HubDep, SessionDep
+from hub_server.index import api as index_routes
 from hub_server.registry.models import Environment
 from hub_server.web.charts import histogram_svg
 from hub_server.web.pages import page
 from hub_server.web.session import WebPrincipalDep
+from registry_index.summary import Summary
 
 router = APIRouter(include_in_schema=False)
 
@@ -50,13 +49,8 @@ _SHOWN_METADATA = 40
 def _run(
     session: Session, principal: Principal | None, owner: str, name: str, evaluation_id: str
 ) -> tuple[Owner, Environment, Evaluation]:
-    own, env = readable_environment(session, principal, owner, name)
-    evaluation, run_env = service.get_evaluation(session, evaluation_id, principal)
-    if run_env.id != env.id:
-        raise service.EvalError(
-            404, f"Evaluation {evaluation_id} not found on {own.name}/{env.name}."
-        )
-    return own, env, evaluation
+    env, evaluation = service.evaluation_on(session, principal, owner, name, evaluation_id)
+    return env.owner, env, evaluation
 
 
 def _metadata_rows(evaluation: Evaluation) -> list[tuple[str, str]]:
@@ -130,12 +124,7 @@ def evaluation_page(
         return urlencode({**{k: v for k, v in filters.items() if v}, "page": number})
 
     overview = run_overview(session, evaluation)
-    others = session.exec(
-        service.runs_query(principal, Evaluation.id, Evaluation.model_name)
-        .where(Evaluation.environment_id == env.id, Evaluation.id != evaluation.id)
-        .order_by(col(Evaluation.created_at).desc())
-        .limit(20)
-    ).all()
+    others = service.other_runs(session, principal, evaluation, limit=20)
     return page(
         request,
         "evaluation.html",
@@ -150,7 +139,7 @@ def evaluation_page(
             "created_at": evaluation.created_at,
             "finalized_at": evaluation.finalized_at,
             "sample_count": evaluation.sample_count,
-            "summary": service.summary_of(evaluation) or service.Summary(),
+            "summary": service.summary_of(evaluation) or Summary(),
         },
         metadata=_metadata_rows(evaluation),
         histogram=histogram_svg(overview.bars, label="Scored samples by reward"),
@@ -179,20 +168,12 @@ def download_samples(
         _, _, evaluation = _run(session, principal, owner, name, evaluation_id)
     except HubError as exc:
         return Response(exc.message + "\n", status_code=404, media_type="text/plain")
-    keys = list(
-        session.exec(
-            select(EvaluationBatch.blob_key)
-            .where(EvaluationBatch.evaluation_id == evaluation.id)
-            .order_by(col(EvaluationBatch.seq))
-        ).all()
-    )
+    batches = list(evaluation.batches)
     store = hub.store
 
     def lines() -> Iterator[bytes]:
-        for key in keys:
-            with store.open(key) as handle:
-                for record in decode_batch(handle.read()):
-                    yield (json.dumps(record, ensure_ascii=False) + "\n").encode()
+        for record in service.iter_samples(store, batches):
+            yield (json.dumps(record, ensure_ascii=False) + "\n").encode()
 
     filename = f"{evaluation.id}.jsonl"
     return StreamingResponse(
@@ -224,16 +205,9 @@ def compare_runs(
         return page(request, "not_found.html", status_code=404, message=exc.message)
     for run in (first, second):
         ensure_indexed(session, hub.store, run)
-    examples_query = example_indexes(session, [first.id, second.id])
-    total = session.exec(select(func.count()).select_from(examples_query.subquery())).one()
-    examples = [
-        int(i)
-        for i in session.exec(
-            examples_query.order_by("example_index")
-            .offset((page_number - 1) * EXAMPLES_PER_PAGE)
-            .limit(EXAMPLES_PER_PAGE)
-        ).all()
-    ]
+    examples, total = example_indexes(
+        session, [first.id, second.id], page_number, EXAMPLES_PER_PAGE
+    )
     left, right = (
         example_means(session, first.id, examples),
         example_means(session, second.id, examples),

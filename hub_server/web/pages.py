@@ -9,7 +9,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup, escape
 
-from hub_server.core.state import Hub
+from hub_server.http.state import Hub
 from hub_server.web.render import build_templates
 from hub_server.web.session import CSRF_FIELD, csrf_value, remember_csrf
 

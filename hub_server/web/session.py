@@ -24,11 +24,12 @@ from fastapi.responses import Response
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sqlmodel import Session
 
-from hub_server.accounts.auth import Principal, principal_for_token
+from hub_server.accounts.auth import Principal, principal_for_token_id
 from hub_server.accounts.models import ApiToken
-from hub_server.core.deps import HubDep, SessionDep, resolve_principal
 from hub_server.core.errors import Forbidden
-from hub_server.core.state import Hub
+from hub_server.http.deps import HubDep, SessionDep
+from hub_server.http.principal import resolve_principal
+from hub_server.http.state import Hub
 
 SESSION_COOKIE = "hub_session"
 CSRF_COOKIE = "hub_csrf"
@@ -108,8 +109,7 @@ def _session_principal(request: Request, hub: Hub, session: Session) -> Principa
     data = _load(hub, request.cookies.get(SESSION_COOKIE))
     if not isinstance(data, dict) or not isinstance(data.get("token_id"), str):
         return None
-    row = session.get(ApiToken, data["token_id"])
-    return None if row is None else principal_for_token(session, row)
+    return principal_for_token_id(session, data["token_id"])
 
 
 def web_principal(request: Request, hub: HubDep, session: SessionDep) -> Principal | None:

@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from enum import StrEnum
+from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, Field, StringConstraints
 
 MAX_TAG_LENGTH = 64
 """The widest tag the hub stores (its column width): a longer one is refused with a 400."""
 
-Visibility = Literal["public", "private"]
+
+class Visibility(StrEnum):
+    """Who may see an environment: everyone, or its owner's people (404 to anyone else)."""
+
+    PUBLIC = "public"
+    PRIVATE = "private"
+
+
+class OwnerKind(StrEnum):
+    """A namespace belongs to one user or to an organisation."""
+
+    USER = "user"
+    ORG = "org"
 
 
 def _lower(value: Any) -> Any:
@@ -26,7 +39,7 @@ Tags = Annotated[list[Tag], Field(max_length=32)]
 
 class OwnerOut(BaseModel):
     name: str
-    kind: Literal["user", "org"]
+    kind: OwnerKind
 
 
 class EnvironmentSummary(BaseModel):

@@ -1,4 +1,9 @@
-"""An environment's leaderboard: the best finalized run per model, with n and a 95% interval."""
+"""An environment's leaderboard: the best finalized run per model, with n and a 95% interval.
+
+`mean_reward` and `stderr` are the wire's names (docs/api.md) for what the run's summary calls
+`reward_mean` and `reward_stderr` (`registry_index.summary.Summary`); the hub fills them from
+those fields and nothing else, so this model is the one place the other spelling lives.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +16,8 @@ class LeaderboardRow(BaseModel):
     rank: int
     model: str
     evaluation_id: str
-    mean_reward: float
-    stderr: float | None
+    mean_reward: float  # Summary.reward_mean of the run
+    stderr: float | None  # Summary.reward_stderr of the run
     n: int
     rollouts: int
     errors: int

@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
 from registry_index.schemas.environments import Visibility
 
 
+class FileKind(StrEnum):
+    """What a stored file is: a wheel, an sdist (twine), or a `prime env push` source archive."""
+
+    WHEEL = "wheel"
+    SDIST = "sdist"
+    SOURCE = "source"
+
+
 class FileOut(BaseModel):
     filename: str
-    kind: Literal["wheel", "sdist", "source"]
+    kind: FileKind
     sha256: str
     size: int
     url: str

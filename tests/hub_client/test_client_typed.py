@@ -22,9 +22,9 @@ from prime_cli.main import cli
 from registry_index.resolve import parse_env_ref
 from registry_index.schemas.evals import CreateEvaluation, EnvironmentRef
 from registry_index.schemas.push import PushMetadata, ResolveRequest, UploadRequest
+from tests.hub_server.evals.test_evaluations import rollout
 from tests.hub_server.inproc import InProcessHub, start_inproc_hub
-from tests.hub_server.test_evaluations import rollout
-from tests.hub_server.test_rest_api import push
+from tests.hub_server.registry.test_rest_api import push
 from tests.hub_server.wheels import source_archive_bytes, wheel_bytes
 
 

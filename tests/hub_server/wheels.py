@@ -57,7 +57,11 @@ def wheel_bytes(
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for path, data in members.items():
-            archive.writestr(path, data)
+            # A fixed timestamp: the bytes (and sha256) depend on the arguments alone, so an
+            # upload repeated a second later is the identical file, not "other bytes".
+            info = zipfile.ZipInfo(path, date_time=(2020, 1, 1, 0, 0, 0))
+            info.external_attr = 0o600 << 16  # what writestr(path, …) sets
+            archive.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
     return buffer.getvalue()
 
 

@@ -13,6 +13,7 @@ import json
 import types
 import typing
 from datetime import UTC, datetime
+from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
@@ -50,7 +51,7 @@ from registry_index.schemas.push import (
 )
 from registry_index.schemas.versions import InstallRecord, VersionInfo
 
-# Every response model a route of the hub declares (tests/hub_server/test_rest_api.py checks
+# Every response model a route of the hub declares (tests/hub_server/registry/test_rest_api.py checks
 # that the routes declare only models from registry_index.schemas).
 RESPONSES: list[type[BaseModel]] = [
     Envelope[WhoAmI],
@@ -99,6 +100,8 @@ def wire(annotation: Any) -> st.SearchStrategy[Any]:
         return st.one_of(*(wire(arg) for arg in args))
     if origin is Literal:
         return st.sampled_from(args)
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return st.sampled_from(list(annotation))
     if origin is list:
         return st.lists(wire(args[0]), max_size=3)
     if origin is dict:

@@ -18,7 +18,7 @@ from sqlmodel import Session, select
 
 from hub_server.registry.models import DistFile, FileMetadata
 from tests.hub_server.hardening_hub import HardenedHub
-from tests.hub_server.test_upload_safety import multipart
+from tests.hub_server.index.test_upload_safety import multipart
 from tests.hub_server.wheels import twine_upload_form, wheel_bytes
 
 # Enough padding (in a form field twine sends too) to take a body past the anonymous limit.

@@ -14,7 +14,6 @@ from sqlmodel import SQLModel
 
 import hub_server.accounts.models
 import hub_server.evals.models
-import hub_server.evals.sample_index
 import hub_server.registry.models  # noqa: F401
 from hub_server.accounts.admin import open_database
 from hub_server.core.db import alembic_config, include_in_autogenerate

@@ -21,7 +21,7 @@ from tests.hub_server.hubproc import HubProcess, start_hub
 from tests.hub_server.wheels import twine_upload_form, wheel_bytes
 from tests.support import require
 
-SHOTS = Path(__file__).resolve().parents[2] / "outputs" / "screenshots"
+SHOTS = Path(__file__).resolve().parents[3] / "outputs" / "screenshots"
 BIN = Path(sys.executable).parent
 README = """# Tiny maths
 

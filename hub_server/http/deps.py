@@ -1,7 +1,8 @@
-"""FastAPI dependencies shared by every router (also the extension point for evals and web).
+"""FastAPI dependencies shared by every router.
 
 `HubDep` gives the process state, `SessionDep` a request-scoped database session,
-`PrincipalDep` the caller (or None), `AuthDep` a caller that must be authenticated.
+`PrincipalDep` the caller (or None), `AuthDep` a caller that must be authenticated,
+`BaseUrlDep` the hub's external base URL for links in answers.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlmodel import Session
 
-from hub_server.accounts.auth import Principal, authenticate, credentials_from_header
+from hub_server.accounts.auth import Principal
 from hub_server.core.errors import RateLimited, Unauthorized
-from hub_server.core.limits import PRINCIPAL_KEY
-from hub_server.core.state import Hub
+from hub_server.http.principal import client_ip, resolve_principal
+from hub_server.http.state import Hub
 
 
 def get_hub(request: Request) -> Hub:
@@ -33,39 +34,6 @@ def get_session(hub: HubDep) -> Iterator[Session]:
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
-
-
-def client_ip(request: Request) -> str:
-    return request.client.host if request.client else "unknown"
-
-
-def resolve_principal(request: Request, hub: Hub, session: Session) -> Principal | None:
-    """The caller behind the Authorization header; None when anonymous.
-
-    A wrong token is a 401 (never silently anonymous), and failed attempts are rate limited
-    per client IP so tokens cannot be guessed at speed. The request-limits middleware already
-    authenticated a request that carries a body; its answer is reused.
-    """
-    if PRINCIPAL_KEY in request.scope:
-        cached: Principal | None = request.scope[PRINCIPAL_KEY]
-        return cached
-    token = credentials_from_header(request.headers.get("authorization"))
-    if token is None:
-        return None
-    ip = client_ip(request)
-    wait = hub.login_limiter.retry_after(ip)
-    if wait is not None:
-        raise RateLimited(
-            f"Too many failed logins from {ip}; wait {wait} s before trying again.", wait
-        )
-    principal = authenticate(session, token)
-    if principal is None:
-        hub.login_limiter.hit(ip)
-        raise Unauthorized(
-            "Invalid or revoked API token; check PRIME_API_KEY or create a new token with "
-            "`prime hub token create`."
-        )
-    return principal
 
 
 def get_principal(request: Request, hub: HubDep, session: SessionDep) -> Principal | None:
@@ -93,3 +61,11 @@ def check_upload_rate(request: Request, hub: Hub, principal: Principal) -> None:
         wait = hub.upload_limiter.hit(key)
         if wait is not None:
             raise RateLimited(f"Too many uploads; wait {wait} s before uploading again.", wait)
+
+
+def public_base(request: Request, hub: HubDep) -> str:
+    """The hub's external base URL, for links in answers: the setting, else what the client used."""
+    return (hub.settings.public_url or str(request.base_url)).rstrip("/")
+
+
+BaseUrlDep = Annotated[str, Depends(public_base)]

@@ -1,6 +1,6 @@
-"""Hostile review of the upload path (second pass): inputs that got a 500, left files behind or
-were read before authentication, and races that broke a rule (each with the fix's commit);
-then attacks that held, pinned where no other test covered them. Uploads go through the
+"""Hostile inputs to the upload path: inputs that could get a 500, leave files behind or be
+read before authentication, and races that could break a rule; then attacks that hold, pinned
+where no other test covers them. Uploads go through the
 in-memory path (< 1 MiB) and the scratch-file path alike where the difference could matter.
 
 In-process (`create_app` behind a TestClient, or raw ASGI calls where the framing or a
@@ -32,17 +32,17 @@ from hub_server.registry import publishing
 from hub_server.registry.models import Environment
 from hub_server.registry.publishing import EnvTarget, NewFile, publish_file
 from tests.hub_server.hardening_hub import HardenedHub
+from tests.hub_server.index.test_upload_refusals import _body as _refusals_body
+from tests.hub_server.index.test_upload_refusals import _written
+from tests.hub_server.index.test_upload_safety import SIZES, multipart, stored_blobs, table_counts
 from tests.hub_server.inproc import InProcessHub
-from tests.hub_server.services import postgres_bin, postgres_cluster
-from tests.hub_server.test_publishing import (
+from tests.hub_server.registry.test_publishing import (
     _new_file,
     _race_setup,
     _uid,
     _WhileAlicesBlobIsWritten,
 )
-from tests.hub_server.test_upload_refusals import _body as _refusals_body
-from tests.hub_server.test_upload_refusals import _written
-from tests.hub_server.test_upload_safety import SIZES, multipart, stored_blobs, table_counts
+from tests.hub_server.services import postgres_bin, postgres_cluster
 from tests.hub_server.wheels import wheel_bytes
 from tests.support import require
 

@@ -18,13 +18,14 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
+from hub_server.accounts import service as accounts
 from hub_server.accounts.access import find_owner
 from hub_server.accounts.auth import Principal
-from hub_server.accounts.models import Membership, Owner, User
-from hub_server.core.deps import SessionDep
+from hub_server.accounts.models import Owner
 from hub_server.core.errors import NotFound
+from hub_server.http.deps import SessionDep
 from hub_server.registry.models import Environment
 from hub_server.registry.search import EnvironmentQuery, SortField, search_environments
 from hub_server.registry.views import summaries
@@ -73,7 +74,7 @@ def _cards(session: Session, pairs: list[tuple[Environment, Owner]]) -> list[dic
     ]
 
 
-_SORTS = {
+_SORTS: dict[SortField, str] = {
     "updated_at": "Recently updated",
     "name": "Name",
     "evaluations": "Most evaluated",
@@ -93,7 +94,8 @@ def _listing(
     people: list[str] | None = None,
 ) -> HTMLResponse:
     q, tags, sort, page = listing.q, listing.tag or [], listing.sort, listing.page
-    chosen: SortField = sort if sort in _SORTS else ("relevance" if q.strip() else "updated_at")  # type: ignore[assignment]
+    default: SortField = "relevance" if q.strip() else "updated_at"
+    chosen = next((field for field in _SORTS if field == sort), default)
     result = search_environments(
         session,
         principal,
@@ -140,19 +142,6 @@ def _listing(
     )
 
 
-def _people(session: Session, owner: Owner) -> list[str]:
-    """An organisation's members, or the organisations a user belongs to (names, sorted)."""
-    if owner.kind == "org":
-        members = select(User.username).join(Membership, col(Membership.user_id) == col(User.id))
-        return sorted(session.exec(members.where(Membership.owner_id == owner.id)).all())
-    orgs = (
-        select(Owner.name)
-        .join(Membership, col(Membership.owner_id) == col(Owner.id))
-        .where(Membership.user_id == owner.user_id)
-    )
-    return sorted(session.exec(orgs).all())
-
-
 @dataclass
 class ListingQuery:
     """The listing pages' query string: text, tags (repeatable), sort and page."""
@@ -191,5 +180,5 @@ def owner_page(
         "owner.html",
         listing,
         owner=found,
-        people=_people(session, found),
+        people=accounts.people_of(session, found),
     )

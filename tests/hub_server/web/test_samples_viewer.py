@@ -17,7 +17,7 @@ from sqlmodel import Session, delete
 from hub_server.accounts.admin import create_token, create_user, open_database
 from hub_server.app import create_app
 from hub_server.core.settings import HubSettings
-from hub_server.evals.sample_index import EvaluationSample
+from hub_server.evals.models import EvaluationSample
 from tests.hub_server.wheels import twine_upload_form, wheel_bytes
 
 N_EXAMPLES = 150  # x 2 rollouts = 300 samples in 3 batches

@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 from tests.hub_server.hubproc import HubProcess, start_hub
+from tests.hub_server.index.test_clients import BIN, fresh_venv, run, twine_upload
+from tests.hub_server.index.test_upload_safety import upload
+from tests.hub_server.registry.test_rest_api import client, push
 from tests.hub_server.services import postgres_bin, postgres_cluster, s3_server
-from tests.hub_server.test_clients import BIN, fresh_venv, run, twine_upload
-from tests.hub_server.test_rest_api import client, push
-from tests.hub_server.test_upload_safety import upload
 from tests.hub_server.wheels import wheel_bytes, write_wheel
 from tests.support import require
 

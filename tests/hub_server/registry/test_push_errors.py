@@ -7,8 +7,8 @@ import hashlib
 import httpx
 import pytest
 
+from tests.hub_server.index.test_upload_safety import stored_blobs, upload
 from tests.hub_server.inproc import InProcessHub
-from tests.hub_server.test_upload_safety import stored_blobs, upload
 from tests.hub_server.wheels import wheel_bytes
 
 API = "/api/v1/environmentshub"

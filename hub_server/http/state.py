@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine
 
-from hub_server.core.blobstore import BlobStore
-from hub_server.core.ratelimit import SlidingWindowLimiter
+from hub_server.core.blobstore import BlobStorage
+from hub_server.core.cache import PageCache
 from hub_server.core.settings import HubSettings
-from hub_server.index.page_cache import PageCache
+from hub_server.http.ratelimit import SlidingWindowLimiter
 
 
 @dataclass
@@ -18,7 +18,7 @@ class Hub:
 
     settings: HubSettings
     engine: Engine
-    store: BlobStore
+    store: BlobStorage
     upload_limiter: SlidingWindowLimiter
     login_limiter: SlidingWindowLimiter
     pages: PageCache = field(default_factory=PageCache)

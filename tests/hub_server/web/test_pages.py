@@ -1,6 +1,6 @@
 """Web pages, rendered by the hub in-process: listing and search, environment pages (README,
 versions, install lines, leaderboard), run pages, owner pages, privacy, escaping. The real
-browser against a real server is test_web_browser.py."""
+browser against a real server is test_browser.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.hub_server.test_evaluations import RunningHub
+from tests.hub_server.evals.test_evaluations import RunningHub
 
 XSS_MODEL = '<img src=x onerror="alert(1)">'
 

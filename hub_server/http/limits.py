@@ -1,51 +1,33 @@
 """Every request is bounded before the hub reads its body (an ASGI middleware).
 
 FastAPI reads a JSON or form body before a route's dependencies run, so a route cannot refuse
-an oversized or unauthenticated body in time: by then it is in memory (or spooled to /tmp).
-This middleware runs first and decides from the headers alone:
-
-- a token in `Authorization` is checked now, so a wrong one is a 401 before any byte is read;
-  except for a twine upload (`/legacy/`) whose declared body is no larger than an anonymous
-  request may send anyway (`max_anonymous_body_bytes`): reading that much is no more than
-  anyone may ask, so the upload route authenticates it in the thread-pool hop it makes for its
-  own work (one hop instead of two; a wrong token is still a 401). The middleware marks such a
-  request (`AUTH_DEFERRED_KEY`); the route reads a body before authenticating only when it
-  is marked, so one whose size nobody bounded (no Content-Length, no Transfer-Encoding: an
-  unframed HTTP/2 body) is still refused before it is read;
-- the body limit is chosen by route: an upload (`/legacy/`, the `PUT` upload URL) may carry
-  `request_body_limit` bytes, any other route `max_json_bytes`, and an anonymous request (no
-  token; the upload URL carries its own) only `max_anonymous_body_bytes`;
-- a declared `Content-Length` over the limit is answered 413 (401 for an anonymous API call)
-  without reading; a chunked or lying body is counted while it streams and cut off with 413
-  the moment it passes the limit, whatever the route was doing with it;
-- a URL path with a NUL (`%00`) is a 400 at once (PostgreSQL cannot take it as a parameter);
-- a POST, PUT, PATCH or DELETE with neither `Content-Length` nor `Transfer-Encoding` is taken
-  to carry a body (an HTTP/2 server may deliver one unframed), so all of the above applies.
+an oversized or unauthenticated body in time. This middleware runs first and decides from the
+headers alone: the token is checked (401 before any byte is read), the body limit is chosen
+by route and caller, a declared size over it is a 413 and a streaming one is cut off at it.
+The rules, in full, are in docs/security.md ("The request path").
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from hub_server.accounts.auth import Principal
 from hub_server.core.errors import HubError
 from hub_server.core.http_protocol import REASON_HEADER, latin1_reason
-from hub_server.core.state import Hub
+from hub_server.http.principal import AUTH_DEFERRED_KEY, PRINCIPAL_KEY, resolve_principal
+from hub_server.http.state import Hub
 from registry_index.schemas.errors import ErrorBody
 
 # The REST upload URL: its `?token=` is the credential, checked by the route before reading.
 _UPLOAD_URL = re.compile(r"^/api/v1/environmentshub/uploads/[^/]+/?$")
 _LEGACY = re.compile(r"^/(?:[^/]+/)?legacy/?$")
-PRINCIPAL_KEY = "hub.principal"
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-# Set on a small twine upload whose authentication is left to its route (see the module doc).
-AUTH_DEFERRED_KEY = "hub.auth_deferred"
 
 
 class BodyTooLarge(Exception):
@@ -155,9 +137,7 @@ class RequestLimitsMiddleware:
         await _Guard(self.app, limit).run(scope, receive, send)
 
 
-def _authenticate(scope: Scope, hub: Hub) -> Any:
-    from hub_server.core.deps import resolve_principal
-
+def _authenticate(scope: Scope, hub: Hub) -> Principal | None:
     with Session(hub.engine, expire_on_commit=False) as session:
         return resolve_principal(Request(scope), hub, session)
 

@@ -3,7 +3,7 @@ store, and the HTTP API on the hub in-process (PostgreSQL and S3 real servers wh
 the point; a real `prime hub serve` only for the stock `prime-evals` SDK, which opens its own
 connections).
 
-The running-hub helpers here (`RunningHub`, `build_wheel`) are shared with test_web.py.
+The running-hub helpers here (`RunningHub`, `build_wheel`) are shared with web/test_pages.py.
 """
 
 from __future__ import annotations
@@ -219,6 +219,20 @@ def test_latest_resolves_to_newest_final_unyanked_version(hub: Hub) -> None:
     assert create(hub, "alice", "alice/Wordle", "0.3.0rc1").env_version == "0.3.0rc1"
 
 
+def test_a_version_specifier_selects_as_install_does(hub: Hub) -> None:
+    """`@spec` takes the forms `prime env install` takes: yanked 0.2.1 only by an exact pin,
+    the pre-release only when asked for."""
+    assert create(hub, "alice", "alice/wordle@>=0.2").env_version == "0.2.0"
+    assert create(hub, "alice", "alice/wordle", ">=0.1,<0.2").env_version == "0.1.0"
+    assert create(hub, "alice", "alice/wordle@==0.2.1").env_version == "0.2.1"
+    with pytest.raises(HubError) as caught:
+        create(hub, "alice", "alice/wordle@>=1")
+    assert caught.value.status == 404 and "no version '>=1'" in caught.value.message
+    with pytest.raises(HubError) as caught:
+        create(hub, "alice", "alice/wordle@not a spec")
+    assert caught.value.status == 400
+
+
 @pytest.mark.parametrize(
     ("who", "slug", "version", "status", "message"),
     [
@@ -259,7 +273,7 @@ def test_push_finalize_and_leaderboard(hub: Hub) -> None:
         and done.n_errors == 1
         and done.n_examples == 3
     )
-    assert done.mean_reward == pytest.approx(0.75)
+    assert done.reward_mean == pytest.approx(0.75)
     with hub.session() as session:
         batches = session.exec(
             select(EvaluationBatch).where(EvaluationBatch.evaluation_id == run.id)
@@ -329,7 +343,7 @@ def test_finalize_reads_blobs_of_batches_without_partials(hub: Hub) -> None:
         session.commit()
     done = finalize(hub, "alice", run.id)
     assert (done.n_rollouts, done.n_errors, done.n_examples) == (3, 1, 2)
-    assert done.mean_reward == pytest.approx(2 / 3)
+    assert done.reward_mean == pytest.approx(2 / 3)
 
 
 def test_finalize_twice_and_push_after_finalize_are_409_and_change_nothing(hub: Hub) -> None:

@@ -1,0 +1,93 @@
+"""Account operations of a signed-in caller: who they are, their tokens, an owner's people.
+
+(Administration without a server, users and organisations included, is `accounts.admin`.)
+"""
+
+from __future__ import annotations
+
+from sqlmodel import Session, col, select
+
+from hub_server.accounts.auth import Principal, generate_token, hash_token, validate_scopes
+from hub_server.accounts.models import ApiToken, Membership, Owner, User
+from hub_server.core.ids import utcnow
+from registry_index.schemas.accounts import TokenOut, WhoAmI
+from registry_index.schemas.environments import OwnerKind
+
+
+def whoami(session: Session, principal: Principal) -> WhoAmI:
+    """The caller, their organisations and the token they called with."""
+    orgs = session.exec(
+        select(Owner.name).where(
+            Owner.kind == OwnerKind.ORG, col(Owner.id).in_(principal.owner_ids)
+        )
+    ).all()
+    return WhoAmI(
+        id=principal.user.id,
+        username=principal.user.username,
+        is_admin=principal.user.is_admin,
+        organizations=sorted(orgs),
+        token=TokenOut(name=principal.token.name, scopes=principal.scopes),
+    )
+
+
+def token_scopes(name: str, scopes: list[str]) -> list[str]:
+    """The canonical scopes of a token to be made; ValueError, saying what to change, for an
+    unknown scope or a blank name."""
+    canonical = validate_scopes(scopes)
+    if not name.strip():
+        raise ValueError("Give the token a name (e.g. the machine it is for).")
+    return canonical
+
+
+def new_token(session: Session, user_id: str, name: str, scopes: list[str]) -> tuple[str, ApiToken]:
+    """A token for the user, added to `session` (`scopes` from `token_scopes`): the secret,
+    shown once, and its row."""
+    secret = generate_token()
+    row = ApiToken(
+        user_id=user_id, name=name, token_hash=hash_token(secret), scopes=" ".join(scopes)
+    )
+    session.add(row)
+    return secret, row
+
+
+def create_own_token(session: Session, principal: Principal, name: str, scopes: list[str]) -> str:
+    """A new token of the caller's user, committed; returns its secret (shown once)."""
+    secret, _row = new_token(session, principal.user.id, name, scopes)
+    session.commit()
+    return secret
+
+
+def tokens_of(session: Session, user_id: str) -> list[ApiToken]:
+    """A user's tokens, newest first (rows hold only the hash: the secret is never shown)."""
+    return list(
+        session.exec(
+            select(ApiToken)
+            .where(ApiToken.user_id == user_id)
+            .order_by(col(ApiToken.created_at).desc())
+        ).all()
+    )
+
+
+def revoke_own_token(session: Session, principal: Principal, token_id: str) -> ApiToken | None:
+    """Revoke one of the caller's own tokens (idempotent); None when they have no such token."""
+    row = session.get(ApiToken, token_id)
+    if row is None or row.user_id != principal.user.id:
+        return None
+    if row.revoked_at is None:
+        row.revoked_at = utcnow()
+        session.add(row)
+        session.commit()
+    return row
+
+
+def people_of(session: Session, owner: Owner) -> list[str]:
+    """An organisation's members, or the organisations a user belongs to (names, sorted)."""
+    if owner.kind == OwnerKind.ORG:
+        members = select(User.username).join(Membership, col(Membership.user_id) == col(User.id))
+        return sorted(session.exec(members.where(Membership.owner_id == owner.id)).all())
+    orgs = (
+        select(Owner.name)
+        .join(Membership, col(Membership.owner_id) == col(Owner.id))
+        .where(Membership.user_id == owner.user_id)
+    )
+    return sorted(session.exec(orgs).all())

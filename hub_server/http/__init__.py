@@ -1,0 +1,1 @@
+"""Request plumbing: FastAPI dependencies, the request-limits middleware, rate limits, app state."""
