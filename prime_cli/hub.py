@@ -94,7 +94,7 @@ def serve(
     import uvicorn
 
     from hub_server.core.blobstore import BlobStore
-    from hub_server.core.http_protocol import ReasonPhraseH11Protocol
+    from hub_server.http.http_protocol import ReasonPhraseH11Protocol
 
     settings = _settings(data_dir)
     os.environ["PRIME_HUB_DATA_DIR"] = str(settings.data_dir)

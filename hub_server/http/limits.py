@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hub_server.accounts.auth import Principal
 from hub_server.core.errors import HubError
-from hub_server.core.http_protocol import REASON_HEADER, latin1_reason
+from hub_server.http.http_protocol import REASON_HEADER, latin1_reason
 from hub_server.http.principal import AUTH_DEFERRED_KEY, PRINCIPAL_KEY, resolve_principal
 from hub_server.http.state import Hub
 from registry_index.schemas.errors import ErrorBody

@@ -18,8 +18,8 @@ from starlette.requests import ClientDisconnect
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
 from hub_server.core.errors import BadRequest, HubError, Unauthorized
-from hub_server.core.http_protocol import REASON_HEADER, latin1_reason
 from hub_server.http.deps import check_upload_rate
+from hub_server.http.http_protocol import REASON_HEADER, latin1_reason
 from hub_server.http.principal import AUTH_DEFERRED_KEY, PRINCIPAL_KEY, resolve_principal
 from hub_server.http.state import Hub
 from hub_server.index import upload
