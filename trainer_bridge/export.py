@@ -10,8 +10,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from trainer_bridge.policy import PolicyError, apply_weights, load_weights, read_policy
-from trainer_bridge.stable import stable_steps, step_dir
+from trainer_bridge.protocol.policy import PolicyError, apply_weights, load_weights, read_policy
+from trainer_bridge.protocol.stable import stable_steps, step_dir
 from trainer_bridge.trainer_config import ModelConfig
 
 
@@ -37,7 +37,7 @@ def export_policy(
     if not merge and ref.kind == "lora":
         shutil.copytree(ref.path, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("STABLE"))
         return out
-    from trainer_bridge.modeling import add_lora, load_base
+    from trainer_bridge.trainer.modeling import add_lora, load_base
 
     base, tokenizer = load_base(model.model_copy(update={"device": "cpu", "dtype": "float32"}))
     policy = add_lora(base, model) if ref.kind == "lora" else base

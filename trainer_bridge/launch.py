@@ -23,24 +23,24 @@ from rich.console import Console
 from prime_env import event_loop
 from prime_env.environment import Environment
 from prime_env.run_status import RUNNING, describe_owner, held_by_another
-from trainer_bridge import checkpoints
-from trainer_bridge.backends.base import InferenceBackend
+from trainer_bridge.checkpoints import steps as checkpoints
 from trainer_bridge.config import (
     ConfigError,
     TrainConfig,
     differences,
     load_resolved,
 )
-from trainer_bridge.evals import evaluate
+from trainer_bridge.inference.base import InferenceBackend
 from trainer_bridge.metrics import Monitor, plot
-from trainer_bridge.orchestrator import (
+from trainer_bridge.orchestrator.evals import evaluate
+from trainer_bridge.orchestrator.loop import (
     BackendFactory,
     Orchestrator,
     TrainingStopped,
     reward_weights,
     trainer_command,
 )
-from trainer_bridge.run_dir import RunDir, write_text_atomic
+from trainer_bridge.protocol.run_dir import RunDir, write_text_atomic
 from trainer_bridge.supervisor import ChildDied, Supervisor
 
 SHUTDOWN_BOUND_S = 60.0
@@ -209,14 +209,14 @@ def make_backend_factory(
     kind = backend_kind(config)
 
     async def torch_backend() -> InferenceBackend:
-        from trainer_bridge.backends.torch_backend import TorchBackend
+        from trainer_bridge.inference.torch_backend import TorchBackend
 
         backend = TorchBackend(config.model, threads=1)
         await backend.client().ensure_loaded()
         return backend
 
     async def vllm_backend() -> InferenceBackend:
-        from trainer_bridge.backends.vllm_backend import VLLMBackend
+        from trainer_bridge.inference.vllm_backend import VLLMBackend
 
         backend = VLLMBackend(
             config.model.name, vllm_urls(config) if kind == "vllm" else config.inference.urls
@@ -415,7 +415,7 @@ async def _until_signalled(coro: Any, guard: ShutdownGuard) -> None:
 
 
 def _plot_quietly(run: RunDir) -> None:
-    from trainer_bridge.evals import read_evals
+    from trainer_bridge.orchestrator.evals import read_evals
 
     try:
         plot(run.metrics, run.plots / "train.png", read_evals(run.root))

@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import Console
 
 from trainer_bridge.config import MonitorsConfig
-from trainer_bridge.run_dir import RunDir
+from trainer_bridge.protocol.run_dir import RunDir
 
 PLOT_PANELS: list[tuple[str, list[str]]] = [
     ("train reward", ["reward/mean"]),

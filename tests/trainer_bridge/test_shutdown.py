@@ -15,7 +15,7 @@ SCRIPT = textwrap.dedent(
     import signal, sys, threading, time
     from pathlib import Path
     from trainer_bridge.launch import ShutdownGuard
-    from trainer_bridge.run_dir import RunDir
+    from trainer_bridge.protocol.run_dir import RunDir
     from trainer_bridge.supervisor import Supervisor
 
     run = RunDir(Path(sys.argv[1]))

@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 import torch.distributed as dist
 
-from .loss import LossStats
-from .policy import Probe, broadcast_dir, write_policy
-from .stable import is_stable, stable_dir
+from trainer_bridge.protocol.policy import Probe, broadcast_dir, write_policy
+from trainer_bridge.protocol.stable import is_stable, stable_dir
+from trainer_bridge.trainer.loss import LossStats
 
 if TYPE_CHECKING:
-    from .trainer import Dist, Trainer
+    from trainer_bridge.trainer.trainer import Dist, Trainer
 
 
 def init_process_group() -> Dist:
-    from .trainer import Dist
+    from trainer_bridge.trainer.trainer import Dist
 
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     dist.init_process_group(backend=backend)
@@ -36,7 +36,7 @@ def shard_model(scorer: Any) -> None:
     (embeddings, final norm and LM head are gathered by its forward)."""
     from torch.distributed.fsdp import fully_shard
 
-    from .modeling import causal_lm
+    from trainer_bridge.trainer.modeling import causal_lm
 
     for layer in causal_lm(scorer.model).get_decoder().layers:
         fully_shard(layer)

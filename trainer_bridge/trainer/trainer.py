@@ -31,12 +31,18 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from .loss import LossInputs, LossStats, Normaliser, resolve_loss
-from .modeling import TokenScorer, add_lora, load_base, resolve_device, right_pad
-from .policy import Probe, broadcast_dir, probe_token_ids, write_policy
-from .samples import TrainSample, batch_ready, read_batch
-from .stable import is_stable, stable_dir
-from .trainer_config import ModelConfig, TrainerConfig, check_compatible
+from trainer_bridge.protocol.batches import TrainSample, batch_ready, read_batch
+from trainer_bridge.protocol.policy import Probe, broadcast_dir, probe_token_ids, write_policy
+from trainer_bridge.protocol.stable import is_stable, stable_dir
+from trainer_bridge.trainer.loss import LossInputs, LossStats, Normaliser, resolve_loss
+from trainer_bridge.trainer.modeling import (
+    TokenScorer,
+    add_lora,
+    load_base,
+    resolve_device,
+    right_pad,
+)
+from trainer_bridge.trainer_config import ModelConfig, TrainerConfig, check_compatible
 
 POLL_S = 0.2
 METRICS_FILE = "trainer_metrics.jsonl"
@@ -147,7 +153,7 @@ class Trainer:
         self.model = add_lora(base, config.model)
         self.scorer = TokenScorer(self.model, tc.logprob_chunk)
         if self.dist.world_size > 1:
-            from .distributed import shard_model
+            from trainer_bridge.trainer.distributed import shard_model
 
             shard_model(self.scorer)
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -211,7 +217,7 @@ class Trainer:
         groups = micro_batches(mine, tc.micro_batch_tokens)
         rounds = len(groups)
         if self.dist.world_size > 1:
-            from .distributed import max_over_ranks
+            from trainer_bridge.trainer.distributed import max_over_ranks
 
             rounds = max_over_ranks(rounds)
         self.model.train()
@@ -225,7 +231,7 @@ class Trainer:
             stats.add(part)
         samples_seen = float(len(mine))
         if self.dist.world_size > 1:
-            from .distributed import sum_over_ranks
+            from trainer_bridge.trainer.distributed import sum_over_ranks
 
             stats, total_loss, samples_seen = sum_over_ranks(stats, total_loss, samples_seen)
         return Accumulated(stats, total_loss, samples_seen, len(groups))
@@ -282,7 +288,7 @@ class Trainer:
     def publish(self, version: int) -> None:
         probe = self.probe()  # every rank runs the forward (FSDP gathers), rank 0 writes
         if self.dist.world_size > 1:
-            from .distributed import publish_sharded
+            from trainer_bridge.trainer.distributed import publish_sharded
 
             publish_sharded(self, version, probe)
         elif not is_stable(broadcast_dir(self.run_dir, version)):
@@ -305,7 +311,7 @@ class Trainer:
 
     def save_checkpoint(self, step: int) -> None:
         if self.dist.world_size > 1:
-            from .distributed import save_sharded_checkpoint
+            from trainer_bridge.trainer.distributed import save_sharded_checkpoint
 
             save_sharded_checkpoint(self, step)
         else:
@@ -338,7 +344,7 @@ class Trainer:
 
     def load_checkpoint(self, step: int) -> None:
         if self.dist.world_size > 1:
-            from .distributed import load_sharded_checkpoint
+            from trainer_bridge.trainer.distributed import load_sharded_checkpoint
 
             load_sharded_checkpoint(self, step)
             return
@@ -444,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     return_freed_memory()
     dist = Dist()
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        from .distributed import init_process_group
+        from trainer_bridge.trainer.distributed import init_process_group
 
         dist = init_process_group()
     try:
@@ -453,7 +459,3 @@ def main(argv: list[str] | None = None) -> int:
         if dist.world_size > 1:
             torch.distributed.destroy_process_group()
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from .backends.base import PolicyRef
-from .stable import is_stable, stable_dir, step_dir
+from trainer_bridge.inference.base import PolicyRef
+from trainer_bridge.protocol.stable import is_stable, stable_dir, step_dir
 
 POLICY_FILE = "policy.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"

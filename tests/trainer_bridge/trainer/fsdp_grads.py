@@ -10,15 +10,15 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from trainer_bridge.samples import read_batch
-from trainer_bridge.trainer import Dist, RunConfig, Trainer
+from trainer_bridge.protocol.batches import read_batch
+from trainer_bridge.trainer.trainer import Dist, RunConfig, Trainer
 
 
 def main() -> None:
     run_dir, out = Path(sys.argv[1]), sys.argv[2]
     dist = Dist()
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        from trainer_bridge.distributed import init_process_group
+        from trainer_bridge.trainer.distributed import init_process_group
 
         dist = init_process_group()
     trainer = Trainer(run_dir, RunConfig.load(run_dir), dist)

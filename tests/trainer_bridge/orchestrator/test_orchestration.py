@@ -12,17 +12,17 @@ import pytest
 
 from prime_env import Environment, Rubric, SingleTurn
 from prime_env.record import ErrorInfo, RolloutRecord, Turn
-from trainer_bridge import checkpoints
+from trainer_bridge.checkpoints import steps as checkpoints
 from trainer_bridge.config import ConfigError, build_config
 from trainer_bridge.metrics import Monitor
-from trainer_bridge.orchestrator import (
+from trainer_bridge.orchestrator.loop import (
     Orchestrator,
     TrainingStopped,
     reward_weights,
     training_reward,
 )
-from trainer_bridge.policy import Probe
-from trainer_bridge.run_dir import RunDir
+from trainer_bridge.protocol.policy import Probe
+from trainer_bridge.protocol.run_dir import RunDir
 from trainer_bridge.supervisor import Supervisor
 
 
@@ -176,7 +176,7 @@ def test_dispatch_bound_sync_and_async(
         return key
 
     monkeypatch.setattr(orch, "_run_group", fake_run)
-    monkeypatch.setattr("trainer_bridge.orchestrator.asyncio.create_task", lambda job: job)
+    monkeypatch.setattr("trainer_bridge.orchestrator.loop.asyncio.create_task", lambda job: job)
     orch._dispatch()
     assert len(started) == groups  # one batch in flight (A=0) or two (A=1)
     assert len({key.split("-", 1)[1] for key in started}) == groups  # distinct tasks
@@ -217,7 +217,7 @@ def test_checkpoint_is_stable_only_with_both_halves(tmp_path: Path) -> None:
 
 def test_resume_refuses_a_changed_config_listing_the_keys(tmp_path: Path) -> None:
     from trainer_bridge import launch
-    from trainer_bridge.run_dir import write_text_atomic
+    from trainer_bridge.protocol.run_dir import write_text_atomic
 
     config = build_config([], [("max_steps", 4)], env_id="x/y")
     run = RunDir.new(tmp_path, "x", "m")
@@ -245,13 +245,13 @@ async def test_no_model_call_is_sampled_by_a_policy_before_its_probe_passes(
     import asyncio
 
     from prime_env.clients.base import ChatResponse, Usage
-    from trainer_bridge.backends.base import PolicyRef
-    from trainer_bridge.orchestrator import GuardedClient
+    from trainer_bridge.inference.base import PolicyRef
+    from trainer_bridge.orchestrator.loop import GuardedClient
 
     orch = orchestrator(tmp_path)
     probe = Probe([1, 2, 3], [-1.0, -2.0])
     ref = PolicyRef(version=1, path=tmp_path, kind="lora", sha256="x")
-    monkeypatch.setattr("trainer_bridge.orchestrator.read_policy", lambda path: (ref, probe))
+    monkeypatch.setattr("trainer_bridge.orchestrator.loop.read_policy", lambda path: (ref, probe))
     events: list[str] = []
     finish_first = asyncio.Event()
 

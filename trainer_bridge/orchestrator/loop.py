@@ -31,15 +31,20 @@ from prime_env.environment import Environment
 from prime_env.record import RolloutRecord
 from prime_env.runner import run_rollouts
 from prime_env.tasks import Task
-from trainer_bridge import checkpoints
-from trainer_bridge.advantages import group_advantages
-from trainer_bridge.backends.base import InferenceBackend
+from trainer_bridge.checkpoints import steps as checkpoints
 from trainer_bridge.config import ConfigError, TrainConfig
+from trainer_bridge.inference.base import InferenceBackend
 from trainer_bridge.metrics import Monitor, cpu_seconds, mean, peak_rss_mb
-from trainer_bridge.policy import PolicyError, Probe, read_policy
-from trainer_bridge.run_dir import RunDir
-from trainer_bridge.samples import SampleError, TrainSample, samples_from_record, write_batch
-from trainer_bridge.stable import is_stable
+from trainer_bridge.orchestrator.advantages import group_advantages
+from trainer_bridge.protocol.batches import (
+    SampleError,
+    TrainSample,
+    samples_from_record,
+    write_batch,
+)
+from trainer_bridge.protocol.policy import PolicyError, Probe, read_policy
+from trainer_bridge.protocol.run_dir import RunDir
+from trainer_bridge.protocol.stable import is_stable
 from trainer_bridge.supervisor import Supervisor
 
 SAMPLER_ERROR = "sampler_error"

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from trainer_bridge.advantages import assign_advantages, group_advantages
+from trainer_bridge.orchestrator.advantages import assign_advantages, group_advantages
 
 
 def test_dr_grpo_is_reward_minus_group_mean() -> None:

@@ -14,9 +14,9 @@ from pathlib import Path
 from prime_env.clients.model_specs import ModelSpec
 from prime_env.environment import Environment
 from prime_env.evaluation import EvalRun, RunConfig, execute, normalize_sampling, read_results
-from trainer_bridge.backends.base import InferenceBackend
 from trainer_bridge.config import TrainConfig
-from trainer_bridge.run_dir import RunDir, now, write_json_atomic
+from trainer_bridge.inference.base import InferenceBackend
+from trainer_bridge.protocol.run_dir import RunDir, now, write_json_atomic
 
 EVALS_JSONL = "evals.jsonl"
 

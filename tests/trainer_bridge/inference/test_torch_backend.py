@@ -10,10 +10,9 @@ import pytest
 import torch
 
 from prime_env.clients.base import SamplingArgs
-from trainer_bridge.backends.base import InferenceBackend
-from trainer_bridge.backends.torch_backend import TorchBackend
-from trainer_bridge.modeling import add_lora, load_base, right_pad, token_logprobs
-from trainer_bridge.policy import (
+from trainer_bridge.inference.base import InferenceBackend
+from trainer_bridge.inference.torch_backend import TorchBackend
+from trainer_bridge.protocol.policy import (
     PolicyError,
     Probe,
     probe_token_ids,
@@ -21,6 +20,7 @@ from trainer_bridge.policy import (
     weights_file,
     write_policy,
 )
+from trainer_bridge.trainer.modeling import add_lora, load_base, right_pad, token_logprobs
 from trainer_bridge.trainer_config import ModelConfig
 
 CHAT = [{"role": "user", "content": "Count to five."}]

@@ -13,17 +13,16 @@ import asyncio
 from typing import Any
 
 from prime_env.clients.local_client import LocalClient
-
-from ..modeling import add_lora, load_base, right_pad, token_logprobs
-from ..policy import PolicyError, apply_weights, load_weights
-from ..trainer_config import ModelConfig
-from .base import PolicyRef
+from trainer_bridge.inference.base import PolicyRef
+from trainer_bridge.protocol.policy import PolicyError, apply_weights, load_weights
+from trainer_bridge.trainer.modeling import add_lora, load_base, right_pad, token_logprobs
+from trainer_bridge.trainer_config import ModelConfig
 
 BASE_VERSION = 0
 
 
 class TorchBackend:
-    """InferenceBackend over an in-process transformers model (see backends/base.py)."""
+    """InferenceBackend over an in-process transformers model (see inference/base.py)."""
 
     def __init__(self, model: ModelConfig, *, threads: int = 1, max_batch: int = 64) -> None:
         self._config = model

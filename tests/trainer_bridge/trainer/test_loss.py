@@ -11,7 +11,7 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from trainer_bridge.loss import LossInputs, Normaliser, k3, resolve_loss
+from trainer_bridge.trainer.loss import LossInputs, Normaliser, k3, resolve_loss
 from trainer_bridge.trainer_config import LossConfig
 
 # The losses are compared by value (`float(loss)`) while they still carry their graph, which
@@ -177,7 +177,7 @@ def test_clip_against_is_checked() -> None:
 
 
 def custom_loss(inputs: LossInputs, cfg: LossConfig, norm: Normaliser):
-    from trainer_bridge.loss import LossStats
+    from trainer_bridge.trainer.loss import LossStats
 
     return -(inputs.logprobs * inputs.loss_mask).sum() / norm.tokens, LossStats(tokens=1)
 

@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainer_bridge.run_dir import RunDir, write_json_atomic
-from trainer_bridge.stable import MARKER, is_stable, stable_steps
-from trainer_bridge.stable import prune as prune_steps
+from trainer_bridge.protocol.run_dir import RunDir, write_json_atomic
+from trainer_bridge.protocol.stable import MARKER, is_stable, stable_steps
+from trainer_bridge.protocol.stable import prune as prune_steps
 
 STATE = "state.json"
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from prime_env.run_status import read_status, status_fields
-from trainer_bridge.stable import step_dir
+from trainer_bridge.protocol.stable import step_dir
 
 RUN_JSON = "run.json"
 RESOLVED = "config/resolved.toml"

@@ -16,8 +16,8 @@ import tomli_w
 from safetensors.torch import load_file
 
 from tests.support import free_port
-from trainer_bridge.samples import TrainSample, write_batch
-from trainer_bridge.trainer import METRICS_FILE
+from trainer_bridge.protocol.batches import TrainSample, write_batch
+from trainer_bridge.trainer.trainer import METRICS_FILE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

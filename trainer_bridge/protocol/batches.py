@@ -21,8 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from prime_env.record import RolloutRecord, Turn
-
-from .stable import is_stable, stable_dir, step_dir
+from trainer_bridge.protocol.stable import is_stable, stable_dir, step_dir
 
 TRUNCATED_STOPS = frozenset({"length", "token_budget"})
 """Stop reasons meaning the last model turn was cut off by a token limit."""

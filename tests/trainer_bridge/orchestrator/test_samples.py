@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from prime_env.record import RolloutRecord, Turn
-from trainer_bridge.samples import (
+from trainer_bridge.protocol.batches import (
     SampleError,
     TrainSample,
     batch_ready,
