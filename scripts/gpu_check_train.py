@@ -34,13 +34,13 @@ import tomli_w
 import torch
 
 from prime_env.clients.base import SamplingArgs
+from trainer_bridge.config import ModelConfig
 from trainer_bridge.inference.base import InferenceBackend
 from trainer_bridge.protocol.batches import TrainSample
 from trainer_bridge.protocol.policy import read_policy
 from trainer_bridge.trainer.loss import k3
 from trainer_bridge.trainer.modeling import right_pad
 from trainer_bridge.trainer.trainer import RunConfig, Trainer
-from trainer_bridge.trainer_config import ModelConfig
 
 QUESTIONS = [
     f"What is {a} + {b}? Answer in \\boxed{{}}." for a, b in zip(range(3, 19), range(40, 56))

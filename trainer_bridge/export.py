@@ -10,9 +10,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from trainer_bridge.config import ModelConfig
 from trainer_bridge.protocol.policy import PolicyError, apply_weights, load_weights, read_policy
 from trainer_bridge.protocol.stable import stable_steps, step_dir
-from trainer_bridge.trainer_config import ModelConfig
 
 
 class ExportError(Exception):

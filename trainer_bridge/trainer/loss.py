@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from trainer_bridge.trainer_config import LossConfig
+from trainer_bridge.config import LossConfig
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from trainer_bridge.trainer_config import ModelConfig
+from trainer_bridge.config import ModelConfig
 
 LOCAL_PREFIX = "local/"
 

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from trainer_bridge.config import ModelConfig, TrainerConfig, check_compatible
 from trainer_bridge.protocol.batches import TrainSample, batch_ready, read_batch
 from trainer_bridge.protocol.policy import Probe, broadcast_dir, probe_token_ids, write_policy
 from trainer_bridge.protocol.stable import is_stable, stable_dir
@@ -42,7 +43,6 @@ from trainer_bridge.trainer.modeling import (
     resolve_device,
     right_pad,
 )
-from trainer_bridge.trainer_config import ModelConfig, TrainerConfig, check_compatible
 
 POLL_S = 0.2
 METRICS_FILE = "trainer_metrics.jsonl"

@@ -12,10 +12,10 @@ import torch
 from prime_env.clients.base import SamplingArgs
 from tests.support import require
 from tests.trainer_bridge.conftest import local_model_available
+from trainer_bridge.config import ModelConfig
 from trainer_bridge.inference.torch_backend import TorchBackend
 from trainer_bridge.trainer.loss import k3
 from trainer_bridge.trainer.modeling import add_lora, load_base, right_pad, token_logprobs
-from trainer_bridge.trainer_config import ModelConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

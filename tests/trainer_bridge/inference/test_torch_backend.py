@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from prime_env.clients.base import SamplingArgs
+from trainer_bridge.config import ModelConfig
 from trainer_bridge.inference.base import InferenceBackend
 from trainer_bridge.inference.torch_backend import TorchBackend
 from trainer_bridge.protocol.policy import (
@@ -21,7 +22,6 @@ from trainer_bridge.protocol.policy import (
     write_policy,
 )
 from trainer_bridge.trainer.modeling import add_lora, load_base, right_pad, token_logprobs
-from trainer_bridge.trainer_config import ModelConfig
 
 CHAT = [{"role": "user", "content": "Count to five."}]
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 from pydantic import ValidationError
 
+from trainer_bridge.config import LossConfig
 from trainer_bridge.trainer.loss import LossInputs, Normaliser, k3, resolve_loss
-from trainer_bridge.trainer_config import LossConfig
 
 # The losses are compared by value (`float(loss)`) while they still carry their graph, which
 # later lines differentiate; torch warns about that conversion, harmlessly here.

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import torch
 
+from trainer_bridge.config import ModelConfig
 from trainer_bridge.trainer.modeling import add_lora, load_base, right_pad, token_logprobs
-from trainer_bridge.trainer_config import ModelConfig
 
 SEQS = [[1, 520, 33, 907, 12, 2], [1, 44, 2], [7, 8, 9, 10, 11, 12, 13, 14, 15]]
 

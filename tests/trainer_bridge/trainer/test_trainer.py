@@ -15,11 +15,11 @@ import torch
 from safetensors.torch import load_file
 
 from prime_env.clients.base import SamplingArgs
+from trainer_bridge.config import ModelConfig
 from trainer_bridge.inference.torch_backend import TorchBackend
 from trainer_bridge.protocol.batches import TrainSample, write_batch
 from trainer_bridge.protocol.policy import read_policy
 from trainer_bridge.trainer.trainer import METRICS_FILE, RunConfig, Trainer, micro_batches
-from trainer_bridge.trainer_config import ModelConfig
 
 PROMPTS = ["Count to three.", "Name a colour.", "Say hi.", "What is 2+2?"]
 
