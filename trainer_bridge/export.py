@@ -12,7 +12,8 @@ from pathlib import Path
 
 from trainer_bridge.config import ModelConfig
 from trainer_bridge.protocol.policy import PolicyError, apply_weights, load_weights, read_policy
-from trainer_bridge.protocol.stable import stable_steps, step_dir
+from trainer_bridge.protocol.run_dir import RunDir
+from trainer_bridge.protocol.stable import stable_steps
 
 
 class ExportError(Exception):
@@ -29,7 +30,7 @@ def export_policy(
     if version not in steps:
         raise ExportError(f"policy {version} is not in {run_root}/broadcasts (have {steps})")
     try:
-        ref, _ = read_policy(step_dir(run_root / "broadcasts", version))
+        ref, _ = read_policy(RunDir(run_root).broadcast(version))
     except PolicyError as exc:
         raise ExportError(str(exc)) from None
     if out.exists() and any(out.iterdir()):

@@ -8,22 +8,10 @@ backend really serves that policy before dispatching anything on it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from prime_env.clients.base import ModelClient
-
-
-@dataclass(frozen=True)
-class PolicyRef:
-    """A policy the trainer broadcast: `broadcasts/step_N/` (a PEFT adapter or full safetensors
-    plus `policy.json` {version, sha256, probe})."""
-
-    version: int
-    path: Path
-    kind: Literal["lora", "full"]
-    sha256: str
+from trainer_bridge.protocol.policy import PolicyRef
 
 
 @runtime_checkable

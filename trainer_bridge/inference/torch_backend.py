@@ -14,8 +14,7 @@ from typing import Any
 
 from prime_env.clients.local_client import LocalClient
 from trainer_bridge.config import ModelConfig
-from trainer_bridge.inference.base import PolicyRef
-from trainer_bridge.protocol.policy import PolicyError, apply_weights, load_weights
+from trainer_bridge.protocol.policy import PolicyError, PolicyRef, apply_weights, load_weights
 from trainer_bridge.trainer.modeling import add_lora, load_base, right_pad, token_logprobs
 
 BASE_VERSION = 0

@@ -30,7 +30,7 @@ import httpx
 from prime_env.clients.base import ChatResponse, Message, ModelError, SamplingArgs, ToolSpec
 from prime_env.clients.openai_client import OpenAIClient
 from prime_env.clients.retry import RetryPolicy
-from trainer_bridge.inference.base import PolicyRef
+from trainer_bridge.protocol.policy import PolicyRef
 
 BASE_VERSION = 0
 

@@ -36,12 +36,8 @@ from trainer_bridge.config import ConfigError, TrainConfig
 from trainer_bridge.inference.base import InferenceBackend
 from trainer_bridge.metrics import Monitor, cpu_seconds, mean, peak_rss_mb
 from trainer_bridge.orchestrator.advantages import group_advantages
-from trainer_bridge.protocol.batches import (
-    SampleError,
-    TrainSample,
-    samples_from_record,
-    write_batch,
-)
+from trainer_bridge.orchestrator.samples import SampleError, samples_from_record
+from trainer_bridge.protocol.batches import TrainSample, write_batch
 from trainer_bridge.protocol.policy import PolicyError, Probe, read_policy
 from trainer_bridge.protocol.run_dir import RunDir
 from trainer_bridge.protocol.stable import is_stable
@@ -55,7 +51,6 @@ failure of it. The sampler's failures are `sampler_error` and have their own reb
 MAX_SAMPLER_RESTARTS = 3
 SAMPLER_RESTART_WINDOW_S = 600.0
 POLL_S = 0.1
-TRAINER_METRICS = "trainer_metrics.jsonl"
 DROUGHT_WARNING_GROUPS = 10
 """Batches' worth of consecutive zero-variance groups before the run says so."""
 
@@ -660,7 +655,7 @@ class Orchestrator:
 
     async def _trainer_metrics(self, step: int) -> dict[str, Any]:
         """The trainer's line for `step` (it writes it just after the broadcast; wait briefly)."""
-        path = self.run.root / TRAINER_METRICS
+        path = self.run.trainer_metrics
         deadline = time.monotonic() + 10
         while True:
             if path.is_file():

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from trainer_bridge.inference.base import PolicyRef
-from trainer_bridge.protocol.stable import is_stable, stable_dir, step_dir
+from trainer_bridge.protocol.run_dir import RunDir
+from trainer_bridge.protocol.stable import is_stable, stable_dir
 
 POLICY_FILE = "policy.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -28,6 +28,17 @@ PROBE_MESSAGES = [
     {"role": "assistant", "content": "12 + 30 = 42, so the answer is \\boxed{42}."},
 ]
 """A fixed, ordinary chat: its ids (through the model's own template) are the probe."""
+
+
+@dataclass(frozen=True)
+class PolicyRef:
+    """A policy the trainer broadcast: `broadcasts/step_N/` (a PEFT adapter or full safetensors
+    plus `policy.json` {version, sha256, probe})."""
+
+    version: int
+    path: Path
+    kind: Literal["lora", "full"]
+    sha256: str
 
 
 @dataclass(frozen=True)
@@ -53,17 +64,13 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def broadcast_dir(run_dir: Path, version: int) -> Path:
-    return step_dir(run_dir / "broadcasts", version)
-
-
 def write_policy(run_dir: Path, version: int, model: Any, probe: Probe) -> PolicyRef:
     """Write `broadcasts/step_{version}/` atomically, `STABLE` last. `model` is a peft model
     (its adapter is written) or a plain transformers model (full weights)."""
     from safetensors.torch import save_model
 
     kind: Literal["lora", "full"] = "lora" if hasattr(model, "peft_config") else "full"
-    final = broadcast_dir(run_dir, version)
+    final = RunDir(run_dir).broadcast(version)
     with stable_dir(final, overwrite=True) as scratch:
         if kind == "lora":
             model.save_pretrained(scratch)

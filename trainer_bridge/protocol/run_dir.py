@@ -6,7 +6,7 @@
   SIGKILLed (it reads `interrupted`) from one still running;
 - `config/resolved.toml`: the full configuration the run was started with (what the trainer
   child reads and what `prime train resume` compares against);
-- `metrics.jsonl`: one line per trained step;
+- `metrics.jsonl`: one line per trained step; `trainer_metrics.jsonl`: the trainer's half of it;
 - `rollouts/step_N.jsonl`: every rollout record that step saw (errors and drops included);
 - `batches/step_N/`, `broadcasts/step_N/`, `checkpoints/step_N/`: handed between processes,
   each directory complete only once its `STABLE` marker exists (written last);
@@ -33,6 +33,7 @@ from trainer_bridge.protocol.stable import step_dir
 
 RUN_JSON = "run.json"
 RESOLVED = "config/resolved.toml"
+TRAINER_METRICS = "trainer_metrics.jsonl"
 
 
 def slug(text: str) -> str:
@@ -101,6 +102,10 @@ class RunDir:
     @property
     def metrics(self) -> Path:
         return self.root / "metrics.jsonl"
+
+    @property
+    def trainer_metrics(self) -> Path:
+        return self.root / TRAINER_METRICS
 
     @property
     def logs(self) -> Path:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 import torch.distributed as dist
 
-from trainer_bridge.protocol.policy import Probe, broadcast_dir, write_policy
+from trainer_bridge.protocol.policy import Probe, write_policy
 from trainer_bridge.protocol.stable import is_stable, stable_dir
 from trainer_bridge.trainer.loss import LossStats
 
@@ -70,7 +70,7 @@ def _full_trainable_state(trainer: Trainer) -> dict[str, torch.Tensor]:
 
 def publish_sharded(trainer: Trainer, version: int, probe: Probe) -> None:
     """Gather the full adapter on rank 0 (a collective: every rank calls it) and write it there."""
-    if is_stable(broadcast_dir(trainer.run_dir, version)):
+    if is_stable(trainer.paths.broadcast(version)):
         return
     state = _full_trainable_state(trainer)
     if trainer.dist.main:

@@ -33,7 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from trainer_bridge.config import ModelConfig, TrainerConfig, check_compatible
 from trainer_bridge.protocol.batches import TrainSample, batch_ready, read_batch
-from trainer_bridge.protocol.policy import Probe, broadcast_dir, probe_token_ids, write_policy
+from trainer_bridge.protocol.policy import Probe, probe_token_ids, write_policy
+from trainer_bridge.protocol.run_dir import RunDir
 from trainer_bridge.protocol.stable import is_stable, stable_dir
 from trainer_bridge.trainer.loss import LossInputs, LossStats, Normaliser, resolve_loss
 from trainer_bridge.trainer.modeling import (
@@ -45,7 +46,6 @@ from trainer_bridge.trainer.modeling import (
 )
 
 POLL_S = 0.2
-METRICS_FILE = "trainer_metrics.jsonl"
 
 
 class _Ckpt(BaseModel):
@@ -137,6 +137,7 @@ def enable_checkpointing(model: Any) -> None:
 class Trainer:
     def __init__(self, run_dir: Path, config: RunConfig, dist: Dist | None = None) -> None:
         self.run_dir = run_dir
+        self.paths = RunDir(run_dir)
         self.config = config
         self.dist = dist or Dist()
         tc = config.trainer
@@ -291,7 +292,7 @@ class Trainer:
             from trainer_bridge.trainer.distributed import publish_sharded
 
             publish_sharded(self, version, probe)
-        elif not is_stable(broadcast_dir(self.run_dir, version)):
+        elif not is_stable(self.paths.broadcast(version)):
             write_policy(self.run_dir, version, self.model, probe)
 
     # --- checkpoints --------------------------------------------------------------------
@@ -389,7 +390,7 @@ class Trainer:
                 self.save_checkpoint(done)
             if self.dist.main:
                 metrics.update(step=step, wait_s=waited, peak_rss_mb=peak_rss_mb())
-                with (self.run_dir / METRICS_FILE).open("a") as out:
+                with self.paths.trainer_metrics.open("a") as out:
                     out.write(json.dumps(metrics) + "\n")
 
     def _wait_for_batch(self, step: int) -> float:
@@ -400,7 +401,7 @@ class Trainer:
 
     def _trim_metrics(self, start: int) -> None:
         """On resume, forget the steps after the checkpoint: they are trained again."""
-        path = self.run_dir / METRICS_FILE
+        path = self.paths.trainer_metrics
         if not path.is_file():
             return
         kept = [line for line in path.read_text().splitlines() if json.loads(line)["step"] < start]

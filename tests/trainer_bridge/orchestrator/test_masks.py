@@ -14,7 +14,8 @@ from prime_env.clients.local_client import _template_messages
 from prime_env.runner import run_rollouts
 from trainer_bridge.config import ModelConfig
 from trainer_bridge.inference.torch_backend import TorchBackend
-from trainer_bridge.protocol.batches import TrainSample, samples_from_record
+from trainer_bridge.orchestrator.samples import samples_from_record
+from trainer_bridge.protocol.batches import TrainSample
 
 TOOL_RESULT = "The population of Paris is 2,102,650 (2023)."
 

@@ -245,8 +245,8 @@ async def test_no_model_call_is_sampled_by_a_policy_before_its_probe_passes(
     import asyncio
 
     from prime_env.clients.base import ChatResponse, Usage
-    from trainer_bridge.inference.base import PolicyRef
     from trainer_bridge.orchestrator.loop import GuardedClient
+    from trainer_bridge.protocol.policy import PolicyRef
 
     orch = orchestrator(tmp_path)
     probe = Probe([1, 2, 3], [-1.0, -2.0])

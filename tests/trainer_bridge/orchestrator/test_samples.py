@@ -9,14 +9,8 @@ from pathlib import Path
 import pytest
 
 from prime_env.record import RolloutRecord, Turn
-from trainer_bridge.protocol.batches import (
-    SampleError,
-    TrainSample,
-    batch_ready,
-    read_batch,
-    samples_from_record,
-    write_batch,
-)
+from trainer_bridge.orchestrator.samples import SampleError, samples_from_record
+from trainer_bridge.protocol.batches import TrainSample, batch_ready, read_batch, write_batch
 
 
 def record(turns: list[Turn] | None, **kw) -> RolloutRecord:

@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 
 from tests.support import free_port
 from trainer_bridge.protocol.batches import TrainSample, write_batch
-from trainer_bridge.trainer.trainer import METRICS_FILE
+from trainer_bridge.protocol.run_dir import TRAINER_METRICS as METRICS_FILE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
