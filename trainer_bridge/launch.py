@@ -23,7 +23,7 @@ from rich.console import Console
 from prime_env import event_loop
 from prime_env.environment import Environment
 from prime_env.run_status import RUNNING, describe_owner, held_by_another
-from trainer_bridge.checkpoints import steps as checkpoints
+from trainer_bridge.checkpoints import layout, orchestrator_state
 from trainer_bridge.config import (
     ConfigError,
     TrainConfig,
@@ -144,7 +144,7 @@ class Prepared:
     run: RunDir
     config: TrainConfig
     env_spec: str
-    resume: checkpoints.OrchestratorState | None = None
+    resume: orchestrator_state.OrchestratorState | None = None
 
 
 def start(config: TrainConfig, env: Environment, env_spec: str) -> Prepared:
@@ -192,11 +192,11 @@ def resume(
             "refusing to resume with a changed config (only max_steps, orchestrator.eval, "
             "monitors and ckpt may change):\n  " + "\n  ".join(diff)
         )
-    state = checkpoints.latest(run)
+    state = orchestrator_state.latest(run)
     if state is not None and state.config_digest != stored.digest():
         raise ConfigError(f"the checkpoint at step {state.step} was written by another config")
     step = state.step if state is not None else 0
-    checkpoints.discard_after(run, step)
+    layout.discard_after(run, step)
     if config != stored:
         write_text_atomic(run.resolved_config, config.to_toml())
     env_spec = str(info.get("env") or config.env.id)

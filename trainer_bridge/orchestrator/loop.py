@@ -31,10 +31,10 @@ from prime_env.environment import Environment
 from prime_env.record import RolloutRecord
 from prime_env.runner import run_rollouts
 from prime_env.tasks import Task
-from trainer_bridge.checkpoints import steps as checkpoints
+from trainer_bridge.checkpoints import layout, orchestrator_state
 from trainer_bridge.config import ConfigError, TrainConfig
 from trainer_bridge.inference.base import InferenceBackend
-from trainer_bridge.metrics import Monitor, cpu_seconds, mean, peak_rss_mb
+from trainer_bridge.metrics import Monitor, mean
 from trainer_bridge.orchestrator.advantages import group_advantages
 from trainer_bridge.orchestrator.samples import SampleError, samples_from_record
 from trainer_bridge.protocol.batches import TrainSample, write_batch
@@ -42,6 +42,7 @@ from trainer_bridge.protocol.policy import PolicyError, Probe, read_policy
 from trainer_bridge.protocol.run_dir import RunDir
 from trainer_bridge.protocol.stable import is_stable
 from trainer_bridge.supervisor import Supervisor
+from trainer_bridge.usage import cpu_seconds, peak_rss_mb
 
 SAMPLER_ERROR = "sampler_error"
 UNAVAILABLE_SUFFIX = "_unavailable"
@@ -229,7 +230,7 @@ class Orchestrator:
         monitor: Monitor,
         *,
         evaluate: EvalHook | None = None,
-        resume: checkpoints.OrchestratorState | None = None,
+        resume: orchestrator_state.OrchestratorState | None = None,
         log: Callable[[str], None] = print,
     ) -> None:
         self.config = config
@@ -258,7 +259,9 @@ class Orchestrator:
         self.version = resume.policy_version if resume else 0
         self.cursor = resume.task_cursor if resume else 0
         self.rng = (
-            checkpoints.rng_from_json(resume.rng_state) if resume else random.Random(config.seed)
+            orchestrator_state.rng_from_json(resume.rng_state)
+            if resume
+            else random.Random(config.seed)
         )
         self.counters: Counter[str] = Counter(resume.counters if resume else {})
         self.digest = config.digest()
@@ -706,15 +709,15 @@ class Orchestrator:
             return
         # The orchestrator state at `version`: batches < version trained, the cursor past every
         # task dispatched so far (in-flight groups are not replayed after a resume).
-        state = checkpoints.OrchestratorState(
+        state = orchestrator_state.OrchestratorState(
             step=version,
             task_cursor=self.cursor,
-            rng_state=checkpoints.rng_to_json(self.rng),
+            rng_state=orchestrator_state.rng_to_json(self.rng),
             policy_version=version,
             config_digest=self.digest,
             counters=dict(self.counters),
         )
-        checkpoints.save(self.run, state, self.config.ckpt.keep_last)
+        orchestrator_state.save(self.run, state, self.config.ckpt.keep_last)
 
     async def run_training(self) -> None:
         """Sample, batch and publish until policy `max_steps` is loaded (and evaluated)."""
@@ -732,7 +735,7 @@ class Orchestrator:
                 if watcher.done():
                     watcher.result()  # raises ChildDied
                 for step in list(self.pending_stats):
-                    checkpoints.complete(self.run, step + 1)
+                    layout.complete(self.run, step + 1)
                 if await self._advance_policy():
                     continue
                 if self.step < self.config.max_steps:
@@ -749,7 +752,7 @@ class Orchestrator:
                 except TimeoutError:
                     pass
             for step in range(self.config.max_steps + 1):
-                checkpoints.complete(self.run, step)
+                layout.complete(self.run, step)
         finally:
             watcher.cancel()
             await self._cancel_inflight()

@@ -1,29 +1,39 @@
-"""The trainer under torchrun: FSDP2 per decoder layer, DCP checkpoints, rank-0 broadcasts.
+"""The trainer under torchrun: the process group, FSDP2 per decoder layer, rank-0 broadcasts.
 
 Every rank reads the whole batch file (so the global normalisers need no communication),
 trains on its slice, and FSDP averages gradients over ranks; loss.py scales each rank's share
 by the world size so the average is the one-process gradient. gloo on CPU, nccl on CUDA.
+Sharded checkpoints are checkpoints/trainer_state.py's.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, cast
+from dataclasses import dataclass
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
 
 from trainer_bridge.protocol.policy import Probe, write_policy
-from trainer_bridge.protocol.stable import is_stable, stable_dir
+from trainer_bridge.protocol.run_dir import RunDir
+from trainer_bridge.protocol.stable import is_stable
 from trainer_bridge.trainer.loss import LossStats
 
-if TYPE_CHECKING:
-    from trainer_bridge.trainer.trainer import Dist, Trainer
+
+@dataclass
+class Dist:
+    """This process's place among the trainer's ranks (one rank without torchrun)."""
+
+    rank: int = 0
+    world_size: int = 1
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
 
 
 def init_process_group() -> Dist:
-    from trainer_bridge.trainer.trainer import Dist
-
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     dist.init_process_group(backend=backend)
     if backend == "nccl":
@@ -59,39 +69,39 @@ def sum_over_ranks(stats: LossStats, loss: float, samples: float) -> tuple[LossS
     return LossStats(*total[:5]), total[5] / dist.get_world_size(), total[6]
 
 
-def _full_trainable_state(trainer: Trainer) -> dict[str, torch.Tensor]:
+def _full_trainable_state(model: Any) -> dict[str, torch.Tensor]:
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-    state = get_model_state_dict(trainer.model, options=options)
-    trainable = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
+    state = get_model_state_dict(model, options=options)
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
     return {n: cast(torch.Tensor, t) for n, t in state.items() if n in trainable or not trainable}
 
 
-def publish_sharded(trainer: Trainer, version: int, probe: Probe) -> None:
+def publish_sharded(model: Any, run: RunDir, version: int, probe: Probe, *, main: bool) -> None:
     """Gather the full adapter on rank 0 (a collective: every rank calls it) and write it there."""
-    if is_stable(trainer.paths.broadcast(version)):
+    if is_stable(run.broadcast(version)):
         return
-    state = _full_trainable_state(trainer)
-    if trainer.dist.main:
-        write_policy(trainer.run_dir, version, _Unsharded(trainer, state), probe)
+    state = _full_trainable_state(model)
+    if main:
+        write_policy(run.root, version, _Unsharded(model, state), probe)
     dist.barrier()
 
 
 class _Unsharded:
     """What write_policy needs from a model, over gathered full tensors."""
 
-    def __init__(self, trainer: Trainer, state: dict[str, torch.Tensor]) -> None:
-        self._trainer = trainer
+    def __init__(self, model: Any, state: dict[str, torch.Tensor]) -> None:
+        self._model = model
         self._state = state
-        if hasattr(trainer.model, "peft_config"):
-            self.peft_config = trainer.model.peft_config
-        self.config = getattr(trainer.model, "config", None)
+        if hasattr(model, "peft_config"):
+            self.peft_config = model.peft_config
+        self.config = getattr(model, "config", None)
 
     def save_pretrained(self, directory: Any) -> None:
         from peft.utils import get_peft_model_state_dict
 
-        model = self._trainer.model
+        model = self._model
         adapter = get_peft_model_state_dict(model, state_dict=self._state)
         from safetensors.torch import save_file
 
@@ -103,45 +113,3 @@ class _Unsharded:
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return self._state
-
-
-def save_sharded_checkpoint(trainer: Trainer, step: int) -> None:
-    """DCP: each rank writes its shards of weights and optimizer; rank 0 marks STABLE."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict
-
-    model_state, optim_state = get_state_dict(trainer.model, trainer.optimizer)
-    directory = trainer.ckpt_dir(step)
-    scratch = directory.parent / f".{directory.name}.dcp"
-    dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=str(scratch))
-    dist.barrier()
-    if trainer.dist.main:
-        with stable_dir(directory, overwrite=True) as out:
-            os.rename(scratch, out / "dcp")
-            torch.save(
-                {
-                    "scheduler": trainer.scheduler.state_dict(),
-                    "torch_rng": torch.get_rng_state(),
-                },
-                out / "state.pt",
-            )
-    dist.barrier()
-
-
-def load_sharded_checkpoint(trainer: Trainer, step: int) -> None:
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-
-    directory = trainer.ckpt_dir(step)
-    model_state, optim_state = get_state_dict(trainer.model, trainer.optimizer)
-    state: dict[str, Any] = {"model": model_state, "optim": optim_state}
-    dcp.load(state, checkpoint_id=str(directory / "dcp"))
-    set_state_dict(
-        trainer.model,
-        trainer.optimizer,
-        model_state_dict=state["model"],
-        optim_state_dict=state["optim"],
-    )
-    extra = torch.load(directory / "state.pt", weights_only=False)
-    trainer.scheduler.load_state_dict(extra["scheduler"])
-    torch.set_rng_state(extra["torch_rng"])

@@ -8,20 +8,14 @@ takes one AdamW step on it in token-budget micro-batches, and publishes policy N
 newest stable one. It knows nothing about environments: the batch files are its whole input.
 
 Under torchrun (WORLD_SIZE > 1) every decoder layer is `fully_shard`ed (FSDP2; gloo on CPU);
-each rank trains on its share of the batch with the global normalisers (see loss.py).
+each rank trains on its share of the batch with the global normalisers (see trainer/loss.py).
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import ctypes
 import json
 import os
 import random
-import resource
-import shutil
-import sys
 import time
 import tomllib
 from dataclasses import dataclass
@@ -31,12 +25,21 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from trainer_bridge.checkpoints import trainer_state
 from trainer_bridge.config import ModelConfig, TrainerConfig, check_compatible
 from trainer_bridge.protocol.batches import TrainSample, batch_ready, read_batch
 from trainer_bridge.protocol.policy import Probe, probe_token_ids, write_policy
 from trainer_bridge.protocol.run_dir import RunDir
-from trainer_bridge.protocol.stable import is_stable, stable_dir
+from trainer_bridge.protocol.stable import is_stable
+from trainer_bridge.trainer.distributed import (
+    Dist,
+    max_over_ranks,
+    publish_sharded,
+    shard_model,
+    sum_over_ranks,
+)
 from trainer_bridge.trainer.loss import LossInputs, LossStats, Normaliser, resolve_loss
+from trainer_bridge.trainer.micro_batches import effective_mask, micro_batches, normaliser
 from trainer_bridge.trainer.modeling import (
     TokenScorer,
     add_lora,
@@ -44,6 +47,7 @@ from trainer_bridge.trainer.modeling import (
     resolve_device,
     right_pad,
 )
+from trainer_bridge.usage import peak_rss_mb
 
 POLL_S = 0.2
 
@@ -67,8 +71,7 @@ class RunConfig(BaseModel):
 
     @classmethod
     def load(cls, run_dir: Path) -> RunConfig:
-        path = run_dir / "config" / "resolved.toml"
-        with path.open("rb") as f:
+        with RunDir(run_dir).resolved_config.open("rb") as f:
             config = cls.model_validate(tomllib.load(f))
         check_compatible(config.model, config.trainer)
         return config
@@ -82,45 +85,6 @@ class Accumulated:
     loss: float
     samples: float
     micro_batches: int
-
-
-@dataclass
-class Dist:
-    rank: int = 0
-    world_size: int = 1
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-
-def micro_batches(samples: list[TrainSample], budget: int) -> list[list[TrainSample]]:
-    """Pack samples, longest first, into micro-batches of at most `budget` padded tokens
-    (rows × longest row); a sample longer than the budget gets a micro-batch of its own."""
-    ordered = sorted(samples, key=lambda s: len(s.input_ids), reverse=True)
-    batches: list[list[TrainSample]] = []
-    for sample in ordered:
-        if batches and (len(batches[-1]) + 1) * len(batches[-1][0].input_ids) <= budget:
-            batches[-1].append(sample)
-        else:
-            batches.append([sample])
-    return batches
-
-
-def effective_mask(sample: TrainSample, mask_truncated: bool) -> list[int]:
-    return [0] * len(sample.loss_mask) if mask_truncated and sample.truncated else sample.loss_mask
-
-
-def normaliser(samples: list[TrainSample], config: TrainerConfig, world_size: int) -> Normaliser:
-    masks = [effective_mask(s, config.loss.mask_truncated) for s in samples]
-    counts = [sum(m) for m in masks]
-    constant = config.loss.norm_constant or max(counts, default=1)
-    return Normaliser(
-        tokens=float(sum(counts)),
-        sequences=float(sum(1 for c in counts if c)),
-        constant=float(constant),
-        world_size=world_size,
-    )
 
 
 def enable_checkpointing(model: Any) -> None:
@@ -154,8 +118,6 @@ class Trainer:
         self.model = add_lora(base, config.model)
         self.scorer = TokenScorer(self.model, tc.logprob_chunk)
         if self.dist.world_size > 1:
-            from trainer_bridge.trainer.distributed import shard_model
-
             shard_model(self.scorer)
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
@@ -218,8 +180,6 @@ class Trainer:
         groups = micro_batches(mine, tc.micro_batch_tokens)
         rounds = len(groups)
         if self.dist.world_size > 1:
-            from trainer_bridge.trainer.distributed import max_over_ranks
-
             rounds = max_over_ranks(rounds)
         self.model.train()
         stats = LossStats()
@@ -232,8 +192,6 @@ class Trainer:
             stats.add(part)
         samples_seen = float(len(mine))
         if self.dist.world_size > 1:
-            from trainer_bridge.trainer.distributed import sum_over_ranks
-
             stats, total_loss, samples_seen = sum_over_ranks(stats, total_loss, samples_seen)
         return Accumulated(stats, total_loss, samples_seen, len(groups))
 
@@ -289,83 +247,26 @@ class Trainer:
     def publish(self, version: int) -> None:
         probe = self.probe()  # every rank runs the forward (FSDP gathers), rank 0 writes
         if self.dist.world_size > 1:
-            from trainer_bridge.trainer.distributed import publish_sharded
-
-            publish_sharded(self, version, probe)
+            publish_sharded(self.model, self.paths, version, probe, main=self.dist.main)
         elif not is_stable(self.paths.broadcast(version)):
             write_policy(self.run_dir, version, self.model, probe)
 
-    # --- checkpoints --------------------------------------------------------------------
-    def ckpt_dir(self, step: int) -> Path:
-        return self.run_dir / "checkpoints" / f"step_{step}" / "trainer"
-
-    def stable_ckpts(self) -> list[int]:
-        root = self.run_dir / "checkpoints"
-        if not root.is_dir():
-            return []
-        steps = []
-        for child in root.iterdir():
-            name = child.name
-            if name.startswith("step_") and name[5:].isdigit() and is_stable(child / "trainer"):
-                steps.append(int(name[5:]))
-        return sorted(steps)
-
+    # --- checkpoints (checkpoints/trainer_state.py) -------------------------------------
     def save_checkpoint(self, step: int) -> None:
-        if self.dist.world_size > 1:
-            from trainer_bridge.trainer.distributed import save_sharded_checkpoint
-
-            save_sharded_checkpoint(self, step)
-        else:
-            with stable_dir(self.ckpt_dir(step), overwrite=True) as scratch:
-                self._save_local(scratch, step)
+        state = trainer_state.TrainerState(self.model, self.optimizer, self.scheduler)
+        sharded = self.dist.world_size > 1
+        trainer_state.save(self.paths, step, state, sharded=sharded, main=self.dist.main)
         keep = self.config.ckpt.keep_last
         if keep and self.dist.main:
-            for old in self.stable_ckpts()[:-keep]:
-                shutil.rmtree(self.ckpt_dir(old), ignore_errors=True)
-                with contextlib.suppress(OSError):  # the orchestrator's half may still be there
-                    self.ckpt_dir(old).parent.rmdir()
-
-    def _save_local(self, directory: Path, step: int) -> None:
-        from safetensors.torch import save_file
-
-        trainable = {
-            n: p.detach().cpu() for n, p in self.model.named_parameters() if p.requires_grad
-        }
-        save_file(trainable, str(directory / "trainable.safetensors"))
-        torch.save(
-            {
-                "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(),
-                "torch_rng": torch.get_rng_state(),
-                "python_rng": random.getstate(),
-            },
-            directory / "state.pt",
-        )
-        (directory / "trainer.json").write_text(json.dumps({"step": step}))
+            trainer_state.prune(self.paths, keep)
 
     def load_checkpoint(self, step: int) -> None:
-        if self.dist.world_size > 1:
-            from trainer_bridge.trainer.distributed import load_sharded_checkpoint
-
-            load_sharded_checkpoint(self, step)
-            return
-        from safetensors.torch import load_file
-
-        directory = self.ckpt_dir(step)
-        tensors = load_file(str(directory / "trainable.safetensors"))
-        params = dict(self.model.named_parameters())
-        with torch.no_grad():
-            for name, value in tensors.items():
-                params[name].copy_(value)
-        state = torch.load(directory / "state.pt", weights_only=False)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["torch_rng"])
-        random.setstate(state["python_rng"])
+        state = trainer_state.TrainerState(self.model, self.optimizer, self.scheduler)
+        trainer_state.load(self.paths, step, state, sharded=self.dist.world_size > 1)
 
     # --- the loop -----------------------------------------------------------------------
     def resume_step(self, requested: int | None) -> int:
-        stable = self.stable_ckpts()
+        stable = trainer_state.stable_steps(self.paths)
         if requested is not None:
             if requested and requested not in stable:
                 raise SystemExit(f"no stable trainer checkpoint at step {requested}: {stable}")
@@ -415,48 +316,3 @@ def deterministic_torch() -> None:
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.benchmark = False
-
-
-def return_freed_memory() -> None:
-    """Make glibc hand large freed blocks back to the OS at once. Autograd frees and reallocates
-    tensors of many sizes every micro-batch; glibc's adaptive mmap threshold then serves them
-    from a heap it never shrinks. Measured on a SmolLM2 step (64 × ~110 tokens): peak RSS
-    6.8 GB by default, 2.9 GB with these settings."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return  # not glibc (musl, …): nothing to tune
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    libc.mallopt(m_mmap_threshold, 64 * 1024)
-    libc.mallopt(m_trim_threshold, 0)
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident memory (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainer_bridge.trainer")
-    parser.add_argument("--run-dir", type=Path, required=True)
-    parser.add_argument("--resume-step", type=int, default=None)
-    args = parser.parse_args(argv)
-    try:
-        config = RunConfig.load(args.run_dir)
-    except (OSError, ValueError) as exc:
-        print(f"trainer: cannot read {args.run_dir}/config/resolved.toml: {exc}", file=sys.stderr)
-        return 2
-    return_freed_memory()
-    dist = Dist()
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        from trainer_bridge.trainer.distributed import init_process_group
-
-        dist = init_process_group()
-    try:
-        Trainer(args.run_dir, config, dist).run(args.resume_step)
-    finally:
-        if dist.world_size > 1:
-            torch.distributed.destroy_process_group()
-    return 0

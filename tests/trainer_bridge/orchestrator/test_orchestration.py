@@ -12,7 +12,7 @@ import pytest
 
 from prime_env import Environment, Rubric, SingleTurn
 from prime_env.record import ErrorInfo, RolloutRecord, Turn
-from trainer_bridge.checkpoints import steps as checkpoints
+from trainer_bridge.checkpoints import layout, orchestrator_state
 from trainer_bridge.config import ConfigError, build_config
 from trainer_bridge.metrics import Monitor
 from trainer_bridge.orchestrator.loop import (
@@ -191,7 +191,7 @@ def test_discard_after_keeps_each_step_once(tmp_path: Path) -> None:
             (run.root / parent / f"step_{step}").mkdir(parents=True)
         run.rollouts(step).write_text("{}\n")
     run.metrics.write_text("".join(json.dumps({"step": s}) + "\n" for s in range(4)) + '{"ste')
-    checkpoints.discard_after(run, 2)
+    layout.discard_after(run, 2)
     assert sorted(p.name for p in (run.root / "batches").iterdir()) == ["step_0", "step_1"]
     assert sorted(p.name for p in (run.root / "broadcasts").iterdir()) == [
         "step_0",
@@ -204,14 +204,14 @@ def test_discard_after_keeps_each_step_once(tmp_path: Path) -> None:
 
 def test_checkpoint_is_stable_only_with_both_halves(tmp_path: Path) -> None:
     run = RunDir.new(tmp_path, "e", "m")
-    state = checkpoints.OrchestratorState(3, 12, [3, [1, 2], None], 3, "digest")
-    checkpoints.save(run, state, keep_last=2)
-    assert checkpoints.latest(run) is None  # the trainer's half is missing
-    trainer = checkpoints.trainer_part(run, 3)
+    state = orchestrator_state.OrchestratorState(3, 12, [3, [1, 2], None], 3, "digest")
+    orchestrator_state.save(run, state, keep_last=2)
+    assert orchestrator_state.latest(run) is None  # the trainer's half is missing
+    trainer = layout.trainer_part(run, 3)
     trainer.mkdir(parents=True)
     (trainer / "STABLE").write_text("")
-    assert checkpoints.complete(run, 3)
-    loaded = checkpoints.latest(run)
+    assert layout.complete(run, 3)
+    loaded = orchestrator_state.latest(run)
     assert loaded is not None and loaded.step == 3 and loaded.task_cursor == 12
 
 

@@ -11,7 +11,8 @@ import torch
 from safetensors.torch import save_file
 
 from trainer_bridge.protocol.batches import read_batch
-from trainer_bridge.trainer.trainer import Dist, RunConfig, Trainer
+from trainer_bridge.trainer.distributed import Dist
+from trainer_bridge.trainer.trainer import RunConfig, Trainer
 
 
 def main() -> None:

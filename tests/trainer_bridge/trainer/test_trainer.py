@@ -20,7 +20,8 @@ from trainer_bridge.inference.torch_backend import TorchBackend
 from trainer_bridge.protocol.batches import TrainSample, write_batch
 from trainer_bridge.protocol.policy import read_policy
 from trainer_bridge.protocol.run_dir import TRAINER_METRICS as METRICS_FILE
-from trainer_bridge.trainer.trainer import RunConfig, Trainer, micro_batches
+from trainer_bridge.trainer.micro_batches import micro_batches
+from trainer_bridge.trainer.trainer import RunConfig, Trainer
 
 PROMPTS = ["Count to three.", "Name a colour.", "Say hi.", "What is 2+2?"]
 

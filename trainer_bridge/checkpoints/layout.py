@@ -1,68 +1,23 @@
-"""Orchestrator checkpoints and resume: `checkpoints/step_N/{trainer,orchestrator}/` + `STABLE`.
+"""Checkpoint layout: `checkpoints/step_N/{trainer,orchestrator}/` + `STABLE`, and resume's clean-up.
 
 Step N means "batches 0..N-1 are trained, policy N exists". The trainer writes `trainer/` (its
-weights, optimizer, scheduler and RNG, with its own STABLE); the orchestrator writes
-`orchestrator/state.json` (next step, task cursor, RNG, policy version, config digest) and then
-the step's `STABLE` — last, so a crash at any moment leaves either a complete checkpoint or one
+weights, optimizer, scheduler and RNG, with its own STABLE: trainer_state.py); the orchestrator
+writes `orchestrator/state.json` (orchestrator_state.py) and then the step's `STABLE` — last, so a crash at any moment leaves either a complete checkpoint or one
 that resume ignores (prime-rl#1712, #1825). Older complete checkpoints beyond `keep_last` go.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import shutil
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
-from trainer_bridge.protocol.run_dir import RunDir, write_json_atomic
-from trainer_bridge.protocol.stable import MARKER, is_stable, stable_steps
+from trainer_bridge.protocol.run_dir import RunDir
+from trainer_bridge.protocol.stable import MARKER, is_stable
 from trainer_bridge.protocol.stable import prune as prune_steps
 
 STATE = "state.json"
-
-
-class ResumeError(RuntimeError):
-    """The run cannot be resumed; the message says why."""
-
-
-@dataclass
-class OrchestratorState:
-    """What the orchestrator needs to continue exactly where step `step` begins."""
-
-    step: int
-    task_cursor: int
-    rng_state: Any
-    policy_version: int
-    config_digest: str
-    counters: dict[str, int] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> OrchestratorState:
-        return cls(
-            step=int(data["step"]),
-            task_cursor=int(data["task_cursor"]),
-            rng_state=data["rng_state"],
-            policy_version=int(data["policy_version"]),
-            config_digest=str(data["config_digest"]),
-            counters={str(k): int(v) for k, v in (data.get("counters") or {}).items()},
-        )
-
-
-def rng_to_json(rng: random.Random) -> Any:
-    version, internal, gauss = rng.getstate()
-    return [version, list(internal), gauss]
-
-
-def rng_from_json(state: Any) -> random.Random:
-    rng = random.Random()
-    version, internal, gauss = state
-    rng.setstate((version, tuple(internal), gauss))
-    return rng
+"""The orchestrator's half: `orchestrator/state.json` (checkpoints/orchestrator_state.py)."""
 
 
 def trainer_part(run: RunDir, step: int) -> Path:
@@ -71,17 +26,6 @@ def trainer_part(run: RunDir, step: int) -> Path:
 
 def orchestrator_part(run: RunDir, step: int) -> Path:
     return run.checkpoint(step) / "orchestrator"
-
-
-def save(run: RunDir, state: OrchestratorState, keep_last: int | None) -> Path:
-    """Write the orchestrator half of step `state.step`; mark the step STABLE once the trainer's
-    half is complete too. Returns the checkpoint directory."""
-    directory = run.checkpoint(state.step)
-    write_json_atomic(orchestrator_part(run, state.step) / STATE, state.to_json())
-    if is_stable(trainer_part(run, state.step)):
-        mark_stable(directory)
-        prune(run, keep_last)
-    return directory
 
 
 def complete(run: RunDir, step: int) -> bool:
@@ -105,18 +49,6 @@ def mark_stable(directory: Path) -> None:
 def prune(run: RunDir, keep_last: int | None) -> None:
     if keep_last is not None:
         prune_steps(run.root / "checkpoints", keep_last)
-
-
-def latest(run: RunDir) -> OrchestratorState | None:
-    """The newest STABLE checkpoint's orchestrator state, or None when there is none."""
-    steps = stable_steps(run.root / "checkpoints")
-    if not steps:
-        return None
-    path = orchestrator_part(run, steps[-1]) / STATE
-    try:
-        return OrchestratorState.from_json(json.loads(path.read_text()))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ResumeError(f"checkpoint {path} is unreadable: {exc}") from None
 
 
 def discard_after(run: RunDir, step: int) -> None:
