@@ -230,7 +230,7 @@ class OrchestratorConfig(Strict):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     probe_tolerance: float | None = Field(default=None, gt=0)
     """Largest |Δ logprob| on the probe between trainer and backend before a policy is used
-    (None: by the precision the backend serves in, orchestrator.loop.PROBE_TOLERANCE)."""
+    (None: by the precision the backend serves in, orchestrator.sampler.PROBE_TOLERANCE)."""
     sampler_timeout_s: float = Field(default=600.0, gt=0)
     """A model call slower than this is a hung sampler: `sampler_error`, and the sampler is rebuilt."""
 

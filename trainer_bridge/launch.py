@@ -30,16 +30,12 @@ from trainer_bridge.config import (
     differences,
     load_resolved,
 )
-from trainer_bridge.inference.base import InferenceBackend
+from trainer_bridge.inference.base import BackendFactory, InferenceBackend
 from trainer_bridge.metrics import Monitor, plot
+from trainer_bridge.orchestrator.errors import TrainingStopped
 from trainer_bridge.orchestrator.evals import evaluate
-from trainer_bridge.orchestrator.loop import (
-    BackendFactory,
-    Orchestrator,
-    TrainingStopped,
-    reward_weights,
-    trainer_command,
-)
+from trainer_bridge.orchestrator.loop import Orchestrator
+from trainer_bridge.orchestrator.rewards import reward_weights
 from trainer_bridge.protocol.run_dir import RunDir, write_text_atomic
 from trainer_bridge.supervisor import ChildDied, Supervisor
 
@@ -76,6 +72,19 @@ def backend_kind(config: TrainConfig) -> str:
         except ImportError:
             pass
     return "torch"
+
+
+def trainer_command(run: RunDir, python: str, resume_step: int = 0) -> list[str]:
+    """The trainer process's command line (`python -m trainer_bridge.trainer`)."""
+    return [
+        python,
+        "-m",
+        "trainer_bridge.trainer",
+        "--run-dir",
+        str(run.root),
+        "--resume-step",
+        str(resume_step),
+    ]
 
 
 def vllm_urls(config: TrainConfig) -> list[str]:

@@ -8,6 +8,7 @@ backend really serves that policy before dispatching anything on it.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Protocol, runtime_checkable
 
 from prime_env.clients.base import ModelClient
@@ -45,3 +46,7 @@ class InferenceBackend(Protocol):
     async def close(self) -> None:
         """Stop serving and release the model or the server connections."""
         ...
+
+
+BackendFactory = Callable[[], Awaitable[InferenceBackend]]
+"""Starts a backend (or reconnects to one): the orchestrator calls it again to rebuild one."""

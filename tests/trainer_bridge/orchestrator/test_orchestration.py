@@ -15,12 +15,9 @@ from prime_env.record import ErrorInfo, RolloutRecord, Turn
 from trainer_bridge.checkpoints import layout, orchestrator_state
 from trainer_bridge.config import ConfigError, build_config
 from trainer_bridge.metrics import Monitor
-from trainer_bridge.orchestrator.loop import (
-    Orchestrator,
-    TrainingStopped,
-    reward_weights,
-    training_reward,
-)
+from trainer_bridge.orchestrator.errors import TrainingStopped
+from trainer_bridge.orchestrator.loop import Orchestrator
+from trainer_bridge.orchestrator.rewards import reward_weights, training_reward
 from trainer_bridge.protocol.policy import Probe
 from trainer_bridge.protocol.run_dir import RunDir
 from trainer_bridge.supervisor import Supervisor
@@ -82,48 +79,49 @@ def test_reward_weights_apply_to_training_only_and_unknown_names_are_refused() -
 
 def test_screen_drops_errors_small_and_zero_variance_groups(tmp_path: Path) -> None:
     orch = orchestrator(tmp_path)
-    ok = orch._screen(
+    ok = orch.screener.screen(
         "g", 0, [record(0, 1, 0), record(1, 0, 0), record(2, 0, 0, error="sampler_error")]
     )
     assert ok.dropped is None and ok.rollouts == 2 and len(ok.samples) == 2
     assert sorted(s.advantage for s in ok.samples) == [-0.5, 0.5]
-    small = orch._screen("g", 0, [record(0, 1, 0), record(1, 0, 0, error="timeout")])
+    small = orch.screener.screen("g", 0, [record(0, 1, 0), record(1, 0, 0, error="timeout")])
     assert small.dropped == "group_too_small" and small.samples == []
-    flat = orch._screen("g", 0, [record(0, 1, 0), record(1, 1, 0)])
+    flat = orch.screener.screen("g", 0, [record(0, 1, 0), record(1, 1, 0)])
     assert flat.dropped == "zero_variance"
     reweighted = orchestrator(tmp_path / "b", ("orchestrator.reward.weights", {"fmt": 1.0}))
-    assert reweighted._screen("g", 0, [record(0, 1, 1), record(1, 1, 0)]).dropped is None
+    assert reweighted.screener.screen("g", 0, [record(0, 1, 1), record(1, 1, 0)]).dropped is None
 
 
 def test_assembly_drops_stale_groups_and_takes_whole_groups(tmp_path: Path) -> None:
     orch = orchestrator(tmp_path)
     orch.step = 3  # S = 2: a group sampled by policy 0 is too old for batch 3
-    stale = orch._screen("old", 0, [record(i, i % 2, 0, version=0) for i in range(4)])
+    stale = orch.screener.screen("old", 0, [record(i, i % 2, 0, version=0) for i in range(4)])
     fresh = [
-        orch._screen(f"g{k}", 2, [record(i, i % 2, 0, version=2) for i in range(4)])
+        orch.screener.screen(f"g{k}", 2, [record(i, i % 2, 0, version=2) for i in range(4)])
         for k in range(3)
     ]
-    orch.ready = [stale, *fresh]
-    groups = orch._take_batch()
+    orch.batches.ready = [stale, *fresh]
+    groups = orch.batches.take(orch.step)
     assert groups is not None and [g.key for g in groups] == ["g0", "g1"]
-    assert orch.stats.drops["stale"] == 1 and [g.key for g in orch.ready] == ["g2"]
+    assert orch.batches.stats.drops["stale"] == 1 and [g.key for g in orch.batches.ready] == ["g2"]
 
 
 def test_batches_take_groups_in_dispatch_order_not_completion_order(tmp_path: Path) -> None:
     orch = orchestrator(tmp_path)
     groups = [
-        orch._screen(f"d{k}", 0, [record(i, i % 2, 0) for i in range(4)], order=k) for k in range(3)
+        orch.screener.screen(f"d{k}", 0, [record(i, i % 2, 0) for i in range(4)], order=k)
+        for k in range(3)
     ]
-    orch.ready = [groups[2], groups[0], groups[1]]  # as they happened to finish
-    chosen = orch._take_batch()
+    orch.batches.ready = [groups[2], groups[0], groups[1]]  # as they happened to finish
+    chosen = orch.batches.take(orch.step)
     assert chosen is not None and [g.key for g in chosen] == ["d0", "d1"]
-    assert [g.key for g in orch.ready] == ["d2"]
+    assert [g.key for g in orch.batches.ready] == ["d2"]
 
 
 def test_an_unavailable_service_stops_the_run_and_its_errors_are_logged(tmp_path: Path) -> None:
     orch = orchestrator(tmp_path)
     records = [record(0, 0, 0), record(1, 0, 0), record(2, 0, 0, error="sandbox_unavailable")]
-    orch.ready.append(orch._screen("d0", 0, records))
+    orch.batches.ready.append(orch.screener.screen("d0", 0, records))
     orch._stop_if_unavailable(records[:2] + [record(3, 0, 0, error="sandbox_error")])
     assert orch.fatal is None  # one sandbox failure is an error record, not a stop
     orch._stop_if_unavailable(records)
@@ -144,8 +142,8 @@ def test_probe_tolerance_follows_the_served_precision(
     tmp_path: Path, flags: tuple[tuple[str, Any], ...], dtype: str | None, tolerance: float
 ) -> None:
     orch = orchestrator(tmp_path, *flags)
-    orch.backend = SimpleNamespace(dtype=dtype) if dtype else object()  # type: ignore[assignment]
-    assert orch.probe_tolerance() == tolerance
+    orch.sampler.backend = SimpleNamespace(dtype=dtype) if dtype else object()  # type: ignore[assignment]
+    assert orch.sampler.probe_tolerance() == tolerance
 
 
 async def test_fp32_probe_catches_a_policy_that_moved_by_one_tiny_step(tmp_path: Path) -> None:
@@ -159,9 +157,9 @@ async def test_fp32_probe_catches_a_policy_that_moved_by_one_tiny_step(tmp_path:
         async def score(self, version: int, token_ids: list[int]) -> list[float]:
             return [-1.0, -2.0 + 9.7e-3]
 
-    orch.backend = Stale()  # type: ignore[assignment]
+    orch.sampler.backend = Stale()  # type: ignore[assignment]
     with pytest.raises(TrainingStopped, match="tolerance 0.0001"):
-        await orch._probe(1, probe)
+        await orch.sampler.probe(1, probe)
 
 
 @pytest.mark.parametrize(("level", "groups"), [(0, 2), (1, 4)])
@@ -245,13 +243,15 @@ async def test_no_model_call_is_sampled_by_a_policy_before_its_probe_passes(
     import asyncio
 
     from prime_env.clients.base import ChatResponse, Usage
-    from trainer_bridge.orchestrator.loop import GuardedClient
+    from trainer_bridge.orchestrator.sampler import GuardedClient
     from trainer_bridge.protocol.policy import PolicyRef
 
     orch = orchestrator(tmp_path)
     probe = Probe([1, 2, 3], [-1.0, -2.0])
     ref = PolicyRef(version=1, path=tmp_path, kind="lora", sha256="x")
-    monkeypatch.setattr("trainer_bridge.orchestrator.loop.read_policy", lambda path: (ref, probe))
+    monkeypatch.setattr(
+        "trainer_bridge.orchestrator.sampler.read_policy", lambda path: (ref, probe)
+    )
     events: list[str] = []
     finish_first = asyncio.Event()
 
@@ -277,12 +277,12 @@ async def test_no_model_call_is_sampled_by_a_policy_before_its_probe_passes(
             return probe.logprobs
 
     backend = Backend()
-    orch.backend = backend  # type: ignore[assignment]
-    orch.published = {0}
-    client = GuardedClient(backend, 30.0, orch._check_version, orch.gate)
+    orch.sampler.backend = backend  # type: ignore[assignment]
+    orch.sampler.published = {0}
+    client = GuardedClient(backend, 30.0, orch.sampler.check_version, orch.sampler.gate)
     first = asyncio.create_task(client.chat("turn 1"))  # type: ignore[arg-type]
     await asyncio.sleep(0.01)
-    load = asyncio.create_task(orch._publish(1))
+    load = asyncio.create_task(orch.sampler.publish(1))
     await asyncio.sleep(0.01)
     second = asyncio.create_task(client.chat("turn 2"))  # type: ignore[arg-type]
     await asyncio.sleep(0.01)
