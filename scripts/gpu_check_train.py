@@ -224,8 +224,8 @@ def stop_server(server: subprocess.Popen[bytes]) -> None:
 
 async def vllm_half(args: argparse.Namespace, work: Path) -> None:
     from trainer_bridge.config import TrainConfig
+    from trainer_bridge.inference.factory import vllm_command
     from trainer_bridge.inference.vllm_backend import BackendError, VLLMBackend
-    from trainer_bridge.launch import vllm_command
 
     base = real_smollm2(work / "smollm2-hf")
     model = ModelConfig(name=str(base), device=args.device)
