@@ -17,7 +17,7 @@ every built-in loss and for custom ones):
 
 Every normaliser is a *global* count (all micro-batches, all ranks) divided by the world size:
 each rank's gradient is then its share of the global mean, and FSDP's averaging over ranks
-(÷ world size) gives exactly the one-process gradient (measured: 0.5× without the factor).
+(÷ world size) gives exactly the one-process gradient.
 """
 
 from __future__ import annotations

@@ -7,8 +7,7 @@ is a Hugging Face model directory. Sequences are right-padded, so real tokens ke
 
 Logprobs come from the decoder's hidden states through the LM head one chunk of positions at
 a time, each chunk under activation checkpointing: only [chunk, vocab] logits ever exist, in
-forward and in backward (a naive log-softmax over SmolLM2's 49k vocabulary was most of the
-prototype's 14.6 GB).
+forward and in backward.
 """
 
 from __future__ import annotations
