@@ -133,7 +133,7 @@ def _unfinished(directory: Path, meta: dict[str, Any]) -> str:
         return (
             f"{directory} is still running ({describe_owner(meta)}); push it once it has finished"
         )
-    from trainer_bridge.run_dir import train_run_of
+    from trainer_bridge.protocol.run_dir import train_run_of
 
     train_run = train_run_of(directory)
     how = (
