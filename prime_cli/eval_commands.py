@@ -48,7 +48,6 @@ from prime_cli.eval_runs import find_run, local_runs, push_run, unpushed_runs
 from prime_cli.hub_client import HubClient, HubError
 from prime_cli.messages import say
 from prime_cli.options import echo_json, output_option, page_of, paging_options
-from prime_env import event_loop
 from prime_env.clients.base import ModelClient
 from prime_env.clients.model_specs import ModelConfigError, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
@@ -68,7 +67,8 @@ from prime_env.evaluation import (
     start_run,
     stored_config,
 )
-from prime_env.parallel import ClientFactory
+from prime_env.process import event_loop
+from prime_env.process.parallel import ClientFactory
 from prime_env.record import RolloutRecord
 from prime_env.summary import Summary
 from registry_index.resolve import parse_env_ref

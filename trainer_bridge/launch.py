@@ -20,8 +20,8 @@ from typing import Any
 
 from rich.console import Console
 
-from prime_env import event_loop
 from prime_env.environment import Environment
+from prime_env.process import event_loop
 from prime_env.run_status import RUNNING, describe_owner, held_by_another
 from trainer_bridge import checkpoints
 from trainer_bridge.backends.base import InferenceBackend

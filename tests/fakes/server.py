@@ -23,7 +23,7 @@ from typing import Any, Self
 
 import httpx
 
-from prime_env.fd_table import reserve_fds
+from prime_env.process.fd_table import reserve_fds
 from tests.fakes.behaviour import FaultPlan
 from tests.fakes.http_server import BACKLOG, serve, wait_forever
 from tests.fakes.providers import FakeAnthropic, FakeOpenAI
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     handler = (FakeOpenAI if args.provider == "openai" else FakeAnthropic)(plan, args.api_key)
     # Room for a benchmark's thousands of connections before any thread starts: a table grown
-    # later stalls the server for an RCU grace period at its 256th and 512th (prime_env.fd_table).
+    # later stalls the server for an RCU grace period at its 256th and 512th (prime_env.process.fd_table).
     reserve_fds(BACKLOG)
 
     async def run() -> None:

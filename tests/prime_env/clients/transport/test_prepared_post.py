@@ -12,10 +12,10 @@ import openai
 import pytest
 from aiohttp import web
 
-from prime_env.clients import prepared_post
 from prime_env.clients.openai_client import OpenAIClient
-from prime_env.clients.prepared_post import PreparedPost
 from prime_env.clients.retry import AdaptiveLimiter, RetryPolicy
+from prime_env.clients.transport import prepared_post
+from prime_env.clients.transport.prepared_post import PreparedPost
 from tests.support import free_port
 
 COMPLETION = {

@@ -30,7 +30,7 @@ import aiohttp
 import httpx2
 import openai
 
-from prime_env.clients import http_origin
+from prime_env.clients.transport import http_origin
 
 # Set per request by the transport (aiohttp or http_origin), content negotiation included.
 _PER_REQUEST = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}

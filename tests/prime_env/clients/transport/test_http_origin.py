@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from prime_env.clients import http_origin
-from prime_env.clients.http_origin import OriginPool, supports
+from prime_env.clients.transport import http_origin
+from prime_env.clients.transport.http_origin import OriginPool, supports
 
 Script = Callable[[bytes, asyncio.StreamWriter], Awaitable[None]]
 

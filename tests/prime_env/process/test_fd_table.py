@@ -1,4 +1,4 @@
-"""Reserving descriptor-table room for a run's connections (prime_env.fd_table)."""
+"""Reserving descriptor-table room for a run's connections (prime_env.process.fd_table)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from prime_env.fd_table import HEADROOM, reserve_fds
+from prime_env.process.fd_table import HEADROOM, reserve_fds
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/status").exists(), reason="reads the table's size from Linux's /proc"
 )
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _in_fresh_process(code: str) -> list[int]:
@@ -50,7 +50,7 @@ before = fd_size()
 def test_the_table_holds_the_connections_before_they_open() -> None:
     before, wanted, after, open_now = _in_fresh_process(
         """
-from prime_env.fd_table import reserve_fds
+from prime_env.process.fd_table import reserve_fds
 wanted = before + 300  # more than the table holds now
 reserve_fds(wanted)
 print(before, wanted, fd_size())
@@ -80,7 +80,7 @@ def test_descriptors_in_use_are_left_alone() -> None:
 def test_a_low_soft_limit_is_raised_for_the_connections() -> None:
     before, wanted, soft, after = _in_fresh_process(
         """
-from prime_env.fd_table import reserve_fds
+from prime_env.process.fd_table import reserve_fds
 resource.setrlimit(resource.RLIMIT_NOFILE, (before + 100, hard))  # a default 1,024 in miniature
 wanted = before + 300
 reserve_fds(wanted)
@@ -93,7 +93,7 @@ print(before, wanted, resource.getrlimit(resource.RLIMIT_NOFILE)[0], fd_size())
 def test_a_low_hard_limit_caps_the_reservation_without_an_error() -> None:
     before, limit, soft, after = _in_fresh_process(
         """
-from prime_env.fd_table import reserve_fds
+from prime_env.process.fd_table import reserve_fds
 limit = before + 100
 resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 reserve_fds(10 * limit)  # far past the limit: grown as far as it allows, no error

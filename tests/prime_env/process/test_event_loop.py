@@ -16,7 +16,7 @@ from typing import ClassVar
 import aiohttp
 import pytest
 
-from prime_env import event_loop
+from prime_env.process import event_loop
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,4 +1,4 @@
-"""The collector settings a run of many rollouts gets (prime_env.gc_tuning)."""
+"""The collector settings a run of many rollouts gets (prime_env.process.gc_tuning)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import gc
 from typing import Any
 
 from prime_env import Environment, Rubric, SingleTurn
-from prime_env.gc_tuning import YOUNG_THRESHOLD, rollout_gc, young_threshold
+from prime_env.process.gc_tuning import YOUNG_THRESHOLD, rollout_gc, young_threshold
 from tests.prime_env.scripted import ScriptedClient
 
 
