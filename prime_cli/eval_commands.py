@@ -218,7 +218,7 @@ async def _run_all(
             tracker.add(rec)
         tracker.resumed, tracker.tokens = tracker.done, 0
         if run.spec.client == "local" and workers == 1:
-            from prime_env.clients.local_decode import sampled_tokens
+            from local_model.decode import sampled_tokens
 
             tracker.live, tracker.live_base = sampled_tokens, sampled_tokens()
         task = progress.add_task(

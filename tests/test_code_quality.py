@@ -15,6 +15,7 @@ PACKAGES = [
     "hub_server",
     "prime_cli",
     "prime_env",
+    "local_model",
     "sandbox",
     "trainer_bridge",
     "builtin_envs/publish.py",

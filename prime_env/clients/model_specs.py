@@ -3,7 +3,7 @@
 Accepted forms (what vf-eval and prime users type):
 - `provider/model`: `openai/gpt-4.1-mini`, `anthropic/claude-sonnet-4-5`, `openrouter/<org>/<model>`,
   `together/…`, `deepseek/…`, `gemini/…` (Gemini's OpenAI-compatible endpoint), `prime/…`;
-- `local/smollm2-135m`: a model run in this process on CPU (see local_client);
+- `local/smollm2-135m`: a model run in this process on CPU (see local_model.client);
 - an alias from `endpoints.toml` (./endpoints.toml, else ~/.config/prime/endpoints.toml);
 - any name together with `--base-url URL` (vLLM, a proxy, a self-hosted server).
 
@@ -105,7 +105,7 @@ class ModelSpec:
         self, *, stream: bool = False, policy: RetryPolicy | None = None
     ) -> ModelClient:
         if self.client == "local":
-            from prime_env.clients.local_client import LocalClient
+            from local_model.client import LocalClient
 
             return LocalClient(self.model)
         if self.client == "anthropic":
@@ -214,7 +214,7 @@ def resolve_model(
             )
     provider, sep, model = name.partition("/")
     if provider == "local":
-        from prime_env.clients.local_models import LOCAL_MODELS
+        from local_model.models import LOCAL_MODELS
 
         if model not in LOCAL_MODELS:
             raise ModelConfigError(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from prime_env.clients.local_client import LocalClient
+from local_model.client import LocalClient
 
 from ..modeling import add_lora, load_base, right_pad, token_logprobs
 from ..policy import PolicyError, apply_weights, load_weights

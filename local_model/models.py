@@ -1,6 +1,6 @@
 """Models `local/<name>` can run, and where their weights come from.
 
-Kept apart from local_client (which imports torch) so that resolving a model string, or
+Kept apart from client.py (which imports torch) so that resolving a model string, or
 listing the choices in an error message, costs no torch import: torch and transformers are
 imported inside the functions that load weights.
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from .local_llama_step import LlamaStep
+from .llama_step import LlamaStep
 
 _sampled = 0  # tokens sampled by this process since it started
 

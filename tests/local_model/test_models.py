@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from prime_env.clients.local_models import CACHE_ENV, converted_dir, load_local_model
+from local_model.models import CACHE_ENV, converted_dir, load_local_model
 from tests.support import distributions_installed, require
 
 
@@ -68,7 +68,7 @@ def test_a_load_during_a_conversion_waits_for_it_and_reads_the_result(
 
     import filelock
 
-    from prime_env.clients import local_models
+    from local_model import models as local_models
 
     shared = converted_dir("smollm2-135m")  # the suite's cache (tests/conftest.py)
     if not shared.is_dir():

