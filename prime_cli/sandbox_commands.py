@@ -72,11 +72,11 @@ def run(
 
 
 def _rows(backend: str) -> list[dict[str, str]]:
-    from sandbox import local_backend
+    from sandbox.backends import local as local_backend
 
     rows = local_backend.list_sandboxes() if backend in ("auto", "local") else []
     if backend in ("auto", "docker"):
-        from sandbox.docker_backend import docker_available, list_sandboxes
+        from sandbox.backends.docker import docker_available, list_sandboxes
 
         if docker_available():
             rows += list_sandboxes()

@@ -14,7 +14,7 @@ A program's own failure (non-zero exit, killed for memory, timeout) is a normal 
 """
 
 from sandbox.aio import AsyncSandbox
-from sandbox.core import Sandbox
+from sandbox.backends.base import Sandbox
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.factory import open_async_sandbox, open_sandbox, reap_orphans, resolve_backend
 from sandbox.limits import DEFAULT_IMAGE, SandboxLimits

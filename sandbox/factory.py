@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from sandbox.aio import AsyncSandbox
-from sandbox.core import Sandbox
+from sandbox.backends.base import Sandbox
 from sandbox.errors import SandboxUnavailable
 from sandbox.limits import DEFAULT_IMAGE, SandboxLimits
 
@@ -25,7 +25,7 @@ def resolve_backend(backend: str, image: str | None = None) -> str:
         )
     if backend != "auto":
         return backend
-    from sandbox.docker_backend import docker_available, image_exists
+    from sandbox.backends.docker import docker_available, image_exists
 
     if image is not None:
         return "docker"
@@ -44,14 +44,14 @@ def open_sandbox(
     """
     chosen = resolve_backend(backend, image)
     if chosen == "docker":
-        from sandbox.docker_backend import DockerSandbox
+        from sandbox.backends.docker import DockerSandbox
 
         return DockerSandbox(image=image, limits=limits, env=dict(env or {}))
     if image is not None:
         raise SandboxUnavailable(
             "the local backend cannot use an image; drop --image or use --backend docker"
         )
-    from sandbox.local_backend import LocalSandbox
+    from sandbox.backends.local import LocalSandbox
 
     return LocalSandbox(limits=limits, env=dict(env or {}))
 
@@ -77,12 +77,12 @@ def reap_orphans(backend: str = "auto") -> int:
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown sandbox backend {backend!r}; choose one of {BACKENDS}")
-    from sandbox import local_backend
+    from sandbox.backends import local as local_backend
 
     reaped = local_backend.reap_orphans() if backend in ("auto", "local") else 0
     if backend in ("auto", "docker"):
-        from sandbox.docker_backend import docker_available
-        from sandbox.docker_backend import reap_orphans as reap_containers
+        from sandbox.backends.docker import docker_available
+        from sandbox.backends.docker import reap_orphans as reap_containers
 
         if docker_available():
             reaped += reap_containers()

@@ -20,8 +20,8 @@ import time
 import uuid
 from typing import Any
 
+from sandbox.backends.base import Sandbox
 from sandbox.channel import Channel, DockerAttachChannel
-from sandbox.core import Sandbox
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.limits import DEFAULT_IMAGE, SandboxLimits
 from sandbox.owner import Owner

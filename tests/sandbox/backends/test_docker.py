@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandbox.docker_backend import DockerSandbox
+from sandbox.backends.docker import DockerSandbox
 
 
 class _StoppedWhileReading:

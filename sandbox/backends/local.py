@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from sandbox.backends.base import Sandbox
 from sandbox.cgroups import SandboxCgroup
 from sandbox.channel import Channel, PipeChannel
-from sandbox.core import Sandbox
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.limits import SandboxLimits
 from sandbox.owner import Owner
