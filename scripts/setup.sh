@@ -29,5 +29,5 @@ step "installing prime-envhub-sdk and prime-envhub, editable, with every extra a
   --constraints scripts/constraints.txt -e ./sdk -e ".[all,dev]"
 step "compiling the editable packages' bytecode"
 .venv/bin/python -m compileall -q -j 0 prime_cli prime_env hub_server registry_index sandbox \
-  trainer_bridge builtin_envs local_model >/dev/null
+  trainer_bridge builtin_envs local_model testing >/dev/null
 step "setup done in $((SECONDS - started)) s: .venv/bin/prime is ready"

@@ -15,8 +15,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from tests.fakes.behaviour import FaultPlan, Reply, logprob, reply, token_id
-from tests.fakes.http_server import Request, Responder
+from testing.behaviour import FaultPlan, Reply, logprob, reply, token_id
+from testing.http_server import Request, Responder
 
 _JSON = {"content-type": "application/json"}
 _SSE = {"content-type": "text/event-stream", "cache-control": "no-cache"}

@@ -3,7 +3,7 @@
 A separate process keeps the server off the test's (or the benchmark's) GIL, so measured
 throughput is the client's, not a contention artefact.
 
-    python -m tests.fakes.server --provider openai --port 8000 --latency-ms 200 \
+    python -m testing.server --provider openai --port 8000 --latency-ms 200 \
         --fault 429=0.05 --fault drop=0.05 --seed 1
 
 `FakeServer` starts it on port 0 and waits for the child's readiness line (`READY <port>` on a
@@ -24,11 +24,11 @@ from typing import Any, Self
 import httpx
 
 from prime_env.process.fd_table import reserve_fds
-from tests.fakes.behaviour import FaultPlan
-from tests.fakes.http_server import BACKLOG, serve, wait_forever
-from tests.fakes.providers import FakeAnthropic, FakeOpenAI
+from testing.behaviour import FaultPlan
+from testing.http_server import BACKLOG, serve, wait_forever
+from testing.providers import FakeAnthropic, FakeOpenAI
 
-_ROOT = Path(__file__).resolve().parents[2]
+_ROOT = Path(__file__).resolve().parents[1]
 
 
 class FakeServer:
@@ -49,7 +49,7 @@ class FakeServer:
         args = [
             sys.executable,
             "-m",
-            "tests.fakes.server",
+            "testing.server",
             "--provider",
             provider,
             "--port",

@@ -7,7 +7,7 @@ import os
 import httpx
 import pytest
 
-from tests.fakes.server import FakeServer
+from testing.server import FakeServer
 
 
 def test_start_waits_for_the_readiness_line_and_stop_reaps() -> None:
