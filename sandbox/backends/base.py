@@ -1,4 +1,5 @@
-"""The `Sandbox` API every backend implements: start, exec, files, reset, stop.
+"""The `Sandbox` API every backend implements: start, exec, files, reset, stop, and the class
+methods that list, clean up and reap a backend's sandboxes on this machine.
 
 WHY one base class: both backends launch the same supervisor (sandbox/supervisor.py) and differ only
 in how they start it, wire its stdin/stdout and clean it up. Everything else (requests,
@@ -42,6 +43,9 @@ _SUPERVISOR_ERRORS: dict[str, type[Exception]] = {
 }
 
 Command = str | Sequence[str]
+SandboxRow = dict[str, str]
+"""One listed sandbox: `backend`, `id`, `owner_pid`, `status` ("orphaned" once its owner is
+gone), and whatever else its backend knows (image, run id, uid)."""
 
 
 class _BroughtDownByProgram(Exception):
@@ -74,6 +78,24 @@ class Sandbox(ABC):
         # Set when a program brought the sandbox down: the next call starts a fresh one.
         self._brought_down: str | None = None
         self._closing = False
+
+    # -- every sandbox of this backend on this machine (`prime sandbox ls`, `gc`) -------------
+    @classmethod
+    @abstractmethod
+    def list_sandboxes(cls) -> list[SandboxRow]:
+        """The backend's sandboxes on this machine, this process's and everyone else's."""
+
+    @classmethod
+    @abstractmethod
+    def cleanup(cls, sandbox_id: str) -> None:
+        """Remove the sandbox `sandbox_id` (as listed) and everything it holds; nothing happens
+        when it is already gone, and `SandboxError` says what could not be removed."""
+
+    @classmethod
+    @abstractmethod
+    def reap_orphans(cls) -> int:
+        """`cleanup` every sandbox whose owner is gone (or whose lifetime passed); returns how
+        many. Each start runs it, since an owner killed with SIGKILL cannot stop its own."""
 
     # -- lifecycle ---------------------------------------------------------------------------
     @abstractmethod

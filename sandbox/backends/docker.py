@@ -20,7 +20,7 @@ import time
 import uuid
 from typing import Any
 
-from sandbox.backends.base import Sandbox
+from sandbox.backends.base import Sandbox, SandboxRow
 from sandbox.channel import Channel, DockerAttachChannel
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.limits import DEFAULT_IMAGE, SandboxLimits
@@ -81,74 +81,6 @@ def _sandbox_containers(client: Any) -> list[dict[str, Any]]:
     return list(client.api.containers(all=True, filters={"label": LABEL}))
 
 
-def _remove(container_id: str) -> None:
-    """Force-remove a container and return only once the daemon no longer lists it."""
-    import docker.errors
-
-    api = docker_client().api
-    try:
-        api.remove_container(container_id, force=True)
-        return
-    except docker.errors.NotFound:
-        return
-    except docker.errors.APIError as exc:
-        # auto_remove is already removing it: wait for that instead of racing it.
-        if "already in progress" not in str(exc):
-            raise SandboxError(
-                f"cannot remove sandbox container {container_id[:12]}: {exc}"
-            ) from exc
-    try:
-        api.wait(container_id, condition="removed", timeout=30)
-    except docker.errors.NotFound:
-        pass
-    except Exception as exc:  # requests' ReadTimeout when the daemon is stuck
-        raise SandboxError(f"sandbox container {container_id[:12]} was not removed: {exc}") from exc
-
-
-def reap_orphans() -> int:
-    """Remove sandbox containers whose owner process is gone, or whose TTL has passed."""
-    client = docker_client()
-    now = time.time()
-    reaped = 0
-    for container in _sandbox_containers(client):
-        labels = container.get("Labels") or {}
-        try:
-            owner_alive = Owner.decode(labels[LABEL_OWNER]).alive()
-            expired = float(labels[LABEL_EXPIRES]) < now
-        except (KeyError, ValueError):
-            owner_alive, expired = False, True  # a malformed label is nobody's container
-        if expired or not owner_alive:
-            try:
-                _remove(container["Id"])
-            except SandboxError:
-                continue  # one stuck orphan must not stop new sandboxes; `prime sandbox gc` retries
-            reaped += 1
-    return reaped
-
-
-def list_sandboxes() -> list[dict[str, str]]:
-    rows = []
-    for container in _sandbox_containers(docker_client()):
-        labels = container.get("Labels") or {}
-        try:
-            owner = Owner.decode(labels.get(LABEL_OWNER, ""))
-            orphaned = not owner.alive()
-            pid = str(owner.pid)
-        except ValueError:
-            orphaned, pid = True, "?"
-        rows.append(
-            {
-                "backend": "docker",
-                "id": container["Id"][:12],
-                "owner_pid": pid,
-                "status": "orphaned" if orphaned else container.get("State", ""),
-                "run": labels.get(LABEL_RUN, ""),
-                "image": container.get("Image", ""),
-            }
-        )
-    return rows
-
-
 def image_exists(image: str) -> bool:
     import docker.errors
 
@@ -176,6 +108,74 @@ class DockerSandbox(Sandbox):
         self.container: Any = None
         self._started_at = 0.0
 
+    @classmethod
+    def list_sandboxes(cls) -> list[SandboxRow]:
+        rows = []
+        for container in _sandbox_containers(docker_client()):
+            labels = container.get("Labels") or {}
+            try:
+                owner = Owner.decode(labels.get(LABEL_OWNER, ""))
+                orphaned = not owner.alive()
+                pid = str(owner.pid)
+            except ValueError:
+                orphaned, pid = True, "?"
+            rows.append(
+                {
+                    "backend": "docker",
+                    "id": container["Id"][:12],
+                    "owner_pid": pid,
+                    "status": "orphaned" if orphaned else container.get("State", ""),
+                    "run": labels.get(LABEL_RUN, ""),
+                    "image": container.get("Image", ""),
+                }
+            )
+        return rows
+
+    @classmethod
+    def cleanup(cls, sandbox_id: str) -> None:
+        """Force-remove the container and return only once the daemon no longer lists it."""
+        import docker.errors
+
+        api = docker_client().api
+        try:
+            api.remove_container(sandbox_id, force=True)
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as exc:
+            # auto_remove is already removing it: wait for that instead of racing it.
+            if "already in progress" not in str(exc):
+                raise SandboxError(
+                    f"cannot remove sandbox container {sandbox_id[:12]}: {exc}"
+                ) from exc
+        try:
+            api.wait(sandbox_id, condition="removed", timeout=30)
+        except docker.errors.NotFound:
+            pass
+        except Exception as exc:  # requests' ReadTimeout when the daemon is stuck
+            raise SandboxError(
+                f"sandbox container {sandbox_id[:12]} was not removed: {exc}"
+            ) from exc
+
+    @classmethod
+    def reap_orphans(cls) -> int:
+        now = time.time()
+        reaped = 0
+        for container in _sandbox_containers(docker_client()):
+            labels = container.get("Labels") or {}
+            try:
+                owner_alive = Owner.decode(labels[LABEL_OWNER]).alive()
+                expired = float(labels[LABEL_EXPIRES]) < now
+            except (KeyError, ValueError):
+                owner_alive, expired = False, True  # a malformed label is nobody's container
+            if expired or not owner_alive:
+                try:
+                    cls.cleanup(container["Id"])
+                except SandboxError:
+                    continue  # one stuck orphan must not stop new sandboxes; `gc` retries
+                reaped += 1
+        return reaped
+
     def _launch(self) -> Channel:
         """Start the container; a daemon that went away since the client was made (stopped,
         restarted) is `SandboxUnavailable`, like one that never answered, and the next sandbox
@@ -195,7 +195,7 @@ class DockerSandbox(Sandbox):
         from docker.types import Ulimit
 
         client = docker_client()
-        reap_orphans()
+        self.reap_orphans()
         if not image_exists(self.image):
             raise SandboxUnavailable(
                 f"the sandbox image {self.image!r} is not in the Docker daemon: build it with "
@@ -337,5 +337,5 @@ class DockerSandbox(Sandbox):
 
     def _destroy(self) -> None:
         if self.container is not None:
-            _remove(self.container.id)
+            self.cleanup(self.container.id)
             self.container = None

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from sandbox.backends.base import Sandbox
+from sandbox.backends.base import Sandbox, SandboxRow
 from sandbox.cgroups import SandboxCgroup
 from sandbox.channel import Channel, PipeChannel
 from sandbox.errors import SandboxError, SandboxUnavailable
@@ -169,38 +169,6 @@ def _release(claim_path: Path, claim: _Claim) -> None:
     claim_path.unlink(missing_ok=True)
 
 
-def reap_orphans() -> int:
-    """Clean up local sandboxes whose owning process is gone; returns how many."""
-    reaped = 0
-    for path in state_dir().iterdir():
-        claim = _read_claim(path)
-        if claim is None or claim.owner.alive():
-            continue
-        try:
-            _release(path, claim)
-        except SandboxError:
-            continue  # one stuck orphan must not stop new sandboxes; `prime sandbox gc` retries
-        reaped += 1
-    return reaped
-
-
-def list_sandboxes() -> list[dict[str, str]]:
-    rows = []
-    for path in sorted(state_dir().iterdir()):
-        claim = _read_claim(path)
-        if claim is not None:
-            rows.append(
-                {
-                    "backend": "local",
-                    "id": claim.root.name,
-                    "owner_pid": str(claim.owner.pid),
-                    "status": "running" if claim.owner.alive() else "orphaned",
-                    "uid": str(claim.uid or ""),
-                }
-            )
-    return rows
-
-
 # Mounts the size-limited /work and /tmp inside `unshare`'s mount namespace, then runs the rest.
 _MOUNT_TMPFS = (
     'mount -t tmpfs -o "size=$3,mode=1777,nosuid,nodev" tmpfs "$1" && '
@@ -240,12 +208,51 @@ class LocalSandbox(Sandbox):
         self._proc: subprocess.Popen[bytes] | None = None
         self._tmpdir = "/tmp"
 
+    @classmethod
+    def list_sandboxes(cls) -> list[SandboxRow]:
+        rows = []
+        for path in sorted(state_dir().iterdir()):
+            claim = _read_claim(path)
+            if claim is not None:
+                rows.append(
+                    {
+                        "backend": "local",
+                        "id": claim.root.name,
+                        "owner_pid": str(claim.owner.pid),
+                        "status": "running" if claim.owner.alive() else "orphaned",
+                        "uid": str(claim.uid or ""),
+                    }
+                )
+        return rows
+
+    @classmethod
+    def cleanup(cls, sandbox_id: str) -> None:
+        """Kill the sandbox's processes, remove its cgroup and files, then its claim."""
+        for path in state_dir().iterdir():
+            claim = _read_claim(path)
+            if claim is not None and claim.root.name == sandbox_id:
+                _release(path, claim)
+
+    @classmethod
+    def reap_orphans(cls) -> int:
+        reaped = 0
+        for path in state_dir().iterdir():
+            claim = _read_claim(path)
+            if claim is None or claim.owner.alive():
+                continue
+            try:
+                cls.cleanup(claim.root.name)
+            except SandboxError:
+                continue  # one stuck orphan must not stop new sandboxes; `gc` retries
+            reaped += 1
+        return reaped
+
     def base_env(self) -> dict[str, str]:
         # Without bubblewrap the sandbox's /tmp is a directory of its own, not the host's /tmp.
         return {**super().base_env(), "TMPDIR": self._tmpdir}
 
     def _launch(self) -> Channel:
-        reap_orphans()
+        self.reap_orphans()
         as_root = os.geteuid() == 0
         limits = self.limits
         self.root = Path(tempfile.mkdtemp(prefix="prime-sbx-"))

@@ -125,8 +125,8 @@ def test_reaper_removes_orphans_and_expired_but_keeps_live_containers() -> None:
         LABEL,
         LABEL_EXPIRES,
         LABEL_OWNER,
+        DockerSandbox,
         docker_client,
-        reap_orphans,
     )
 
     client = docker_client()
@@ -150,7 +150,7 @@ def test_reaper_removes_orphans_and_expired_but_keeps_live_containers() -> None:
     try:
         # Not a count: a parallel test worker starting a sandbox reaps these orphans too, and
         # may be first. What holds is which containers are gone.
-        reap_orphans()
+        DockerSandbox.reap_orphans()
         remaining = {c["Id"] for c in client.api.containers(all=True, filters={"label": LABEL})}
         assert ids["orphan"] not in remaining and ids["expired"] not in remaining
         assert ids["live"] in remaining and ids["other-host"] in remaining
