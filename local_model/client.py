@@ -31,7 +31,8 @@ from typing import Any
 
 from local_model.models import load_local_model
 from local_model.prompt import parse_tool_calls, with_tools
-from prime_env.clients.base import ChatResponse, Message, ModelError, SamplingArgs, ToolSpec, Usage
+from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec, Usage
+from prime_env.errors import ModelError
 
 DEFAULT_MAX_TOKENS = 256
 

@@ -28,7 +28,7 @@ from registry_index.resolve import parse_env_id
 from .clients.base import ModelClient, SamplingArgs
 from .clients.model_specs import ModelSpec
 from .environment import Environment
-from .errors import EnvironmentNotFound
+from .errors import EnvironmentNotFound, EvalError
 from .loading import load
 from .process.gc_tuning import rollout_gc
 from .process.parallel import ClientFactory, run_in_processes
@@ -49,10 +49,6 @@ from .summary import Summary, SummaryBuilder
 RESULTS = "results.jsonl"
 METADATA = "metadata.json"
 METADATA_SCHEMA = "prime.eval/1"
-
-
-class EvalError(Exception):
-    """A run cannot start or resume; the message says what is wrong and how to fix it."""
 
 
 # ------------------------------------------------------------------ environments

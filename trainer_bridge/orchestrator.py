@@ -26,8 +26,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from prime_env.clients.base import ChatResponse, Message, ModelError, SamplingArgs, ToolSpec
+from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec
 from prime_env.environment import Environment
+from prime_env.errors import ModelError
 from prime_env.record import RolloutRecord
 from prime_env.runner import run_rollouts
 from prime_env.tasks import Task

@@ -25,14 +25,11 @@ from typing import Any, Protocol
 
 from prime_env.clients.base import ModelClient
 from prime_env.clients.retry import RetryPolicy
+from prime_env.errors import ModelConfigError
 
 DEFAULT_LOCAL_MODEL = "local/smollm2-135m"
 DEFAULT_HOSTED_MODEL = "openai/gpt-4.1-mini"
 PROVIDER_GROUP = "prime.model_providers"
-
-
-class ModelConfigError(ValueError):
-    """A model string, endpoint file or API key setting is wrong; the message says how to fix it."""
 
 
 @dataclass(frozen=True)

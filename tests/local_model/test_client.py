@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from prime_env.clients.base import ModelError, SamplingArgs
+from prime_env.clients.base import SamplingArgs
+from prime_env.errors import ModelError
 from tests.support import distributions_installed, require
 from tests.trainer_bridge.conftest import smollm2_tokenizer_dir, tiny_model_dir  # noqa: F401
 

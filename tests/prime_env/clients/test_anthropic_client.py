@@ -7,8 +7,9 @@ import json
 import pytest
 
 from prime_env.clients.anthropic_client import AnthropicClient, to_anthropic
-from prime_env.clients.base import ModelError, SamplingArgs
+from prime_env.clients.base import SamplingArgs
 from prime_env.clients.retry import AdaptiveLimiter, RetryPolicy
+from prime_env.errors import ModelError
 from testing.server import FakeServer
 from tests.prime_env.clients.conftest import API_KEY
 

@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-from prime_env.clients.base import ModelError, SamplingArgs
+from prime_env.clients.base import SamplingArgs
 from prime_env.clients.openai_client import OpenAIClient
 from prime_env.clients.retry import AdaptiveLimiter, RetryPolicy
+from prime_env.errors import ModelError
 from testing.behaviour import token_id
 from testing.server import FakeServer
 from tests.prime_env.clients.conftest import API_KEY
