@@ -7,8 +7,8 @@ its token limit or its stop string, and the remaining rows decode on.
 
 Each reported logprob is that of the sampled token under the distribution it was drawn from
 (logits / temperature, then top-p), as vLLM's `processed_logprobs`. After the prompt's
-forward pass, a Llama-architecture model decodes through `LlamaStep` (the same logits, ~5%
-less CPU per token); any other through its own forward pass. Imported only when a local model
+forward pass, a Llama-architecture model decodes through `LlamaStep` (the same logits, less
+CPU per token); any other through its own forward pass. Imported only when a local model
 generates (it imports torch).
 """
 

@@ -1,13 +1,12 @@
 """One decode step of a Llama-architecture model (SmolLM2 is one), without transformers'
 generic forward pass around the matrix products.
 
-At batch 1 on a CPU a decode step of SmolLM2-135M is ~39 ms, of which the matrix products
-are ~32: the rest is the model's per-step machinery (each module's call, the attention
-dispatch, mask and output objects, and `DynamicCache` growing every layer's keys and values
-by `torch.cat`, which copies the whole cache at every token). This step runs the same
-operations in the same order on the model's own weights and modules, over keys and values
-kept in buffers that grow by doubling: its logits equal the model's own forward pass (bit for
-bit in an unpadded batch; tested) and it is ~5% faster per token.
+On a CPU most of a small model's step beyond the matrix products is per-step machinery (module
+calls, attention dispatch, mask and output objects, and `DynamicCache` copying every layer's
+keys and values with `torch.cat` at every token). This step runs the same operations in the
+same order on the model's own weights and modules, over key/value buffers that grow by
+doubling: its logits equal the model's forward pass (bit for bit in an unpadded batch; tested),
+and it is a little faster per token (docs/benchmarks.md, "Local model").
 
 The projections go through `F.linear` on the module's current weight when the module is a
 plain `nn.Linear`, and through the module itself otherwise (a peft LoRA layer then adds its

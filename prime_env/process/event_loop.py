@@ -4,16 +4,11 @@ bodies sent within the call that sends them.
 Why uvloop: at a hundred-plus requests in flight one event loop is CPU-bound, and uvloop's
 loop costs less per request.
 
-Why the task factory: aiohttp writes each request body from a task of its own. On Python 3.12+
-it starts that task eagerly, so the body leaves within the `post` call; on 3.11 the task waits
-for the loop's next pass, behind every callback already ready. With 128 requests in flight
-against a 200 ms server that wait was the largest part of a request's way out: from the call
-to the server's arrival, p50 2.1-2.6 ms, against 0.12-0.13 ms with the body written at once
-(`scripts/bench_eval.py`'s fake server, the same minutes); each slot pays it once per wave, so
-a 1,000-rollout run at `-c 128` went from 92.6-92.8% to 94.1-94.4% of the ideal rate. On 3.11
-this loop's task factory gives that one coroutine what 3.12 gives it: its first step runs
-inside `create_task`, and only a body that has to wait (a full socket buffer) gets a task for
-the rest. Every other task is made as before.
+Why the task factory: aiohttp writes each request body from a task of its own, which Python
+3.12+ starts eagerly but 3.11 leaves for the loop's next pass, behind every ready callback.
+On 3.11 this factory gives that one coroutine what 3.12 does: its first step runs inside
+`create_task`, and only a body that has to wait (a full socket buffer) gets a task for the
+rest; every other task is made as before. The wait it removes: docs/benchmarks.md, session 8.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Room in the process's file-descriptor table for a run's connections, made before they open.
 
-Why: Linux grows a process's descriptor table by doubling (256, 512, 1024, ...) when a new
-descriptor does not fit, and once the process has a second thread (the `openai` SDK starts one
-during the first request) each growth waits for an RCU grace period (`synchronize_rcu` in the
-kernel's `expand_fdtable`), with the thread that opened the socket, here the event loop,
-blocked. Measured on `prime eval run -c 512` against a 200 ms server (thread CPU time against
-wall time between successive connections of the first wave): the loop stood still for 7-23 ms
-at the 243rd and at the 499th connection, so the first wave took 45-58 ms to send where its CPU
-work took 24-30 ms. Growing the table at the start of the run, while the process is still
-single-threaded, costs one system call and no wait; the table never shrinks.
+Linux grows the table by doubling when a descriptor does not fit, and once the process has a
+second thread (the `openai` SDK starts one) each growth waits for an RCU grace period with the
+opening thread, here the event loop, blocked. Grown at the start of the run, while the process
+is still single-threaded, it costs one system call and no wait (the stalls it removed:
+docs/benchmarks.md, "Eval runner: where the time goes at 200 ms").
 """
 
 from __future__ import annotations
@@ -24,10 +20,8 @@ HEADROOM = 64
 def reserve_fds(connections: int) -> None:
     """Grow this process's descriptor table to hold `connections` more sockets, so opening them
     never waits for the table to grow; raise the soft RLIMIT_NOFILE for them first, as far as
-    the hard limit allows. Under a soft limit of 1,024 (many systems' default) a `-c 2000` run's
-    connections past it failed with EMFILE and were retried with backoff: 600 rollouts at
-    `-c 300` against a 200 ms server under `ulimit -S -n 200` ran at 241-257/s, and at
-    863-1271/s with the limit raised (ideal 1,500; the suite running alongside)."""
+    the hard limit allows (past a soft limit, 1,024 on many systems, connections fail with
+    EMFILE and are retried with backoff)."""
     if sys.platform == "win32":
         return
     import fcntl

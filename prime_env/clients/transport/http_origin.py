@@ -1,14 +1,11 @@
 """Keep-alive HTTP/1.1 POSTs to one plain-HTTP origin, on asyncio protocols and httptools.
 
-Why: an eval or a training run at a hundred-plus requests in flight against a local or cluster
-inference server (vLLM, the trainer's own sampler server, an OpenAI-compatible gateway) is
-bound by the client's CPU per request, and aiohttp's client spent about half of it on its own
-layers (request and response objects, connector bookkeeping, tracing and cookie hooks, stream
-readers). With this instead (`prime eval run` against the fake server, trees alternating;
-docs/benchmarks.md, "Eval runner: where the time goes"): 7.0k -> 13.7k rollouts/s at 0 ms; at
-200 ms `-c 128` 606 -> 611/s and `-c 512` 2171 -> 2335/s. Here a request is one transport
-write (a head built once per origin, its length, the body) and a response is parsed by
-httptools (llhttp, the parser uvicorn uses) straight into bytes.
+Why: a run with a hundred-plus requests in flight against a local or cluster inference server
+(vLLM, the trainer's sampler server, an OpenAI-compatible gateway) is bound by the client's CPU
+per request, and about half of aiohttp's went to its own layers (request and response objects,
+connector bookkeeping, tracing and cookie hooks). Here a request is one transport write (a head
+built once per origin, its length, the body) and a reply is parsed by httptools (llhttp, the
+parser uvicorn uses) straight into bytes. Rates before and after: docs/benchmarks.md, session 9.
 
 Scope: `http://` origins without a proxy or credentials in the URL (`PreparedPost` keeps aiohttp
 for TLS and proxies). What a caller sees matches aiohttp's client: a refused, reset or closed
