@@ -17,6 +17,7 @@ PACKAGES = [
     "prime_env",
     "local_model",
     "sandbox",
+    "testing",
     "trainer_bridge",
     "builtin_envs/publish.py",
 ]
