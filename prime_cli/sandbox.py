@@ -72,17 +72,12 @@ def run(
 
 
 def _rows(backend: str) -> list[dict[str, str]]:
-    from sandbox import local_backend
+    from sandbox import SandboxUnavailable, list_sandboxes
 
-    rows = local_backend.list_sandboxes() if backend in ("auto", "local") else []
-    if backend in ("auto", "docker"):
-        from sandbox.docker_backend import docker_available, list_sandboxes
-
-        if docker_available():
-            rows += list_sandboxes()
-        elif backend == "docker":
-            _fail("cannot reach the Docker daemon")
-    return rows
+    try:
+        return list_sandboxes(backend)
+    except SandboxUnavailable as exc:
+        _fail(str(exc))
 
 
 @sandbox.command(name="ls")

@@ -4,9 +4,9 @@ Everything an environment author or a tool built on environments needs is import
 here; submodules are implementation detail.
 """
 
-from .clients.base import ChatResponse, ModelClient, ModelError, SamplingArgs, Usage
+from .clients.base import ChatResponse, ModelClient, SamplingArgs, Usage
 from .environment import Environment
-from .errors import EnvironmentNotFound, InfraError, JudgeError, RubricError
+from .errors import EnvironmentNotFound, InfraError, JudgeError, ModelError, RubricError
 from .harnesses import (
     COMPLETED,
     ENV_DONE,

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from sandbox.aio import AsyncSandbox
-from sandbox.core import Sandbox
+from sandbox.backends.base import Sandbox, SandboxRow
 from sandbox.errors import SandboxUnavailable
 from sandbox.limits import DEFAULT_IMAGE, SandboxLimits
 
@@ -25,7 +25,7 @@ def resolve_backend(backend: str, image: str | None = None) -> str:
         )
     if backend != "auto":
         return backend
-    from sandbox.docker_backend import docker_available, image_exists
+    from sandbox.backends.docker import docker_available, image_exists
 
     if image is not None:
         return "docker"
@@ -44,14 +44,14 @@ def open_sandbox(
     """
     chosen = resolve_backend(backend, image)
     if chosen == "docker":
-        from sandbox.docker_backend import DockerSandbox
+        from sandbox.backends.docker import DockerSandbox
 
         return DockerSandbox(image=image, limits=limits, env=dict(env or {}))
     if image is not None:
         raise SandboxUnavailable(
             "the local backend cannot use an image; drop --image or use --backend docker"
         )
-    from sandbox.local_backend import LocalSandbox
+    from sandbox.backends.local import LocalSandbox
 
     return LocalSandbox(limits=limits, env=dict(env or {}))
 
@@ -66,6 +66,29 @@ def open_async_sandbox(
     return AsyncSandbox(open_sandbox(backend, image, limits, env))
 
 
+def _backend_classes(backend: str) -> list[type[Sandbox]]:
+    """The backends `backend` names: "auto" is local, and Docker when its daemon answers; an
+    explicit "docker" without a daemon raises SandboxUnavailable."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown sandbox backend {backend!r}; choose one of {BACKENDS}")
+    from sandbox.backends.local import LocalSandbox
+
+    chosen: list[type[Sandbox]] = [LocalSandbox] if backend in ("auto", "local") else []
+    if backend in ("auto", "docker"):
+        from sandbox.backends.docker import DockerSandbox, docker_available
+
+        if docker_available():
+            chosen.append(DockerSandbox)
+        elif backend == "docker":
+            raise SandboxUnavailable("cannot reach the Docker daemon")
+    return chosen
+
+
+def list_sandboxes(backend: str = "auto") -> list[SandboxRow]:
+    """Every sandbox on this machine of `backend` (see `_backend_classes`), running or orphaned."""
+    return [row for kind in _backend_classes(backend) for row in kind.list_sandboxes()]
+
+
 def reap_orphans(backend: str = "auto") -> int:
     """Remove sandboxes whose owning process is gone (or whose TTL passed) on `backend`
     ("auto": local, and Docker when its daemon answers); returns how many.
@@ -75,17 +98,4 @@ def reap_orphans(backend: str = "auto") -> int:
     next run (`prime train`, `prime sandbox gc`) removes what the last one left.
     Raises SandboxUnavailable only when `backend` is "docker" and the daemon cannot be reached.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown sandbox backend {backend!r}; choose one of {BACKENDS}")
-    from sandbox import local_backend
-
-    reaped = local_backend.reap_orphans() if backend in ("auto", "local") else 0
-    if backend in ("auto", "docker"):
-        from sandbox.docker_backend import docker_available
-        from sandbox.docker_backend import reap_orphans as reap_containers
-
-        if docker_available():
-            reaped += reap_containers()
-        elif backend == "docker":
-            raise SandboxUnavailable("cannot reach the Docker daemon")
-    return reaped
+    return sum(kind.reap_orphans() for kind in _backend_classes(backend))

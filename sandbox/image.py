@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from registry_index.user_dirs import cache_home
-from sandbox.docker_backend import docker_client, image_exists
+from sandbox.backends.docker import docker_client, image_exists
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.limits import DEFAULT_IMAGE
 

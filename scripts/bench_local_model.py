@@ -80,7 +80,7 @@ async def main() -> None:
     if args.quick:
         questions, max_tokens, reps = QUESTIONS[:2], 8, 1
 
-    from prime_env.clients.local_client import LocalClient, _template_messages
+    from local_model.client import LocalClient, _template_messages
 
     client = LocalClient("smollm2-135m")
     started = time.perf_counter()

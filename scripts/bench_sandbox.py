@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from sandbox import SandboxPool, open_sandbox
-from sandbox.docker_backend import docker_available, docker_client, image_exists
+from sandbox.backends.docker import docker_available, docker_client, image_exists
 from sandbox.limits import DEFAULT_IMAGE, SandboxLimits
 
 # Pure sandbox overhead, and a realistic small program (interpreter start-up dominates).

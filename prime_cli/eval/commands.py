@@ -43,7 +43,6 @@ from prime_cli.eval.runs import find_run, local_runs, push_run, unpushed_runs
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import say
 from prime_cli.options import echo_json, output_option, page_of, paging_options
-from prime_env import event_loop
 from prime_env.clients.base import ModelClient
 from prime_env.clients.model_specs import ModelConfigError, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
@@ -63,7 +62,8 @@ from prime_env.evaluation import (
     start_run,
     stored_config,
 )
-from prime_env.parallel import ClientFactory
+from prime_env.process import event_loop
+from prime_env.process.parallel import ClientFactory
 from prime_env.record import RolloutRecord
 from prime_env.summary import Summary
 from registry_index.schemas.evals import EvaluationInfo
@@ -203,7 +203,7 @@ async def _run_all(
             tracker.add(rec)
         tracker.resumed, tracker.tokens = tracker.done, 0
         if run.spec.client == "local" and workers == 1:
-            from prime_env.clients.local_decode import sampled_tokens
+            from local_model.decode import sampled_tokens
 
             tracker.live, tracker.live_base = sampled_tokens, sampled_tokens()
         task = progress.add_task(

@@ -175,7 +175,7 @@ async def test_a_dying_sandbox_is_an_error_record_not_a_zero() -> None:
     require(_docker_ready(), "the Docker daemon with the prime sandbox image")
     import docker
 
-    from sandbox.docker_backend import LABEL, LABEL_OWNER
+    from sandbox.backends.docker import LABEL, LABEL_OWNER
     from sandbox.owner import Owner
 
     env = load_environment(backend="docker")

@@ -21,7 +21,7 @@ from tests.support import require
 
 @pytest.fixture(scope="session")
 def docker_ready() -> None:
-    from sandbox.docker_backend import docker_available, image_exists
+    from sandbox.backends.docker import docker_available, image_exists
 
     require(docker_available(), "a Docker daemon")
     if not image_exists(DEFAULT_IMAGE):
@@ -36,7 +36,7 @@ def backend(request: pytest.FixtureRequest) -> str:
     if request.param == "docker":
         request.getfixturevalue("docker_ready")
     else:
-        from sandbox.local_backend import bwrap_path
+        from sandbox.backends.local import bwrap_path
 
         require(bwrap_path() is not None, "bubblewrap (bwrap)")
         require(os.geteuid() == 0, "root (the local backend's per-sandbox uid)")
@@ -69,7 +69,8 @@ def host_footprint() -> dict[str, int]:
     (Open fds are checked over many runs in test_soak: the docker client's connection pool
     grows to its size first, so a per-test fd count would be noise.)
     """
-    from sandbox import docker_backend, local_backend
+    from sandbox.backends import docker as docker_backend
+    from sandbox.backends import local as local_backend
 
     containers = 0
     if docker_backend.docker_available():

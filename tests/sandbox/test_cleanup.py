@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CHILD = r"""
 import json, sys, threading
 from sandbox import open_sandbox
-from sandbox.local_backend import LocalSandbox
+from sandbox.backends.local import LocalSandbox
 
 boxes = {"docker": open_sandbox("docker").start(), "bwrap": LocalSandbox().start(),
          "plain": LocalSandbox(use_bwrap=False).start()}
@@ -41,7 +41,7 @@ sys.stdin.read()
 
 
 def _names(uid: int) -> list[str]:
-    from sandbox.local_backend import processes_of
+    from sandbox.backends.local import processes_of
 
     names = []
     for pid in processes_of(uid):
@@ -63,8 +63,8 @@ def _wait_for(predicate, seconds: float = 20.0) -> bool:  # type: ignore[no-unty
 
 @pytest.mark.usefixtures("docker_ready")
 def test_sigkilled_owner_leaves_nothing_after_the_next_start() -> None:
-    from sandbox import local_backend
-    from sandbox.docker_backend import LABEL, docker_client
+    from sandbox.backends import local as local_backend
+    from sandbox.backends.docker import LABEL, docker_client
 
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD],
@@ -120,13 +120,13 @@ def _dead_owner() -> Owner:
 def test_reaper_removes_orphans_and_expired_but_keeps_live_containers() -> None:
     import docker.errors
 
-    from sandbox.docker_backend import (
+    from sandbox.backends.docker import (
         DEFAULT_IMAGE,
         LABEL,
         LABEL_EXPIRES,
         LABEL_OWNER,
+        DockerSandbox,
         docker_client,
-        reap_orphans,
     )
 
     client = docker_client()
@@ -150,7 +150,7 @@ def test_reaper_removes_orphans_and_expired_but_keeps_live_containers() -> None:
     try:
         # Not a count: a parallel test worker starting a sandbox reaps these orphans too, and
         # may be first. What holds is which containers are gone.
-        reap_orphans()
+        DockerSandbox.reap_orphans()
         remaining = {c["Id"] for c in client.api.containers(all=True, filters={"label": LABEL})}
         assert ids["orphan"] not in remaining and ids["expired"] not in remaining
         assert ids["live"] in remaining and ids["other-host"] in remaining
@@ -177,7 +177,8 @@ def test_dead_sandbox_raises_sandbox_error_not_a_result(backend: str) -> None:
 def test_unreachable_daemon_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from sandbox import SandboxUnavailable, docker_backend
+    from sandbox import SandboxUnavailable
+    from sandbox.backends import docker as docker_backend
 
     monkeypatch.setattr(docker_backend, "_client", None)
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
@@ -199,7 +200,8 @@ def test_a_daemon_lost_after_connecting_is_unavailable_and_reconnected(
     connects afresh."""
     import docker
 
-    from sandbox import SandboxUnavailable, docker_backend
+    from sandbox import SandboxUnavailable
+    from sandbox.backends import docker as docker_backend
 
     lost = docker.DockerClient(base_url=f"unix://{tmp_path}/gone.sock", version="1.41")
     monkeypatch.setattr(docker_backend, "_client", lost)

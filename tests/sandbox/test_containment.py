@@ -54,7 +54,7 @@ def _others(box: Sandbox) -> list[str]:
 
 def _host_processes(box: Sandbox) -> list[int]:
     """Host-side: live processes of the local sandbox's program uid (none may outlive a command)."""
-    from sandbox.local_backend import processes_of
+    from sandbox.backends.local import processes_of
 
     uid = getattr(box, "uid", None)
     return processes_of(uid) if uid is not None else []

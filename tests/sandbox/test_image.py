@@ -21,7 +21,7 @@ TAG = "prime-sandbox/build-test:latest"
 def test_build_image_from_a_root_filesystem_runs_sandboxes() -> None:
     import docker.errors
 
-    from sandbox.docker_backend import docker_client
+    from sandbox.backends.docker import docker_client
     from sandbox.image import build_image
 
     messages: list[str] = []

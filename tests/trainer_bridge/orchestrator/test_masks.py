@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from local_model.client import _template_messages
 from prime_env import ChatResponse, Environment, MultiTurn, Rubric, Task, ToolLoop, Usage
 from prime_env.clients.base import SamplingArgs
-from prime_env.clients.local_client import _template_messages
 from prime_env.runner import run_rollouts
 from trainer_bridge.config import ModelConfig
 from trainer_bridge.inference.torch_backend import TorchBackend
