@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from sqlmodel import Session, select
 from hub_server.accounts.admin import open_database
 from hub_server.accounts.models import ApiToken
 from prime_cli.main import cli
-from tests.hub_server.hubproc import HubProcess
+from tests.hub_server.hubproc import HubProcess, start_hub
 from tests.hub_server.inproc import start_inproc_hub
 
 PRIME = str(Path(sys.executable).with_name("prime"))
@@ -31,6 +32,13 @@ class Result:
     returncode: int
     stdout: str
     stderr: str
+
+
+@pytest.fixture
+def fresh_hub(tmp_path: Path) -> Iterator[HubProcess]:
+    """A real server of its own: `prime hub seed` publishes over HTTP."""
+    with start_hub(tmp_path / "hub") as running:
+        yield running
 
 
 def prime(*args: str, env: dict[str, str] | None = None) -> Result:

@@ -1,4 +1,4 @@
-"""Issue 9, item 5: access can be taken away, at once, on every route.
+"""`prime hub user|org|token`: access can be taken away, at once, on every route.
 
 The admin commands (`prime hub user disable|delete`, `org remove-member`, `token list|revoke
 --id`) run through click on the hub's data directory while the in-process app keeps serving.
