@@ -41,7 +41,7 @@ from hub_client.install import InstallError, ensure_installed
 from prime_cli.errors import CliError, expected
 from prime_cli.eval.runs import find_run, local_runs, push_run, unpushed_runs
 from prime_cli.feedback import console_feedback
-from prime_cli.messages import say
+from prime_cli.messages import output_console, say
 from prime_cli.options import echo_json, output_option, page_of, paging_options
 from prime_env.clients.base import ModelClient
 from prime_env.clients.model_specs import ModelConfigError, default_model, resolve_model
@@ -68,8 +68,8 @@ from prime_env.record import RolloutRecord
 from prime_env.summary import Summary
 from registry_index.schemas.evals import EvaluationInfo
 
-console = Console()
-err_console = Console(stderr=True)
+console = output_console()
+err_console = output_console(stderr=True)
 
 expected(EvalError, ModelConfigError, EnvironmentNotFound, HubError, InstallError)
 expected(cfg.ConfigError)

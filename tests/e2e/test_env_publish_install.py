@@ -18,7 +18,6 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ import pytest
 from hub_client.install import find_uv
 from tests.hub_server.hubproc import HubProcess, start_hub
 from tests.hub_server.wheels import write_wheel
-from tests.support import free_port, require
+from tests.support import free_port, require, suite_site_view
 
 PRIME = Path(sys.executable).with_name("prime")
 PYPI_SERVER = Path(sys.executable).with_name("pypi-server")
@@ -167,7 +166,7 @@ def fresh_venv(
         capture_output=True,
         text=True,
     ).stdout.strip()
-    sdk_site = sysconfig.get_paths()["purelib"]
+    sdk_site = str(suite_site_view(path.parent / f"{path.name}-suite-site"))
     Path(site, "_prime_sdk.pth").write_text(f"import site; site.addsitedir({sdk_site!r})\n")
     return python
 
