@@ -31,7 +31,9 @@ def login(url: str | None, token: str | None) -> None:
     if not token:
         raise CliError("the token is empty; pass --token or paste it when prompted")
     try:
-        with HubClient(hub_url, token, feedback=console_feedback(output_console(stderr=True))) as client:
+        with HubClient(
+            hub_url, token, feedback=console_feedback(output_console(stderr=True))
+        ) as client:
             who = client.whoami()
     except HubError as exc:
         raise CliError(f"login failed, nothing saved: {exc}") from exc
