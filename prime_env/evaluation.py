@@ -121,6 +121,7 @@ class RunConfig:
     n: int
     r: int
     sampling: dict[str, Any]
+    api: str | None = None  # the wire format of the server at base_url (--api), None: openai
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -132,6 +133,7 @@ class RunConfig:
             "n": self.n,
             "r": self.r,
             "sampling": self.sampling,
+            "api": self.api,
         }
 
     @classmethod
@@ -145,6 +147,7 @@ class RunConfig:
             n=int(data["n"]),
             r=int(data["r"]),
             sampling=dict(data.get("sampling") or {}),
+            api=data.get("api"),
         )
 
     def differences(self, other: RunConfig) -> list[str]:
@@ -262,6 +265,8 @@ class EvalRun:
     env: Environment
     started_at: str
     done: list[RolloutRecord] = field(default_factory=list)
+    served_models: set[str] = field(default_factory=set)
+    """The names the server answered under (records' `served_model`), for metadata.json."""
 
     @property
     def results_path(self) -> Path:
@@ -291,6 +296,7 @@ class EvalRun:
             "hub_env": hub_slug(self.config.env),
             "env_args": self.config.env_args,
             "model": self.spec.name,
+            "served_model": ", ".join(sorted(self.served_models)) or None,
             "provider": self.spec.provider,
             "base_url": self.spec.base_url,
             "model_info": self.spec.describe(),
@@ -440,12 +446,16 @@ async def _run_missing(
     summary = SummaryBuilder()
     for rec in run.done:
         summary.add(rec)
+        if rec.served_model:
+            run.served_models.add(rec.served_model)
     skip = {rec.key for rec in run.done}
     fh: IO[bytes]
     with run.results_path.open("ab") as fh, rollout_gc(concurrency):
 
         def keep(record: RolloutRecord) -> None:
             summary.add(record)
+            if record.served_model:
+                run.served_models.add(record.served_model)
             if on_record is not None:
                 on_record(record)
 

@@ -10,6 +10,7 @@ outside the environment's owner are marked `third_party` and can be left out.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import sqlalchemy as sa
@@ -81,6 +82,7 @@ def leaderboard(
         .where(runs.c.pick == 1)
         .order_by(*(runs.c[name].desc() for name in _RANKING))
     ).all()
+    served = _served_models(session, [run.id for run in ordered])
     ranks = _tie_ranks([_interval(run) for run in ordered])
     sizes: dict[int, int] = {}
     for rank in ranks:
@@ -89,6 +91,7 @@ def leaderboard(
         LeaderboardRow(
             rank=rank,
             model=run.model_name,
+            served_model=served.get(run.id),
             evaluation_id=run.id,
             mean_reward=float(run.reward_mean),
             stderr=run.reward_stderr,
@@ -105,6 +108,24 @@ def leaderboard(
         )
         for run, rank in zip(ordered, ranks, strict=True)
     ]
+
+
+def _served_models(session: Session, ids: list[str]) -> dict[str, str]:
+    """The `served_model` each ranked run's metadata records (the name the model's server
+    answered as, beside the alias it was asked by): read for the board's rows only."""
+    if not ids:
+        return {}
+    rows = session.execute(
+        sa.select(col(Evaluation.id), col(Evaluation.metadata_json)).where(
+            col(Evaluation.id).in_(ids)
+        )
+    ).all()
+    served = {}
+    for evaluation_id, metadata_json in rows:
+        name = json.loads(metadata_json or "{}").get("served_model")
+        if isinstance(name, str) and name:
+            served[evaluation_id] = name
+    return served
 
 
 def _interval(run: Any) -> tuple[float, float]:

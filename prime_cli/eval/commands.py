@@ -44,7 +44,7 @@ from prime_cli.feedback import console_feedback
 from prime_cli.messages import output_console, say
 from prime_cli.options import echo_json, output_option, page_of, paging_options
 from prime_env.clients.base import ModelClient
-from prime_env.clients.model_specs import ModelConfigError, default_model, resolve_model
+from prime_env.clients.model_specs import APIS, ModelConfigError, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
 from prime_env.errors import EnvironmentNotFound
 from prime_env.evaluation import (
@@ -377,7 +377,14 @@ def _zero_reward_notes(rows: list[tuple[EvalRun, Summary]]) -> list[str]:
 )
 @click.option("-t", "--max-tokens", type=click.IntRange(min=1))
 @click.option("-T", "--temperature", type=click.FloatRange(min=0))
-@click.option("-b", "--base-url", help="an OpenAI-compatible server to send -m NAME to")
+@click.option(
+    "-b", "--base-url", help="a server to send -m NAME to (OpenAI-compatible unless --api says)"
+)
+@click.option(
+    "--api",
+    type=click.Choice(APIS),
+    help="the API the server at -b URL speaks (default openai; anthropic: Messages API)",
+)
 @click.option("-k", "--api-key-var", help="environment variable holding the API key")
 @click.option(
     "--endpoints",
@@ -430,6 +437,7 @@ def run(
     max_tokens: int | None,
     temperature: float | None,
     base_url: str | None,
+    api: str | None,
     api_key_var: str | None,
     endpoints: Path | None,
     output_dir: Path,
@@ -471,10 +479,11 @@ def run(
             else stored.sampling
         )
         base_url = base_url if base_url is not None else stored.base_url
+        api = api if api is not None else stored.api
     if env_spec is None:
         raise click.UsageError("missing ENV: a path, an installed environment or OWNER/NAME")
     specs = [
-        resolve_model(m, base_url=base_url, api_key_var=api_key_var, endpoints=endpoints)
+        resolve_model(m, base_url=base_url, api_key_var=api_key_var, endpoints=endpoints, api=api)
         for m in (models or (default_model(),))
     ]
     if len({s.name for s in specs}) != len(specs):
@@ -504,6 +513,7 @@ def run(
             n=n,
             r=r,
             sampling=normalize_sampling(sampling),
+            api=api,
         )
         for spec in specs
     ]
@@ -532,11 +542,13 @@ def run(
             status=1 if isinstance(exc, KeyboardInterrupt) else 128 + signal.SIGTERM,
         ) from None
     rows = [(run_, outcome.summary) for run_, outcome in zip(runs, outcomes)]
+    failed = [run_.spec.name for run_, s in rows if s.rollouts and s.scored == 0]
     pushed: dict[Path, str] = {}
-    if push:
+    if push and len(failed) < len(rows):
         with _hub() as hub:
-            for run_, _ in rows:
-                pushed[run_.directory] = push_run(hub, run_.directory, public=public)
+            for run_, s in rows:
+                if s.scored:  # a run of errors only has nothing to rank: never pushed
+                    pushed[run_.directory] = push_run(hub, run_.directory, public=public)
     if output == "json":
         click.echo(
             json.dumps(
@@ -570,11 +582,11 @@ def run(
             say(console, f"{run_.spec.name}: {run_.directory}")
         for directory, evaluation_id in pushed.items():
             say(console, f"pushed {directory} as evaluation {evaluation_id}")
-    failed = [run_.spec.name for run_, s in rows if s.rollouts and s.scored == 0]
     if failed:
         raise CliError(
             f"every rollout of {', '.join(failed)} failed (see the errors column), so nothing "
-            "was scored; fix the cause (key, URL, model name) and start a new run"
+            f"was scored{' and nothing of it was pushed' if push else ''}; fix the cause (key, "
+            "URL, model name) and start a new run"
         )
 
 

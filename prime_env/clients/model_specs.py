@@ -6,7 +6,11 @@ Accepted forms (what vf-eval and prime users type):
 - `local/smollm2-135m`: a model run in this process, by a provider registered under the
   `prime.model_providers` entry-point group (`local` is local_model's, the SDK's `local` extra);
 - an alias from `endpoints.toml` (./endpoints.toml, else ~/.config/prime/endpoints.toml);
-- any name together with `--base-url URL` (vLLM, a proxy, a self-hosted server).
+- any name together with `--base-url URL` (vLLM, a proxy, a self-hosted server), spoken to
+  as OpenAI chat completions or, with `--api anthropic`, as Anthropic Messages.
+
+`OPENAI_BASE_URL` and `ANTHROPIC_BASE_URL` are honoured as the providers' SDKs honour them:
+`openai/<model>` and `anthropic/<model>` go there instead of the public APIs.
 
 Keys are read from environment variables only, at client creation, and never stored on the
 spec, so nothing that serialises a spec (metadata.json, logs) can leak one.
@@ -38,6 +42,12 @@ class Provider:
     key_var: str
     client: str = "openai"
 
+
+APIS = ("openai", "anthropic")
+"""The wire formats a server at a URL may speak (`--api`)."""
+
+BASE_URL_VARS = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+"""The variables the providers' SDKs read their base URL from; we read them the same way."""
 
 PROVIDERS: dict[str, Provider] = {
     "openai": Provider("https://api.openai.com/v1", "OPENAI_API_KEY"),
@@ -216,15 +226,28 @@ def resolve_model(
     base_url: str | None = None,
     api_key_var: str | None = None,
     endpoints: Path | None = None,
+    api: str | None = None,
 ) -> ModelSpec:
-    """Turn what the user typed into a ModelSpec, or raise ModelConfigError saying why not."""
+    """Turn what the user typed into a ModelSpec, or raise ModelConfigError saying why not.
+
+    `api` ("openai" | "anthropic") is the wire format of the server at `base_url`; without a
+    `base_url` it takes that API's base-URL variable (OPENAI_BASE_URL, ANTHROPIC_BASE_URL)."""
     name = name.strip()
     if not name:
         raise ModelConfigError(
             "empty model name; pass -m provider/model, e.g. -m openai/gpt-4.1-mini"
         )
+    if api is not None:
+        if api not in APIS:
+            raise ModelConfigError(f"--api {api!r}: use one of {', '.join(APIS)}")
+        base_url = base_url or os.environ.get(BASE_URL_VARS[api])
+        if not base_url:
+            raise ModelConfigError(
+                f"--api {api} names the wire format of a server: give its URL with -b URL "
+                f"(or set {BASE_URL_VARS[api]})"
+            )
     if base_url:
-        return ModelSpec(name, name, "custom", "openai", base_url.rstrip("/"), api_key_var)
+        return ModelSpec(name, name, "custom", api or "openai", base_url.rstrip("/"), api_key_var)
     path = endpoints or endpoints_file()
     if path is not None:
         aliases = load_endpoints(path)
@@ -266,7 +289,7 @@ def resolve_model(
         model,
         provider,
         known.client,
-        known.base_url,
+        (os.environ.get(BASE_URL_VARS.get(provider, "")) or known.base_url).rstrip("/"),
         api_key_var or known.key_var,
         PRICES_PER_MTOK.get(name),
     )

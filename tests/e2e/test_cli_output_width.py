@@ -20,7 +20,13 @@ def _piped(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str
     """`prime ARGS` with stdout and stderr going to pipes, as in a log or CI, and no COLUMNS."""
     run_env = {k: v for k, v in prime_env(HOME=str(cwd), **env).items() if k != "COLUMNS"}
     return subprocess.run(
-        [str(PRIME), *args], cwd=cwd, env=run_env, text=True, capture_output=True, timeout=600
+        [str(PRIME), *args],
+        cwd=cwd,
+        env=run_env,
+        text=True,
+        capture_output=True,
+        timeout=600,
+        check=False,
     )
 
 
