@@ -160,7 +160,11 @@ class RunConfig:
 
 
 def sampling_to_json(sampling: SamplingArgs) -> dict[str, Any]:
-    data = {k: v for k, v in vars(sampling).items() if v not in (None, False) and k != "extra"}
+    """The settings that were set. `v is not False`, not `v not in (None, False)`: 0.0 == False,
+    and a temperature of 0 (greedy) is a setting, not an absence."""
+    data = {
+        k: v for k, v in vars(sampling).items() if v is not None and v is not False and k != "extra"
+    }
     data.update(sampling.extra)
     return data
 
@@ -201,7 +205,7 @@ def hub_slug(spec: str) -> str | None:
 
 
 def _slug(text: str) -> str:
-    return text.replace("/", "--").replace("@", "-").replace(" ", "_")
+    return text.lstrip("./~").replace("/", "--").replace("@", "-").replace(" ", "_")
 
 
 def run_dir_for(output_root: Path, env: Environment, model: str, run_id: str) -> Path:

@@ -44,6 +44,7 @@ from prime_cli.feedback import console_feedback
 from prime_cli.messages import output_console, say
 from prime_cli.options import echo_json, output_option, page_of, paging_options
 from prime_env.clients.base import ModelClient
+from prime_env.clients.model_paths import check_adapter_dir
 from prime_env.clients.model_specs import APIS, ModelConfigError, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
 from prime_env.errors import EnvironmentNotFound
@@ -340,9 +341,14 @@ def _zero_reward_notes(rows: list[tuple[EvalRun, Summary]]) -> list[str]:
     "--model",
     "models",
     multiple=True,
-    help="provider/model, an endpoints.toml alias, or any name with --base-url "
-    "(repeat to compare models). Default: openai/gpt-4.1-mini when OPENAI_API_KEY "
-    "is set, else local/smollm2-135m.",
+    help="provider/model, an endpoints.toml alias, a Hugging Face model directory (run "
+    "in-process), or any name with --base-url (repeat to compare models). Default: "
+    "openai/gpt-4.1-mini when OPENAI_API_KEY is set, else local/smollm2-135m.",
+)
+@click.option(
+    "--adapter",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="a LoRA adapter directory (prime train export) to run on each -m (in-process models)",
 )
 @click.option(
     "-n",
@@ -428,6 +434,7 @@ def run(
     ctx: click.Context,
     env_spec: str | None,
     models: tuple[str, ...],
+    adapter: Path | None,
     n: int,
     r: int,
     concurrency: int,
@@ -482,6 +489,9 @@ def run(
         api = api if api is not None else stored.api
     if env_spec is None:
         raise click.UsageError("missing ENV: a path, an installed environment or OWNER/NAME")
+    if adapter is not None:  # `-m BASE --adapter DIR` is the model `BASE+DIR`
+        check_adapter_dir(adapter)
+        models = tuple(f"{m}+{adapter}" for m in (models or (default_model(),)))
     specs = [
         resolve_model(m, base_url=base_url, api_key_var=api_key_var, endpoints=endpoints, api=api)
         for m in (models or (default_model(),))

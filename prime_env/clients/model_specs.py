@@ -5,6 +5,8 @@ Accepted forms (what vf-eval and prime users type):
   `together/…`, `deepseek/…`, `gemini/…` (Gemini's OpenAI-compatible endpoint), `prime/…`;
 - `local/smollm2-135m`: a model run in this process, by a provider registered under the
   `prime.model_providers` entry-point group (`local` is local_model's, the SDK's `local` extra);
+- a Hugging Face model directory (`./my-policy`, `/models/x`): run in this process by `local`;
+- any in-process model with `+ADAPTER_DIR` (what `--adapter DIR` writes): a LoRA adapter on it;
 - an alias from `endpoints.toml` (./endpoints.toml, else ~/.config/prime/endpoints.toml);
 - any name together with `--base-url URL` (vLLM, a proxy, a self-hosted server), spoken to
   as OpenAI chat completions or, with `--api anthropic`, as Anthropic Messages.
@@ -21,17 +23,25 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
 from prime_env.clients.base import ModelClient
+from prime_env.clients.model_paths import (
+    ADAPTER_CONFIG,
+    check_adapter_dir,
+    check_model_dir,
+    looks_like_path,
+)
 from prime_env.clients.retry import RetryPolicy
 from prime_env.errors import ModelConfigError
 
 DEFAULT_LOCAL_MODEL = "local/smollm2-135m"
+PATH_PROVIDER = "local"
+"""The in-process provider that runs `-m DIR` (a Hugging Face model directory)."""
 DEFAULT_HOSTED_MODEL = "openai/gpt-4.1-mini"
 PROVIDER_GROUP = "prime.model_providers"
 
@@ -69,8 +79,10 @@ class ModelProvider(Protocol):
         """The names accepted after `<provider>/`."""
         ...
 
-    def create_client(self, model: str) -> ModelClient:
-        """A client for `model` (one of `models()`); may import the provider's engine."""
+    def create_client(self, model: str, adapter: str | None = None) -> ModelClient:
+        """A client for `model` (one of `models()`, or for `local` a model directory's absolute
+        path), with the LoRA adapter directory `adapter` on it when given; may import the
+        provider's engine."""
         ...
 
 
@@ -113,6 +125,7 @@ class ModelSpec:
     base_url: str | None
     key_var: str | None
     price_per_mtok: tuple[float, float] | None = None
+    adapter: str | None = None  # a LoRA adapter directory on an in-process model
 
     def describe(self) -> dict[str, Any]:
         """What metadata.json records about the model (no key, only the variable's name)."""
@@ -123,6 +136,7 @@ class ModelSpec:
             "client": self.client,
             "base_url": self.base_url,
             "api_key_var": self.key_var,
+            "adapter": self.adapter,
         }
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
@@ -149,6 +163,8 @@ class ModelSpec:
             provider = in_process_provider(self.client)
             if provider is None:
                 raise ModelConfigError(f"no model provider {self.client!r} is installed")
+            if self.adapter is not None:
+                return provider.create_client(self.model, adapter=self.adapter)
             return provider.create_client(self.model)
         if self.client == "anthropic":
             from prime_env.clients.anthropic_client import AnthropicClient
@@ -246,8 +262,30 @@ def resolve_model(
                 f"--api {api} names the wire format of a server: give its URL with -b URL "
                 f"(or set {BASE_URL_VARS[api]})"
             )
+    base_name, adapter = split_adapter(name)
     if base_url:
+        if adapter is not None:
+            raise ModelConfigError(
+                "--adapter runs a LoRA adapter in this process; a server at -b URL loads its "
+                "adapters itself (vLLM: --lora-modules NAME=DIR), then pass -m NAME"
+            )
         return ModelSpec(name, name, "custom", api or "openai", base_url.rstrip("/"), api_key_var)
+    if adapter is not None:
+        base = resolve_model(base_name, endpoints=endpoints)
+        if base.base_url is not None or base.client in ("openai", "anthropic"):
+            raise ModelConfigError(
+                f"--adapter needs a model run in this process (-m local/… or -m DIR), not "
+                f"{base_name}; a server loads its adapters itself, then pass -m ADAPTER_NAME"
+            )
+        return replace(base, name=name, adapter=adapter)
+    if looks_like_path(name) or Path(name).expanduser().is_dir():
+        if in_process_provider(PATH_PROVIDER) is None:
+            raise ModelConfigError(
+                f"-m {name}: a model directory runs in this process, which needs the local "
+                "model engine: pip install 'prime-envhub-sdk[local]'"
+            )
+        directory = check_model_dir(Path(name))
+        return ModelSpec(name, str(directory), PATH_PROVIDER, PATH_PROVIDER, None, None, (0.0, 0.0))
     path = endpoints or endpoints_file()
     if path is not None:
         aliases = load_endpoints(path)
@@ -293,6 +331,17 @@ def resolve_model(
         api_key_var or known.key_var,
         PRICES_PER_MTOK.get(name),
     )
+
+
+def split_adapter(name: str) -> tuple[str, str | None]:
+    """`BASE+ADAPTER_DIR` (what `--adapter DIR` makes of `-m BASE`) -> (BASE, the adapter's
+    absolute path); any other name -> (name, None)."""
+    base, plus, adapter = name.rpartition("+")
+    if not plus or not base or not adapter:
+        return name, None
+    if not (Path(adapter).expanduser() / ADAPTER_CONFIG).is_file():
+        return name, None
+    return base, str(check_adapter_dir(Path(adapter)))
 
 
 def default_model() -> str:
