@@ -11,39 +11,24 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import time
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import click
 from click.core import ParameterSource
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
-from rich.text import Text
 
 from hub_client import settings as cfg
 from hub_client.client import HubClient, HubError
 from hub_client.install import InstallError, ensure_installed
 from prime_cli.errors import CliError, expected
-from prime_cli.eval.runs import find_run, local_runs, push_run, unpushed_runs
+from prime_cli.eval.live import progress_display, run_all
+from prime_cli.eval.runs import find_run, local_runs, open_hub, push_run, unpushed_runs
+from prime_cli.eval.tables import fmt, summary_row, summary_table, zero_reward_notes
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import output_console, say
 from prime_cli.options import echo_json, output_option, page_of, paging_options
-from prime_env.clients.base import ModelClient
 from prime_env.clients.model_paths import check_adapter_dir
 from prime_env.clients.model_specs import APIS, ModelConfigError, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
@@ -52,9 +37,7 @@ from prime_env.evaluation import (
     METADATA,
     RESULTS,
     EvalError,
-    EvalRun,
     RunConfig,
-    execute,
     load_env,
     normalize_sampling,
     read_results,
@@ -64,9 +47,6 @@ from prime_env.evaluation import (
     stored_config,
 )
 from prime_env.process import event_loop
-from prime_env.process.parallel import ClientFactory
-from prime_env.record import RolloutRecord
-from prime_env.summary import Summary
 from registry_index.schemas.evals import EvaluationInfo
 
 console = output_console()
@@ -74,9 +54,6 @@ err_console = output_console(stderr=True)
 
 expected(EvalError, ModelConfigError, EnvironmentNotFound, HubError, InstallError)
 expected(cfg.ConfigError)
-
-LIVE_RATE_WINDOW_S = 5.0
-"""A local model's tokens/s on the live display is measured over this many recent seconds."""
 
 LOCAL_MAX_TOKENS = 256
 """Per-turn token cap for the built-in CPU model when none is given: SmolLM2-135M rarely needs
@@ -126,212 +103,6 @@ def _explicit(ctx: click.Context, name: str) -> bool:
         ParameterSource.COMMANDLINE,
         ParameterSource.ENVIRONMENT,
     )
-
-
-@dataclass
-class _Tracker:
-    """Running numbers for one model's live display line."""
-
-    total: int
-    done: int = 0
-    reward_sum: float = 0.0
-    scored: int = 0
-    errors: int = 0
-    tokens: int = 0
-    resumed: int = 0  # rollouts already done when this invocation started
-    started: float = field(default_factory=time.perf_counter)
-    live: Callable[[], int] | None = None  # tokens sampled so far (a local model in-process)
-    live_base: int = 0
-    window: deque[tuple[float, int]] = field(default_factory=deque)
-
-    def tokens_per_s(self) -> float:
-        """Completion tokens per second. For a local model, counted as it samples and over the
-        last few seconds (its current speed, not diluted by the model's loading time)."""
-        now = time.perf_counter()
-        if self.live is None:
-            return self.tokens / max(now - self.started, 1e-6)
-        made = self.live() - self.live_base
-        self.window.append((now, made))
-        while len(self.window) > 2 and now - self.window[1][0] >= LIVE_RATE_WINDOW_S:
-            self.window.popleft()
-        then, before = self.window[0]
-        return (made - before) / (now - then) if now - then > 0.2 else 0.0
-
-    def add(self, record: RolloutRecord) -> None:
-        self.done += 1
-        self.tokens += record.usage.completion_tokens
-        if record.error is not None:
-            self.errors += 1
-        elif record.reward is not None:
-            self.scored += 1
-            self.reward_sum += record.reward
-
-    def fields(self) -> dict[str, Any]:
-        mean = f"{self.reward_sum / self.scored:.3f}" if self.scored else "-"
-        elapsed = max(time.perf_counter() - self.started, 1e-6)
-        return {
-            "reward": mean,
-            "errors": str(self.errors),
-            "rate": f"{(self.done - self.resumed) / elapsed:.2f}",
-        }
-
-
-class _TokensPerSecond(ProgressColumn):
-    """Rendered on every refresh (rich's own thread), so it moves between finished rollouts."""
-
-    def render(self, task: Task) -> Text:
-        tracker = task.fields.get("tracker")
-        rate = tracker.tokens_per_s() if isinstance(tracker, _Tracker) else 0.0
-        return Text(f"{rate:,.0f} tok/s")
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    summary: Summary
-    new_rollouts: int
-    elapsed_s: float  # wall time of this invocation's rollouts (start-up excluded)
-
-
-async def _run_all(
-    runs: list[tuple[EvalRun, ModelClient, ClientFactory]],
-    concurrency: int,
-    workers: int,
-    progress: Progress,
-) -> list[_Outcome]:
-    async def one(run: EvalRun, client: ModelClient, factory: ClientFactory) -> _Outcome:
-        tracker = _Tracker(total=run.total)
-        for rec in run.done:
-            tracker.add(rec)
-        tracker.resumed, tracker.tokens = tracker.done, 0
-        if run.spec.client == "local" and workers == 1:
-            from local_model.decode import sampled_tokens
-
-            tracker.live, tracker.live_base = sampled_tokens, sampled_tokens()
-        task = progress.add_task(
-            run.spec.name,
-            total=run.total,
-            completed=tracker.done,
-            tracker=tracker,
-            **tracker.fields(),
-        )
-
-        def on_record(record: RolloutRecord) -> None:
-            tracker.add(record)
-            progress.update(task, advance=1, **tracker.fields())
-
-        before, start = tracker.done, time.perf_counter()
-        try:
-            summary = await execute(
-                run,
-                client,
-                concurrency=concurrency,
-                on_record=on_record,
-                workers=workers,
-                client_factory=factory,
-            )
-        finally:
-            await client.aclose()
-        return _Outcome(summary, tracker.done - before, time.perf_counter() - start)
-
-    # SIGTERM (a scheduler, `kill`) stops the runs as Ctrl-C does: cancelled, each writes
-    # `interrupted` to its metadata.json and stays resumable (the default action writes nothing).
-    loop, main = asyncio.get_running_loop(), asyncio.current_task()
-    assert main is not None
-    loop.add_signal_handler(signal.SIGTERM, main.cancel)
-    try:
-        return list(await asyncio.gather(*(one(*run) for run in runs)))
-    finally:
-        loop.remove_signal_handler(signal.SIGTERM)
-
-
-def _progress(disable: bool) -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("reward {task.fields[reward]}"),
-        TextColumn("errors {task.fields[errors]}"),
-        TextColumn("{task.fields[rate]} rollouts/s"),
-        _TokensPerSecond(),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-        console=err_console,
-        disable=disable,
-        refresh_per_second=4,
-    )
-
-
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def _summary_row(spec_name: str, summary: Summary, cost: float | None) -> dict[str, Any]:
-    return {"model": spec_name, "summary": summary.model_dump(), "cost_usd": cost}
-
-
-def _table(rows: list[tuple[EvalRun, Summary]], width: int) -> Table:
-    """One row per model; transposed (one row per figure, a column per model) when that is
-    too wide for the terminal, so an 80-column window stays readable."""
-    metric_names = sorted({name for _, s in rows for name in [*s.rewards, *s.metrics]})
-    ks = sorted({k for _, s in rows for k in s.pass_at_k}, key=int)
-    title = f"{rows[0][0].env.id}: n={rows[0][0].config.n}, r={rows[0][0].config.r}"
-    headers = [
-        "model",
-        "reward (mean ± se)",
-        *[f"pass@{k}" for k in ks],
-        *metric_names,
-        "errors",
-        "tokens in/out",
-        "cost",
-    ]
-    cells: list[list[str]] = []
-    for run, s in rows:
-        cost = run.spec.cost(s.prompt_tokens, s.completion_tokens)
-        means = {**s.rewards, **s.metrics}
-        errors = str(s.errors) + (
-            f" ({', '.join(f'{t}: {c}' for t, c in s.error_types.items())})" if s.errors else ""
-        )
-        cells.append(
-            [
-                run.spec.name,
-                f"{_fmt(s.reward_mean)} ± {_fmt(s.reward_stderr)}",
-                *[_fmt(s.pass_at_k.get(k)) for k in ks],
-                *[_fmt(means.get(m)) for m in metric_names],
-                errors,
-                f"{s.prompt_tokens:,}/{s.completion_tokens:,}",
-                "-" if cost is None else f"${cost:.4f}",
-            ]
-        )
-    wide = Table(title=title)
-    for header in headers:
-        wide.add_column(header, no_wrap=True)
-    for row in cells:
-        wide.add_row(*row)
-    if Console(width=10_000).measure(wide).maximum <= width:
-        return wide
-    narrow = Table(title=title)
-    narrow.add_column("", style="bold", no_wrap=True)
-    for row in cells:
-        narrow.add_column(row[0], overflow="fold")
-    for index, header in enumerate(headers[1:], start=1):
-        narrow.add_row(header, *[row[index] for row in cells])
-    return narrow
-
-
-def _zero_reward_notes(rows: list[tuple[EvalRun, Summary]]) -> list[str]:
-    """When every scored rollout got 0, say whether that is the model or infrastructure."""
-    notes = []
-    for run, s in rows:
-        if not s.scored or s.reward_mean != 0:
-            continue
-        errored = f"; {s.errors} more errored and are not counted" if s.errors else ""
-        notes.append(
-            f"{run.spec.name}: all {s.scored} scored rollouts got reward 0 — the model's answers "
-            f"were graded wrong, not errors{errored}. Read a few with "
-            f"`prime eval show {run.directory} --samples 3`"
-        )
-    return notes
 
 
 @eval_group.command("run")
@@ -539,11 +310,11 @@ def run(
     for run_ in runs:
         verb = "resuming" if resume_dir else "writing"
         say(err_console, f"{verb} {run_.directory} ({len(run_.done)}/{run_.total} done)")
-    progress = _progress(disable=output == "json")
+    progress = progress_display(err_console, disable=output == "json")
     try:
         with progress:
             outcomes = event_loop.run(
-                _run_all(list(zip(runs, clients, factories)), concurrency, workers, progress)
+                run_all(list(zip(runs, clients, factories)), concurrency, workers, progress)
             )
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:  # Ctrl-C, SIGTERM
         dirs = " ".join(str(run_.directory) for run_ in runs)
@@ -565,7 +336,7 @@ def run(
                 {
                     "runs": [
                         {
-                            **_summary_row(
+                            **summary_row(
                                 run_.spec.name,
                                 s,
                                 run_.spec.cost(s.prompt_tokens, s.completion_tokens),
@@ -585,8 +356,8 @@ def run(
             )
         )
     else:
-        console.print(_table(rows, console.width))
-        for note in _zero_reward_notes(rows):
+        console.print(summary_table(rows, console.width))
+        for note in zero_reward_notes(rows):
             console.print(note)
         for run_, _ in rows:
             say(console, f"{run_.spec.name}: {run_.directory}")
@@ -604,7 +375,7 @@ def run(
 
 
 def _hub() -> HubClient:
-    return HubClient.from_settings(cfg.load_settings(), feedback=console_feedback(err_console))
+    return open_hub(err_console)
 
 
 @eval_group.command("push")
@@ -675,8 +446,8 @@ def _hub_summary_cells(item: EvaluationInfo) -> list[str]:
     if summary is None:  # not finalized yet: the hub computes it at finalize
         return ["-", "-", "-", "-"]
     return [
-        _fmt(summary.reward_mean),
-        _fmt(summary.reward_stderr),
+        fmt(summary.reward_mean),
+        fmt(summary.reward_stderr),
         str(summary.rollouts),
         str(summary.errors),
     ]
@@ -725,7 +496,7 @@ def list_cmd(
                 str(m.get("env_id")),
                 str(m.get("model")),
                 f"{m.get('num_examples')}×{m.get('rollouts_per_example')}",
-                f"{_fmt(s.get('reward_mean'))} ± {_fmt(s.get('reward_stderr'))}",
+                f"{fmt(s.get('reward_mean'))} ± {fmt(s.get('reward_stderr'))}",
                 str(s.get("errors", "-")),
                 str(m.get("status")),
             )

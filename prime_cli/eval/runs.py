@@ -15,8 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
+from hub_client import settings as cfg
 from hub_client.client import HubClient, NotFound, checked_request
 from prime_cli.errors import CliError
+from prime_cli.feedback import console_feedback
 from prime_env.evaluation import METADATA, RESULTS, read_results, read_run_metadata
 from prime_env.record import RolloutRecord
 from prime_env.run_status import COMPLETED, RUNNING, describe_owner
@@ -27,6 +31,11 @@ SAMPLE_BATCH_BYTES = 8 * 1024 * 1024
 """Pushed sample batches stay well under the hub's 32 MiB request limit."""
 
 PREFIX_SCAN_PAGES = 20  # hub evaluations scanned (×100) to expand a short id
+
+
+def open_hub(err_console: Console) -> HubClient:
+    """The hub `prime login` / PRIME_HUB_URL + PRIME_API_KEY name, reporting retries on stderr."""
+    return HubClient.from_settings(cfg.load_settings(), feedback=console_feedback(err_console))
 
 
 def local_runs(root: Path) -> list[dict[str, Any]]:
