@@ -271,6 +271,9 @@ class EvalRun:
     done: list[RolloutRecord] = field(default_factory=list)
     served_models: set[str] = field(default_factory=set)
     """The names the server answered under (records' `served_model`), for metadata.json."""
+    extra_metadata: dict[str, Any] = field(default_factory=dict)
+    """More of metadata.json: what links this run to others (a replay's `replay_of`, an eval
+    set's `eval_set`)."""
 
     @property
     def results_path(self) -> Path:
@@ -310,6 +313,7 @@ class EvalRun:
             "config": self.config.to_json(),
             "started_at": self.started_at,
             "ended_at": _now() if status == "completed" else None,
+            **self.extra_metadata,
         }
         if summary is not None:
             cost = self.spec.cost(summary.prompt_tokens, summary.completion_tokens)

@@ -28,7 +28,7 @@ from prime_cli.eval.runs import find_run, local_runs, open_hub, push_run, unpush
 from prime_cli.eval.tables import fmt, summary_row, summary_table, zero_reward_notes
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import output_console, say
-from prime_cli.options import echo_json, output_option, page_of, paging_options
+from prime_cli.options import echo_json, json_object, output_option, page_of, paging_options
 from prime_env.clients.model_paths import check_adapter_dir
 from prime_env.clients.model_specs import APIS, ModelConfigError, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
@@ -58,21 +58,6 @@ expected(cfg.ConfigError)
 LOCAL_MAX_TOKENS = 256
 """Per-turn token cap for the built-in CPU model when none is given: SmolLM2-135M rarely needs
 more for these tasks, and uncapped it can ramble for minutes per rollout."""
-
-
-def _json_option(text: str | None, what: str) -> dict[str, Any]:
-    if text is None:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(
-            f"{what} is not valid JSON ({exc.msg} at column {exc.colno}); "
-            f"""example: '{{"key": 1}}'"""
-        ) from None
-    if not isinstance(value, dict):
-        raise click.BadParameter(f"{what} must be a JSON object, got {type(value).__name__}")
-    return value
 
 
 class _EvalGroup(click.Group):
@@ -236,8 +221,8 @@ def run(
             "give at most -c worker processes",
             param_hint="-w",
         )
-    args = _json_option(env_args, "--env-args")
-    sampling = _json_option(sampling_args, "--sampling-args")
+    args = json_object(env_args, "--env-args")
+    sampling = json_object(sampling_args, "--sampling-args")
     if max_tokens is not None:
         sampling["max_tokens"] = max_tokens
     if temperature is not None:
@@ -604,3 +589,13 @@ def samples_cmd(target: str, num: int, page: int, offset: int | None, output: st
     console.print(
         f"[dim]samples {(page - 1) * num + 1}-{(page - 1) * num + len(rows)} of {total}[/]"
     )
+
+
+def _add_subcommands() -> None:
+    """Subcommands kept in modules of their own (they import nothing of this one)."""
+    from prime_cli.eval.replay import replay_cmd
+
+    eval_group.add_command(replay_cmd)
+
+
+_add_subcommands()
