@@ -123,6 +123,15 @@ class RunConfig:
     sampling: dict[str, Any]
     api: str | None = None  # the wire format of the server at base_url (--api), None: openai
 
+    @property
+    def envs(self) -> list[str]:
+        """As an eval set's config names them (`prime eval run --resume` reads either)."""
+        return [self.env]
+
+    @property
+    def models(self) -> list[str]:
+        return [self.model]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "env": self.env,

@@ -25,6 +25,7 @@ from hub_client.install import InstallError, ensure_installed
 from prime_cli.errors import CliError, expected
 from prime_cli.eval.live import progress_display, run_all
 from prime_cli.eval.runs import find_run, local_runs, open_hub, push_run, unpushed_runs
+from prime_cli.eval.sets import SetRequest, run_set
 from prime_cli.eval.tables import fmt, summary_row, summary_table, zero_reward_notes
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import output_console, say
@@ -33,6 +34,7 @@ from prime_env.clients.model_paths import check_adapter_dir
 from prime_env.clients.model_specs import APIS, ModelConfigError, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
 from prime_env.errors import EnvironmentNotFound
+from prime_env.eval_sets import SetConfig, is_set_dir, read_set
 from prime_env.evaluation import (
     METADATA,
     RESULTS,
@@ -91,7 +93,7 @@ def _explicit(ctx: click.Context, name: str) -> bool:
 
 
 @eval_group.command("run")
-@click.argument("env_spec", metavar="ENV", required=False)
+@click.argument("env_specs", metavar="ENV...", nargs=-1)
 @click.option(
     "-m",
     "--model",
@@ -182,13 +184,20 @@ def _explicit(ctx: click.Context, name: str) -> bool:
     show_default=True,
     help="seconds per model call",
 )
+@click.option(
+    "--retries",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="eval sets (several ENVs): reruns of a cell that crashed or holds errored rollouts",
+)
 @click.option("--push", is_flag=True, help="upload the results to the hub when done")
 @click.option("--public", is_flag=True, help="with --push: make the run public (leaderboard)")
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.pass_context
 def run(
     ctx: click.Context,
-    env_spec: str | None,
+    env_specs: tuple[str, ...],
     models: tuple[str, ...],
     adapter: Path | None,
     n: int,
@@ -208,11 +217,15 @@ def run(
     stream: bool,
     max_retries: int,
     timeout_s: float,
+    retries: int,
     push: bool,
     public: bool,
     output: str,
 ) -> None:
-    """Evaluate ENV (a path, an installed name, or OWNER/NAME[@VERSION] from the hub)."""
+    """Evaluate ENV (a path, an installed name, or OWNER/NAME[@VERSION] from the hub).
+
+    Several ENVs make an eval set: every ENV × every -m, in one resumable set directory, with
+    per-cell retries and one summary table."""
     if r < 1:
         raise click.BadParameter("must be at least 1", param_hint="-r")
     if workers > concurrency:
@@ -227,12 +240,13 @@ def run(
         sampling["max_tokens"] = max_tokens
     if temperature is not None:
         sampling["temperature"] = temperature
+    in_set = len(env_specs) > 1 or (resume_dir is not None and is_set_dir(resume_dir))
     if resume_dir is not None:
-        if len(models) > 1:
+        if len(models) > 1 and not in_set:
             raise click.UsageError("--resume continues one run; give at most one -m")
-        stored = stored_config(resume_dir)
-        env_spec = env_spec or stored.env
-        models = models or (stored.model,)
+        stored = read_set(resume_dir).config if in_set else stored_config(resume_dir)
+        env_specs = env_specs or tuple(stored.envs)
+        models = models or tuple(stored.models)
         n = n if _explicit(ctx, "n") else stored.n
         r = r if _explicit(ctx, "r") else stored.r
         args = args if env_args is not None else stored.env_args
@@ -243,7 +257,7 @@ def run(
         )
         base_url = base_url if base_url is not None else stored.base_url
         api = api if api is not None else stored.api
-    if env_spec is None:
+    if not env_specs:
         raise click.UsageError("missing ENV: a path, an installed environment or OWNER/NAME")
     if adapter is not None:  # `-m BASE --adapter DIR` is the model `BASE+DIR`
         check_adapter_dir(adapter)
@@ -266,6 +280,20 @@ def run(
             f"{', '.join(spec.name for spec in specs)} runs on this CPU: each turn is capped at "
             f"{LOCAL_MAX_TOKENS} tokens (pass -t N to change)"
         )
+    policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
+    if in_set:
+        if len(set(env_specs)) != len(env_specs):
+            raise click.UsageError("the same ENV is given twice")
+        config = SetConfig(
+            list(env_specs), [s.name for s in specs], args, n, r, normalize_sampling(sampling),
+            base_url, api,
+        )  # fmt: skip
+        request = SetRequest(
+            config, specs, output_dir, resume_dir, concurrency, workers, stream, policy,
+            retries, push, public, output,
+        )  # fmt: skip
+        return run_set(request)
+    [env_spec] = env_specs
     env = load_env(
         env_spec, args, install=partial(ensure_installed, feedback=console_feedback(err_console))
     )
@@ -289,7 +317,6 @@ def run(
         else start_run(env, spec, config, output_dir)
         for spec, config in zip(specs, configs)
     ]
-    policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
     clients = [spec.create_client(stream=stream, policy=policy) for spec in specs]
     factories = [partial(spec.create_client, stream=stream, policy=policy) for spec in specs]
     for run_ in runs:

@@ -106,7 +106,10 @@ async def run_all(
     concurrency: int,
     workers: int,
     progress: Progress,
+    label: Callable[[EvalRun], str] = lambda run: run.spec.name,
 ) -> list[Outcome]:
+    """Run every run at once, each with its line on `progress` (named by `label`)."""
+
     async def one(run: EvalRun, client: ModelClient, factory: ClientFactory) -> Outcome:
         tracker = Tracker(total=run.total)
         for rec in run.done:
@@ -117,7 +120,7 @@ async def run_all(
 
             tracker.live, tracker.live_base = sampled_tokens, sampled_tokens()
         task = progress.add_task(
-            run.spec.name,
+            label(run),
             total=run.total,
             completed=tracker.done,
             tracker=tracker,
