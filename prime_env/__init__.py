@@ -6,7 +6,14 @@ here; submodules are implementation detail.
 
 from .clients.base import ChatResponse, ModelClient, SamplingArgs, Usage
 from .environment import Environment
-from .errors import EnvironmentNotFound, InfraError, JudgeError, ModelError, RubricError
+from .errors import (
+    DatasetError,
+    EnvironmentNotFound,
+    InfraError,
+    JudgeError,
+    ModelError,
+    RubricError,
+)
 from .harnesses import (
     COMPLETED,
     ENV_DONE,
@@ -42,6 +49,7 @@ __all__ = [
     "TOKEN_BUDGET",
     "BoxedParser",
     "ChatResponse",
+    "DatasetError",
     "Environment",
     "EnvironmentNotFound",
     "ErrorInfo",

@@ -33,7 +33,7 @@ from prime_cli.options import echo_json, json_object, output_option, page_of, pa
 from prime_env.clients.model_paths import check_adapter_dir
 from prime_env.clients.model_specs import APIS, ModelConfigError, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
-from prime_env.errors import EnvironmentNotFound
+from prime_env.errors import DatasetError, EnvironmentNotFound
 from prime_env.eval_sets import SetConfig, is_set_dir, read_set
 from prime_env.evaluation import (
     METADATA,
@@ -54,7 +54,7 @@ from registry_index.schemas.evals import EvaluationInfo
 console = output_console()
 err_console = output_console(stderr=True)
 
-expected(EvalError, ModelConfigError, EnvironmentNotFound, HubError, InstallError)
+expected(EvalError, ModelConfigError, EnvironmentNotFound, HubError, InstallError, DatasetError)
 expected(cfg.ConfigError)
 
 LOCAL_MAX_TOKENS = 256
