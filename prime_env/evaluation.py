@@ -217,8 +217,13 @@ def _slug(text: str) -> str:
     return text.lstrip("./~").replace("/", "--").replace("@", "-").replace(" ", "_")
 
 
+def run_name(env: Environment, model: str) -> str:
+    """`<env>--<model>`, as directory names go: what run directories are grouped under."""
+    return f"{_slug(env.name or 'env')}--{_slug(model)}"
+
+
 def run_dir_for(output_root: Path, env: Environment, model: str, run_id: str) -> Path:
-    return output_root / "evals" / f"{_slug(env.name or 'env')}--{_slug(model)}" / run_id
+    return output_root / "evals" / run_name(env, model) / run_id
 
 
 # ------------------------------------------------------------------ results file

@@ -24,6 +24,7 @@ from hub_client.client import HubClient, HubError
 from hub_client.install import InstallError, ensure_installed
 from prime_cli.errors import CliError, expected
 from prime_cli.eval.live import progress_display, run_all
+from prime_cli.eval.local_cap import cap_local_tokens
 from prime_cli.eval.runs import find_run, local_runs, open_hub, push_run, unpushed_runs
 from prime_cli.eval.sets import SetRequest, run_set
 from prime_cli.eval.tables import fmt, summary_row, summary_table, zero_reward_notes
@@ -56,10 +57,6 @@ err_console = output_console(stderr=True)
 
 expected(EvalError, ModelConfigError, EnvironmentNotFound, HubError, InstallError, DatasetError)
 expected(cfg.ConfigError)
-
-LOCAL_MAX_TOKENS = 256
-"""Per-turn token cap for the built-in CPU model when none is given: SmolLM2-135M rarely needs
-more for these tasks, and uncapped it can ramble for minutes per rollout."""
 
 
 class _EvalGroup(click.Group):
@@ -270,16 +267,8 @@ def run(
         raise click.UsageError("the same -m is given twice")
     for spec in specs:
         spec.api_key()  # a missing key fails here, before anything is installed or written
-    if (
-        resume_dir is None
-        and "max_tokens" not in sampling
-        and all(spec.client == "local" for spec in specs)
-    ):
-        sampling["max_tokens"] = LOCAL_MAX_TOKENS
-        err_console.print(
-            f"{', '.join(spec.name for spec in specs)} runs on this CPU: each turn is capped at "
-            f"{LOCAL_MAX_TOKENS} tokens (pass -t N to change)"
-        )
+    if resume_dir is None:
+        cap_local_tokens(specs, sampling, err_console)
     policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
     if in_set:
         if len(set(env_specs)) != len(env_specs):
@@ -620,9 +609,11 @@ def samples_cmd(target: str, num: int, page: int, offset: int | None, output: st
 
 def _add_subcommands() -> None:
     """Subcommands kept in modules of their own (they import nothing of this one)."""
+    from prime_cli.eval.optimize import optimize_cmd
     from prime_cli.eval.replay import replay_cmd
 
     eval_group.add_command(replay_cmd)
+    eval_group.add_command(optimize_cmd)
 
 
 _add_subcommands()
