@@ -142,10 +142,14 @@ def with_system_prompt(env: Environment, prompt: str) -> Environment:
 
 def splits(env: Environment, config: OptimizeConfig) -> tuple[list[Task], list[Task], list[Task]]:
     """(train, validation, held-out) tasks, disjoint: held-out from the eval split when the
-    environment has one apart from its training tasks, else carved from the shuffled tasks."""
+    environment has one apart from its training tasks (with the rest of it behind the training
+    tasks, for a training split too small to give the validation one), else carved from the
+    shuffled tasks."""
     pool = list(env.tasks.shuffle(config.seed))
     if env.eval_tasks is not None:
-        test = list(env.eval_tasks.head(config.test_size))
+        held = list(env.eval_tasks)
+        test = held[: config.test_size]
+        pool += held[config.test_size :]
     else:
         test, pool = pool[: config.test_size], pool[config.test_size :]
     val, train = pool[: config.val_size], pool[config.val_size :]

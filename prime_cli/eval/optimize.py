@@ -18,6 +18,7 @@ from prime_cli.eval.tables import fmt
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import output_console, say
 from prime_cli.options import json_object
+from prime_env.clients.base import SamplingArgs
 from prime_env.clients.model_specs import APIS, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
 from prime_env.evaluation import load_env, normalize_sampling, run_name, sampling_from_json
@@ -39,6 +40,9 @@ err_console = output_console(stderr=True)
     "--reflection-model", required=True, help="the model that reads failures and writes prompts"
 )
 @click.option("--reflection-base-url", help="a server to send --reflection-model to")
+@click.option(
+    "--reflection-max-tokens", type=click.IntRange(min=1), default=1024, show_default=True
+)
 @click.option(
     "--budget",
     type=click.IntRange(min=1),
@@ -73,6 +77,7 @@ def optimize_cmd(
     api_key_var: str | None,
     reflection_model: str,
     reflection_base_url: str | None,
+    reflection_max_tokens: int,
     budget: int,
     minibatch: int,
     val_size: int,
@@ -117,6 +122,7 @@ def optimize_cmd(
         concurrency=concurrency,
         seed=seed,
         sampling=sampling_from_json(normalize_sampling(sampling)),
+        reflection_sampling=SamplingArgs(max_tokens=reflection_max_tokens),
     )
     policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
     client = spec.create_client(policy=policy)

@@ -94,3 +94,9 @@ def test_bench_train_quick() -> None:
     out = run_quick("bench_train.py", "async", "--quick")
     assert re.search(r"async/sync steps/hour: [\d.]+x", out), out
     assert "load" in out
+
+
+@pytest.mark.slow  # SmolLM2 on CPU answers and reflects: a few tiny generations
+def test_bench_optimize_quick() -> None:
+    out = run_quick("bench_optimize.py", "--quick")
+    assert "Gain on held-out" in out and "the environment's" in out and "load average" in out
