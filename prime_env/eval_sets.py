@@ -110,6 +110,11 @@ def new_set(output_root: Path, config: SetConfig) -> EvalSet:
 
 def read_set(root: Path) -> EvalSet:
     """The set at `root`, or EvalError saying why it is not one."""
+    if not (root / SET_FILE).is_file():
+        raise EvalError(
+            f"{root} is not an eval set directory (no {SET_FILE} there); --resume takes the "
+            "set directory a matrix run printed, e.g. outputs/sets/SET_ID"
+        )
     try:
         data = json.loads((root / SET_FILE).read_text())
         return EvalSet(
