@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from local_model.models import load_local_model
-from local_model.prompt import parse_tool_calls, with_tools
+from prime_env.chat_template import parse_tool_calls, with_tools
 from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec, Usage
 from prime_env.errors import ModelError
 
@@ -69,7 +69,7 @@ def _template_messages(messages: list[Message]) -> list[dict[str, str]]:
 
 def prompt_ids(tokenizer: Any, messages: list[Message], tools: list[ToolSpec] | None) -> list[int]:
     """The prompt's token ids, as the tokenizer renders the chat (with the tools written into
-    the system prompt when its template would drop them: prompt.py)."""
+    the system prompt when its template would drop them: prime_env.chat_template)."""
     flat, tools_arg = with_tools(tokenizer, _template_messages(messages), tools)
     return list(
         tokenizer.apply_chat_template(
