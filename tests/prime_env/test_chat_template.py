@@ -46,7 +46,7 @@ def tokenizer(smollm2_tokenizer_dir: Path) -> Any:  # noqa: F811
 
 
 def rendered(tokenizer: Any, messages: list[dict[str, Any]], tools: Any) -> str:
-    from local_model.client import prompt_ids
+    from prime_env.chat_template import prompt_ids
 
     return str(tokenizer.decode(prompt_ids(tokenizer, messages, tools)))
 
