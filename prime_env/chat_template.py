@@ -87,6 +87,11 @@ def with_tools(
     return out, None
 
 
+def tool_call_text(name: str, arguments: dict[str, Any]) -> str:
+    """One tool call as the model writes it: `<tool_call>{"name": ..., "arguments": ...}</tool_call>`."""
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
 def template_messages(messages: list[Message]) -> list[dict[str, str]]:
     """Flatten OpenAI messages to role/content strings a plain ChatML template can render: an
     assistant turn's tool calls become `<tool_call>{"name": ..., "arguments": ...}</tool_call>`
@@ -98,11 +103,7 @@ def template_messages(messages: list[Message]) -> list[dict[str, str]]:
             content = "".join(p.get("text", "") for p in content if p.get("type") == "text")
         for call in message.get("tool_calls") or []:
             function = call["function"]
-            payload = {
-                "name": function["name"],
-                "arguments": json.loads(function["arguments"] or "{}"),
-            }
-            content += f"<tool_call>{json.dumps(payload)}</tool_call>"
+            content += tool_call_text(function["name"], json.loads(function["arguments"] or "{}"))
         flat.append({"role": message["role"], "content": content})
     return flat
 

@@ -507,15 +507,19 @@ def run(
         )
         for spec in specs
     ]
+    # made before any run directory is: a client that cannot be made (-m reference of an
+    # environment without one) leaves nothing on disk
+    policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
+    clients = [spec.create_client(stream=stream, policy=policy, env=env) for spec in specs]
+    factories = [
+        partial(spec.create_client, stream=stream, policy=policy, env=env) for spec in specs
+    ]
     runs = [
         resume_run(resume_dir, env, spec, config)
         if resume_dir is not None
         else start_run(env, spec, config, output_dir)
         for spec, config in zip(specs, configs)
     ]
-    policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
-    clients = [spec.create_client(stream=stream, policy=policy) for spec in specs]
-    factories = [partial(spec.create_client, stream=stream, policy=policy) for spec in specs]
     for run_ in runs:
         verb = "resuming" if resume_dir else "writing"
         say(err_console, f"{verb} {run_.directory} ({len(run_.done)}/{run_.total} done)")
