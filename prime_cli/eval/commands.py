@@ -40,9 +40,11 @@ from hub_client.client import HubClient, HubError
 from hub_client.install import InstallError, ensure_installed
 from prime_cli.errors import CliError, expected
 from prime_cli.eval.runs import find_run, local_runs, push_run, unpushed_runs
+from prime_cli.eval.validate import validate_cmd
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import say
 from prime_cli.options import echo_json, output_option, page_of, paging_options
+from prime_cli.options import json_object as _json_option
 from prime_env.clients.base import ModelClient
 from prime_env.clients.model_specs import ModelConfigError, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
@@ -80,21 +82,6 @@ LIVE_RATE_WINDOW_S = 5.0
 LOCAL_MAX_TOKENS = 256
 """Per-turn token cap for the built-in CPU model when none is given: SmolLM2-135M rarely needs
 more for these tasks, and uncapped it can ramble for minutes per rollout."""
-
-
-def _json_option(text: str | None, what: str) -> dict[str, Any]:
-    if text is None:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(
-            f"{what} is not valid JSON ({exc.msg} at column {exc.colno}); "
-            f"""example: '{{"key": 1}}'"""
-        ) from None
-    if not isinstance(value, dict):
-        raise click.BadParameter(f"{what} must be a JSON object, got {type(value).__name__}")
-    return value
 
 
 class _EvalGroup(click.Group):
@@ -815,3 +802,6 @@ def samples_cmd(target: str, num: int, page: int, offset: int | None, output: st
     console.print(
         f"[dim]samples {(page - 1) * num + 1}-{(page - 1) * num + len(rows)} of {total}[/]"
     )
+
+
+eval_group.add_command(validate_cmd)
