@@ -67,11 +67,18 @@ def with_tools(
     tokenizer: Any, messages: list[dict[str, str]], tools: list[ToolSpec] | None
 ) -> tuple[list[dict[str, str]], list[ToolSpec] | None]:
     """The messages and `tools` argument to render: unchanged when the template handles tools;
-    otherwise the schemas go into the system message (merged into one already there) and each
-    tool result becomes a Hermes `<tool_response>` turn, with no `tools` left to drop."""
+    otherwise `tools_as_text`, with no `tools` left to drop."""
     has_tool_turns = any(m["role"] == "tool" for m in messages)
     if (not tools and not has_tool_turns) or template_renders_tools(tokenizer):
         return messages, tools or None
+    return tools_as_text(messages, tools), None
+
+
+def tools_as_text(
+    messages: list[dict[str, str]], tools: list[ToolSpec] | None
+) -> list[dict[str, str]]:
+    """The schemas go into the system message (merged into one already there) and each tool
+    result becomes a Hermes `<tool_response>` turn: a chat any template renders with its tools."""
     out = [
         {"role": "tool", "content": f"<tool_response>\n{m['content']}\n</tool_response>"}
         if m["role"] == "tool"
@@ -84,7 +91,7 @@ def with_tools(
             out[0]["content"] = f"{out[0]['content']}\n\n{block}" if out[0]["content"] else block
         else:
             out.insert(0, {"role": "system", "content": block})
-    return out, None
+    return out
 
 
 def tool_call_text(name: str, arguments: dict[str, Any]) -> str:

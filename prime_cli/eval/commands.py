@@ -39,6 +39,7 @@ from hub_client import settings as cfg
 from hub_client.client import HubClient, HubError
 from hub_client.install import InstallError, ensure_installed
 from prime_cli.errors import CliError, expected
+from prime_cli.eval.export import export_cmd
 from prime_cli.eval.runs import find_run, local_runs, push_run, unpushed_runs
 from prime_cli.eval.validate import validate_cmd
 from prime_cli.feedback import console_feedback
@@ -805,3 +806,4 @@ def samples_cmd(target: str, num: int, page: int, offset: int | None, output: st
 
 
 eval_group.add_command(validate_cmd)
+eval_group.add_command(export_cmd)
