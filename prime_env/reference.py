@@ -16,16 +16,13 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .calling import call_user
 from .chat_template import assistant_message
 from .clients.base import ChatResponse, Message, SamplingArgs, ToolSpec, Usage
 from .errors import ModelConfigError
 from .state import State, current_state
-
-if TYPE_CHECKING:
-    from .environment import Environment
 
 REFERENCE_MODEL = "reference"
 """The model name of reference rollouts (`-m reference`, the `model` of their records)."""
@@ -75,13 +72,23 @@ class Reference:
         )
 
 
+class WithReference(Protocol):
+    """What ReferenceClient needs of an Environment (it cannot import environment.py, which
+    imports this module)."""
+
+    reference: Reference | None
+
+    @property
+    def id(self) -> str: ...
+
+
 class ReferenceClient:
     """The environment's reference policy as a ModelClient: no tokens, no network, no cost."""
 
     provider = REFERENCE_MODEL
     base_url: str | None = None
 
-    def __init__(self, env: Environment) -> None:
+    def __init__(self, env: WithReference) -> None:
         if env.reference is None:
             raise ModelConfigError(
                 f"{env.id} ships no reference policy, so -m reference has nothing to run; an "

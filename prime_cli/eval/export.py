@@ -25,7 +25,7 @@ import click
 from rich.console import Console
 
 from hub_client import settings as cfg
-from hub_client.client import HubClient
+from hub_client.client import HubClient, HubError
 from prime_cli.errors import CliError
 from prime_cli.eval.runs import find_run, looks_like_path, run_records
 from prime_cli.feedback import console_feedback
@@ -171,7 +171,13 @@ def _read_runs(targets: tuple[str, ...], runs_dir: Path) -> list[RolloutRecord]:
                     hub = HubClient.from_settings(
                         cfg.load_settings(), feedback=console_feedback(err_console)
                     )
-                found = find_run(target, hub, runs_dir)
+                try:
+                    found = find_run(target, hub, runs_dir)
+                except HubError as exc:
+                    raise CliError(
+                        f"no run {target!r} under {runs_dir / 'evals'} (--runs-dir), and the hub "
+                        f"could not be asked for one: {exc}"
+                    ) from None
             records.extend(run_records(found, hub))
     finally:
         if hub is not None:

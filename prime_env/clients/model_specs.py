@@ -241,7 +241,8 @@ def resolve_model(
     if base_url:
         return ModelSpec(name, name, "custom", "openai", base_url.rstrip("/"), api_key_var)
     if name == REFERENCE_MODEL:  # reserved: no alias or provider is asked
-        return ModelSpec(*[REFERENCE_MODEL] * 4, None, None, (0.0, 0.0))
+        ref = REFERENCE_MODEL
+        return ModelSpec(ref, ref, ref, ref, None, None, (0.0, 0.0))
     path = endpoints or endpoints_file()
     if path is not None:
         aliases = load_endpoints(path)
