@@ -55,11 +55,13 @@ class Reference:
         self.min_reward = min_reward
         self.mean_reward = mean_reward
 
-    async def reply(self, messages: list[Message], state: State) -> Message:
-        """The policy's next assistant message for this rollout."""
+    async def reply(
+        self, messages: list[Message], state: State, tools: list[ToolSpec] | None
+    ) -> Message:
+        """The policy's next assistant message for this rollout (`tools`: those offered)."""
         reply = await call_user(self.solve, messages, state)
         if isinstance(reply, str):
-            if not state.tools:
+            if not tools:
                 return {"role": "assistant", "content": reply}
             turn = state.num_turns
             counter = itertools.count()
@@ -111,7 +113,7 @@ class ReferenceClient:
                 "the reference policy answers rollouts run by a harness (run_rollouts, prime "
                 "eval run), not direct chat calls"
             )
-        message = await self.reference.reply(messages, state)
+        message = await self.reference.reply(messages, state, tools)
         return ChatResponse(
             message=message,
             finish_reason="tool_calls" if message.get("tool_calls") else "stop",

@@ -112,14 +112,6 @@ def export_cmd(
         raise click.UsageError("--tokens renders the chats with a tokenizer: pass --tokenizer")
     if tokenizer and not tokens:
         raise click.UsageError("--tokenizer is for --tokens; chats are written untokenised")
-    loaded = None
-    if tokens:
-        from local_model.models import load_tokenizer  # transformers: only when asked for
-
-        try:
-            loaded = load_tokenizer(str(tokenizer))
-        except (OSError, ValueError) as exc:
-            raise CliError(f"cannot load the tokenizer {tokenizer!r}: {exc}") from None
     records = _read_runs(runs, runs_dir)
     selection = select_records(records, min_reward=min_reward, best_of=best_of, dedup=dedup)
     if not selection.kept:
@@ -128,6 +120,14 @@ def export_cmd(
             f"--min-reward {selection.below_min_reward}, duplicates {selection.duplicates}); "
             "nothing was written"
         )
+    loaded = None
+    if tokens:
+        from local_model.models import load_tokenizer  # transformers: only when asked for
+
+        try:
+            loaded = load_tokenizer(str(tokenizer))
+        except (OSError, ValueError) as exc:
+            raise CliError(f"cannot load the tokenizer {tokenizer!r}: {exc}") from None
     rows = (
         _token_row(loaded, record) if loaded is not None else _chat_row(record, tools_as)
         for record in selection.kept
