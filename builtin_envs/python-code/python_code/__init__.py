@@ -4,7 +4,9 @@ The template for code-execution environments: the model's code runs only inside 
 (Docker when the daemon and image are there, else the local subprocess backend), each hidden
 test in its own process. Reward = fraction of tests passed; the candidate's timeouts and
 crashes fail its tests (reward 0 for them), while a sandbox failure propagates as a
-`SandboxError`, which the runner records as an error instead of a score.
+`SandboxError`, which the runner records as an error instead of a score. Its reference policy
+submits each problem's reference solution: it passes every hidden test (reward 1.0), so
+`prime eval validate` shows the tests, the sandbox image and the harness agree.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from prime_env import Environment, Parser, Rubric, SingleTurn, State, Task, TaskSet
+from prime_env import Environment, Parser, Reference, Rubric, SingleTurn, State, Task, TaskSet
 
 from .execution import Executor, TestOutcome
 
@@ -58,6 +60,12 @@ def problems() -> tuple[dict[str, Any], ...]:
 def _hidden_tests(task_id: str) -> list[str]:
     # Tests stay out of Task.info: info is shown to Program-harness agents, tests must not be.
     return next(p["tests"] for p in problems() if p["id"] == task_id)
+
+
+def reference_solution(messages: list[dict[str, Any]], state: State) -> str:
+    """The reference policy's reply: the problem's reference solution in one code block."""
+    code = next(p["reference"] for p in problems() if p["id"] == state.task.id)
+    return f"```python\n{code}\n```"
 
 
 def _task(problem: dict[str, Any]) -> Task:
@@ -122,5 +130,10 @@ def load_environment(
         eval_size=num_eval_examples, seed=seed
     )
     return Environment(
-        train, SingleTurn(system_prompt=SYSTEM_PROMPT), rubric, name="python-code", eval_tasks=evals
+        train,
+        SingleTurn(system_prompt=SYSTEM_PROMPT),
+        rubric,
+        name="python-code",
+        eval_tasks=evals,
+        reference=Reference(reference_solution, min_reward=1.0),
     )
