@@ -14,6 +14,11 @@ from prime_cli.errors import CliError
 from sandbox import SandboxError, SandboxLimits, open_sandbox
 from sandbox.factory import BACKENDS
 
+_BACKEND_HELP = (
+    "auto: Docker when its image is built, else bubblewrap (local), else an error; "
+    "unisolated: no isolation from this machine, only for code you trust."
+)
+
 
 def _fail(message: str) -> NoReturn:
     """The CLI's one error type, with status 2: 1 may be the sandboxed command's own status."""
@@ -26,7 +31,9 @@ def sandbox() -> None:
 
 
 @sandbox.command(context_settings={"ignore_unknown_options": True})
-@click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True)
+@click.option(
+    "--backend", type=click.Choice(BACKENDS), default="auto", show_default=True, help=_BACKEND_HELP
+)
 @click.option(
     "--image", default=None, help="Docker image (default: prime-sandbox/python:bookworm)."
 )

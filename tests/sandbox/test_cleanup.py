@@ -26,7 +26,7 @@ from sandbox import open_sandbox
 from sandbox.backends.local import LocalSandbox
 
 boxes = {"docker": open_sandbox("docker").start(), "bwrap": LocalSandbox().start(),
-         "plain": LocalSandbox(use_bwrap=False).start()}
+         "plain": open_sandbox("unisolated").start()}
 for box in boxes.values():
     # The owner dies in the middle of a command that also left its session.
     command = "setsid sleep 1000 </dev/null >/dev/null 2>&1 & sleep 1000"

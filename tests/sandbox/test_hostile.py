@@ -91,15 +91,11 @@ def test_writes_outside_the_workdir_fail(
 
 
 def test_host_secrets_are_unreadable(
-    backend: str, limits: SandboxLimits, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    backend: str, limits: SandboxLimits, host_secret: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    secret = tmp_path / "secret.txt"
-    secret.write_text("hunter2")
-    secret.chmod(0o644)  # world-readable on the host: only isolation keeps it away
-    tmp_path.chmod(0o755)
     monkeypatch.setenv("PRIME_TEST_SECRET", "hunter2")
     with open_sandbox(backend, limits=limits) as box:
-        read = box.exec(["cat", str(secret)])
+        read = box.exec(["cat", str(host_secret)])
         assert read.exit_code != 0 and b"hunter2" not in read.stdout
         env = box.exec("env; ls -a /root /home 2>&1; cat /root/.bash_history 2>&1")
         assert b"hunter2" not in env.stdout and b"PRIME_TEST_SECRET" not in env.stdout
