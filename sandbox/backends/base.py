@@ -66,6 +66,7 @@ class Sandbox(ABC):
 
     backend: str = ""
     workdir: str = "/work"
+    tmpdir: str = "/tmp"
 
     def __init__(self, limits: SandboxLimits | None = None, env: Mapping[str, str] | None = None):
         self.limits = limits or SandboxLimits()
@@ -151,6 +152,12 @@ class Sandbox(ABC):
             if locked:
                 self._lock.release()
         self._dead = self._dead or "stopped"
+
+    @property
+    def scratch_dirs(self) -> tuple[str, ...]:
+        """Every place in the sandbox a program can write: each has a size limit, and `reset`
+        empties them all (the work directory first, as the supervisor is told)."""
+        return (self.workdir, self.tmpdir, "/dev/shm", "/dev/mqueue")
 
     @property
     def alive(self) -> bool:
@@ -305,7 +312,7 @@ class Sandbox(ABC):
         return {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "HOME": self.workdir,
-            "TMPDIR": "/tmp",
+            "TMPDIR": self.tmpdir,
             "LANG": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONUNBUFFERED": "1",
@@ -339,8 +346,14 @@ class Sandbox(ABC):
         self._call({"op": "unzip", "path": remote_dir, "data": data}, 120.0)
 
     def reset(self) -> None:
-        """Kill every process in the sandbox and empty its work and temp directories."""
-        self._call({"op": "reset"}, 30.0)
+        """Kill every process in the sandbox and remove everything its programs wrote (every
+        place in `scratch_dirs`, IPC objects, keys). If anything stays it raises `SandboxError`
+        and the sandbox is broken: a pool replaces it, never hands it out dirty."""
+        try:
+            self._call({"op": "reset"}, 30.0)
+        except SandboxError:
+            self._dead = self._dead or "its reset failed"
+            raise
 
     def _check_transfer(self, size: int, what: str) -> None:
         if size > self.limits.transfer_bytes:

@@ -208,7 +208,6 @@ class LocalSandbox(Sandbox):
         self._claim_path: Path | None = None
         self._claim: _Claim | None = None
         self._proc: subprocess.Popen[bytes] | None = None
-        self._tmpdir = "/tmp"
 
     def _refuse_if_unavailable(self) -> None:
         problem = bwrap_problem()
@@ -257,10 +256,6 @@ class LocalSandbox(Sandbox):
             reaped += 1
         return reaped
 
-    def base_env(self) -> dict[str, str]:
-        # Without bubblewrap the sandbox's /tmp is a directory of its own, not the host's /tmp.
-        return {**super().base_env(), "TMPDIR": self._tmpdir}
-
     def _launch(self) -> Channel:
         self.reap_orphans()
         as_root = os.geteuid() == 0
@@ -290,6 +285,7 @@ class LocalSandbox(Sandbox):
             "-c",
             supervisor_source,
             self.workdir,
+            ":".join(self.scratch_dirs),
             str(int(limits.ttl_s)),
             limits.child_rlimits(address_space=True, processes=as_root),
             f"{self.uid}:{self.uid}" if self.uid is not None else "",
@@ -313,7 +309,7 @@ class LocalSandbox(Sandbox):
                 env={
                     "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
                     "LANG": "C.UTF-8",
-                    "TMPDIR": self._tmpdir,
+                    "TMPDIR": self.tmpdir,
                     "HOME": self.workdir,
                 },
                 cwd=str(self.root),
@@ -335,7 +331,7 @@ class LocalSandbox(Sandbox):
     def _namespace_argv(self, as_root: bool, work: Path, tmp: Path, tmpfs_bytes: int) -> list[str]:
         """The command that makes the sandbox's namespaces and runs the rest of the argv in them
         (bubblewrap here; `UnisolatedSandbox` uses `unshare`)."""
-        self.workdir, self._tmpdir = "/work", "/tmp"
+        self.workdir, self.tmpdir = "/work", "/tmp"
         bwrap = bwrap_path()
         assert bwrap is not None
         # As root no user namespace: real uids, so programs run under a uid of their own, and
@@ -358,6 +354,9 @@ class LocalSandbox(Sandbox):
             "/proc",
             "--dev",
             "/dev",
+            # As in Docker: a size-limited /dev/shm and the IPC namespace's message queues.
+            *("--perms", "1777", "--size", str(self.limits.shm_mb << 20), "--tmpfs", "/dev/shm"),
+            *("--mqueue", "/dev/mqueue"),
         ]
         for path in _SYSTEM_PATHS:
             if os.path.islink(path):
@@ -376,7 +375,8 @@ class LocalSandbox(Sandbox):
                     argv += ["--ro-bind", str(empty), path]
         for path in ("/work", "/tmp"):
             argv += ["--perms", "1777", "--size", str(tmpfs_bytes), "--tmpfs", path]
-        argv += ["--remount-ro", "/", "--chdir", "/work", "--"]
+        # /dev itself is an unbounded tmpfs, owned by the programs' uid without root.
+        argv += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/work", "--"]
         return argv
 
     def _describe_death(self) -> str:

@@ -46,18 +46,24 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def host_secret() -> Iterator[Path]:
-    """A world-readable host file any local uid could read (a token file, an environment's
-    reference solutions): only isolation keeps it from a sandboxed program."""
-    folder = Path(tempfile.mkdtemp(prefix="prime-test-secret-"))  # /tmp: traversable by all
+def open_dir() -> Iterator[Path]:
+    """A fresh directory every local uid can reach (pytest's tmp_path is under a 0700 one)."""
+    folder = Path(tempfile.mkdtemp(prefix="prime-test-"))  # in /tmp: traversable by all
     try:
         folder.chmod(0o755)
-        path = folder / "token"
-        path.write_text("hunter2-secret")
-        path.chmod(0o644)
-        yield path
+        yield folder
     finally:
         shutil.rmtree(folder)
+
+
+@pytest.fixture
+def host_secret(open_dir: Path) -> Path:
+    """A world-readable host file any local uid could read (a token file, an environment's
+    reference solutions): only isolation keeps it from a sandboxed program."""
+    path = open_dir / "token"
+    path.write_text("hunter2-secret")
+    path.chmod(0o644)
+    return path
 
 
 @pytest.fixture
