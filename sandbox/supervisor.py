@@ -349,6 +349,13 @@ class Supervisor:
                     buffer += chunk[:room]
                 if len(chunk) > max(room, 0):
                     truncated[stream] = True
+        if not timed_out:
+            # Its outputs are closed, but the command may still run (coreutils close stdout
+            # and stderr before they exit): it gets the rest of its time, not a SIGKILL.
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
         _kill_others()
         selector.close()
         for stream in (proc.stdin, proc.stdout, proc.stderr):

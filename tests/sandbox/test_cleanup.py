@@ -62,9 +62,15 @@ def _wait_for(predicate, seconds: float = 20.0) -> bool:  # type: ignore[no-unty
 
 
 @pytest.mark.usefixtures("docker_ready")
-def test_sigkilled_owner_leaves_nothing_after_the_next_start() -> None:
+def test_sigkilled_owner_leaves_nothing_after_the_next_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from sandbox.backends import local as local_backend
     from sandbox.backends.docker import LABEL, docker_client
+
+    # Claims of their own: any local sandbox started on this machine meanwhile (another test
+    # process) would reap the orphans first, before this test could see them waiting.
+    monkeypatch.setenv("PRIME_SANDBOX_STATE", str(tmp_path / "state"))
 
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD],
