@@ -42,6 +42,11 @@ _SUPERVISOR_ERRORS: dict[str, type[Exception]] = {
     "OSError": OSError,
 }
 
+# Programs' HOME: a path no program can create (the root filesystem is read-only, or the host's
+# own), so no per-user startup file (Python's user site, dotfiles) can wait there for a later
+# command. Debian's home for `nobody`, the programs' user in the Docker image.
+HOME = "/nonexistent"
+
 Command = str | Sequence[str]
 SandboxRow = dict[str, str]
 """One listed sandbox: `backend`, `id`, `owner_pid`, `status` ("orphaned" once its owner is
@@ -308,13 +313,17 @@ class Sandbox(ABC):
         )
 
     def base_env(self) -> dict[str, str]:
-        """The environment every command starts from (the host's is never passed through)."""
+        """The environment every command starts from (the host's is never passed through).
+
+        No per-user startup hooks: HOME cannot exist, and PYTHONNOUSERSITE keeps Python's user
+        site (`usercustomize.py`, `.pth` files) off even for a caller that sets HOME."""
         return {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": self.workdir,
+            "HOME": HOME,
             "TMPDIR": self.tmpdir,
             "LANG": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONNOUSERSITE": "1",
             "PYTHONUNBUFFERED": "1",
         }
 

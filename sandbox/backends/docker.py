@@ -21,7 +21,7 @@ import time
 import uuid
 from typing import Any
 
-from sandbox.backends.base import Sandbox, SandboxRow
+from sandbox.backends.base import HOME, Sandbox, SandboxRow
 from sandbox.channel import Channel, DockerAttachChannel
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.limits import DEFAULT_IMAGE, SandboxLimits
@@ -258,7 +258,7 @@ class DockerSandbox(Sandbox):
                 ],
                 user="0:0",
                 working_dir=self.workdir,
-                environment={"LANG": "C.UTF-8", "TMPDIR": "/tmp", "HOME": self.workdir},
+                environment={"LANG": "C.UTF-8", "TMPDIR": self.tmpdir, "HOME": HOME},
                 labels={
                     LABEL: "1",
                     LABEL_OWNER: Owner.current().encode(),

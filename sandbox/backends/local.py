@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from sandbox.backends.base import Sandbox, SandboxRow
+from sandbox.backends.base import HOME, Sandbox, SandboxRow
 from sandbox.cgroups import SandboxCgroup
 from sandbox.channel import Channel, PipeChannel
 from sandbox.errors import SandboxError, SandboxUnavailable
@@ -310,7 +310,7 @@ class LocalSandbox(Sandbox):
                     "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
                     "LANG": "C.UTF-8",
                     "TMPDIR": self.tmpdir,
-                    "HOME": self.workdir,
+                    "HOME": HOME,
                 },
                 cwd=str(self.root),
                 start_new_session=True,
