@@ -145,13 +145,14 @@ def test_reaper_removes_orphans_and_expired_but_keeps_live_containers() -> None:
     }
     ids = {}
     for name, (owner, expires) in specs.items():
-        container = client.containers.create(  # never `run`: it pulls a missing image
+        # Created, not started (the reaper removes both; `run` would pull a missing image,
+        # and a start could race with another process's reaper removing an orphan already).
+        container = client.containers.create(
             DEFAULT_IMAGE,
             ["sleep", "1000"],
             network_mode="none",
             labels={LABEL: "1", LABEL_OWNER: owner.encode(), LABEL_EXPIRES: str(int(expires))},
         )
-        container.start()
         ids[name] = container.id
     try:
         # Not a count: a parallel test worker starting a sandbox reaps these orphans too, and
