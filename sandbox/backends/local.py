@@ -7,8 +7,8 @@ Every local sandbox (documented, with what is weaker than Docker, in docs/sandbo
   setsid, double forks and daemons die with the command;
 - as root: the supervisor keeps only CAP_SETUID, CAP_SETGID and CAP_KILL, and programs run
   under a uid of their own per sandbox (no capabilities; RLIMIT_NPROC is enforced for it);
-- /work and /tmp are size-limited tmpfs mounts inside the sandbox's mount namespace (the disk
-  quota: nothing a program writes reaches the host's disk);
+- /work, /tmp and /dev/shm are size-limited tmpfs mounts inside the sandbox's mount namespace
+  (the disk quota: nothing a program writes reaches the host's disk), /dev is read-only;
 - as root, a cgroup per sandbox (sandbox/cgroups.py) limits memory and processes for the whole
   tree; elsewhere only per-process RLIMIT_AS holds;
 - bubblewrap also gives new user (unless root), net, ipc and uts namespaces and a read-only view
@@ -261,7 +261,7 @@ class LocalSandbox(Sandbox):
         as_root = os.geteuid() == 0
         limits = self.limits
         self.root = Path(tempfile.mkdtemp(prefix="prime-sbx-"))
-        self.root.chmod(0o711)  # the programs' uid must traverse it (to work/ unisolated)
+        self.root.chmod(0o711)  # unisolated, the programs' uid reaches work/ through it
         self.id = self.root.name
         self.uid = _allocate_uid() if as_root else None
         self.cgroup = SandboxCgroup.create(self.id, limits.memory_mb << 20, limits.pids)
