@@ -363,6 +363,7 @@ def _record(
         ),
         policy_version=policy_version,
         turns=turns,
+        tools=state.tools if state is not None else None,
     )
 
 

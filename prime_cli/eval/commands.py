@@ -23,11 +23,15 @@ from hub_client import settings as cfg
 from hub_client.client import HubClient, HubError
 from hub_client.install import InstallError, ensure_installed
 from prime_cli.errors import CliError, expected
+from prime_cli.eval.export import export_cmd
 from prime_cli.eval.live import progress_display, run_all
 from prime_cli.eval.local_cap import cap_local_tokens
+from prime_cli.eval.optimize import optimize_cmd
+from prime_cli.eval.replay import replay_cmd
 from prime_cli.eval.runs import find_run, local_runs, open_hub, push_run, unpushed_runs
 from prime_cli.eval.sets import SetRequest, run_set
 from prime_cli.eval.tables import fmt, summary_row, summary_table, zero_reward_notes
+from prime_cli.eval.validate import validate_cmd
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import output_console, say
 from prime_cli.options import echo_json, json_object, output_option, page_of, paging_options
@@ -300,14 +304,18 @@ def run(
         )
         for spec in specs
     ]
+    # made before any run directory is: a client that cannot be made (-m reference of an
+    # environment without one) leaves nothing on disk
+    clients = [spec.create_client(stream=stream, policy=policy, env=env) for spec in specs]
+    factories = [
+        partial(spec.create_client, stream=stream, policy=policy, env=env) for spec in specs
+    ]
     runs = [
         resume_run(resume_dir, env, spec, config)
         if resume_dir is not None
         else start_run(env, spec, config, output_dir)
         for spec, config in zip(specs, configs)
     ]
-    clients = [spec.create_client(stream=stream, policy=policy) for spec in specs]
-    factories = [partial(spec.create_client, stream=stream, policy=policy) for spec in specs]
     for run_ in runs:
         verb = "resuming" if resume_dir else "writing"
         say(err_console, f"{verb} {run_.directory} ({len(run_.done)}/{run_.total} done)")
@@ -607,13 +615,7 @@ def samples_cmd(target: str, num: int, page: int, offset: int | None, output: st
     )
 
 
-def _add_subcommands() -> None:
-    """Subcommands kept in modules of their own (they import nothing of this one)."""
-    from prime_cli.eval.optimize import optimize_cmd
-    from prime_cli.eval.replay import replay_cmd
-
-    eval_group.add_command(replay_cmd)
-    eval_group.add_command(optimize_cmd)
-
-
-_add_subcommands()
+eval_group.add_command(replay_cmd)
+eval_group.add_command(optimize_cmd)
+eval_group.add_command(validate_cmd)
+eval_group.add_command(export_cmd)

@@ -13,6 +13,7 @@ import click
 from rich.table import Table
 
 from hub_client.install import ensure_installed
+from prime_cli.errors import CliError
 from prime_cli.eval.local_cap import cap_local_tokens
 from prime_cli.eval.tables import fmt
 from prime_cli.feedback import console_feedback
@@ -24,6 +25,7 @@ from prime_env.clients.retry import RetryPolicy
 from prime_env.evaluation import load_env, normalize_sampling, run_name, sampling_from_json
 from prime_env.process import event_loop
 from prime_env.prompt_optimizer import OptimizeConfig, OptimizeResult, optimize_prompt
+from prime_env.reference import REFERENCE_MODEL
 from prime_env.summary import Summary
 
 console = output_console()
@@ -100,6 +102,11 @@ def optimize_cmd(
         model or default_model(), base_url=base_url, api=api, api_key_var=api_key_var
     )
     reflector = resolve_model(reflection_model, base_url=reflection_base_url)
+    if REFERENCE_MODEL in (spec.client, reflector.client):
+        raise CliError(
+            "-m reference plays the environment's own policy, which reads no system prompt: "
+            "optimise the prompt of a model (-m provider/model, -m DIR) with a model reflecting"
+        )
     for each in (spec, reflector):
         each.api_key()  # a missing key fails here, before anything runs
     sampling: dict[str, object] = {}

@@ -160,6 +160,10 @@ def _run_cell(
     )
     summary: Summary | None = None
     for attempt in range(request.retries + 1):
+        # made before the cell's run directory is: a client that cannot be made (-m reference
+        # of an environment without one) leaves nothing on disk
+        factory = partial(spec.create_client, stream=request.stream, policy=request.policy, env=env)
+        client = factory()
         directory = eval_set.run_dir(cell)
         if directory is None:
             run = start_run(env, spec, run_config, eval_set.root)
@@ -172,8 +176,6 @@ def _run_cell(
         }
         cell.attempts += 1
         eval_set.save()
-        client = spec.create_client(stream=request.stream, policy=request.policy)
-        factory = partial(spec.create_client, stream=request.stream, policy=request.policy)
         try:
             [outcome] = event_loop.run(
                 run_all(

@@ -9,7 +9,9 @@ Accepted forms (what vf-eval and prime users type):
 - any in-process model with `+ADAPTER_DIR` (what `--adapter DIR` writes): a LoRA adapter on it;
 - an alias from `endpoints.toml` (./endpoints.toml, else ~/.config/prime/endpoints.toml);
 - any name together with `--base-url URL` (vLLM, a proxy, a self-hosted server), spoken to
-  as OpenAI chat completions or, with `--api anthropic`, as Anthropic Messages.
+  as OpenAI chat completions or, with `--api anthropic`, as Anthropic Messages;
+- `reference`: the environment's own reference policy (prime_env.reference), which needs the
+  environment to make its client.
 
 `OPENAI_BASE_URL` and `ANTHROPIC_BASE_URL` are honoured as the providers' SDKs honour them:
 `openai/<model>` and `anthropic/<model>` go there instead of the public APIs.
@@ -27,7 +29,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prime_env.clients.base import ModelClient
 from prime_env.clients.model_paths import (
@@ -38,6 +40,10 @@ from prime_env.clients.model_paths import (
 )
 from prime_env.clients.retry import RetryPolicy
 from prime_env.errors import ModelConfigError
+from prime_env.reference import REFERENCE_MODEL, ReferenceClient
+
+if TYPE_CHECKING:
+    from prime_env.environment import Environment
 
 DEFAULT_LOCAL_MODEL = "local/smollm2-135m"
 PATH_PROVIDER = "local"
@@ -157,8 +163,17 @@ class ModelSpec:
         return key or None
 
     def create_client(
-        self, *, stream: bool = False, policy: RetryPolicy | None = None
+        self,
+        *,
+        stream: bool = False,
+        policy: RetryPolicy | None = None,
+        env: Environment | None = None,
     ) -> ModelClient:
+        """The client; `env` is the environment being run (only `reference` needs it)."""
+        if self.client == REFERENCE_MODEL:
+            if env is None:
+                raise ModelConfigError("-m reference plays an environment's own policy: give env=")
+            return ReferenceClient(env)
         if self.client not in ("openai", "anthropic"):
             provider = in_process_provider(self.client)
             if provider is None:
@@ -270,9 +285,12 @@ def resolve_model(
                 "adapters itself (vLLM: --lora-modules NAME=DIR), then pass -m NAME"
             )
         return ModelSpec(name, name, "custom", api or "openai", base_url.rstrip("/"), api_key_var)
+    if name == REFERENCE_MODEL:  # reserved: no alias or provider is asked
+        ref = REFERENCE_MODEL
+        return ModelSpec(ref, ref, ref, ref, None, None, (0.0, 0.0))
     if adapter is not None:
         base = resolve_model(base_name, endpoints=endpoints)
-        if base.base_url is not None or base.client in ("openai", "anthropic"):
+        if base.base_url is not None or in_process_provider(base.client) is None:
             raise ModelConfigError(
                 f"--adapter needs a model run in this process (-m local/… or -m DIR), not "
                 f"{base_name}; a server loads its adapters itself, then pass -m ADAPTER_NAME"
@@ -319,7 +337,8 @@ def resolve_model(
         raise ModelConfigError(
             f"cannot tell which provider serves {name!r}: use provider/model with provider one of "
             f"{', '.join(sorted([*PROVIDERS, *_registered()]))}, an alias from endpoints.toml, "
-            "or --base-url URL for any OpenAI-compatible server"
+            "--base-url URL for any OpenAI-compatible server, or reference for the "
+            "environment's own reference policy"
         )
     known = PROVIDERS[provider]
     return ModelSpec(

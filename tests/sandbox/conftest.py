@@ -7,7 +7,9 @@ machine (debootstrap + docker import), then found by tag on later runs.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,27 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A fresh directory every local uid can reach (pytest's tmp_path is under a 0700 one)."""
+    folder = Path(tempfile.mkdtemp(prefix="prime-test-"))  # in /tmp: traversable by all
+    try:
+        folder.chmod(0o755)
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+@pytest.fixture
+def host_secret(open_dir: Path) -> Path:
+    """A world-readable host file any local uid could read (a token file, an environment's
+    reference solutions): only isolation keeps it from a sandboxed program."""
+    path = open_dir / "token"
+    path.write_text("hunter2-secret")
+    path.chmod(0o644)
+    return path
+
+
+@pytest.fixture
 def limits() -> SandboxLimits:
     """Small limits so hostile programs hit them quickly on a 2-core machine."""
     return SandboxLimits(memory_mb=256, pids=64, output_bytes=64 << 10, timeout_s=10.0)
@@ -70,7 +93,6 @@ def host_footprint() -> dict[str, int]:
     grows to its size first, so a per-test fd count would be noise.)
     """
     from sandbox.backends import docker as docker_backend
-    from sandbox.backends import local as local_backend
 
     containers = 0
     if docker_backend.docker_available():
@@ -80,12 +102,26 @@ def host_footprint() -> dict[str, int]:
                 all=True, filters={"label": f"{docker_backend.LABEL_RUN}={docker_backend.RUN_ID}"}
             )
         )
-    claims = [p for p in local_backend.state_dir().iterdir() if f"{os.getpid()}:" in p.read_text()]
+    claims = [text for text in claim_texts() if f"{os.getpid()}:" in text]
     return {
         "containers": containers,
         "local_claims": len(claims),
         "child_processes": len(_children(os.getpid())),
     }
+
+
+def claim_texts() -> list[str]:
+    """The local backend's claim files, read while other processes on the host (another test
+    run's reaper) may remove theirs between the listing and the read."""
+    from sandbox.backends import local as local_backend
+
+    texts = []
+    for path in local_backend.state_dir().iterdir():
+        try:
+            texts.append(path.read_text())
+        except FileNotFoundError:
+            continue
+    return texts
 
 
 @pytest.fixture

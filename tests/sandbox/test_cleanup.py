@@ -14,7 +14,7 @@ import pytest
 
 from sandbox import SandboxError, open_sandbox
 from sandbox.owner import Owner, _start_time, host_id
-from tests.sandbox.conftest import kill_from_outside
+from tests.sandbox.conftest import claim_texts, kill_from_outside
 
 pytestmark = pytest.mark.xdist_group("docker")  # starts Docker sandboxes (tests/conftest.py)
 
@@ -26,7 +26,7 @@ from sandbox import open_sandbox
 from sandbox.backends.local import LocalSandbox
 
 boxes = {"docker": open_sandbox("docker").start(), "bwrap": LocalSandbox().start(),
-         "plain": LocalSandbox(use_bwrap=False).start()}
+         "plain": open_sandbox("unisolated").start()}
 for box in boxes.values():
     # The owner dies in the middle of a command that also left its session.
     command = "setsid sleep 1000 </dev/null >/dev/null 2>&1 & sleep 1000"
@@ -62,9 +62,15 @@ def _wait_for(predicate, seconds: float = 20.0) -> bool:  # type: ignore[no-unty
 
 
 @pytest.mark.usefixtures("docker_ready")
-def test_sigkilled_owner_leaves_nothing_after_the_next_start() -> None:
+def test_sigkilled_owner_leaves_nothing_after_the_next_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from sandbox.backends import local as local_backend
     from sandbox.backends.docker import LABEL, docker_client
+
+    # Claims of their own: any local sandbox started on this machine meanwhile (another test
+    # process) would reap the orphans first, before this test could see them waiting.
+    monkeypatch.setenv("PRIME_SANDBOX_STATE", str(tmp_path / "state"))
 
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD],
@@ -97,8 +103,7 @@ def test_sigkilled_owner_leaves_nothing_after_the_next_start() -> None:
     assert local_backend.processes_of(bwrap_uid) == []
     assert not any(Path(root).exists() for root in info["roots"])
     assert not any(path.exists() for path in cgroups)
-    claims = [p.read_text() for p in local_backend.state_dir().iterdir()]
-    assert not any(f"{child.pid}:" in text for text in claims)
+    assert not any(f"{child.pid}:" in text for text in claim_texts())
     assert _wait_for(
         lambda: (
             not docker_client().containers.list(
@@ -139,10 +144,11 @@ def test_reaper_removes_orphans_and_expired_but_keeps_live_containers() -> None:
     }
     ids = {}
     for name, (owner, expires) in specs.items():
-        container = client.containers.run(
+        # Created, not started (the reaper removes both; `run` would pull a missing image,
+        # and a start could race with another process's reaper removing an orphan already).
+        container = client.containers.create(
             DEFAULT_IMAGE,
             ["sleep", "1000"],
-            detach=True,
             network_mode="none",
             labels={LABEL: "1", LABEL_OWNER: owner.encode(), LABEL_EXPIRES: str(int(expires))},
         )

@@ -1,4 +1,9 @@
-"""Tool schemas and tool calls for `local/<name>` models whose chat template knows nothing of tools.
+"""Chats rendered through a tokenizer's chat template, tool calls included, as `local/` models see them.
+
+The one rendering of a transcript for a Hugging Face tokenizer (duck-typed: nothing here imports
+transformers): the local model's prompts (local_model), the reference policies' tool-call text
+(prime_env.reference) and the SFT export's token ids (prime_env.sft) all go through it, so a
+trace exported for training is tokenised exactly as the model saw its prompt.
 
 SmolLM2's GGUF carries a plain ChatML template: `apply_chat_template(..., tools=...)` drops the
 tools without a word, so an environment's tool schemas would never reach the model. When a
@@ -16,9 +21,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
-from prime_env.clients.base import ToolSpec
+from prime_env.clients.base import Message, ToolSpec
 
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
@@ -61,11 +67,18 @@ def with_tools(
     tokenizer: Any, messages: list[dict[str, str]], tools: list[ToolSpec] | None
 ) -> tuple[list[dict[str, str]], list[ToolSpec] | None]:
     """The messages and `tools` argument to render: unchanged when the template handles tools;
-    otherwise the schemas go into the system message (merged into one already there) and each
-    tool result becomes a Hermes `<tool_response>` turn, with no `tools` left to drop."""
+    otherwise `tools_as_text`, with no `tools` left to drop."""
     has_tool_turns = any(m["role"] == "tool" for m in messages)
     if (not tools and not has_tool_turns) or template_renders_tools(tokenizer):
         return messages, tools or None
+    return tools_as_text(messages, tools), None
+
+
+def tools_as_text(
+    messages: list[dict[str, str]], tools: list[ToolSpec] | None
+) -> list[dict[str, str]]:
+    """The schemas go into the system message (merged into one already there) and each tool
+    result becomes a Hermes `<tool_response>` turn: a chat any template renders with its tools."""
     out = [
         {"role": "tool", "content": f"<tool_response>\n{m['content']}\n</tool_response>"}
         if m["role"] == "tool"
@@ -78,7 +91,66 @@ def with_tools(
             out[0]["content"] = f"{out[0]['content']}\n\n{block}" if out[0]["content"] else block
         else:
             out.insert(0, {"role": "system", "content": block})
-    return out, None
+    return out
+
+
+def tool_call_text(name: str, arguments: dict[str, Any]) -> str:
+    """One tool call as the model writes it: `<tool_call>{"name": ..., "arguments": ...}</tool_call>`."""
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+def template_messages(messages: list[Message]) -> list[dict[str, str]]:
+    """Flatten OpenAI messages to role/content strings a plain ChatML template can render: an
+    assistant turn's tool calls become `<tool_call>{"name": ..., "arguments": ...}</tool_call>`
+    text after its content, the form `parse_tool_calls` reads back."""
+    flat = []
+    for message in messages:
+        content = message.get("content") or ""
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if p.get("type") == "text")
+        for call in message.get("tool_calls") or []:
+            function = call["function"]
+            content += tool_call_text(function["name"], json.loads(function["arguments"] or "{}"))
+        flat.append({"role": message["role"], "content": content})
+    return flat
+
+
+def rendered_messages(
+    tokenizer: Any, messages: list[Message], tools: list[ToolSpec] | None
+) -> tuple[list[dict[str, str]], list[ToolSpec] | None]:
+    """The messages and `tools` argument `tokenizer.apply_chat_template` is given for this chat."""
+    return with_tools(tokenizer, template_messages(messages), tools)
+
+
+def prompt_ids(tokenizer: Any, messages: list[Message], tools: list[ToolSpec] | None) -> list[int]:
+    """The prompt's token ids, as the tokenizer renders the chat (with the tools written into
+    the system prompt when its template would drop them)."""
+    flat, tools_arg = rendered_messages(tokenizer, messages, tools)
+    return list(
+        tokenizer.apply_chat_template(
+            flat, tools=tools_arg, add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+    )
+
+
+def assistant_message(text: str, new_call_id: Callable[[], str]) -> Message:
+    """The assistant message for a reply `text` written with tools offered: its `<tool_call>`
+    blocks become OpenAI `tool_calls` (ids from `new_call_id()`), the rest its content."""
+    calls, rest = parse_tool_calls(text)
+    if not calls:
+        return {"role": "assistant", "content": text}
+    return {
+        "role": "assistant",
+        "content": rest.strip() or None,
+        "tool_calls": [
+            {
+                "id": new_call_id(),
+                "type": "function",
+                "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])},
+            }
+            for call in calls
+        ],
+    }
 
 
 def parse_tool_calls(text: str) -> tuple[list[dict[str, Any]], str]:
