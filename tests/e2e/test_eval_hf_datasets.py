@@ -13,7 +13,7 @@ from tests.e2e.cli_support import one_line_error
 from tests.e2e.eval_support import prime, prime_env, records, run_dirs
 from tests.support import free_port
 
-ENV = '''
+ENV = """
 import prime_env as pe
 
 
@@ -26,7 +26,7 @@ def load_environment(dataset="acme/tiny-qa", split="test"):
         dataset, split=split, columns={"problem": "question", "solution": "answer"}
     )
     return pe.Environment(tasks, pe.SingleTurn(), pe.Rubric([exact]), name="tiny-qa")
-'''
+"""
 
 
 def cache_dataset(cache: Path, repo_id: str, splits: dict[str, list[dict[str, object]]]) -> None:

@@ -21,7 +21,7 @@ from tests.hub_server.wheels import twine_upload_form, wheel_bytes
 
 pytestmark = pytest.mark.timeout(900)
 
-GRADED = '''
+GRADED = """
 import prime_env as pe
 
 VERSION = "{version}"
@@ -42,7 +42,7 @@ def load_environment():
         for i in range(6)
     ]
     return pe.Environment(pe.TaskSet.from_records(records), pe.SingleTurn(), pe.Rubric([exact]))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
