@@ -57,3 +57,15 @@ def test_a_budget_too_small_is_refused(tmp_path: Path) -> None:
         "--budget", "3", "--val-size", "6", cwd=tmp_path,
     )  # fmt: skip
     one_line_error(result, "--budget 3 cannot score even the starting prompt")
+
+
+def test_the_reference_policy_is_refused(tmp_path: Path) -> None:
+    dead = "http://127.0.0.1:9/v1"
+    roles = [
+        ["-m", "reference", "--reflection-model", "r", "--reflection-base-url", dead],
+        ["-m", "fake", "-b", dead, "--reflection-model", "reference"],
+    ]
+    for role in roles:
+        result = prime("eval", "optimize", str(INSTRUCTION_ENV), *role, "-o", "out", cwd=tmp_path)
+        one_line_error(result, "-m reference plays the environment's own policy")
+    assert not (tmp_path / "out").exists()

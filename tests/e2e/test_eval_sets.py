@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from testing.server import FakeServer
-from tests.e2e.eval_support import SAY_ENV, prime_env, records
+from tests.e2e.eval_support import ROOT, SAY_ENV, prime_env, records
+from tests.e2e.eval_support import prime as run_prime
 from tests.e2e.test_eval_hub import fresh_python, publish_say_env
 from tests.hub_server.hubproc import HubProcess, start_hub
 from tests.hub_server.wheels import twine_upload_form, wheel_bytes
@@ -112,3 +113,17 @@ def test_matrix_retries_push_and_resume(hub: HubProcess, tmp_path: Path) -> None
 
     changed = prime("eval", "run", "--resume", str(set_dir), "-n", "4")
     assert changed.returncode == 1 and "refusing to resume the set" in changed.stderr
+
+
+def test_a_set_of_builtins_with_their_reference_policies(tmp_path: Path) -> None:
+    """`-m reference` in a matrix: each cell's client is the cell's environment's own policy."""
+    envs = [str(ROOT / "builtin_envs" / name) for name in ("arithmetic", "reverse-text")]
+    result = run_prime(
+        "eval", "run", *envs, "-m", "reference", "-n", "3", "-r", "1", "--output", "json",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    cells = json.loads(result.stdout)["cells"]
+    assert [c["status"] for c in cells] == ["completed"] * 2
+    # each cell scores its own reference's declared minimum (arithmetic: 1.0 + format 0.2)
+    assert [c["summary"]["reward_mean"] for c in cells] == pytest.approx([1.2, 1.0])
