@@ -26,6 +26,7 @@ from typing import IO, Any
 from registry_index.resolve import parse_env_id
 
 from .clients.base import ModelClient, SamplingArgs
+from .clients.model_paths import looks_like_path
 from .clients.model_specs import ModelSpec
 from .environment import Environment
 from .errors import EnvironmentNotFound, EvalError
@@ -74,10 +75,14 @@ def _load_env(
     env_args: dict[str, Any],
     install: Callable[[str], None] | None,
 ) -> Environment:
-    path = Path(spec)
-    if path.suffix == ".py" or path.is_dir() or os.sep in spec and path.exists():
+    path = Path(spec).expanduser()
+    spelled_as_path = looks_like_path(spec) or path.suffix == ".py"
+    if spelled_as_path or path.is_dir() or os.sep in spec and path.exists():
         if not path.exists():
-            raise EvalError(f"environment path {spec} does not exist")
+            raise EvalError(
+                f"environment path {spec} does not exist; ENV is a .py file, an environment "
+                "project directory, an installed name or OWNER/NAME[@VERSION]"
+            )
         try:
             return load(str(path), **env_args)
         except EnvironmentNotFound as exc:

@@ -18,7 +18,8 @@ ADAPTER_CONFIG = "adapter_config.json"
 
 
 def looks_like_path(text: str) -> bool:
-    """`-m TEXT` spelled as a path (./x, ../x, /x, ~/x): never a provider's model name."""
+    """TEXT spelled as a path (./x, ../x, /x, ~/x): never a provider's model name (`-m`) nor
+    an environment's OWNER/NAME (ENV)."""
     return text.startswith(("./", "../", "/", "~")) or text in (".", "..")
 
 
