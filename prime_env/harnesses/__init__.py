@@ -1,6 +1,7 @@
 """Harnesses: how the model is run on one task."""
 
 from .base import COMPLETED, ENV_DONE, LENGTH, MAX_TURNS, TIMEOUT, TOKEN_BUDGET, Harness
+from .mcp_tools import MCPTools
 from .multi_turn import MultiTurn
 from .program import PROGRAM_FAILED, Program
 from .single_turn import SingleTurn
@@ -15,6 +16,7 @@ __all__ = [
     "TIMEOUT",
     "TOKEN_BUDGET",
     "Harness",
+    "MCPTools",
     "MultiTurn",
     "Program",
     "SingleTurn",
