@@ -58,7 +58,7 @@ class Program(Harness):
             _extend_transcript(state, messages)
             return await self.generate(client, state, merged, tools=tools)
 
-        from .interception import InterceptionServer  # aiohttp: imported only when a program runs
+        from .interception.server import InterceptionServer  # aiohttp: imported only when a program runs
 
         server = InterceptionServer(client, state, sampling, self.limit_reached, generate)
         base_url = await server.start()

@@ -17,9 +17,9 @@ from typing import Any
 
 from aiohttp import web
 
-from ..clients.base import ChatResponse, ModelClient, SamplingArgs
-from ..errors import ModelError
-from ..state import State
+from ...clients.base import ChatResponse, ModelClient, SamplingArgs
+from ...errors import ModelError
+from ...state import State
 
 Message = dict[str, Any]
 
