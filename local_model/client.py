@@ -43,6 +43,8 @@ class _Job:
     tools: list[ToolSpec] | None
     sampling: SamplingArgs
     future: asyncio.Future[ChatResponse] = field(repr=False)
+    prompt_ids: list[int] | None = None
+    """Given by a caller continuing an earlier turn token for token (`chat_ids`)."""
 
     def batch_key(self) -> tuple[Any, ...]:
         s = self.sampling
@@ -76,6 +78,42 @@ def prompt_ids(tokenizer: Any, messages: list[Message], tools: list[ToolSpec] | 
             flat, tools=tools_arg, add_generation_prompt=True, tokenize=True, return_dict=False
         )
     )
+
+
+_ANCHOR = [
+    {"role": "system", "content": "S"},
+    {"role": "user", "content": "U"},
+    {"role": "assistant", "content": "A"},
+]
+"""A conversation ending in an assistant turn: what the template renders after it is what
+follows any sampled completion."""
+
+
+def bridge_ids(
+    tokenizer: Any, completion_ids: list[int], messages: list[Message], tools: list[ToolSpec] | None
+) -> list[int] | None:
+    """The tokens that follow `completion_ids` (a sampled turn) when `messages` come next: the
+    template's rendering of what it writes after an assistant turn's end token, then of
+    `messages`, then the generation prompt, tokenised on their own; the ids before are never
+    re-tokenised (as the renderers library's `bridge_to_next_turn`). None when the completion
+    did not end with the end token (cut by a limit or a stop string: where the template's turn
+    ends is unknown) or when the template does not render the conversation append-only."""
+    eos = tokenizer.eos_token_id
+    if not completion_ids or completion_ids[-1] != eos:
+        return None
+    before, tools_arg = with_tools(tokenizer, [dict(m) for m in _ANCHOR], tools)
+    after, _ = with_tools(
+        tokenizer, [dict(m) for m in _ANCHOR] + _template_messages(messages), tools
+    )
+    render = tokenizer.apply_chat_template
+    head = str(render(before, tools=tools_arg, tokenize=False))
+    full = str(render(after, tools=tools_arg, add_generation_prompt=True, tokenize=False))
+    marker = "A" + str(tokenizer.decode([eos]))
+    end = head.rfind(marker)
+    if not full.startswith(head) or end < 0:
+        return None
+    tail = head[end + len(marker) :] + full[len(head) :]
+    return list(tokenizer.encode(tail, add_special_tokens=False))
 
 
 class LocalClient:
@@ -140,9 +178,36 @@ class LocalClient:
         tools: list[ToolSpec] | None = None,
         sampling: SamplingArgs | None = None,
     ) -> ChatResponse:
+        return await self._submit(messages, tools, sampling, None)
+
+    async def chat_ids(
+        self,
+        prompt_ids: list[int],
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        sampling: SamplingArgs | None = None,
+    ) -> ChatResponse:
+        """`chat` from the prompt's token ids (a turn continuing an earlier one exactly)."""
+        return await self._submit(messages, tools, sampling, list(prompt_ids))
+
+    def bridge(
+        self, completion_ids: list[int], messages: list[Message], tools: list[ToolSpec] | None
+    ) -> list[int] | None:
+        if self._tokenizer is None:
+            return None
+        return bridge_ids(self._tokenizer, completion_ids, messages, tools)
+
+    async def _submit(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec] | None,
+        sampling: SamplingArgs | None,
+        prompt_ids: list[int] | None,
+    ) -> ChatResponse:
         await self.ensure_loaded()
         future: asyncio.Future[ChatResponse] = asyncio.get_running_loop().create_future()
-        self._pending.append(_Job(messages, tools, sampling or SamplingArgs(), future))
+        self._pending.append(_Job(messages, tools, sampling or SamplingArgs(), future, prompt_ids))
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.create_task(self._drain())
         return await future
@@ -187,7 +252,10 @@ class LocalClient:
         from local_model.decode import Row, decode
 
         tok = self._tokenizer
-        prompts = [prompt_ids(tok, j.messages, j.tools) for j in jobs]
+        prompts = [
+            j.prompt_ids if j.prompt_ids is not None else prompt_ids(tok, j.messages, j.tools)
+            for j in jobs
+        ]
         limits = [j.sampling.max_tokens or DEFAULT_MAX_TOKENS for j in jobs]
         rows = [
             Row(prompt, limit, self._stop_check(job.sampling.stop))

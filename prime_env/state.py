@@ -15,8 +15,10 @@ Message = dict[str, Any]
 
 
 class State(dict[str, Any]):
-    """Keys the SDK maintains: task, prompt, completion, responses, turns, usage, stop_reason,
-    tool_args (hidden tool arguments), done. Anything else is the environment's own."""
+    """Keys the SDK maintains: task, prompt, completion, responses, replies (where each
+    response's message is in prompt + completion), usage, stop_reason, tool_args (hidden tool
+    arguments), done, simulated (messages a simulated user wrote) and, for agent programs,
+    trace (their TraceGraph). Anything else is the environment's own."""
 
     @classmethod
     def new(cls, task: Task, prompt: list[Message]) -> State:
@@ -25,6 +27,7 @@ class State(dict[str, Any]):
             prompt=prompt,
             completion=[],
             responses=[],
+            replies=[],
             usage={"prompt_tokens": 0, "completion_tokens": 0},
             stop_reason=None,
             tool_args={},
@@ -85,6 +88,7 @@ class State(dict[str, Any]):
         if message.get("content") is None and not message.get("tool_calls"):
             message["content"] = ""
         self["responses"].append(response)
+        self["replies"].append(len(self["prompt"]) + len(self["completion"]))
         self["completion"].append(message)
         self["usage"]["prompt_tokens"] += response.usage.prompt_tokens
         self["usage"]["completion_tokens"] += response.usage.completion_tokens

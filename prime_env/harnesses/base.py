@@ -18,6 +18,7 @@ from ..calling import call_user
 from ..clients.base import ChatResponse, ModelClient, SamplingArgs, ToolSpec
 from ..state import State
 from ..tasks import Task
+from ..trace_graph import sample
 
 Hook = Callable[[State], Any | Awaitable[Any]]
 
@@ -147,9 +148,11 @@ class Harness:
             sampling.max_tokens is None or sampling.max_tokens > remaining
         ):
             sampling = dataclasses.replace(sampling, max_tokens=remaining)
-        response = await client.chat(
-            state.prompt + state.completion, tools=tools, sampling=sampling
-        )
+        messages = state.prompt + state.completion
+        parent = new = None
+        if state.responses:  # the last call, continued by the messages after its reply
+            parent, new = state.responses[-1], messages[state["replies"][-1] + 1 :]
+        response = await sample(client, messages, tools, sampling, parent, new)
         state.add_response(response)
         return response
 

@@ -187,13 +187,19 @@ class LocalSandbox(Sandbox):
         limits: SandboxLimits | None = None,
         env: dict[str, str] | None = None,
         use_bwrap: bool | None = None,
+        binds: dict[str, str] | None = None,
     ) -> None:
-        super().__init__(limits, env)
+        super().__init__(limits, env, binds)
         self.use_bwrap = bwrap_path() is not None if use_bwrap is None else use_bwrap
         if self.use_bwrap and bwrap_path() is None:
             raise SandboxError(
                 "bubblewrap (bwrap) is not usable here: install the Debian package "
                 "'bubblewrap' or pass use_bwrap=False"
+            )
+        if self.binds and not self.use_bwrap:
+            raise SandboxUnavailable(
+                "bind mounts in the local backend need bubblewrap: install the Debian package "
+                "'bubblewrap', or use Docker"
             )
         if not self.use_bwrap and os.geteuid() != 0:
             raise SandboxUnavailable(
@@ -368,6 +374,11 @@ class LocalSandbox(Sandbox):
                 argv += ["--ro-bind", path, path]
         for path in ("/work", "/tmp"):
             argv += ["--perms", "1777", "--size", str(tmpfs_bytes), "--tmpfs", path]
+        for host, target in self.binds.items():
+            parents = Path(target).parents
+            for parent in reversed([str(p) for p in parents if str(p) != "/"]):
+                argv += ["--perms", "0755", "--dir", parent]  # bwrap makes them 0700 otherwise
+            argv += ["--ro-bind", host, target]
         argv += ["--remount-ro", "/", "--chdir", "/work", "--"]
         return argv
 
