@@ -62,8 +62,9 @@ def main() -> None:
             request |= {"input": new_items, "previous_response_id": previous}
         else:
             request |= {"input": history}
+        sent = json.loads(json.dumps(request))  # as sent: `history` grows afterwards
         response = create(client, args.stream, **request)
-        log.append({"request": request, "response": response})
+        log.append({"request": sent, "response": response})
         previous = response["id"]
         output = response["output"]
         history += output
