@@ -6,6 +6,7 @@ from .multi_turn import MultiTurn
 from .program import PROGRAM_FAILED, Program
 from .single_turn import SingleTurn
 from .tool_loop import ToolLoop
+from .user_sim import Conversation, SimulatedUser
 
 __all__ = [
     "COMPLETED",
@@ -15,10 +16,12 @@ __all__ = [
     "PROGRAM_FAILED",
     "TIMEOUT",
     "TOKEN_BUDGET",
+    "Conversation",
     "Harness",
     "MCPTools",
     "MultiTurn",
     "Program",
+    "SimulatedUser",
     "SingleTurn",
     "ToolLoop",
 ]
