@@ -92,15 +92,13 @@ follows any sampled completion."""
 def bridge_ids(
     tokenizer: Any, completion_ids: list[int], messages: list[Message], tools: list[ToolSpec] | None
 ) -> list[int] | None:
-    """The tokens that follow `completion_ids` (a sampled turn) when `messages` come next: the
-    template's rendering of what it writes after an assistant turn's end token, then of
-    `messages`, then the generation prompt, tokenised on their own; the ids before are never
-    re-tokenised (as the renderers library's `bridge_to_next_turn`). None when the completion
-    did not end with the end token (cut by a limit or a stop string: where the template's turn
-    ends is unknown) or when the template does not render the conversation append-only."""
+    """The tokens that follow `completion_ids` (a sampled turn) when `messages` come next: what
+    the template writes after an assistant turn's content (its end token, unless the model
+    sampled it, and what follows that), then `messages` and the generation prompt, tokenised
+    on their own; the ids before are never re-tokenised (as the renderers library's
+    `bridge_to_next_turn`). None when the template does not render the conversation
+    append-only, so the turn's end cannot be found."""
     eos = tokenizer.eos_token_id
-    if not completion_ids or completion_ids[-1] != eos:
-        return None
     before, tools_arg = with_tools(tokenizer, [dict(m) for m in _ANCHOR], tools)
     after, _ = with_tools(
         tokenizer, [dict(m) for m in _ANCHOR] + _template_messages(messages), tools
@@ -108,12 +106,14 @@ def bridge_ids(
     render = tokenizer.apply_chat_template
     head = str(render(before, tools=tools_arg, tokenize=False))
     full = str(render(after, tools=tools_arg, add_generation_prompt=True, tokenize=False))
-    marker = "A" + str(tokenizer.decode([eos]))
-    end = head.rfind(marker)
+    end_text = str(tokenizer.decode([eos]))
+    end = head.rfind("A" + end_text)
     if not full.startswith(head) or end < 0:
         return None
-    tail = head[end + len(marker) :] + full[len(head) :]
-    return list(tokenizer.encode(tail, add_special_tokens=False))
+    # A turn cut by a limit or a stop string did not sample the end token: the prompt closes it.
+    closed = bool(completion_ids) and completion_ids[-1] == eos
+    turn_end = head[end + 1 + (len(end_text) if closed else 0) :]
+    return list(tokenizer.encode(turn_end + full[len(head) :], add_special_tokens=False))
 
 
 class LocalClient:

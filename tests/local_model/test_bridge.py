@@ -111,9 +111,12 @@ async def test_without_the_bridge_the_retokenised_turn_starts_a_new_sample(token
     assert len(samples_from_record(record, advantage=1.0)) == 2
 
 
-def test_no_bridge_where_the_turn_did_not_end_with_its_end_token(tokenizer: Any) -> None:
-    cut = split(tokenizer, "Hel", "lo")  # stopped by max_tokens: the template's turn end unknown
-    assert bridge_ids(tokenizer, cut, [{"role": "user", "content": "x"}], None) is None
+def test_a_turn_cut_by_a_limit_is_closed_by_the_prompt(tokenizer: Any) -> None:
+    cut = split(tokenizer, "Hel", "lo")  # stopped by max_tokens: no end token sampled
+    tail = bridge_ids(tokenizer, cut, [{"role": "user", "content": "x"}], None)
+    assert tokenizer.decode(tail) == (
+        "<|im_end|>\n<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n"
+    )
     tool = [{"role": "tool", "tool_call_id": "c", "content": "42"}]
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     tail = bridge_ids(tokenizer, cut + [tokenizer.eos_token_id], tool, tools)
