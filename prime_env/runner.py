@@ -370,7 +370,7 @@ def _trace(state: State) -> Trace | None:
     simulated-user messages; None for every other (linear) rollout."""
     graph = state.get("trace")
     simulated = state.get("simulated") or ()
-    if isinstance(graph, TraceGraph):
+    if isinstance(graph, TraceGraph) and graph.calls:
         trace = graph.to_record()
         trace.simulated = sorted(simulated)
         return trace

@@ -55,6 +55,11 @@ def check_binds(binds: Mapping[str, str] | None) -> dict[str, str]:
     for host, target in (binds or {}).items():
         if not os.path.isdir(host):
             raise ValueError(f"bind source {host!r} is not a directory on this machine")
+        if os.stat(host).st_mode & 0o005 != 0o005:
+            raise ValueError(
+                f"bind source {host!r} is not readable by the sandbox's programs, which run "
+                f"under a uid of their own: chmod o+rx {host}"
+            )
         if (
             not target.startswith("/")
             or target.rstrip("/") in ("", "/work", "/tmp")

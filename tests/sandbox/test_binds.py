@@ -60,8 +60,14 @@ def test_a_bound_directory_and_its_socket(backend: str, tmp_path: Path) -> None:
 def test_bad_binds_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="is not a directory"):
         open_sandbox("local", binds={str(tmp_path / "missing"): "/opt/x"})
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    with pytest.raises(ValueError, match="not readable by the sandbox's programs"):
+        open_sandbox("local", binds={str(private): "/opt/x"})
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
     for target in ("relative", "/", "/work/x", "/tmp"):
         with pytest.raises(ValueError, match="must be an absolute path outside"):
-            open_sandbox("local", binds={str(tmp_path): target})
+            open_sandbox("local", binds={str(shared): target})
     with pytest.raises(Exception, match="need bubblewrap"):
-        LocalSandbox(use_bwrap=False, binds={str(tmp_path): "/opt/x"})
+        LocalSandbox(use_bwrap=False, binds={str(shared): "/opt/x"})
