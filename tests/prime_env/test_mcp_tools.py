@@ -4,7 +4,6 @@ tool's own error goes back to the model, a crashed or hung server is an error re
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from prime_env.clients.anthropic_client import AnthropicClient
 from prime_env.clients.openai_client import OpenAIClient
 from testing.envs import mcp_env
 from testing.server import FakeServer
+from tests.support import free_port
 
 from .scripted import ScriptedClient, tool_call
 
@@ -100,9 +100,7 @@ async def test_per_rollout_servers_are_started_and_stopped() -> None:
 
 @pytest.fixture(scope="module")
 def http_server() -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen([*SERVER, "--http", str(port)], stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/mcp"
     try:

@@ -4,6 +4,7 @@ a sandbox, and the script that reads a record's trace graph."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -81,7 +82,8 @@ async def test_agent_program_and_trace_examples(tmp_path: Path, examples: dict[s
     assert [m["role"] for m in record.prompt] == ["system", "user"]
     results = tmp_path / "results.jsonl"
     results.write_text(record.to_json() + "\n")
-    shown = subprocess.run(
+    shown = await asyncio.to_thread(
+        subprocess.run,
         [sys.executable, str(tmp_path / "show_trace.py"), str(results)],
         capture_output=True, text=True, check=True,
         env={"PYTHONPATH": str(DOC.parents[1]), "PATH": sysconfig.get_path("scripts")},
