@@ -160,26 +160,30 @@ class Program(Harness):
             raise InfraError(
                 "sandbox_unavailable", f"cannot start a sandbox for the program: {exc}"
             ) from exc
-        try:
-            run = asyncio.ensure_future(
-                box.exec(
-                    ["python3", "-I", f"{CHANNEL_DIR}/relay.py", *self.cmd],
-                    stdin=task_json,
-                    env=env,
-                    cwd=self.cwd,
-                    timeout=(self.timeout or 24 * 3600.0) + 5.0,
-                )
+        run = asyncio.ensure_future(
+            box.exec(
+                ["python3", "-I", f"{CHANNEL_DIR}/relay.py", *self.cmd],
+                stdin=task_json,
+                env=env,
+                cwd=self.cwd,
+                timeout=(self.timeout or 24 * 3600.0) + 5.0,
             )
-            stop = asyncio.ensure_future(stopped.wait())
+        )
+        stop = asyncio.ensure_future(stopped.wait())
+        try:
             await asyncio.wait({run, stop}, return_when=asyncio.FIRST_COMPLETED)
-            stop.cancel()
-            if not run.done():  # a limit was reached: the program is stopped with its sandbox
-                await box.stop()
-                await asyncio.gather(run, return_exceptions=True)
-                return None, b"", b""
-            result = await run
         finally:
+            # A limit reached or the episode's timeout: the program stops with its sandbox,
+            # and the exec that stopping interrupted is awaited, not left unread.
+            stop.cancel()
             await box.stop()
+            await asyncio.gather(run, return_exceptions=True)
+        failure = None if run.cancelled() else run.exception()
+        if run.cancelled() or failure is not None:
+            if stopped.is_set():
+                return None, b"", b""  # stopped at a limit: no output to keep
+            raise failure or InfraError("sandbox_error", "the program's sandbox was stopped")
+        result = run.result()
         if result.exit_code == 127 and result.stderr.startswith(b"relay: cannot start"):
             raise InfraError("program_start_failed", result.stderr.decode(errors="replace"))
         return result.exit_code, result.stdout, result.stderr
