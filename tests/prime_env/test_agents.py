@@ -190,8 +190,11 @@ async def test_responses_agent(servers: dict[str, FakeServer], provider: str, ar
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
-async def test_anthropic_agent_streaming(servers: dict[str, FakeServer], provider: str) -> None:
-    for record, state in await run("anthropic", servers[provider]):
+@pytest.mark.parametrize("args", ["", "--create"])
+async def test_anthropic_agent_streaming(
+    servers: dict[str, FakeServer], provider: str, args: str
+) -> None:
+    for record, state in await run("anthropic", servers[provider], args):
         check_transcript("anthropic", record, state)
         assert [m["role"] for m in record.completion] == ["assistant", "tool", "assistant"]
         assert record.completion[0]["tool_calls"][0]["function"]["name"] == "calc"

@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from prime_env import ChatResponse, Environment, ModelError, Program, Rubric, Usage, run_rollouts
+from prime_env import (
+    ChatResponse,
+    Environment,
+    ModelError,
+    Program,
+    Rubric,
+    SamplingArgs,
+    Usage,
+    run_rollouts,
+)
 from prime_env.harnesses.program import ON_HOST_VAR
 from tests.support import require
 
@@ -235,3 +244,41 @@ async def test_program_in_a_docker_sandbox() -> None:
     records = await run_rollouts(env, ScriptedClient(per_task), concurrency=2)
     assert [r.error for r in records] == [None, None]
     assert [r.reward for r in records] == [1.0, 1.0]
+
+
+SAMPLING_PROGRAMS = {
+    "chat": (
+        "from openai import OpenAI; OpenAI().chat.completions.create(model='m', "
+        "messages=[{'role': 'user', 'content': 'hi'}], temperature=0.9, max_tokens=1000, "
+        "top_p=0.5, seed=3)"
+    ),
+    "responses": (
+        "from openai import OpenAI; OpenAI().responses.create(model='m', input='hi', "
+        "temperature=0.9, max_output_tokens=1000, top_p=0.5)"
+    ),
+    "anthropic": (
+        "from anthropic import Anthropic; Anthropic().messages.create(model='m', max_tokens=1000, "
+        "messages=[{'role': 'user', 'content': 'hi'}], "
+        "extra_body={'temperature': 0.9, 'top_p': 0.5})"
+    ),
+}
+
+
+@pytest.mark.parametrize("dialect", sorted(SAMPLING_PROGRAMS))
+async def test_the_runs_sampling_settings_win(dialect: str) -> None:
+    """The run's temperature and max tokens override the program's; what the run leaves open
+    (top_p, seed) the program fills in; the rollout's token budget caps max tokens further.
+    (The anthropic SDK 2.x has no temperature/top_p arguments: they travel in extra_body, as
+    the Messages API still reads them.)"""
+    env = Environment(
+        TASKS,
+        program("-c", SAMPLING_PROGRAMS[dialect], max_tokens_total=40, timeout=60),
+        Rubric([lambda completion: 1.0]),
+    )
+    client = ScriptedClient(["hello"])
+    [rec] = await run_rollouts(env, client, sampling=SamplingArgs(temperature=0.2, max_tokens=50))
+    assert rec.error is None and rec.stop_reason == "completed", rec
+    [call] = client.calls
+    sampling = call["sampling"]
+    assert (sampling.temperature, sampling.max_tokens, sampling.top_p) == (0.2, 40, 0.5)
+    assert sampling.seed == (3 if dialect == "chat" else None)

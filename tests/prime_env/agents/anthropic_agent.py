@@ -1,4 +1,5 @@
-"""An unchanged Anthropic-SDK agent: `messages.stream(...)` with a tool, a tool loop.
+"""An unchanged Anthropic-SDK agent: `messages.stream(...)` with a tool, a tool loop
+(`--create`: `messages.create(...)`, not streaming).
 
 It prints one JSON line: its answer and a log of every request it sent and the final message
 it received.
@@ -28,6 +29,7 @@ TOOLS = [
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=4)
+    parser.add_argument("--create", action="store_true")
     args = parser.parse_args()
     task = json.load(sys.stdin)
     client = Anthropic()
@@ -42,8 +44,11 @@ def main() -> None:
             "tools": TOOLS,
             "messages": json.loads(json.dumps(messages)),
         }
-        with client.messages.stream(**request) as stream:
-            final = stream.get_final_message().model_dump(mode="json")
+        if args.create:
+            final = client.messages.create(**request).model_dump(mode="json")
+        else:
+            with client.messages.stream(**request) as stream:
+                final = stream.get_final_message().model_dump(mode="json")
         log.append({"request": request, "response": final})
         content = [b for b in final["content"] if b["type"] in ("text", "tool_use")]
         messages.append({"role": "assistant", "content": content})
