@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import os
 import threading
 import uuid
@@ -30,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from local_model.models import load_local_model
-from local_model.prompt import parse_tool_calls, with_tools
+from prime_env.chat_template import assistant_message, bridge_ids, prompt_ids
 from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec, Usage
 from prime_env.errors import ModelError
 
@@ -49,71 +48,6 @@ class _Job:
     def batch_key(self) -> tuple[Any, ...]:
         s = self.sampling
         return (s.temperature, s.top_p, s.seed)
-
-
-def _template_messages(messages: list[Message]) -> list[dict[str, str]]:
-    """Flatten OpenAI messages to role/content strings a plain ChatML template can render."""
-    flat = []
-    for message in messages:
-        content = message.get("content") or ""
-        if isinstance(content, list):
-            content = "".join(p.get("text", "") for p in content if p.get("type") == "text")
-        for call in message.get("tool_calls") or []:
-            function = call["function"]
-            payload = {
-                "name": function["name"],
-                "arguments": json.loads(function["arguments"] or "{}"),
-            }
-            content += f"<tool_call>{json.dumps(payload)}</tool_call>"
-        flat.append({"role": message["role"], "content": content})
-    return flat
-
-
-def prompt_ids(tokenizer: Any, messages: list[Message], tools: list[ToolSpec] | None) -> list[int]:
-    """The prompt's token ids, as the tokenizer renders the chat (with the tools written into
-    the system prompt when its template would drop them: prompt.py)."""
-    flat, tools_arg = with_tools(tokenizer, _template_messages(messages), tools)
-    return list(
-        tokenizer.apply_chat_template(
-            flat, tools=tools_arg, add_generation_prompt=True, tokenize=True, return_dict=False
-        )
-    )
-
-
-_ANCHOR = [
-    {"role": "system", "content": "S"},
-    {"role": "user", "content": "U"},
-    {"role": "assistant", "content": "A"},
-]
-"""A conversation ending in an assistant turn: what the template renders after it is what
-follows any sampled completion."""
-
-
-def bridge_ids(
-    tokenizer: Any, completion_ids: list[int], messages: list[Message], tools: list[ToolSpec] | None
-) -> list[int] | None:
-    """The tokens that follow `completion_ids` (a sampled turn) when `messages` come next: what
-    the template writes after an assistant turn's content (its end token, unless the model
-    sampled it, and what follows that), then `messages` and the generation prompt, tokenised
-    on their own; the ids before are never re-tokenised (as the renderers library's
-    `bridge_to_next_turn`). None when the template does not render the conversation
-    append-only, so the turn's end cannot be found."""
-    eos = tokenizer.eos_token_id
-    before, tools_arg = with_tools(tokenizer, [dict(m) for m in _ANCHOR], tools)
-    after, _ = with_tools(
-        tokenizer, [dict(m) for m in _ANCHOR] + _template_messages(messages), tools
-    )
-    render = tokenizer.apply_chat_template
-    head = str(render(before, tools=tools_arg, tokenize=False))
-    full = str(render(after, tools=tools_arg, add_generation_prompt=True, tokenize=False))
-    end_text = str(tokenizer.decode([eos]))
-    end = head.rfind("A" + end_text)
-    if not full.startswith(head) or end < 0:
-        return None
-    # A turn cut by a limit or a stop string did not sample the end token: the prompt closes it.
-    closed = bool(completion_ids) and completion_ids[-1] == eos
-    turn_end = head[end + 1 + (len(end_text) if closed else 0) :]
-    return list(tokenizer.encode(turn_end + full[len(head) :], add_special_tokens=False))
 
 
 class LocalClient:
@@ -305,24 +239,12 @@ class LocalClient:
                 if _first_stop(self._decode(tokens[:k]), job.sampling.stop or []) is not None
             )
             tokens, logprobs, text, finish = tokens[:end], logprobs[:end], text[:cut], "stop"
-        message: Message = {"role": "assistant", "content": text}
-        calls, rest = parse_tool_calls(text) if job.tools else ([], text)
-        if calls:
-            message = {
-                "role": "assistant",
-                "content": rest.strip() or None,
-                "tool_calls": [
-                    {
-                        "id": f"call_{uuid.uuid4().hex[:12]}",
-                        "type": "function",
-                        "function": {
-                            "name": call["name"],
-                            "arguments": json.dumps(call["arguments"]),
-                        },
-                    }
-                    for call in calls
-                ],
-            }
+        message: Message = (
+            assistant_message(text, lambda: f"call_{uuid.uuid4().hex[:12]}")
+            if job.tools
+            else {"role": "assistant", "content": text}
+        )
+        if message.get("tool_calls"):
             finish = "tool_calls"
         return ChatResponse(
             message=message,

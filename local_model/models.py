@@ -201,3 +201,19 @@ def tokenizer_dir(name: str) -> Path:
     if target.is_dir():
         return target
     raise OSError(f"cannot write the converted local/{name} under {cache_root()}: set {CACHE_ENV}")
+
+
+def load_tokenizer(spec: str) -> Any:
+    """A Hugging Face tokenizer: `local/<name>`'s (from its converted GGUF), or one from a
+    directory or hub name (`prime eval export --tokens --tokenizer ...`)."""
+    from transformers import AutoTokenizer
+
+    provider, _, name = spec.partition("/")
+    if provider == "local" and name in LOCAL_MODELS:
+        return AutoTokenizer.from_pretrained(tokenizer_dir(name))
+    if provider == "local":
+        raise ValueError(
+            f"unknown local model {spec!r}; available: "
+            + ", ".join(f"local/{m}" for m in sorted(LOCAL_MODELS))
+        )
+    return AutoTokenizer.from_pretrained(spec)

@@ -27,6 +27,7 @@ from .harnesses import (
 from .loading import installed_environments, is_local_path, load, parse_env_id
 from .parsers import BoxedParser, LastLineParser, Parser, XMLParser, last_assistant_text
 from .record import SCHEMA, ErrorInfo, RolloutRecord, Timing, TokenUsage, Turn
+from .reference import Reference, ReferenceClient
 from .rubric import JudgeRubric, Rubric, Scores
 from .runner import error_info, run_rollouts, run_rollouts_sync
 from .state import State
@@ -60,6 +61,8 @@ __all__ = [
     "MultiTurn",
     "Parser",
     "Program",
+    "Reference",
+    "ReferenceClient",
     "RolloutRecord",
     "Rubric",
     "RubricError",

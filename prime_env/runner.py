@@ -362,6 +362,7 @@ def _record(
         policy_version=policy_version,
         turns=turns,
         trace=_trace(state) if state is not None else None,
+        tools=state.tools if state is not None else None,
     )
 
 

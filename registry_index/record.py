@@ -173,6 +173,9 @@ class RolloutRecord(ScoredRollout):
     turns: list[Turn] | None = None
     trace: Trace | None = None
     """Null for a linear rollout (call i's request is everything before its reply)."""
+    tools: list[dict[str, Any]] | None = None
+    """The tool schemas offered to the model (OpenAI function specs); None when it had none.
+    What an SFT sample of the rollout must show the model again (`prime eval export`)."""
 
     @property
     def key(self) -> tuple[int, int]:

@@ -6,7 +6,9 @@ Accepted forms (what vf-eval and prime users type):
 - `local/smollm2-135m`: a model run in this process, by a provider registered under the
   `prime.model_providers` entry-point group (`local` is local_model's, the SDK's `local` extra);
 - an alias from `endpoints.toml` (./endpoints.toml, else ~/.config/prime/endpoints.toml);
-- any name together with `--base-url URL` (vLLM, a proxy, a self-hosted server).
+- any name together with `--base-url URL` (vLLM, a proxy, a self-hosted server);
+- `reference`: the environment's own reference policy (prime_env.reference), which needs the
+  environment to make its client.
 
 Keys are read from environment variables only, at client creation, and never stored on the
 spec, so nothing that serialises a spec (metadata.json, logs) can leak one.
@@ -26,6 +28,7 @@ from typing import Any, Protocol
 from prime_env.clients.base import ModelClient
 from prime_env.clients.retry import RetryPolicy
 from prime_env.errors import ModelConfigError
+from prime_env.reference import REFERENCE_MODEL, ReferenceClient, WithReference
 
 DEFAULT_LOCAL_MODEL = "local/smollm2-135m"
 DEFAULT_HOSTED_MODEL = "openai/gpt-4.1-mini"
@@ -133,8 +136,17 @@ class ModelSpec:
         return key or None
 
     def create_client(
-        self, *, stream: bool = False, policy: RetryPolicy | None = None
+        self,
+        *,
+        stream: bool = False,
+        policy: RetryPolicy | None = None,
+        env: WithReference | None = None,
     ) -> ModelClient:
+        """The client; `env` is the environment being run (only `reference` needs it)."""
+        if self.client == REFERENCE_MODEL:
+            if env is None:
+                raise ModelConfigError("-m reference plays an environment's own policy: give env=")
+            return ReferenceClient(env)
         if self.client not in ("openai", "anthropic"):
             provider = in_process_provider(self.client)
             if provider is None:
@@ -225,6 +237,9 @@ def resolve_model(
         )
     if base_url:
         return ModelSpec(name, name, "custom", "openai", base_url.rstrip("/"), api_key_var)
+    if name == REFERENCE_MODEL:  # reserved: no alias or provider is asked
+        ref = REFERENCE_MODEL
+        return ModelSpec(ref, ref, ref, ref, None, None, (0.0, 0.0))
     path = endpoints or endpoints_file()
     if path is not None:
         aliases = load_endpoints(path)
@@ -258,7 +273,8 @@ def resolve_model(
         raise ModelConfigError(
             f"cannot tell which provider serves {name!r}: use provider/model with provider one of "
             f"{', '.join(sorted([*PROVIDERS, *_registered()]))}, an alias from endpoints.toml, "
-            "or --base-url URL for any OpenAI-compatible server"
+            "--base-url URL for any OpenAI-compatible server, or reference for the "
+            "environment's own reference policy"
         )
     known = PROVIDERS[provider]
     return ModelSpec(

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..calling import call_user
 from ..clients.base import ChatResponse, ModelClient, SamplingArgs, ToolSpec
-from ..state import State
+from ..state import State, model_call
 from ..tasks import Task
 from ..trace_graph import sample
 
@@ -152,7 +152,8 @@ class Harness:
         parent = new = None
         if state.responses:  # the last call, continued by the messages after its reply
             parent, new = state.responses[-1], messages[state["replies"][-1] + 1 :]
-        response = await sample(client, messages, tools, sampling, parent, new)
+        with model_call(state, tools):
+            response = await sample(client, messages, tools, sampling, parent, new)
         state.add_response(response)
         return response
 

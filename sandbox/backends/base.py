@@ -42,6 +42,11 @@ _SUPERVISOR_ERRORS: dict[str, type[Exception]] = {
     "OSError": OSError,
 }
 
+# Programs' HOME: a path no program can create (the root filesystem is read-only, or the host's
+# own), so no per-user startup file (Python's user site, dotfiles) can wait there for a later
+# command. Debian's home for `nobody`, the programs' user in the Docker image.
+HOME = "/nonexistent"
+
 Command = str | Sequence[str]
 SandboxRow = dict[str, str]
 """One listed sandbox: `backend`, `id`, `owner_pid`, `status` ("orphaned" once its owner is
@@ -91,6 +96,7 @@ class Sandbox(ABC):
 
     backend: str = ""
     workdir: str = "/work"
+    tmpdir: str = "/tmp"
 
     def __init__(
         self,
@@ -184,6 +190,12 @@ class Sandbox(ABC):
             if locked:
                 self._lock.release()
         self._dead = self._dead or "stopped"
+
+    @property
+    def scratch_dirs(self) -> tuple[str, ...]:
+        """Every place in the sandbox a program can write: each has a size limit, and `reset`
+        empties them all (the work directory first, as the supervisor is told)."""
+        return (self.workdir, self.tmpdir, "/dev/shm", "/dev/mqueue")
 
     @property
     def alive(self) -> bool:
@@ -334,13 +346,17 @@ class Sandbox(ABC):
         )
 
     def base_env(self) -> dict[str, str]:
-        """The environment every command starts from (the host's is never passed through)."""
+        """The environment every command starts from (the host's is never passed through).
+
+        No per-user startup hooks: HOME cannot exist, and PYTHONNOUSERSITE keeps Python's user
+        site (`usercustomize.py`, `.pth` files) off even for a caller that sets HOME."""
         return {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": self.workdir,
-            "TMPDIR": "/tmp",
+            "HOME": HOME,
+            "TMPDIR": self.tmpdir,
             "LANG": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONNOUSERSITE": "1",
             "PYTHONUNBUFFERED": "1",
         }
 
@@ -372,8 +388,14 @@ class Sandbox(ABC):
         self._call({"op": "unzip", "path": remote_dir, "data": data}, 120.0)
 
     def reset(self) -> None:
-        """Kill every process in the sandbox and empty its work and temp directories."""
-        self._call({"op": "reset"}, 30.0)
+        """Kill every process in the sandbox and remove everything its programs wrote (every
+        place in `scratch_dirs`, IPC objects, keys). If anything stays it raises `SandboxError`
+        and the sandbox is broken: a pool replaces it, never hands it out dirty."""
+        try:
+            self._call({"op": "reset"}, 30.0)
+        except SandboxError:
+            self._dead = self._dead or "its reset failed"
+            raise
 
     def _check_transfer(self, size: int, what: str) -> None:
         if size > self.limits.transfer_bytes:

@@ -1,6 +1,7 @@
 """The Docker backend: one hardened container per sandbox, its supervisor reached over `attach`.
 
-Hardening by default: no network, read-only root, tmpfs /work and /tmp, memory = memory+swap
+Hardening by default: no network, read-only root, tmpfs /work, /tmp and /dev/shm (a private
+IPC namespace), memory = memory+swap
 limit, CPU quota, pids limit, no-new-privileges, rlimits. The supervisor is the container's
 PID 1 and runs as root with only CAP_SETUID, CAP_SETGID and CAP_KILL; programs run as uid
 65534 with no capabilities, so they can neither signal nor ptrace nor prlimit it, and it kills
@@ -20,7 +21,7 @@ import time
 import uuid
 from typing import Any
 
-from sandbox.backends.base import Sandbox, SandboxRow
+from sandbox.backends.base import HOME, Sandbox, SandboxRow
 from sandbox.channel import Channel, DockerAttachChannel
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.limits import DEFAULT_IMAGE, SandboxLimits
@@ -32,8 +33,8 @@ LABEL_OWNER = "prime.sandbox.owner"
 LABEL_RUN = "prime.sandbox.run"
 LABEL_EXPIRES = "prime.sandbox.expires"
 SANDBOX_UID = "65534:65534"  # the programs' uid:gid (the supervisor is the container's root)
-# Memory kept free for the supervisor: /work and /tmp (tmpfs, counted in the container's memory)
-# may not fill the limit together, or a full disk would leave the supervisor no room to answer.
+# Memory kept free for the supervisor: /work, /tmp and /dev/shm (tmpfs, counted in the container's
+# memory) may not fill the limit together, or full disks would leave it no room to answer.
 SUPERVISOR_RESERVE_MB = 48
 # One id per host process: every container it starts carries it, so a run's sandboxes can be listed.
 RUN_ID = os.environ.get("PRIME_RUN_ID") or uuid.uuid4().hex[:12]
@@ -205,7 +206,9 @@ class DockerSandbox(Sandbox):
         limits = self.limits
         with open(_supervisor_file) as handle:
             supervisor_source = handle.read()
-        tmpfs_mb = max(1, min(limits.workdir_mb, (limits.memory_mb - SUPERVISOR_RESERVE_MB) // 2))
+        room = limits.memory_mb - SUPERVISOR_RESERVE_MB
+        shm_mb = max(1, min(limits.shm_mb, room // 4))
+        tmpfs_mb = max(1, min(limits.workdir_mb, (room - shm_mb) // 2))
         size = f"size={tmpfs_mb}m"
         uid, gid = SANDBOX_UID.split(":")
         try:
@@ -220,6 +223,8 @@ class DockerSandbox(Sandbox):
                     self.workdir: f"rw,exec,nosuid,nodev,{size},uid={uid},gid={gid},mode=0755",
                     "/tmp": f"rw,exec,nosuid,nodev,{size},mode=1777",
                 },
+                ipc_mode="private",
+                shm_size=f"{shm_mb}m",
                 mem_limit=f"{limits.memory_mb}m",
                 memswap_limit=f"{limits.memory_mb}m",
                 nano_cpus=int(limits.cpus * 1e9),
@@ -247,6 +252,7 @@ class DockerSandbox(Sandbox):
                     "-c",
                     supervisor_source,
                     self.workdir,
+                    ":".join(self.scratch_dirs),
                     str(int(limits.ttl_s)),
                     limits.child_rlimits(),
                     SANDBOX_UID,
@@ -254,7 +260,7 @@ class DockerSandbox(Sandbox):
                 ],
                 user="0:0",
                 working_dir=self.workdir,
-                environment={"LANG": "C.UTF-8", "TMPDIR": "/tmp", "HOME": self.workdir},
+                environment={"LANG": "C.UTF-8", "TMPDIR": self.tmpdir, "HOME": HOME},
                 labels={
                     LABEL: "1",
                     LABEL_OWNER: Owner.current().encode(),

@@ -1,22 +1,25 @@
-"""The local backend: the supervisor in a PID namespace of its own, programs under a uid of their own.
+"""The local backend: bubblewrap, the supervisor as PID 1, programs under a uid of their own.
 
 Every local sandbox (documented, with what is weaker than Docker, in docs/sandbox.md):
-- the supervisor is PID 1 of a new PID namespace (bubblewrap, or util-linux `unshare` without
-  it), so nothing inside can signal it and killing the namespace's processes after each command
-  is exact: setsid, double forks and daemons die with the command;
+- the supervisor is PID 1 of a new PID namespace made by bubblewrap (`UnisolatedSandbox`, in
+  unisolated.py, makes it with util-linux `unshare` and hides nothing of the host), so nothing
+  inside can signal it and killing the namespace's processes after each command is exact:
+  setsid, double forks and daemons die with the command;
 - as root: the supervisor keeps only CAP_SETUID, CAP_SETGID and CAP_KILL, and programs run
   under a uid of their own per sandbox (no capabilities; RLIMIT_NPROC is enforced for it);
-- /work and /tmp are size-limited tmpfs mounts inside the sandbox's mount namespace (the disk
-  quota: nothing a program writes reaches the host's disk);
+- /work, /tmp and /dev/shm are size-limited tmpfs mounts inside the sandbox's mount namespace
+  (the disk quota: nothing a program writes reaches the host's disk), /dev is read-only;
 - as root, a cgroup per sandbox (sandbox/cgroups.py) limits memory and processes for the whole
   tree; elsewhere only per-process RLIMIT_AS holds;
 - bubblewrap also gives new user (unless root), net, ipc and uts namespaces and a read-only view
-  of the system directories only; without it there is no filesystem or network isolation;
+  of the system directories only, with every Python site-packages directory under them empty
+  (an environment installed into the system Python must not show its reference solutions);
 - a claim file per sandbox, so the reaper can clean up after an owner that was SIGKILLed.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import random
 import shutil
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from sandbox.backends.base import Sandbox, SandboxRow
+from sandbox.backends.base import HOME, Sandbox, SandboxRow
 from sandbox.cgroups import SandboxCgroup
 from sandbox.channel import Channel, PipeChannel
 from sandbox.errors import SandboxError, SandboxUnavailable
@@ -50,6 +53,11 @@ _ETC_FILES = (
 )
 
 
+INSTALL_BWRAP = "`apt-get install bubblewrap` (Debian, Ubuntu; `dnf install bubblewrap` on Fedora)"
+# Python's package directories under the system paths: emptied in the sandbox's view.
+_SITE_PACKAGES = ("/usr/lib*/python3*/*-packages", "/usr/local/lib*/python3*/*-packages")
+
+
 @cache
 def bwrap_path() -> str | None:
     """bubblewrap, when installed and able to create namespaces here."""
@@ -62,6 +70,15 @@ def bwrap_path() -> str | None:
         check=False,
     )
     return path if probe.returncode == 0 else None
+
+
+def bwrap_problem() -> str | None:
+    """Why the local backend cannot run here, or None when bubblewrap is usable."""
+    if shutil.which("bwrap") is None:
+        return "bubblewrap is not installed"
+    if bwrap_path() is None:
+        return "bubblewrap cannot create namespaces here (are user namespaces disabled?)"
+    return None
 
 
 def state_dir() -> Path:
@@ -89,6 +106,7 @@ class _Claim:
     root: Path
     owner: Owner
     cgroup: SandboxCgroup | None = None
+    backend: str = "local"
 
 
 def _write_claim(claim: _Claim) -> Path:
@@ -97,16 +115,20 @@ def _write_claim(claim: _Claim) -> Path:
     with os.fdopen(fd, "w") as handle:
         handle.write(
             f"{claim.uid if claim.uid is not None else ''}\n{claim.root}\n{claim.owner.encode()}\n"
-            f"{claim.cgroup.encode() if claim.cgroup else ''}\n"
+            f"{claim.cgroup.encode() if claim.cgroup else ''}\n{claim.backend}\n"
         )
     return path
 
 
 def _read_claim(path: Path) -> _Claim | None:
     try:
-        uid, root, owner, cgroup = (path.read_text().splitlines() + [""])[:4]
+        uid, root, owner, cgroup, backend = (path.read_text().splitlines() + ["", ""])[:5]
         return _Claim(
-            int(uid) if uid else None, Path(root), Owner.decode(owner), SandboxCgroup.decode(cgroup)
+            int(uid) if uid else None,
+            Path(root),
+            Owner.decode(owner),
+            SandboxCgroup.decode(cgroup),
+            backend or "local",
         )
     except (OSError, ValueError):
         return None
@@ -169,12 +191,7 @@ def _release(claim_path: Path, claim: _Claim) -> None:
     claim_path.unlink(missing_ok=True)
 
 
-# Mounts the size-limited /work and /tmp inside `unshare`'s mount namespace, then runs the rest.
-_MOUNT_TMPFS = (
-    'mount -t tmpfs -o "size=$3,mode=1777,nosuid,nodev" tmpfs "$1" && '
-    'mount -t tmpfs -o "size=$3,mode=1777,nosuid,nodev" tmpfs "$2" && shift 3 && exec "$@"'
-)
-_SUPERVISOR_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")
+SUPERVISOR_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")
 
 
 class LocalSandbox(Sandbox):
@@ -186,33 +203,24 @@ class LocalSandbox(Sandbox):
         self,
         limits: SandboxLimits | None = None,
         env: dict[str, str] | None = None,
-        use_bwrap: bool | None = None,
         binds: dict[str, str] | None = None,
     ) -> None:
         super().__init__(limits, env, binds)
-        self.use_bwrap = bwrap_path() is not None if use_bwrap is None else use_bwrap
-        if self.use_bwrap and bwrap_path() is None:
-            raise SandboxError(
-                "bubblewrap (bwrap) is not usable here: install the Debian package "
-                "'bubblewrap' or pass use_bwrap=False"
-            )
-        if self.binds and not self.use_bwrap:
-            raise SandboxUnavailable(
-                "bind mounts in the local backend need bubblewrap: install the Debian package "
-                "'bubblewrap', or use Docker"
-            )
-        if not self.use_bwrap and os.geteuid() != 0:
-            raise SandboxUnavailable(
-                "without root, the local backend needs bubblewrap to keep programs away from "
-                "its supervisor: install the Debian package 'bubblewrap', or use Docker"
-            )
+        self._refuse_if_unavailable()
         self.uid: int | None = None
         self.root: Path | None = None
         self.cgroup: SandboxCgroup | None = None
         self._claim_path: Path | None = None
         self._claim: _Claim | None = None
         self._proc: subprocess.Popen[bytes] | None = None
-        self._tmpdir = "/tmp"
+
+    def _refuse_if_unavailable(self) -> None:
+        problem = bwrap_problem()
+        if problem is not None:
+            raise SandboxUnavailable(
+                f"the local backend needs bubblewrap, and {problem}: install it with "
+                f"{INSTALL_BWRAP}, or use Docker"
+            )
 
     @classmethod
     def list_sandboxes(cls) -> list[SandboxRow]:
@@ -222,7 +230,7 @@ class LocalSandbox(Sandbox):
             if claim is not None:
                 rows.append(
                     {
-                        "backend": "local",
+                        "backend": claim.backend,
                         "id": claim.root.name,
                         "owner_pid": str(claim.owner.pid),
                         "status": "running" if claim.owner.alive() else "orphaned",
@@ -253,37 +261,21 @@ class LocalSandbox(Sandbox):
             reaped += 1
         return reaped
 
-    def base_env(self) -> dict[str, str]:
-        # Without bubblewrap the sandbox's /tmp is a directory of its own, not the host's /tmp.
-        return {**super().base_env(), "TMPDIR": self._tmpdir}
-
     def _launch(self) -> Channel:
         self.reap_orphans()
         as_root = os.geteuid() == 0
         limits = self.limits
         self.root = Path(tempfile.mkdtemp(prefix="prime-sbx-"))
-        self.root.chmod(0o711)  # the programs' uid must traverse it (to work/ without bwrap)
+        self.root.chmod(0o711)  # unisolated, the programs' uid reaches work/ through it
         self.id = self.root.name
         self.uid = _allocate_uid() if as_root else None
         self.cgroup = SandboxCgroup.create(self.id, limits.memory_mb << 20, limits.pids)
-        self._claim = _Claim(self.uid, self.root, Owner.current(), self.cgroup)
+        self._claim = _Claim(self.uid, self.root, Owner.current(), self.cgroup, self.backend)
         self._claim_path = _write_claim(self._claim)
         work, tmp = self.root / "work", self.root / "tmp"
         for path in (work, tmp):
             path.mkdir(mode=0o755)
-        tmpfs_bytes = limits.workdir_mb << 20
-        if self.use_bwrap:
-            self.workdir, self._tmpdir = "/work", "/tmp"
-            prefix = self._bwrap_argv(as_root, tmpfs_bytes)
-        else:
-            self.workdir, self._tmpdir = str(work), str(tmp)
-            prefix = [
-                *("unshare", "--pid", "--fork", "--mount", "--mount-proc", "--kill-child", "--"),
-                *("/bin/sh", "-c", _MOUNT_TMPFS, "sh", str(work), str(tmp), str(tmpfs_bytes)),
-                *("setpriv", "--no-new-privs", "--inh-caps=-all"),
-                "--bounding-set=-all," + ",".join("+" + c[4:].lower() for c in _SUPERVISOR_CAPS),
-                "--",
-            ]
+        prefix = self._namespace_argv(as_root, work, tmp, limits.workdir_mb << 20)
         with open(_supervisor_file) as handle:
             supervisor_source = handle.read()
         cgroup_fds = [
@@ -298,6 +290,7 @@ class LocalSandbox(Sandbox):
             "-c",
             supervisor_source,
             self.workdir,
+            ":".join(self.scratch_dirs),
             str(int(limits.ttl_s)),
             limits.child_rlimits(address_space=True, processes=as_root),
             f"{self.uid}:{self.uid}" if self.uid is not None else "",
@@ -321,8 +314,8 @@ class LocalSandbox(Sandbox):
                 env={
                     "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
                     "LANG": "C.UTF-8",
-                    "TMPDIR": self._tmpdir,
-                    "HOME": self.workdir,
+                    "TMPDIR": self.tmpdir,
+                    "HOME": HOME,
                 },
                 cwd=str(self.root),
                 start_new_session=True,
@@ -340,7 +333,10 @@ class LocalSandbox(Sandbox):
             os.dup(self._proc.stderr.fileno()),
         )
 
-    def _bwrap_argv(self, as_root: bool, tmpfs_bytes: int) -> list[str]:
+    def _namespace_argv(self, as_root: bool, work: Path, tmp: Path, tmpfs_bytes: int) -> list[str]:
+        """The command that makes the sandbox's namespaces and runs the rest of the argv in them
+        (bubblewrap here; `UnisolatedSandbox` uses `unshare`)."""
+        self.workdir, self.tmpdir = "/work", "/tmp"
         bwrap = bwrap_path()
         assert bwrap is not None
         # As root no user namespace: real uids, so programs run under a uid of their own, and
@@ -348,7 +344,7 @@ class LocalSandbox(Sandbox):
         namespaces = ["--unshare-user"] if not as_root else []
         namespaces += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
         caps = ["--cap-drop", "ALL"]
-        for cap in _SUPERVISOR_CAPS if as_root else ():
+        for cap in SUPERVISOR_CAPS if as_root else ():
             caps += ["--cap-add", cap]
         argv = [
             bwrap,
@@ -363,6 +359,9 @@ class LocalSandbox(Sandbox):
             "/proc",
             "--dev",
             "/dev",
+            # As in Docker: a size-limited /dev/shm and the IPC namespace's message queues.
+            *("--perms", "1777", "--size", str(self.limits.shm_mb << 20), "--tmpfs", "/dev/shm"),
+            *("--mqueue", "/dev/mqueue"),
         ]
         for path in _SYSTEM_PATHS:
             if os.path.islink(path):
@@ -372,6 +371,13 @@ class LocalSandbox(Sandbox):
         for path in _ETC_FILES:
             if os.path.exists(path):
                 argv += ["--ro-bind", path, path]
+        assert self.root is not None
+        empty = self.root / "empty"
+        empty.mkdir(mode=0o555)
+        for pattern in _SITE_PACKAGES:
+            for path in sorted(glob.glob(pattern)):
+                if os.path.isdir(path) and not os.path.islink(path):
+                    argv += ["--ro-bind", str(empty), path]
         for path in ("/work", "/tmp"):
             argv += ["--perms", "1777", "--size", str(tmpfs_bytes), "--tmpfs", path]
         for host, target in self.binds.items():
@@ -379,7 +385,8 @@ class LocalSandbox(Sandbox):
             for parent in reversed([str(p) for p in parents if str(p) != "/"]):
                 argv += ["--perms", "0755", "--dir", parent]  # bwrap makes them 0700 otherwise
             argv += ["--ro-bind", host, target]
-        argv += ["--remount-ro", "/", "--chdir", "/work", "--"]
+        # /dev itself is an unbounded tmpfs, owned by the programs' uid without root.
+        argv += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/work", "--"]
         return argv
 
     def _describe_death(self) -> str:

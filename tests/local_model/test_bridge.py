@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from local_model.client import bridge_ids, prompt_ids
 from prime_env import ChatResponse, Environment, MultiTurn, Rubric, Usage, run_rollouts
+from prime_env.chat_template import bridge_ids, prompt_ids
 from prime_env.clients.base import TokenClient
 from tests.trainer_bridge.conftest import smollm2_tokenizer_dir  # noqa: F401
 from trainer_bridge.orchestrator.samples import samples_from_record

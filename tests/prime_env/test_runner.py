@@ -74,6 +74,7 @@ async def test_record_has_exactly_the_schema_fields_and_round_trips() -> None:
         "policy_version",
         "turns",
         "trace",
+        "tools",
     }
     assert (
         line["env"] == "alice/adder@1.0.0" and line["run_id"] == "run1" and line["task_id"] == "t0"

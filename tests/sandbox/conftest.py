@@ -7,7 +7,9 @@ machine (debootstrap + docker import), then found by tag on later runs.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,27 @@ def backend(request: pytest.FixtureRequest) -> str:
         require(bwrap_path() is not None, "bubblewrap (bwrap)")
         require(os.geteuid() == 0, "root (the local backend's per-sandbox uid)")
     return str(request.param)
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A fresh directory every local uid can reach (pytest's tmp_path is under a 0700 one)."""
+    folder = Path(tempfile.mkdtemp(prefix="prime-test-"))  # in /tmp: traversable by all
+    try:
+        folder.chmod(0o755)
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+@pytest.fixture
+def host_secret(open_dir: Path) -> Path:
+    """A world-readable host file any local uid could read (a token file, an environment's
+    reference solutions): only isolation keeps it from a sandboxed program."""
+    path = open_dir / "token"
+    path.write_text("hunter2-secret")
+    path.chmod(0o644)
+    return path
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from sandbox import open_sandbox
 from sandbox.backends.local import LocalSandbox
 
 boxes = {"docker": open_sandbox("docker").start(), "bwrap": LocalSandbox().start(),
-         "plain": LocalSandbox(use_bwrap=False).start()}
+         "plain": open_sandbox("unisolated").start()}
 for box in boxes.values():
     # The owner dies in the middle of a command that also left its session.
     command = "setsid sleep 1000 </dev/null >/dev/null 2>&1 & sleep 1000"
@@ -62,9 +62,15 @@ def _wait_for(predicate, seconds: float = 20.0) -> bool:  # type: ignore[no-unty
 
 
 @pytest.mark.usefixtures("docker_ready")
-def test_sigkilled_owner_leaves_nothing_after_the_next_start() -> None:
+def test_sigkilled_owner_leaves_nothing_after_the_next_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from sandbox.backends import local as local_backend
     from sandbox.backends.docker import LABEL, docker_client
+
+    # Claims of their own: any local sandbox started on this machine meanwhile (another test
+    # process) would reap the orphans first, before this test could see them waiting.
+    monkeypatch.setenv("PRIME_SANDBOX_STATE", str(tmp_path / "state"))
 
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD],
@@ -139,10 +145,11 @@ def test_reaper_removes_orphans_and_expired_but_keeps_live_containers() -> None:
     }
     ids = {}
     for name, (owner, expires) in specs.items():
-        container = client.containers.run(
+        # Created, not started (the reaper removes both; `run` would pull a missing image,
+        # and a start could race with another process's reaper removing an orphan already).
+        container = client.containers.create(
             DEFAULT_IMAGE,
             ["sleep", "1000"],
-            detach=True,
             network_mode="none",
             labels={LABEL: "1", LABEL_OWNER: owner.encode(), LABEL_EXPIRES: str(int(expires))},
         )

@@ -6,6 +6,8 @@ Wikipedia text available offline; pass `corpus=` (a directory of Markdown/text f
 file, or a local `datasets` dataset) and `questions=` to make it search your own documents.
 `tools="mcp"` serves the same tools from an MCP server (mcp_server.py, one per run) instead of
 in-process functions.
+Its reference policy (`wiki_search.reference`) answers every question through the tools, so
+`prime eval validate` also checks that a custom corpus answers its questions.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from prime_env import (
     JudgeRubric,
     MCPTools,
     ModelClient,
+    Reference,
     Rubric,
     State,
     ToolLoop,
@@ -30,6 +33,7 @@ from prime_env import (
 
 from .corpus import Corpus, load_corpus
 from .questions import load_questions, normalize
+from .reference import solve
 from .search import SearchIndex, make_tools
 
 __all__ = [
@@ -153,4 +157,11 @@ def load_environment(
         harness = ToolLoop(
             make_tools(_index_for(loaded)), max_turns=max_turns, system_prompt=SYSTEM_PROMPT
         )
-    return Environment(train, harness, rubric, name="wiki-search", eval_tasks=evals)
+    return Environment(
+        train,
+        harness,
+        rubric,
+        name="wiki-search",
+        eval_tasks=evals,
+        reference=Reference(solve, min_reward=1.0),
+    )

@@ -31,7 +31,7 @@ from aiohttp import web
 
 from ...clients.base import ChatResponse, Message, ModelClient, SamplingArgs
 from ...errors import ModelError
-from ...state import State
+from ...state import State, model_call
 from ...trace_graph import TraceGraph, sample
 from .anthropic import AnthropicMessages
 from .chat import ChatCompletions
@@ -98,7 +98,8 @@ class Session:
         before = self.state.responses[parent] if parent is not None else None
         new = graph.new_messages(path, parent) if parent is not None else None
         sampling = merge_sampling(self.sampling, request.wanted, self.remaining(self.state))
-        response = await sample(self.client, messages, request.tools, sampling, before, new)
+        with model_call(self.state, request.tools):
+            response = await sample(self.client, messages, request.tools, sampling, before, new)
         reply = reply_message(response)
         index = graph.add_call(path, reply, parent)
         state = self.state

@@ -46,13 +46,13 @@ def tokenizer(smollm2_tokenizer_dir: Path) -> Any:  # noqa: F811
 
 
 def rendered(tokenizer: Any, messages: list[dict[str, Any]], tools: Any) -> str:
-    from local_model.client import prompt_ids
+    from prime_env.chat_template import prompt_ids
 
     return str(tokenizer.decode(prompt_ids(tokenizer, messages, tools)))
 
 
 def test_smollm2_prompt_shows_the_tool_schemas(tokenizer: Any) -> None:
-    from local_model.prompt import template_renders_tools
+    from prime_env.chat_template import template_renders_tools
 
     assert not template_renders_tools(tokenizer)  # the GGUF's ChatML template drops them
     dropped = tokenizer.apply_chat_template([QUESTION], tools=[POPULATION], tokenize=False)
@@ -77,7 +77,7 @@ def test_smollm2_prompt_shows_the_tool_schemas(tokenizer: Any) -> None:
 def test_a_template_that_renders_tools_is_left_alone(smollm2_tokenizer_dir: Path) -> None:  # noqa: F811
     from transformers import AutoTokenizer
 
-    from local_model.prompt import template_renders_tools
+    from prime_env.chat_template import template_renders_tools
 
     tokenizer = AutoTokenizer.from_pretrained(smollm2_tokenizer_dir)
     tokenizer.chat_template = TOOLS_TEMPLATE
@@ -92,7 +92,7 @@ def test_a_template_that_renders_tools_is_left_alone(smollm2_tokenizer_dir: Path
 
 
 def test_tool_calls_parse_in_object_and_list_forms() -> None:
-    from local_model.prompt import parse_tool_calls
+    from prime_env.chat_template import parse_tool_calls
 
     one = '<tool_call>{"name": "population", "arguments": {"city": "Paris"}}</tool_call>'
     assert parse_tool_calls(f"Let me look.{one}") == (
@@ -148,7 +148,7 @@ def test_a_list_reply_becomes_several_tool_calls(tokenizer: Any) -> None:
 
 
 def test_a_tool_call_and_its_result_round_trip(tokenizer: Any) -> None:
-    from local_model.prompt import parse_tool_calls
+    from prime_env.chat_template import parse_tool_calls
 
     call = {
         "id": "call_1",
