@@ -1,14 +1,22 @@
-"""twenty-questions: the scripted user's answers, an oracle that finds every object through real
-questions, poor policies that score low, a model-played user, and the user's turns marked."""
+"""twenty-questions: the scripted user's answers, the reference policy that finds every object
+through real questions, poor policies that score low, a model-played user, and the user's turns marked."""
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
-from twenty_questions import ATTRIBUTES, OBJECTS, answer, load_environment
+from twenty_questions import ATTRIBUTES, OBJECTS, REFERENCE_QUESTIONS, answer, load_environment
+from twenty_questions.reference import candidates
 
-from prime_env import ChatResponse, SamplingArgs, Usage, run_rollouts, summarize
+from prime_env import (
+    ChatResponse,
+    ReferenceClient,
+    SamplingArgs,
+    Task,
+    Usage,
+    run_rollouts,
+    summarize,
+)
+from prime_env.reference_check import validate_reference
 from tests.builtin_envs.policy import PolicyClient
 
 
@@ -29,45 +37,14 @@ def test_every_attribute_question_is_understood_and_objects_differ() -> None:
     assert max(len(v) for v in signatures.values()) <= 2  # the questions can nearly always tell
 
 
-def oracle(messages: list[dict]) -> str:
-    """Keeps the objects consistent with every answer so far; asks the question that splits
-    them most evenly; guesses when one is left."""
-    candidates = set(OBJECTS)
-    asked: list[str] = []
-    for question, reply in itertools.pairwise(messages):
-        if question["role"] != "assistant":
-            continue
-        text = reply["content"]
-        if text.startswith("No, it is not"):
-            candidates.discard(text.removeprefix("No, it is not ").split(" ", 1)[1].rstrip("."))
-            continue
-        name = next(
-            n for n, words in ATTRIBUTES.items() if f"Is it {words[0]}?" == question["content"]
-        )
-        asked.append(name)
-        candidates = {c for c in candidates if (name in OBJECTS[c]) == (text == "Yes.")}
-    splitting = [
-        n
-        for n in ATTRIBUTES
-        if n not in asked and 0 < sum(n in OBJECTS[c] for c in candidates) < len(candidates)
-    ]
-    if not splitting:  # one left, or ones no question tells apart: guess them in turn
-        return f"Is it a {min(candidates)}?"
-    best = min(
-        splitting,
-        key=lambda n: abs(2 * sum(n in OBJECTS[c] for c in candidates) - len(candidates)),
-    )
-    return f"Is it {ATTRIBUTES[best][0]}?"
-
-
-async def test_the_oracle_finds_every_object_through_the_dialogue() -> None:
+async def test_the_reference_finds_every_object_through_the_dialogue() -> None:
     env = load_environment(num_eval_examples=20)
-    records = await run_rollouts(env, PolicyClient(oracle), n=20, concurrency=4)
-    summary = summarize(records)
-    assert summary.errors == 0
+    report = await validate_reference(env)
+    assert report.passed and report.errors == 0, report.shortfalls
+    records = report.records
     assert all(r.metrics["solved"] == 1.0 for r in records)
     assert all(r.stop_reason == "env_done" for r in records)
-    assert summary.reward_mean > 0.8
+    assert report.mean is not None and report.mean > 0.8
     assert all(r.metrics["repeated"] == 0 and r.metrics["unanswerable"] == 0 for r in records)
     record = records[0]
     simulated = record.trace.simulated
@@ -79,6 +56,32 @@ async def test_the_oracle_finds_every_object_through_the_dialogue() -> None:
     assert [c.reply for c in record.trace.calls] == [
         i for i, m in enumerate(messages) if m["role"] == "assistant"
     ]
+
+
+async def test_the_reference_needs_at_most_its_declared_questions_for_every_object() -> None:
+    """Every one of the objects, not only the eval set's draw: what `min_reward` rests on."""
+    env = load_environment(num_eval_examples=1)
+    tasks = [
+        Task(prompt=env.get_eval_tasks()[0].prompt, answer=name, info={"max_questions": 20})
+        for name in sorted(OBJECTS)
+    ]
+    states = [await env.harness.rollout(ReferenceClient(env), task) for task in tasks]
+    asked = [sum(m["role"] == "assistant" for m in s.completion) for s in states]
+    assert max(asked) == REFERENCE_QUESTIONS
+    assert all(s.stop_reason == "env_done" for s in states)
+
+
+def test_the_reference_reads_denied_guesses_and_answers_off_the_dialogue() -> None:
+    dialogue = [
+        {"role": "user", "content": "I'm thinking of an object."},
+        {"role": "assistant", "content": "Is it an animal?"},
+        {"role": "user", "content": "Yes."},
+        {"role": "assistant", "content": "Is it a dog?"},
+        {"role": "user", "content": "No, it is not a dog."},
+    ]
+    left, asked = candidates(dialogue)
+    assert asked == {"animal"} and "dog" not in left
+    assert left == {n for n, facts in OBJECTS.items() if "animal" in facts} - {"dog"}
 
 
 async def test_poor_policies_score_low() -> None:

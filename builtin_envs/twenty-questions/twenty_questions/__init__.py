@@ -5,19 +5,21 @@ The user is a `SimulatedUser`: by default a script that knows each object's fact
 model play it from a prompt instead. The rubric needs the whole dialogue: whether the user
 confirmed the guess, how many questions it took, and whether questions were repeated or could
 not be answered. The user's turns are never trained: they are in the prompts, and the record
-marks them (`trace.simulated`).
+marks them (`trace.simulated`). The reference policy (`twenty_questions.reference`) narrows the
+objects down from the answers and finds each in at most `REFERENCE_QUESTIONS` questions.
 """
 
 from __future__ import annotations
 
 import random
 
-from prime_env import Conversation, Environment, Rubric, SimulatedUser, State, Task
+from prime_env import Conversation, Environment, Reference, Rubric, SimulatedUser, State, Task
 
 from .answerer import CONFIRMATION, UNCLEAR, answer, guessed, scripted_user
 from .objects import ATTRIBUTES, OBJECTS
+from .reference import solve
 
-__all__ = ["ATTRIBUTES", "OBJECTS", "answer", "guessed", "load_environment"]
+__all__ = ["ATTRIBUTES", "OBJECTS", "REFERENCE_QUESTIONS", "answer", "guessed", "load_environment"]
 
 SYSTEM_PROMPT = """We are playing twenty questions. The user is thinking of an object.
 Ask one yes/no question per turn to narrow it down (e.g. "Is it an animal?"), then guess with
@@ -52,7 +54,12 @@ def efficiency(state: State, answer: str, max_questions: int) -> float:
     """Solved, and in few questions: 1.0 for a first-question guess, down to 0.5 at the limit."""
     if not solved(state, answer):
         return 0.0
-    return 1.0 - 0.5 * (len(_questions(state)) - 1) / max(max_questions - 1, 1)
+    return solved_in(len(_questions(state)), max_questions)
+
+
+def solved_in(asked: int, max_questions: int) -> float:
+    """The reward of a game solved with `asked` questions (the guess included)."""
+    return 1.0 - 0.5 * (asked - 1) / max(max_questions - 1, 1)
 
 
 def questions(state: State) -> float:
@@ -68,6 +75,11 @@ def repeated(state: State) -> float:
 def unanswerable(state: State) -> float:
     """Turns the user could not read as a yes/no question or a guess."""
     return float(sum(turn.startswith(UNCLEAR) for turn in _user_turns(state)))
+
+
+REFERENCE_QUESTIONS = 8
+"""The most questions (the guess included) the reference policy needs for any of the objects;
+what it declares follows: every game solved in at most this many questions."""
 
 
 def load_environment(
@@ -105,4 +117,11 @@ def load_environment(
 
     rubric = Rubric([efficient], metrics=[solved, questions, repeated, unanswerable])
     harness = Conversation(simulated, system_prompt=SYSTEM_PROMPT, max_turns=max_questions)
-    return Environment(train, harness, rubric, name="twenty-questions", eval_tasks=evals)
+    return Environment(
+        train,
+        harness,
+        rubric,
+        name="twenty-questions",
+        eval_tasks=evals,
+        reference=Reference(solve, min_reward=solved_in(REFERENCE_QUESTIONS, max_questions)),
+    )

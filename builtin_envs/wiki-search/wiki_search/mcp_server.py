@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +35,9 @@ def _reported(tool: Callable[..., str]) -> Callable[..., str]:
 
 
 def build_server(corpus: str | None = None) -> MCPServer:
-    server = MCPServer("wiki-search")
+    # The server's stderr is the user's terminal: no library's debug lines there.
+    server = MCPServer("wiki-search", log_level="WARNING")
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
     for tool in make_tools(SearchIndex(load_corpus(corpus))):
         server.add_tool(_reported(tool))
     return server
