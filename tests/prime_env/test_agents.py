@@ -16,6 +16,7 @@ from prime_env import Rubric, State, run_rollouts
 from prime_env.clients.anthropic_client import AnthropicClient
 from prime_env.clients.openai_client import OpenAIClient
 from prime_env.record import RolloutRecord
+from prime_env.sft import chat_samples
 from prime_env.trace_graph import message_key, path_messages
 from testing.server import FakeServer
 
@@ -223,3 +224,8 @@ async def test_agent_with_own_system_prompt_and_a_subagent(
         calls = record.trace.calls
         assert [c.parent for c in calls] == [None, None, 0]
         assert record.trace.parents[3] is None  # the subagent's system prompt is a new root
+        # as SFT data: the subagent's chat and the lead's, neither showing the other's messages
+        subagent, lead = (s["messages"] for s in chat_samples(record))
+        assert [m["role"] for m in subagent] == ["system", "user", "assistant"]
+        assert [m["role"] for m in lead] == ["system", "user", "assistant", "user", "assistant"]
+        assert lead[0]["content"].startswith("You are the lead agent")
