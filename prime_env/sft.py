@@ -154,7 +154,7 @@ def chat_samples(record: RolloutRecord, tools_as: ToolsAs = "openai") -> list[di
     Arrow, every tool gaining the others' parameters as nulls), absent in the `text` form."""
     if tools_as not in TOOLS_AS:
         raise ValueError(f"tools_as must be one of {TOOLS_AS}, got {tools_as!r}")
-    samples = []
+    samples: list[dict[str, Any]] = []
     for conversation in conversations(record):
         messages = chat_messages(conversation)
         if tools_as == "text":
