@@ -93,7 +93,6 @@ def host_footprint() -> dict[str, int]:
     grows to its size first, so a per-test fd count would be noise.)
     """
     from sandbox.backends import docker as docker_backend
-    from sandbox.backends import local as local_backend
 
     containers = 0
     if docker_backend.docker_available():
@@ -103,12 +102,26 @@ def host_footprint() -> dict[str, int]:
                 all=True, filters={"label": f"{docker_backend.LABEL_RUN}={docker_backend.RUN_ID}"}
             )
         )
-    claims = [p for p in local_backend.state_dir().iterdir() if f"{os.getpid()}:" in p.read_text()]
+    claims = [text for text in claim_texts() if f"{os.getpid()}:" in text]
     return {
         "containers": containers,
         "local_claims": len(claims),
         "child_processes": len(_children(os.getpid())),
     }
+
+
+def claim_texts() -> list[str]:
+    """The local backend's claim files, read while other processes on the host (another test
+    run's reaper) may remove theirs between the listing and the read."""
+    from sandbox.backends import local as local_backend
+
+    texts = []
+    for path in local_backend.state_dir().iterdir():
+        try:
+            texts.append(path.read_text())
+        except FileNotFoundError:
+            continue
+    return texts
 
 
 @pytest.fixture

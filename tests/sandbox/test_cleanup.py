@@ -14,7 +14,7 @@ import pytest
 
 from sandbox import SandboxError, open_sandbox
 from sandbox.owner import Owner, _start_time, host_id
-from tests.sandbox.conftest import kill_from_outside
+from tests.sandbox.conftest import claim_texts, kill_from_outside
 
 pytestmark = pytest.mark.xdist_group("docker")  # starts Docker sandboxes (tests/conftest.py)
 
@@ -103,8 +103,7 @@ def test_sigkilled_owner_leaves_nothing_after_the_next_start(
     assert local_backend.processes_of(bwrap_uid) == []
     assert not any(Path(root).exists() for root in info["roots"])
     assert not any(path.exists() for path in cgroups)
-    claims = [p.read_text() for p in local_backend.state_dir().iterdir()]
-    assert not any(f"{child.pid}:" in text for text in claims)
+    assert not any(f"{child.pid}:" in text for text in claim_texts())
     assert _wait_for(
         lambda: (
             not docker_client().containers.list(
