@@ -199,6 +199,8 @@ async def test_anthropic_agent_streaming(
         check_transcript("anthropic", record, state)
         assert [m["role"] for m in record.completion] == ["assistant", "tool", "assistant"]
         assert record.completion[0]["tool_calls"][0]["function"]["name"] == "calc"
+        # the tools the program offered, as OpenAI function specs (what an SFT export shows)
+        assert record.tools is not None and record.tools[0]["function"]["name"] == "calc"
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])

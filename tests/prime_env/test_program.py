@@ -84,6 +84,7 @@ async def test_program_agent_calls_are_recorded(stream: bool) -> None:
     assert rec.usage.prompt_tokens == 35 and rec.usage.completion_tokens == 14
     assert [t.completion_token_ids for t in rec.turns] == [[2], [3, 4]]
     assert [(c.parent, c.request, c.reply) for c in rec.trace.calls] == [(None, 0, 1), (0, 2, 3)]
+    assert rec.tools == client.calls[-1]["tools"] and rec.tools[0]["function"]["name"] == "calc"
     # the model saw the agent's real conversation, and the answer never reached the agent
     assert client.calls[1]["messages"][-1]["content"] == "42"
     assert "42" not in str(client.calls[0]["messages"])
