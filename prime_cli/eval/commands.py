@@ -35,6 +35,7 @@ from prime_cli.eval.validate import validate_cmd
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import output_console, say
 from prime_cli.options import echo_json, json_object, output_option, page_of, paging_options
+from prime_cli.program_host import program_on_host_option
 from prime_env.clients.model_paths import check_adapter_dir
 from prime_env.clients.model_specs import APIS, ModelConfigError, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
@@ -195,6 +196,7 @@ def _explicit(ctx: click.Context, name: str) -> bool:
 @click.option("--push", is_flag=True, help="upload the results to the hub when done")
 @click.option("--public", is_flag=True, help="with --push: make the run public (leaderboard)")
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@program_on_host_option
 @click.pass_context
 def run(
     ctx: click.Context,

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from prime_env.clients.base import ModelClient
 from prime_env.clients.model_paths import (
@@ -40,10 +40,7 @@ from prime_env.clients.model_paths import (
 )
 from prime_env.clients.retry import RetryPolicy
 from prime_env.errors import ModelConfigError
-from prime_env.reference import REFERENCE_MODEL, ReferenceClient
-
-if TYPE_CHECKING:
-    from prime_env.environment import Environment
+from prime_env.reference import REFERENCE_MODEL, ReferenceClient, WithReference
 
 DEFAULT_LOCAL_MODEL = "local/smollm2-135m"
 PATH_PROVIDER = "local"
@@ -167,7 +164,7 @@ class ModelSpec:
         *,
         stream: bool = False,
         policy: RetryPolicy | None = None,
-        env: Environment | None = None,
+        env: WithReference | None = None,
     ) -> ModelClient:
         """The client; `env` is the environment being run (only `reference` needs it)."""
         if self.client == REFERENCE_MODEL:
