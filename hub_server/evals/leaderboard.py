@@ -17,6 +17,7 @@ from sqlmodel import Session, col
 
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import User
+from hub_server.evals.integrity import MAX_ABS_SCORE, finite_score
 from hub_server.evals.models import Evaluation, EvaluationStatus
 from hub_server.evals.service import runs_query, third_party_clause
 from hub_server.registry.models import Environment
@@ -59,6 +60,7 @@ def leaderboard(
             Evaluation.n_errors,
             Evaluation.env_version,
             Evaluation.finalized_at,
+            Evaluation.created_at,
             User.username,
             third_party_clause().label("third_party"),
             pick.label("pick"),
@@ -67,7 +69,9 @@ def leaderboard(
         .where(
             Evaluation.environment_id == env.id,
             Evaluation.status == EvaluationStatus.COMPLETED,
-            col(Evaluation.reward_mean).is_not(None),
+            # A mean that is not a score the hub accepts (a row from before its rules) never
+            # ranks; NaN fails BETWEEN on PostgreSQL, and SQLite stores it as NULL.
+            col(Evaluation.reward_mean).between(-MAX_ABS_SCORE, MAX_ABS_SCORE),
             col(Evaluation.hidden_at).is_(None),
         )
     )
@@ -91,12 +95,12 @@ def leaderboard(
             model=run.model_name,
             evaluation_id=run.id,
             mean_reward=float(run.reward_mean),
-            stderr=run.reward_stderr,
+            stderr=_stderr(run),
             n=run.n_examples,
             rollouts=run.n_rollouts,
             errors=run.n_errors,
             env_version=run.env_version,
-            date=run.finalized_at,
+            date=run.finalized_at or run.created_at,
             user=run.username,
             third_party=bool(run.third_party),
             ci_low=_interval(run)[0],
@@ -109,8 +113,14 @@ def leaderboard(
 
 def _interval(run: Any) -> tuple[float, float]:
     """mean ± 1.96·stderr (a single point when the run has no standard error)."""
-    half = _Z95 * float(run.reward_stderr or 0.0)
+    half = _Z95 * (_stderr(run) or 0.0)
     return float(run.reward_mean) - half, float(run.reward_mean) + half
+
+
+def _stderr(run: Any) -> float | None:
+    """The run's standard error, or None where the stored one is not a finite, positive score."""
+    stderr = finite_score(run.reward_stderr)
+    return stderr if stderr is not None and stderr >= 0 else None
 
 
 def _tie_ranks(intervals: list[tuple[float, float]]) -> list[int]:

@@ -22,6 +22,7 @@ from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
 from hub_server.core.errors import HubError
 from hub_server.evals import service
+from hub_server.evals.integrity import stored_json
 from hub_server.evals.models import Evaluation
 from hub_server.evals.sample_index import (
     SampleFilter,
@@ -36,6 +37,7 @@ from hub_server.index import api as index_routes
 from hub_server.registry.models import Environment
 from hub_server.web.charts import histogram_svg
 from hub_server.web.pages import page
+from hub_server.web.sample_view import sample_view
 from hub_server.web.session import WebPrincipalDep
 from registry_index.summary import Summary
 
@@ -55,12 +57,7 @@ def _run(
 
 def _metadata_rows(evaluation: Evaluation) -> list[tuple[str, str]]:
     """The run's metadata as label/value pairs (nested values as compact JSON)."""
-    try:
-        metadata = json.loads(evaluation.metadata_json or "{}")
-    except ValueError:
-        return []
-    if not isinstance(metadata, dict):
-        return []
+    metadata = stored_json(evaluation.metadata_json, {})
     rows = []
     for key, value in list(metadata.items())[:_SHOWN_METADATA]:
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
@@ -145,7 +142,7 @@ def evaluation_page(
         histogram=histogram_svg(overview.bars, label="Scored samples by reward"),
         facets=overview.facets,
         filters=filters,
-        samples=shown.samples,
+        samples=[sample_view(record) for record in shown.samples],
         total=shown.total,
         page=page_number,
         pages=pages,
