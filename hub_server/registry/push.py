@@ -32,7 +32,13 @@ from hub_server.core.ids import utcnow
 from hub_server.core.settings import HubSettings
 from hub_server.registry.models import DistFile, Environment, PendingUpload, Version
 from hub_server.registry.pending_uploads import check_quota
-from hub_server.registry.publishing import EnvTarget, NewFile, create_environment, publish_file
+from hub_server.registry.publishing import (
+    EnvTarget,
+    NewFile,
+    check_release_slot,
+    create_environment,
+    publish_file,
+)
 from hub_server.registry.service import set_tags
 from hub_server.registry.views import version_infos
 from registry_index.errors import InvalidUpload
@@ -170,7 +176,9 @@ def _check_announcement(
     ).first()
     if taken is not None and taken.sha256 != body.sha256:
         raise FileExists(body.filename, taken.sha256)
-    # The same file already stored: finalize will be a no-op.
+    # The same file already stored: finalize will be a no-op. Another file in its release's
+    # place is refused now, before the bytes are sent (and again when they are published).
+    check_release_slot(session.connection(), env.id, body.semantic_version, kind, body.filename)
 
 
 def canonical_text(version: str) -> str:
