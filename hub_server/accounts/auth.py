@@ -123,6 +123,10 @@ class Principal:
         """May publish to `owner` (to one environment when `normalized_name` is given)."""
         return self._user_reaches(owner) and self.scope_writes(owner.name, normalized_name)
 
+    def may_manage_tokens(self) -> bool:
+        """May create tokens and revoke others (`registry_index.scopes.manages_tokens`)."""
+        return token_scopes.manages_tokens(self.scopes)
+
     def upload_owner_names(self) -> list[str]:
         """Owners named by this token's upload scopes (for `/legacy/` without an owner)."""
         return token_scopes.upload_owners(self.scopes)

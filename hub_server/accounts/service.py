@@ -1,5 +1,8 @@
 """Account operations of a signed-in caller: who they are, their tokens, an owner's people.
 
+Each operation checks the caller's scopes itself (`Principal`, over `registry_index.scopes`),
+so the web forms and any API route that calls it enforce the same rule.
+
 (Administration without a server, users and organisations included, is `accounts.admin`.)
 """
 
@@ -9,6 +12,7 @@ from sqlmodel import Session, col, select
 
 from hub_server.accounts.auth import Principal, generate_token, hash_token, validate_scopes
 from hub_server.accounts.models import ApiToken, Membership, Owner, User
+from hub_server.core.errors import Forbidden
 from hub_server.core.ids import utcnow
 from registry_index.schemas.accounts import TokenOut, WhoAmI
 from registry_index.schemas.environments import OwnerKind
@@ -50,8 +54,14 @@ def new_token(session: Session, user_id: str, name: str, scopes: list[str]) -> t
     return secret, row
 
 
+_MANAGE_TOKENS = "Sign in with a token of scope 'all' to create tokens or revoke other tokens."
+
+
 def create_own_token(session: Session, principal: Principal, name: str, scopes: list[str]) -> str:
-    """A new token of the caller's user, committed; returns its secret (shown once)."""
+    """A new token of the caller's user, committed; returns its secret (shown once). Only a
+    token that may manage tokens (scope `all`) makes one (403 otherwise)."""
+    if not principal.may_manage_tokens():
+        raise Forbidden(_MANAGE_TOKENS)
     secret, _row = new_token(session, principal.user.id, name, scopes)
     session.commit()
     return secret
@@ -69,10 +79,13 @@ def tokens_of(session: Session, user_id: str) -> list[ApiToken]:
 
 
 def revoke_own_token(session: Session, principal: Principal, token_id: str) -> ApiToken | None:
-    """Revoke one of the caller's own tokens (idempotent); None when they have no such token."""
+    """Revoke one of the caller's own tokens (idempotent); None when they have no such token.
+    Any token may revoke itself; revoking another takes one that may manage tokens (403)."""
     row = session.get(ApiToken, token_id)
     if row is None or row.user_id != principal.user.id:
         return None
+    if row.id != principal.token.id and not principal.may_manage_tokens():
+        raise Forbidden(_MANAGE_TOKENS)
     if row.revoked_at is None:
         row.revoked_at = utcnow()
         session.add(row)
