@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
+from starlette.concurrency import run_in_threadpool
 
 from hub_server.accounts import api as account_api
 from hub_server.accounts.admin import open_database
@@ -31,6 +32,7 @@ from hub_server.http.ratelimit import SlidingWindowLimiter
 from hub_server.http.state import Hub
 from hub_server.index import api as index_api
 from hub_server.index import upload_api
+from hub_server.index.download_counts import DownloadCounter
 from hub_server.registry import api as environments_api
 from hub_server.registry import push_api
 from hub_server.registry.pending_uploads import purge_expired
@@ -54,10 +56,19 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
         partial(mark_abandoned, engine, settings.eval_abandon_after_seconds),
     ]
 
+    downloads = DownloadCounter()
+    count_downloads = partial(downloads.flush, engine)
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        async with periodic(settings.sweep_interval_seconds, jobs):
-            yield
+        async with (
+            periodic(settings.sweep_interval_seconds, jobs),
+            periodic(settings.download_count_interval_seconds, [count_downloads]),
+        ):
+            try:
+                yield
+            finally:
+                await run_in_threadpool(count_downloads)
 
     # FastAPIOffline: /docs and /redoc load their scripts and styles from the hub, not a CDN.
     app = FastAPIOffline(
@@ -75,6 +86,7 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
         store=store,
         upload_limiter=SlidingWindowLimiter(settings.uploads_per_minute),
         login_limiter=SlidingWindowLimiter(settings.failed_logins_per_minute),
+        downloads=downloads,
     )
 
     @app.exception_handler(HubError)

@@ -209,7 +209,11 @@ def _note_use(session: Session, row: ApiToken) -> None:
         last = last.replace(tzinfo=now.tzinfo)
     if last is not None and now - last < _LAST_USED_RESOLUTION:
         return
-    with Session(session.get_bind()) as own:  # its own short transaction, apart from the request's
-        own.execute(sa.update(ApiToken).where(col(ApiToken.id) == row.id).values(last_used_at=now))
-        own.commit()
+    # Its own short transaction, on the request's session: the read so far is ended first, so
+    # its connection goes back to the pool before the write takes one. A second session here
+    # held two connections per request, and ~32 concurrent first requests of a token starved
+    # the pool (issue 26). The hub's sessions keep their objects on commit.
+    session.commit()
+    session.execute(sa.update(ApiToken).where(col(ApiToken.id) == row.id).values(last_used_at=now))
+    session.commit()
     set_committed_value(row, "last_used_at", now)  # known, but not a pending change

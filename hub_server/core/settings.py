@@ -37,6 +37,8 @@ class HubSettings(BaseModel):
     max_staged_bytes_per_user: int = 1024 * 1024 * 1024
     # Background upkeep: expired reservations and abandoned eval runs, every this many seconds.
     sweep_interval_seconds: float = 60.0
+    # Downloads are counted in memory and written every this many seconds (index.download_counts).
+    download_count_interval_seconds: float = 1.0
     eval_abandon_after_seconds: int = 24 * 3600
     # Nesting depth allowed in one pushed eval sample.
     max_sample_depth: int = 64
@@ -64,6 +66,7 @@ class HubSettings(BaseModel):
             ("max_pending_uploads_per_user", "PRIME_HUB_MAX_PENDING_UPLOADS_PER_USER"),
             ("max_staged_bytes_per_user", "PRIME_HUB_MAX_STAGED_BYTES_PER_USER"),
             ("sweep_interval_seconds", "PRIME_HUB_SWEEP_INTERVAL_SECONDS"),
+            ("download_count_interval_seconds", "PRIME_HUB_DOWNLOAD_COUNT_INTERVAL_SECONDS"),
             ("eval_abandon_after_seconds", "PRIME_HUB_EVAL_ABANDON_AFTER_SECONDS"),
             ("max_sample_depth", "PRIME_HUB_MAX_SAMPLE_DEPTH"),
         ):

@@ -328,6 +328,9 @@ def finalize(
     try:
         new = _validated_file(settings, env, pending, scratch, kind)
         target = EnvTarget(owner=owner, name=env.name, environment_id=env.id)
+        # The reads are done: the request's connection goes back to the pool before the
+        # upload's transaction takes one (a request never holds two).
+        session.commit()
         publish_file(engine, store, target, new, scratch, principal.user.id)
     finally:
         scratch.unlink(missing_ok=True)

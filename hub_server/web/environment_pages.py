@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Annotated, Any
 
-from fastapi import APIRouter, BackgroundTasks, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlmodel import Session
 
@@ -173,14 +173,12 @@ def environment_page(
 @router.get("/{owner}/{name}/v/{version}", response_class=HTMLResponse)
 def version_page(
     owner: str, name: str, version: str, request: Request, hub: HubDep, session: SessionDep,
-    principal: WebPrincipalDep, background: BackgroundTasks, first_party: FirstParty = False,
+    principal: WebPrincipalDep, first_party: FirstParty = False,
 ) -> Response:  # fmt: skip
     if name == "files":
         # `/{owner}/files/v/{filename}` is a download from a project named "v"; this router
         # is matched before the index's, so hand the request to the index route.
-        return index_routes.download(
-            owner, "v", version, request, background, hub, session, principal
-        )
+        return index_routes.download(owner, "v", version, request, hub, session, principal)
     try:
         own, env = _readable(session, principal, owner, name)
     except HubError as exc:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Annotated
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, BackgroundTasks, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from sqlmodel import Session
 
@@ -82,7 +82,6 @@ def evaluation_page(
     hub: HubDep,
     session: SessionDep,
     principal: WebPrincipalDep,
-    background: BackgroundTasks,
     reward_min: Annotated[str, Query(max_length=32)] = "",
     reward_max: Annotated[str, Query(max_length=32)] = "",
     error: Annotated[str, Query(max_length=128)] = "",
@@ -94,7 +93,7 @@ def evaluation_page(
         # `/{owner}/files/evals/{filename}` is a download from a project named "evals"; this
         # router is matched before the index's, so hand the request to the index route.
         return index_routes.download(
-            owner, "evals", evaluation_id, request, background, hub, session, principal
+            owner, "evals", evaluation_id, request, hub, session, principal
         )
     try:
         own, env, evaluation = _run(session, principal, owner, name, evaluation_id)
