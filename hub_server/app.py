@@ -29,6 +29,7 @@ from hub_server.evals import api as evals_api
 from hub_server.evals.service import mark_abandoned
 from hub_server.http.limits import RequestLimitsMiddleware
 from hub_server.http.ratelimit import SlidingWindowLimiter
+from hub_server.http.security_headers import SecurityHeadersMiddleware
 from hub_server.http.state import Hub
 from hub_server.index import api as index_api
 from hub_server.index import upload_api
@@ -80,6 +81,8 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
     )
     # Bounds every request (auth, body size) before a route can read its body.
     app.add_middleware(RequestLimitsMiddleware)
+    # Outermost: the answers the limits give before any route carry the headers too.
+    app.add_middleware(SecurityHeadersMiddleware)
     app.state.hub = Hub(
         settings=settings,
         engine=engine,

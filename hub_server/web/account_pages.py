@@ -77,12 +77,12 @@ def login(
         )
         return page(request, "login.html", status_code=401, next=_safe_next(next), error=message)
     response = RedirectResponse(_safe_next(next), status_code=303)
-    start_session(request, response, hub, principal.token)
+    start_session(request, response, hub, session, principal)
     return response
 
 
 @router.post("/logout")
-def logout(request: Request, hub: HubDep, csrf: CsrfField = "") -> Response:
+def logout(request: Request, hub: HubDep, session: SessionDep, csrf: CsrfField = "") -> Response:
     try:
         check_csrf(request, hub, csrf)
     except HubError as exc:
@@ -90,7 +90,7 @@ def logout(request: Request, hub: HubDep, csrf: CsrfField = "") -> Response:
             request, "message.html", status_code=403, title="Not signed out", text=exc.message
         )
     response = RedirectResponse("/", status_code=303)
-    end_session(response)
+    end_session(request, response, hub, session)
     return response
 
 
@@ -187,6 +187,6 @@ def revoke_token(
         )
     if row.id == principal.token.id:  # revoking the session's own token signs out
         response = RedirectResponse("/", status_code=303)
-        end_session(response)
+        end_session(request, response, hub, session)
         return response
     return RedirectResponse("/settings/tokens", status_code=303)
