@@ -8,6 +8,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from registry_index.bounds import MAX_STORED_INT
+
 _DEFAULT_DATA_DIR = Path("~/.local/share/prime-hub")
 
 
@@ -23,7 +25,8 @@ class HubSettings(BaseModel):
     storage_url: str | None = None
     s3_endpoint_url: str | None = None
     public_url: str | None = None
-    max_upload_bytes: int = 100 * 1024 * 1024
+    # A file's size is stored in an INTEGER column (PostgreSQL: at most 2 GiB - 1).
+    max_upload_bytes: int = Field(default=100 * 1024 * 1024, ge=1, le=MAX_STORED_INT)
     uploads_per_minute: int = 60
     failed_logins_per_minute: int = 20
     upload_url_ttl_seconds: int = 3600

@@ -20,6 +20,7 @@ from hub_server.evals.leaderboard import leaderboard
 from hub_server.evals.models import EvaluationStatus
 from hub_server.evals.samples import MAX_BATCH_BYTES
 from hub_server.http.deps import AuthDep, HubDep, PrincipalDep, SessionDep, check_upload_rate
+from registry_index.bounds import MAX_STORED_INT
 from registry_index.schemas.envelope import Envelope, Page
 from registry_index.schemas.evals import (
     BatchAccepted,
@@ -141,9 +142,11 @@ def list_evaluations(
     ] = None,
     model: str | None = None,
     status: EvaluationStatus | None = None,
-    page: Annotated[int, Query(ge=1)] = 1,
+    page: Annotated[int, Query(ge=1, le=MAX_STORED_INT)] = 1,
     per_page: Annotated[int, Query(ge=1, le=100)] = 20,
-    skip: Annotated[int | None, Query(ge=0, description="offset (stock prime client)")] = None,
+    skip: Annotated[
+        int | None, Query(ge=0, le=MAX_STORED_INT, description="offset (stock prime client)")
+    ] = None,
     limit: Annotated[int | None, Query(ge=1, le=100, description="alias of per_page")] = None,
 ) -> Page[EvaluationInfo]:
     environment, bare_name = service.listing_environment(
@@ -184,7 +187,7 @@ def samples(
     hub: HubDep,
     session: SessionDep,
     principal: PrincipalDep,
-    page: Annotated[int, Query(ge=1)] = 1,
+    page: Annotated[int, Query(ge=1, le=MAX_STORED_INT)] = 1,
     per_page: Annotated[int | None, Query(ge=1, le=1000)] = None,
     limit: Annotated[int | None, Query(ge=1, le=1000, description="alias of per_page")] = None,
 ) -> Page[dict[str, Any]]:

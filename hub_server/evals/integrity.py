@@ -21,10 +21,12 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from registry_index.bounds import MAX_STORED_INT
+
 # Far beyond any real reward, small enough that 10^9 of them still sum to a finite float.
 MAX_ABS_SCORE = 1e15
-# PostgreSQL INTEGER (the example and rollout index columns); SQLite holds more.
-MAX_INDEX = 2**31 - 1
+# The example and rollout index columns (PostgreSQL INTEGER).
+MAX_INDEX = MAX_STORED_INT
 # A JSON integer literal longer than this is refused while parsing (Python refuses to convert
 # more than 4,300 digits at all, with an error that is not a JSON error).
 _MAX_INT_DIGITS = 40

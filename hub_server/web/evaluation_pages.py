@@ -39,6 +39,7 @@ from hub_server.web.charts import histogram_svg
 from hub_server.web.pages import page
 from hub_server.web.sample_view import sample_view
 from hub_server.web.session import WebPrincipalDep
+from registry_index.bounds import MAX_STORED_INT
 from registry_index.summary import Summary
 
 router = APIRouter(include_in_schema=False)
@@ -86,7 +87,7 @@ def evaluation_page(
     reward_max: Annotated[str, Query(max_length=32)] = "",
     error: Annotated[str, Query(max_length=128)] = "",
     stop: Annotated[str, Query(max_length=64)] = "",
-    example: Annotated[int | None, Query(ge=0)] = None,
+    example: Annotated[int | None, Query(ge=0, le=MAX_STORED_INT)] = None,
     page_number: Annotated[int, Query(alias="page", ge=1, le=1_000_000)] = 1,
 ) -> Response:
     if name == "files":

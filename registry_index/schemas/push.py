@@ -6,6 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field, model_validator
 
+from registry_index.bounds import MAX_STORED_INT
 from registry_index.schemas.environments import OwnerOut, Tags, Visibility, VisibilityIn
 from registry_index.schemas.versions import VersionInfo
 
@@ -58,7 +59,7 @@ class UploadRequest(BaseModel):
     content_hash: str | None = Field(default=None, pattern=SHA256_HEX)
     filename: str = Field(min_length=1, max_length=255)
     sha256: str = Field(pattern=SHA256_HEX)
-    size: int | None = Field(default=None, ge=0)
+    size: int | None = Field(default=None, ge=0, le=MAX_STORED_INT)
     semantic_version: str = Field(min_length=1, max_length=64)
     metadata: PushMetadata = Field(default_factory=PushMetadata)
 
