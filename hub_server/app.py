@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
+from sqlalchemy.exc import DBAPIError
 from starlette.concurrency import run_in_threadpool
 
 from hub_server.accounts import api as account_api
@@ -23,6 +24,7 @@ from hub_server.accounts.admin import open_database
 from hub_server.core import log_redaction
 from hub_server.core.blobstore import BlobStore
 from hub_server.core.errors import HubError
+from hub_server.core.out_of_space import out_of_space
 from hub_server.core.settings import HubSettings
 from hub_server.core.upkeep import periodic
 from hub_server.evals import api as evals_api
@@ -96,6 +98,15 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
     async def _hub_error(_request: Request, error: HubError) -> JSONResponse:
         body = ErrorBody(detail=error.message)
         return JSONResponse(body.model_dump(), error.status, headers=error.headers)
+
+    @app.exception_handler(OSError)
+    @app.exception_handler(DBAPIError)
+    async def _storage_error(_request: Request, error: Exception) -> JSONResponse:
+        full = out_of_space(error)
+        if full is None:
+            raise error  # any other failure stays a 500, logged with its traceback
+        log.warning("refused a request: out of storage space (%s)", error)
+        return JSONResponse(ErrorBody(detail=full.message).model_dump(), full.status, full.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, error: RequestValidationError) -> JSONResponse:
