@@ -14,7 +14,6 @@ import io
 import re
 import tarfile
 import tempfile
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from packaging.version import InvalidVersion, Version
 from pyproject_hooks import quiet_subprocess_runner
 
 from registry_index.names import module_name
+from registry_index.toml_text import TomlError, parse_toml
 
 
 class ProjectError(Exception):
@@ -83,9 +83,9 @@ def load_project(root: Path) -> EnvProject:
             "or pass the environment's directory"
         )
     try:
-        data = tomllib.loads(path.read_text("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ProjectError(f"{path} is not valid TOML: {exc}") from exc
+        data = parse_toml(path.read_bytes(), str(path))
+    except TomlError as exc:
+        raise ProjectError(str(exc)) from None
     project = data.get("project")
     if not isinstance(project, dict):
         raise ProjectError(f"{path} has no [project] table (PEP 621)")

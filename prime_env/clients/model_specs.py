@@ -14,13 +14,13 @@ spec, so nothing that serialises a spec (metadata.json, logs) can leak one.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prime_env.clients.base import ModelClient
 from prime_env.clients.retry import RetryPolicy
+from registry_index.toml_text import TomlError, parse_toml
 
 DEFAULT_LOCAL_MODEL = "local/smollm2-135m"
 DEFAULT_HOSTED_MODEL = "openai/gpt-4.1-mini"
@@ -150,8 +150,8 @@ def load_endpoints(path: Path) -> dict[str, dict[str, Any]]:
     api_client_type` form is accepted too, so an existing configs/endpoints.toml works.
     """
     try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        data = parse_toml(path.read_bytes(), "it")
+    except (OSError, TomlError) as exc:
         raise ModelConfigError(f"cannot read endpoints file {path}: {exc}") from None
     aliases: dict[str, dict[str, Any]] = {}
     for entry in data.pop("endpoint", []):
