@@ -7,6 +7,8 @@ index last: its `/{owner}/…` routes would match the others' paths.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -28,6 +30,7 @@ from hub_server.core.out_of_space import out_of_space
 from hub_server.core.settings import HubSettings
 from hub_server.core.upkeep import periodic
 from hub_server.evals import api as evals_api
+from hub_server.evals import verification
 from hub_server.evals.service import mark_abandoned
 from hub_server.http.limits import RequestLimitsMiddleware
 from hub_server.http.ratelimit import SlidingWindowLimiter
@@ -64,14 +67,25 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        async with (
-            periodic(settings.sweep_interval_seconds, jobs),
-            periodic(settings.download_count_interval_seconds, [count_downloads]),
-        ):
-            try:
-                yield
-            finally:
-                await run_in_threadpool(count_downloads)
+        worker = (
+            asyncio.create_task(verification.run_worker(engine, store, settings))
+            if verification.enabled(settings)
+            else None
+        )
+        try:
+            async with (
+                periodic(settings.sweep_interval_seconds, jobs),
+                periodic(settings.download_count_interval_seconds, [count_downloads]),
+            ):
+                try:
+                    yield
+                finally:
+                    await run_in_threadpool(count_downloads)
+        finally:
+            if worker is not None:
+                worker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await worker
 
     # FastAPIOffline: /docs and /redoc load their scripts and styles from the hub, not a CDN.
     app = FastAPIOffline(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -45,6 +46,13 @@ class HubSettings(BaseModel):
     eval_abandon_after_seconds: int = 24 * 3600
     # Nesting depth allowed in one pushed eval sample.
     max_sample_depth: int = 64
+    # Verified runs (evals.verification): the sandbox backend the hub re-scores runs in
+    # ("docker", "local", "auto"; "off" turns verification off), how many at once, how long
+    # one may take, how often the worker looks for work.
+    verify_sandbox: Literal["off", "docker", "local", "auto"] = "off"
+    verify_concurrency: int = Field(default=1, ge=1, le=64)
+    verify_timeout_seconds: float = 900.0
+    verify_poll_seconds: float = 2.0
 
     @classmethod
     def from_env(cls, data_dir: Path | str | None = None) -> HubSettings:
@@ -72,6 +80,10 @@ class HubSettings(BaseModel):
             ("download_count_interval_seconds", "PRIME_HUB_DOWNLOAD_COUNT_INTERVAL_SECONDS"),
             ("eval_abandon_after_seconds", "PRIME_HUB_EVAL_ABANDON_AFTER_SECONDS"),
             ("max_sample_depth", "PRIME_HUB_MAX_SAMPLE_DEPTH"),
+            ("verify_sandbox", "PRIME_HUB_VERIFY_SANDBOX"),
+            ("verify_concurrency", "PRIME_HUB_VERIFY_CONCURRENCY"),
+            ("verify_timeout_seconds", "PRIME_HUB_VERIFY_TIMEOUT_SECONDS"),
+            ("verify_poll_seconds", "PRIME_HUB_VERIFY_POLL_SECONDS"),
         ):
             if env.get(var):
                 values[field] = env[var]

@@ -124,7 +124,7 @@ async def finalize(
     """Body `{"metrics": {…}}` (optional, the client's own figures, kept beside the hub's)."""
     body = _parse(FinalizeEvaluation, await _read_json(request, _CREATE_BODY_LIMIT, empty_ok=True))
     evaluation = service.finalize_evaluation(
-        session, hub.store, evaluation_id, principal, body.metrics
+        session, hub.store, evaluation_id, principal, body.metrics, hub.settings
     )
     return EvaluationEnvelope(
         evaluation_id=evaluation.id, data=service.evaluation_info(session, evaluation)
@@ -211,10 +211,15 @@ def environment_leaderboard(
     third_party: Annotated[
         bool, Query(description="include runs pushed by people outside the env's owner")
     ] = True,
+    verified: Annotated[
+        bool, Query(description="only runs the hub re-scored itself and found matching")
+    ] = False,
 ) -> Leaderboard:
     """Rows state n and a 95% interval; rows whose intervals overlap share a rank (`tied`)."""
     env = service.find_environment(session, owner, name, principal)
-    rows = leaderboard(session, env, principal, version, include_third_party=third_party)
+    rows = leaderboard(
+        session, env, principal, version, include_third_party=third_party, verified_only=verified
+    )
     return Leaderboard(environment=f"{owner}/{env.name}", data=rows)
 
 

@@ -9,6 +9,8 @@
 - Every index and count is a JSON integer in `0..MAX_INDEX`, what the narrowest column it is
   stored in holds (PostgreSQL's INTEGER), so no row insert or page query can overflow.
 - An environment may declare the range its rewards live in; samples outside it are refused.
+  A version may declare its rubric (each function's weight and range): a sample must then be
+  what that rubric can produce, its reward the weighted sum of its components.
 
 `finite_score` is the reading side of the same rule: stored data from before a rule existed is
 shown as missing, never trusted to be a number.
@@ -21,10 +23,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from registry_index.bounds import MAX_STORED_INT
+from registry_index.bounds import MAX_ABS_SCORE, MAX_STORED_INT
+from registry_index.rubric_spec import RubricSpec
 
-# Far beyond any real reward, small enough that 10^9 of them still sum to a finite float.
-MAX_ABS_SCORE = 1e15
 # The example and rollout index columns (PostgreSQL INTEGER).
 MAX_INDEX = MAX_STORED_INT
 # A JSON integer literal longer than this is refused while parsing (Python refuses to convert
@@ -206,3 +207,19 @@ def stored_json(text: str | None, default: Any) -> Any:
     except (ValueError, RecursionError):
         return default
     return value if isinstance(value, type(default)) else default
+
+
+def check_rubric(records: Sequence[dict[str, Any]], rubric: RubricSpec | None) -> None:
+    """Every scored sample is what the version's declared rubric can produce: each component
+    within its range, no undeclared reward, and the reward their weighted sum (a reward of 9.0
+    whose components are all 0 is refused)."""
+    if rubric is None:
+        return
+    for position, record in enumerate(records):
+        if record.get("error") is not None or record.get("reward") is None:
+            continue
+        problem = rubric.sample_problem(
+            record["reward"], record.get("rewards") or {}, record.get("metrics") or {}
+        )
+        if problem is not None:
+            raise IntegrityError(f"samples[{position}].{problem}")

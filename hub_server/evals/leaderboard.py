@@ -14,7 +14,8 @@ Rows whose intervals reach the lower end of their group leader's share its rank 
 `tied`, so a difference the samples cannot support is never shown as a ranking. Errored
 rollouts are excluded (never counted as 0); open, abandoned and owner-hidden runs never rank.
 Runs pushed by people outside the environment's owner are marked `third_party` and can be
-left out. docs/eval.md explains the board to its readers.
+left out; runs the hub re-scored itself are marked `verified`, and the board can show only
+those (`evals.verification`). docs/eval.md explains the board to its readers.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from sqlmodel import Session, col
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import User
 from hub_server.evals.integrity import MAX_ABS_SCORE, finite_score
-from hub_server.evals.models import Evaluation, EvaluationStatus
+from hub_server.evals.models import Evaluation, EvaluationStatus, VerificationStatus
 from hub_server.evals.service import runs_query, third_party_clause
 from hub_server.registry.models import Environment
 from registry_index.schemas.leaderboard import LeaderboardRow
@@ -40,8 +41,9 @@ _UNKNOWN_SPREAD = 1e300
 
 
 def _scored(
-    env: Environment, principal: Principal | None, version: str | None, first_party_only: bool
-) -> Any:
+    env: Environment, principal: Principal | None, version: str | None, first_party_only: bool,
+    verified_only: bool,
+) -> Any:  # fmt: skip
     """The filter every ranked run passes (as a `runs_query` of `columns`)."""
 
     def query(*columns: Any) -> Any:
@@ -57,6 +59,8 @@ def _scored(
             found = found.where(Evaluation.env_version == version)
         if first_party_only:
             found = found.where(third_party_clause().is_(False))
+        if verified_only:
+            found = found.where(col(Evaluation.verification) == VerificationStatus.VERIFIED)
         return found
 
     return query
@@ -90,11 +94,12 @@ def leaderboard(
     version: str | None = None,
     *,
     include_third_party: bool = True,
+    verified_only: bool = False,
 ) -> list[LeaderboardRow]:
     """The board, from two queries: the pooled spread σ, then a window function that numbers
     each model's runs by the ranking rule; only each model's first comes back, so Python
     handles O(models) rows, not one per run."""
-    runs = _scored(env, principal, version, not include_third_party)
+    runs = _scored(env, principal, version, not include_third_party, verified_only)
     spread = _spread(session, runs)
     own = sa.func.coalesce(col(Evaluation.reward_stderr), 0.0)
     floor = sa.literal(_UNKNOWN_SPREAD if spread is None else spread) / sa.func.sqrt(
@@ -120,6 +125,7 @@ def leaderboard(
             Evaluation.env_version,
             Evaluation.finalized_at,
             Evaluation.created_at,
+            Evaluation.verification,
             User.username,
             third_party_clause().label("third_party"),
             pick.label("pick"),
@@ -156,6 +162,7 @@ def leaderboard(
             ci_low=interval[0],
             ci_high=interval[1],
             tied=sizes[rank] > 1,
+            verified=run.verification == VerificationStatus.VERIFIED,
         )
         for run, rank, interval in zip(ordered, ranks, intervals, strict=True)
     ]

@@ -34,7 +34,13 @@ from hub_server.accounts.models import Membership, Owner
 from hub_server.core.blobstore import BlobStorage, content_key
 from hub_server.core.errors import BadRequest, Conflict, Forbidden, HubError, NotFound, TooLarge
 from hub_server.core.ids import utcnow
-from hub_server.evals.integrity import IntegrityError, check_reward_range, stored_json
+from hub_server.core.settings import HubSettings
+from hub_server.evals.integrity import (
+    IntegrityError,
+    check_reward_range,
+    check_rubric,
+    stored_json,
+)
 from hub_server.evals.models import Evaluation, EvaluationBatch, EvaluationStatus
 from hub_server.evals.samples import (
     SampleError,
@@ -50,8 +56,10 @@ from hub_server.evals.stats import (
     merge_partial,
     summary_from_json,
 )
+from hub_server.evals.verification import request_verification
 from hub_server.registry.models import Environment, Version
 from hub_server.registry.service import select_version
+from hub_server.registry.views import declared_rubric
 from registry_index.names import normalize
 from registry_index.resolve import parse_env_id
 from registry_index.schemas.evals import (
@@ -268,6 +276,8 @@ def append_samples(
         evaluation = _writable(session, evaluation_id, principal, check_open=False)
         try:
             check_reward_range(records, reward_range(evaluation.environment))
+            version = session.get(Version, evaluation.version_id)
+            check_rubric(records, declared_rubric(version) if version else None)
         except IntegrityError as exc:
             raise BadRequest(str(exc)) from None
         retried = session.exec(
@@ -332,6 +342,7 @@ def finalize_evaluation(
     evaluation_id: str,
     principal: Principal,
     metrics: dict[str, Any] | None,
+    settings: HubSettings | None = None,
 ) -> Evaluation:
     """Close the run: merge the batches' partial sums into the summary; only now can it rank."""
     try:
@@ -352,6 +363,8 @@ def finalize_evaluation(
         if metrics:
             merged = {**stored_json(evaluation.client_metrics_json, {}), **metrics}
             evaluation.client_metrics_json = json.dumps(merged, default=str)
+        if settings is not None:
+            request_verification(session, settings, evaluation)
         session.add(evaluation)
         session.commit()
     except BaseException:
@@ -586,6 +599,8 @@ def evaluation_info(session: Session, evaluation: Evaluation) -> EvaluationInfo:
         finalized_at=evaluation.finalized_at,
         third_party=is_third_party(session, evaluation),
         hidden=evaluation.hidden_at is not None,
+        verification=evaluation.verification,
+        verification_detail=evaluation.verification_detail,
     )
 
 

@@ -71,6 +71,7 @@ class NewFile:
     metadata_sha256: str | None = None
     content_hash: str | None = None
     keywords: tuple[str, ...] = ()
+    rubric_json: str | None = None  # the declared rubric of a `prime env push`
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,7 @@ _VERSION_BY_CANONICAL = sa.select(
     _VERSIONS.c.summary,
     _VERSIONS.c.requires_python,
     _VERSIONS.c.requires_dist,
+    _VERSIONS.c.rubric_json,
 ).where(
     _VERSIONS.c.environment_id == sa.bindparam("env_id"),
     _VERSIONS.c.canonical_version == sa.bindparam("canonical"),
@@ -250,6 +252,7 @@ def _get_or_create_version(
             summary=new.summary,
             requires_python=new.requires_python,
             requires_dist=json.dumps(list(new.requires_dist)),
+            rubric_json=new.rubric_json,
         )
         connection.execute(_VERSIONS.insert(), row)
         return str(row["id"])
@@ -267,6 +270,8 @@ def _filled_in(current: Any, new: NewFile) -> dict[str, str]:
     changes = {}
     if current.content_hash is None and new.content_hash is not None:
         changes["content_hash"] = new.content_hash
+    if current.rubric_json is None and new.rubric_json is not None:
+        changes["rubric_json"] = new.rubric_json  # set once: a release never changes
     if new.kind != FileKind.SOURCE:
         if not current.summary and new.summary:
             changes["summary"] = new.summary

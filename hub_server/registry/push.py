@@ -207,6 +207,7 @@ def reserve(
         size=body.size,
         semantic_version=body.semantic_version,
         content_hash=body.content_hash,
+        rubric_json=body.metadata.rubric.model_dump_json() if body.metadata.rubric else None,
         secret_hash=hashlib.sha256(secret.encode()).hexdigest(),
         staging_key="",
         user_id=principal.user.id,
@@ -357,7 +358,7 @@ def _validated_file(
             return NewFile(
                 filename=pending.filename, kind=FileKind.SOURCE, sha256=sha256,
                 size=scratch.stat().st_size, version=pending.semantic_version,
-                content_hash=pending.content_hash,
+                content_hash=pending.content_hash, rubric_json=pending.rubric_json,
             )  # fmt: skip
         validated = validate_distribution(scratch, pending.filename, _limits(settings))
     except InvalidUpload as exc:
@@ -378,4 +379,5 @@ def _validated_file(
         metadata_sha256=validated.metadata_sha256,
         content_hash=pending.content_hash,
         keywords=tuple(metadata.keywords),
+        rubric_json=pending.rubric_json,
     )

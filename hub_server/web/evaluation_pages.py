@@ -136,6 +136,8 @@ def evaluation_page(
             "created_at": evaluation.created_at,
             "finalized_at": evaluation.finalized_at,
             "sample_count": evaluation.sample_count,
+            "verification": evaluation.verification,
+            "verification_detail": evaluation.verification_detail,
             "summary": service.summary_of(evaluation) or Summary(),
         },
         metadata=_metadata_rows(evaluation),

@@ -31,6 +31,7 @@ class LeaderboardRow(BaseModel):
     ci_low: float
     ci_high: float
     tied: bool  # its interval reaches its rank's first row's ci_low: not told apart
+    verified: bool = False  # the hub re-scored the run itself and every score matched
 
 
 class Leaderboard(BaseModel):

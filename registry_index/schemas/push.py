@@ -7,6 +7,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field, model_validator
 
 from registry_index.bounds import MAX_STORED_INT
+from registry_index.rubric_spec import RubricSpec
 from registry_index.schemas.environments import OwnerOut, Tags, Visibility, VisibilityIn
 from registry_index.schemas.versions import VersionInfo
 
@@ -45,6 +46,9 @@ class PushMetadata(BaseModel):
     requires_dist: list[str] | None = None
     # [low, high]: the hub refuses eval samples whose reward falls outside (integrity).
     reward_range: tuple[float, float] | None = None
+    # pyproject's [tool.prime.rubric]: each function's weight and range; kept with the version,
+    # and every sample of a run of it must be what that rubric can produce.
+    rubric: RubricSpec | None = None
 
     @model_validator(mode="after")
     def _ordered_range(self) -> PushMetadata:
