@@ -159,6 +159,8 @@ def settled(hub: InProcessHub, runs: list[str]) -> dict[str, dict[str, Any]]:
         time.sleep(0.5)
 
 
+@pytest.mark.docker
+@pytest.mark.xdist_group("docker")  # starts Docker sandboxes (tests/conftest.py)
 def test_an_honest_run_is_verified_a_forged_one_disagrees_and_the_board_can_show_verified_only(
     verifying_hub: InProcessHub,
 ) -> None:
