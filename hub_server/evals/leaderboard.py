@@ -15,7 +15,7 @@ Rows whose intervals reach the lower end of their group leader's share its rank 
 rollouts are excluded (never counted as 0); open, abandoned and owner-hidden runs never rank.
 Runs pushed by people outside the environment's owner are marked `third_party` and can be
 left out; runs the hub re-scored itself are marked `verified`, and the board can show only
-those (`evals.verification`). docs/eval.md explains the board to its readers.
+those (`evals.verification`); a run it re-scored differently (`disagreed`) never ranks. docs/eval.md explains the board to its readers.
 """
 
 from __future__ import annotations
@@ -54,6 +54,11 @@ def _scored(
             # ranks; NaN fails BETWEEN on PostgreSQL, and SQLite stores it as NULL.
             col(Evaluation.reward_mean).between(-MAX_ABS_SCORE, MAX_ABS_SCORE),
             col(Evaluation.hidden_at).is_(None),
+            # The hub re-scored it and its scores are not the environment's: it never ranks.
+            sa.or_(
+                col(Evaluation.verification).is_(None),
+                col(Evaluation.verification) != VerificationStatus.DISAGREED,
+            ),
         )
         if version:
             found = found.where(Evaluation.env_version == version)

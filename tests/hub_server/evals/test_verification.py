@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from rich.console import Console
 from sqlmodel import Session, select
 
@@ -26,6 +27,8 @@ from hub_server.registry.models import Version
 from prime_cli.env.project import load_project
 from prime_cli.env.publish import push_environment
 from prime_cli.env.scaffold import create_scaffold
+from prime_cli.eval import commands as eval_commands
+from prime_cli.main import cli
 from registry_index.rubric_spec import RubricSpec
 from sandbox.docker_backend import docker_available, image_exists
 from sandbox.limits import DEFAULT_IMAGE
@@ -112,6 +115,52 @@ def test_claims_are_single_restart_safe_and_bounded(tmp_path: Path) -> None:
         assert fresh is not None and fresh.verification == VerificationStatus.RUNNING
 
 
+# -- what the board shows ------------------------------------------------------------------
+
+
+def test_a_disagreed_run_never_ranks_and_the_board_can_show_verified_runs_only(
+    tmp_path: Path,
+) -> None:
+    hub = HardenedHub(tmp_path)
+    token = {"Authorization": f"Bearer {hub.tokens['alice']}"}
+    verdicts = {}
+    with hub.client() as client:
+
+        def finished(model: str, rewards: list[float], verdict: VerificationStatus) -> None:
+            run = client.post(f"{EVALS}/", headers=token, json={
+                "name": model, "environments": [{"slug": "alice/wordle"}], "model_name": model,
+                "is_public": True}).json()["data"]["id"]  # fmt: skip
+            samples = [{"example_index": i, "rollout_index": 0, "reward": r}
+                       for i, r in enumerate(rewards)]  # fmt: skip
+            assert client.post(f"{EVALS}/{run}/samples", headers=token,
+                               json={"samples": samples}).status_code == 200  # fmt: skip
+            assert client.post(f"{EVALS}/{run}/finalize", headers=token, json={}).status_code == 200
+            verdicts[run] = verdict
+
+        finished("honest", [1.0, 0.0] * 50, VerificationStatus.VERIFIED)
+        finished("honest", [1.0] * 100, VerificationStatus.DISAGREED)  # its better run, forged
+        finished("forged", [1.0] * 100, VerificationStatus.DISAGREED)
+        finished("waiting", [0.0, 0.0, 1.0] * 30, VerificationStatus.PENDING)
+        with Session(hub.engine) as session:  # the worker's verdicts
+            for run_id, verdict in verdicts.items():
+                run = session.get(Evaluation, run_id)
+                assert run is not None
+                run.verification = verdict
+                session.add(run)
+            session.commit()
+        board = client.get("/api/v1/environmentshub/alice/wordle/leaderboard").json()["data"]
+        only = client.get("/api/v1/environmentshub/alice/wordle/leaderboard",
+                          params={"verified": "true"}).json()["data"]  # fmt: skip
+        page = client.get("/alice/wordle").text
+    assert [(row["model"], row["mean_reward"], row["verified"]) for row in board] == [
+        ("honest", 0.5, True),
+        ("waiting", pytest.approx(1 / 3), False),
+    ]
+    assert [row["model"] for row in only] == ["honest"]
+    table = page.split('<table class="leaderboard">', 1)[1].split("</table>", 1)[0]
+    assert ">honest<" in table and ">forged<" not in table
+
+
 # -- the whole path, for real -------------------------------------------------------------
 
 TASKS = [("What is 17 + 25?", "42"), ("What is 9 * 8?", "72"), ("What is 100 - 37?", "63")]
@@ -162,7 +211,7 @@ def settled(hub: InProcessHub, runs: list[str]) -> dict[str, dict[str, Any]]:
 @pytest.mark.docker
 @pytest.mark.xdist_group("docker")  # starts Docker sandboxes (tests/conftest.py)
 def test_an_honest_run_is_verified_a_forged_one_disagrees_and_the_board_can_show_verified_only(
-    verifying_hub: InProcessHub,
+    verifying_hub: InProcessHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     hub = verifying_hub
     honest = finished_run(hub, "honest", [("It is 42", 1.0), ("It is 71", 0.0), ("63", 1.0)])
@@ -174,12 +223,20 @@ def test_an_honest_run_is_verified_a_forged_one_disagrees_and_the_board_can_show
     assert states[forged]["verification"] == "disagreed", states[forged]
     assert "3 of 3 samples score differently" in states[forged]["verification_detail"]
     board = hub.http.get(f"{hub.url}/api/v1/environmentshub/admin/sums/leaderboard").json()["data"]
-    assert {row["model"]: row["verified"] for row in board} == {"honest": True, "forged": False}
+    assert {row["model"]: row["verified"] for row in board} == {"honest": True}  # forged: unranked
     only = hub.http.get(f"{hub.url}/api/v1/environmentshub/admin/sums/leaderboard",
                         params={"verified": "true"}).json()["data"]  # fmt: skip
     assert [row["model"] for row in only] == ["honest"]
-    page = hub.http.get(f"{hub.url}/admin/sums", params={"lb_verified": "true"}).text
-    table = page.split('<table class="leaderboard">', 1)[1].split("</table>", 1)[0]
-    assert ">honest<" in table and ">forged<" not in table and "badge verified" in table
+    for params in ({}, {"lb_verified": "true"}):
+        page = hub.http.get(f"{hub.url}/admin/sums", params=params).text
+        table = page.split('<table class="leaderboard">', 1)[1].split("</table>", 1)[0]
+        assert ">honest<" in table and ">forged<" not in table and "badge verified" in table
     run_page = hub.http.get(f"{hub.url}/admin/sums/evals/{forged}").text
     assert "disagreed" in run_page and "score differently" in run_page
+    # What `prime eval list` prints for them.
+    monkeypatch.setattr(eval_commands, "_hub", lambda: HubClient(hub.url, hub.admin_token,
+                                                                 transport=hub.transport))  # fmt: skip
+    listed = CliRunner().invoke(cli, ["eval", "list", "-e", "admin/sums"], env={"COLUMNS": "250"})
+    assert listed.exit_code == 0, listed.output
+    rows = {line.split("│")[3].strip(): line for line in listed.output.splitlines() if "│" in line}
+    assert "verified" in rows["honest"] and "disagreed" in rows["forged"], listed.output
