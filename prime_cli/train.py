@@ -213,7 +213,7 @@ def _finish(prepared: Any, env: Any, *, push: bool, public: bool, output: str) -
 def _push(run: Any, public: bool) -> list[dict[str, str]]:
     """Upload the step-0 and final evals with `prime eval push`'s code (before/after)."""
     from prime_cli.eval.runs import push_run
-    from trainer_bridge.stable import step_dir
+    from trainer_bridge.protocol.stable import step_dir
 
     evals = sorted(
         int(p.name.removeprefix("step_"))
@@ -273,8 +273,8 @@ def resume_cmd(run_dir: Path, max_steps: int | None, no_eval: bool, output: str)
 @click.option("-o", "--out", type=Path, help="PNG path (default RUN_DIR/plots/train.png)")
 def plot_cmd(run_dir: Path, out: Path | None) -> None:
     """Draw RUN_DIR's training curves (reward, eval, loss, KL, entropy, grad norm)."""
-    from trainer_bridge.evals import read_evals
     from trainer_bridge.metrics import plot
+    from trainer_bridge.orchestrator.evals import read_evals
 
     target = out or run_dir / "plots" / "train.png"
     try:

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .harnesses import Harness, SingleTurn
+from .reference import Reference
 from .rubric import Rubric
 from .tasks import Task, TaskSet, as_taskset
 
@@ -15,7 +16,8 @@ class Environment:
 
     `tasks` is the training set; `eval_tasks` (if given) is what `prime eval run` uses, else
     `tasks`. `name`/`version` are filled in by `prime_env.load` from the installed
-    distribution when the author leaves them out.
+    distribution when the author leaves them out. `reference` is the environment's own solver
+    and the score it declares (prime_env.reference): `-m reference`, `prime eval validate`.
     """
 
     def __init__(
@@ -27,6 +29,7 @@ class Environment:
         name: str | None = None,
         version: str | None = None,
         eval_tasks: TaskSet | Iterable[Task | Mapping[str, Any]] | None = None,
+        reference: Reference | None = None,
     ) -> None:
         if rubric is None:
             raise TypeError(
@@ -38,10 +41,16 @@ class Environment:
         harness = harness if harness is not None else SingleTurn()
         if not isinstance(harness, Harness):
             raise TypeError(f"harness must be a prime_env harness, got {type(harness).__name__}")
+        if reference is not None and not isinstance(reference, Reference):
+            raise TypeError(
+                "reference must be a prime_env.Reference(solve, min_reward=..., mean_reward=...), "
+                f"got {type(reference).__name__}"
+            )
         self.tasks = as_taskset(tasks)
         self.eval_tasks = as_taskset(eval_tasks) if eval_tasks is not None else None
         self.harness = harness
         self.rubric = rubric
+        self.reference = reference
         self.name = name
         self.version = version
         self.env_args: dict[str, Any] = {}

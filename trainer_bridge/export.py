@@ -10,9 +10,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from trainer_bridge.policy import PolicyError, apply_weights, load_weights, read_policy
-from trainer_bridge.stable import stable_steps, step_dir
-from trainer_bridge.trainer_config import ModelConfig
+from trainer_bridge.config import ModelConfig
+from trainer_bridge.protocol.policy import PolicyError, apply_weights, load_weights, read_policy
+from trainer_bridge.protocol.run_dir import RunDir
+from trainer_bridge.protocol.stable import stable_steps
 
 
 class ExportError(Exception):
@@ -29,7 +30,7 @@ def export_policy(
     if version not in steps:
         raise ExportError(f"policy {version} is not in {run_root}/broadcasts (have {steps})")
     try:
-        ref, _ = read_policy(step_dir(run_root / "broadcasts", version))
+        ref, _ = read_policy(RunDir(run_root).broadcast(version))
     except PolicyError as exc:
         raise ExportError(str(exc)) from None
     if out.exists() and any(out.iterdir()):
@@ -37,7 +38,7 @@ def export_policy(
     if not merge and ref.kind == "lora":
         shutil.copytree(ref.path, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("STABLE"))
         return out
-    from trainer_bridge.modeling import add_lora, load_base
+    from trainer_bridge.trainer.modeling import add_lora, load_base
 
     base, tokenizer = load_base(model.model_copy(update={"device": "cpu", "dtype": "float32"}))
     policy = add_lora(base, model) if ref.kind == "lora" else base

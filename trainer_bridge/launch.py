@@ -1,8 +1,9 @@
-"""Start, resume and finish a training run: the run dir, the child processes, the backend.
+"""Start, resume and finish a training run: the run dir, the trainer child, the orchestrator.
 
 `prime train` (prime_cli) is a thin shell over this: it resolves the config, installs and
 loads the environment, then calls `start`/`resume` and `execute`. Everything a notebook or a
-script would also need to launch a run lives here.
+script would also need to launch a run lives here; the backend comes from inference/factory.py
+and signals are shutdown.py's.
 """
 
 from __future__ import annotations
@@ -10,40 +11,39 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
-import signal
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from urllib.parse import urlparse
 
 from rich.console import Console
 
-from prime_env import event_loop
 from prime_env.environment import Environment
+from prime_env.process import event_loop
 from prime_env.run_status import RUNNING, describe_owner, held_by_another
-from trainer_bridge import checkpoints
-from trainer_bridge.backends.base import InferenceBackend
+from trainer_bridge.checkpoints import layout, orchestrator_state
 from trainer_bridge.config import (
     ConfigError,
     TrainConfig,
     differences,
     load_resolved,
 )
-from trainer_bridge.evals import evaluate
-from trainer_bridge.metrics import Monitor, plot
-from trainer_bridge.orchestrator import (
-    BackendFactory,
-    Orchestrator,
-    TrainingStopped,
-    reward_weights,
-    trainer_command,
+from trainer_bridge.inference.base import InferenceBackend
+from trainer_bridge.inference.factory import (
+    backend_kind,
+    make_backend_factory,
+    vllm_command,
+    vllm_urls,
 )
-from trainer_bridge.run_dir import RunDir, write_text_atomic
+from trainer_bridge.metrics import Monitor, plot
+from trainer_bridge.orchestrator.errors import TrainingStopped
+from trainer_bridge.orchestrator.evals import evaluate
+from trainer_bridge.orchestrator.loop import Orchestrator
+from trainer_bridge.orchestrator.rewards import reward_weights
+from trainer_bridge.protocol.run_dir import RunDir, write_text_atomic
+from trainer_bridge.shutdown import ShutdownGuard, until_signalled
 from trainer_bridge.supervisor import ChildDied, Supervisor
-
-SHUTDOWN_BOUND_S = 60.0
 
 
 def check_env(config: TrainConfig, env: Environment) -> None:
@@ -56,59 +56,17 @@ def check_env(config: TrainConfig, env: Environment) -> None:
     reward_weights(env, config.orchestrator.reward.weights)
 
 
-def backend_kind(config: TrainConfig) -> str:
-    kind = config.inference.backend
-    if kind != "auto":
-        return kind
-    if config.inference.urls:
-        return "external"
-    try:
-        import torch
-
-        cuda = bool(torch.cuda.is_available())
-    except ImportError:
-        cuda = False
-    if cuda:
-        try:
-            import vllm  # noqa: F401
-
-            return "vllm"
-        except ImportError:
-            pass
-    return "torch"
-
-
-def vllm_urls(config: TrainConfig) -> list[str]:
-    return config.inference.urls or ["http://127.0.0.1:8000/v1"]
-
-
-def vllm_command(config: TrainConfig, url: str) -> list[str]:
-    """`vllm serve` with runtime LoRA loading and token-exact responses (see vllm_backend)."""
-    from urllib.parse import urlparse
-
-    parsed = urlparse(url)
-    argv = [
-        "vllm",
-        "serve",
-        config.model.name,
-        "--host",
-        parsed.hostname or "127.0.0.1",
-        "--port",
-        str(parsed.port or 8000),
-        "--return-tokens-as-token-ids",
-        "--logprobs-mode",
-        "processed_logprobs",
-        "--gpu-memory-utilization",
-        str(config.inference.gpu_memory_utilization),
+def trainer_command(run: RunDir, python: str, resume_step: int = 0) -> list[str]:
+    """The trainer process's command line (`python -m trainer_bridge.trainer`)."""
+    return [
+        python,
+        "-m",
+        "trainer_bridge.trainer",
+        "--run-dir",
+        str(run.root),
+        "--resume-step",
+        str(resume_step),
     ]
-    if config.model.lora is not None:
-        rank = config.model.lora.rank
-        argv += ["--enable-lora", "--max-lora-rank", str(rank)]
-        argv += [
-            "--max-loras",
-            str(config.inference.max_loras or config.orchestrator.max_off_policy_steps + 2),
-        ]
-    return argv + list(config.inference.extra_args)
 
 
 def host_commands(config: TrainConfig, run_root: Path) -> dict[str, dict[str, str]]:
@@ -124,8 +82,6 @@ def host_commands(config: TrainConfig, run_root: Path) -> dict[str, dict[str, st
         local["inference"] = "in-process torch sampler (backend torch)"
     elif kind == "vllm":
         for i, url in enumerate(vllm_urls(config)):
-            from urllib.parse import urlparse
-
             host = urlparse(url).hostname or "127.0.0.1"
             name = "localhost" if host in ("127.0.0.1", "localhost", "::1") else host
             env = "VLLM_ALLOW_RUNTIME_LORA_UPDATING=1 "
@@ -144,7 +100,7 @@ class Prepared:
     run: RunDir
     config: TrainConfig
     env_spec: str
-    resume: checkpoints.OrchestratorState | None = None
+    resume: orchestrator_state.OrchestratorState | None = None
 
 
 def start(config: TrainConfig, env: Environment, env_spec: str) -> Prepared:
@@ -192,120 +148,15 @@ def resume(
             "refusing to resume with a changed config (only max_steps, orchestrator.eval, "
             "monitors and ckpt may change):\n  " + "\n  ".join(diff)
         )
-    state = checkpoints.latest(run)
+    state = orchestrator_state.latest(run)
     if state is not None and state.config_digest != stored.digest():
         raise ConfigError(f"the checkpoint at step {state.step} was written by another config")
     step = state.step if state is not None else 0
-    checkpoints.discard_after(run, step)
+    layout.discard_after(run, step)
     if config != stored:
         write_text_atomic(run.resolved_config, config.to_toml())
     env_spec = str(info.get("env") or config.env.id)
     return Prepared(run, config, env_spec, state)
-
-
-def make_backend_factory(
-    config: TrainConfig, supervisor: Supervisor, run: RunDir
-) -> BackendFactory:
-    kind = backend_kind(config)
-
-    async def torch_backend() -> InferenceBackend:
-        from trainer_bridge.backends.torch_backend import TorchBackend
-
-        backend = TorchBackend(config.model, threads=1)
-        await backend.client().ensure_loaded()
-        return backend
-
-    async def vllm_backend() -> InferenceBackend:
-        from trainer_bridge.backends.vllm_backend import VLLMBackend
-
-        backend = VLLMBackend(
-            config.model.name, vllm_urls(config) if kind == "vllm" else config.inference.urls
-        )
-        await backend.wait_ready(timeout_s=900 if kind == "vllm" else 60, check=supervisor.check)
-        return backend
-
-    if kind == "torch":
-        return torch_backend
-    if kind == "vllm" and not any(c.name.startswith("vllm") for c in supervisor.children):
-        environ = dict(os.environ, VLLM_ALLOW_RUNTIME_LORA_UPDATING="1")
-        for i, url in enumerate(vllm_urls(config)):
-            supervisor.start(
-                f"vllm[{i}]", vllm_command(config, url), run.logs / f"vllm_{i}.log", env=environ
-            )
-    return vllm_backend
-
-
-class ShutdownGuard:
-    """SIGTERM/SIGINT handling for a run, and the hard bound on its way out.
-
-    The first signal cancels the training task (in-flight rollouts are cancelled, the sampler
-    stops between two tokens, the children are stopped, run.json says `interrupted`) and arms
-    a timer: if the process has not finished exiting `bound_s` later, the timer kills the
-    children, writes run.json and leaves with `os._exit`, whatever is still running (a worker
-    thread in a C call, a hung close). A second signal takes that exit at once. The end of a
-    run arms the same timer, so a teardown that hangs (an eval or a batch still in flight at
-    max_steps, prime-rl#2912) is bounded too.
-    """
-
-    def __init__(self, run: RunDir, supervisor: Supervisor, bound_s: float = SHUTDOWN_BOUND_S):
-        self.run = run
-        self.supervisor = supervisor
-        self.bound_s = bound_s
-        self.signum: int | None = None
-        self.status, self.code, self.message = "interrupted", 1, "interrupted"
-        self._timer: threading.Timer | None = None
-        self._previous: dict[int, Any] = {}
-
-    @property
-    def exit_code(self) -> int:
-        """128 + the signal's number, as a shell reports it (130 Ctrl-C, 143 SIGTERM)."""
-        return 128 + (self.signum or signal.SIGINT)
-
-    def install(self) -> None:
-        """Plain handlers for the code outside the event loop (set-up and teardown); only
-        the main thread may set them (a run started from another thread keeps the caller's)."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            previous = signal.signal(sig, self._on_signal)
-            self._previous.setdefault(sig, previous)
-
-    def restore(self) -> None:
-        for sig, previous in self._previous.items():
-            signal.signal(sig, previous)
-        if self._timer is not None:
-            self._timer.cancel()
-
-    def _on_signal(self, signum: int, _frame: Any) -> None:
-        self.signalled(signum)
-        raise KeyboardInterrupt
-
-    def signalled(self, signum: int) -> None:
-        """Record the first signal and arm the bound (the caller then cancels what runs);
-        a second signal exits now."""
-        if self.signum is not None:
-            self.expire()
-        self.signum = signum
-        self.arm("interrupted", self.exit_code, f"interrupted by {signal.Signals(signum).name}")
-
-    def arm(self, status: str, code: int, message: str) -> None:
-        """From now on the process has `bound_s` to exit; if it does not, exit as `status`
-        (after a signal, always as `interrupted`)."""
-        if self.signum is None or status == "interrupted":
-            self.status, self.code, self.message = status, code, message
-        if self._timer is None:
-            self._timer = threading.Timer(self.bound_s, self.expire)
-            self._timer.daemon = True
-            self._timer.start()
-
-    def expire(self) -> None:
-        message = f"{self.message}; shutdown exceeded {self.bound_s:.0f} s, exited regardless"
-        try:
-            sys.stderr.write(f"{message}\nresume with: prime train resume {self.run.root}\n")
-            self.supervisor.stop_all(grace_s=0)
-            self.run.set_status(self.status, error=message)
-        finally:
-            os._exit(self.code)
 
 
 def execute(prepared: Prepared, env: Environment, console: Console) -> int:
@@ -342,7 +193,7 @@ def execute(prepared: Prepared, env: Environment, console: Console) -> int:
             log=lambda text: console.print(text),
         )
         try:
-            event_loop.run(_until_signalled(orchestrator.run_training(), guard))
+            event_loop.run(until_signalled(orchestrator.run_training(), guard))
         finally:
             guard.install()  # the loop's handlers are gone; a signal now still counts
         status, code = "completed", 0
@@ -386,36 +237,8 @@ def _wind_down(
     return code
 
 
-async def _until_signalled(coro: Any, guard: ShutdownGuard) -> None:
-    """Run `coro`; SIGTERM or SIGINT (a scheduler, Ctrl-C) cancels it, so in-flight rollouts
-    are cancelled and the children stopped on the way out, within the guard's bound. The
-    loop's own handlers: a `signal.signal` handler would only run between bytecodes, which
-    the event loop may not reach while it waits."""
-    loop = asyncio.get_running_loop()
-    task = asyncio.ensure_future(coro)
-
-    def on_signal(signum: int) -> None:
-        guard.signalled(signum)
-        task.cancel()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal, sig)
-    outcome = ("failed", 1, "stopped")
-    try:
-        await task
-        outcome = ("completed", 0, "")
-    except (TrainingStopped, ChildDied) as exc:
-        outcome = ("failed", 1, str(exc))
-        raise
-    finally:
-        # The loop's teardown waits for its worker threads: from here on the bound holds.
-        guard.arm(*outcome)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
-
-
 def _plot_quietly(run: RunDir) -> None:
-    from trainer_bridge.evals import read_evals
+    from trainer_bridge.orchestrator.evals import read_evals
 
     try:
         plot(run.metrics, run.plots / "train.png", read_evals(run.root))

@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import resource
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ from typing import Any
 from rich.console import Console
 
 from trainer_bridge.config import MonitorsConfig
-from trainer_bridge.run_dir import RunDir
+from trainer_bridge.protocol.run_dir import RunDir
 
 PLOT_PANELS: list[tuple[str, list[str]]] = [
     ("train reward", ["reward/mean"]),
@@ -30,18 +28,6 @@ PLOT_PANELS: list[tuple[str, list[str]]] = [
     ("entropy", ["trainer/entropy"]),
     ("grad norm", ["trainer/grad_norm"]),
 ]
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident set size in MiB (ru_maxrss is KiB on Linux, bytes on macOS)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
-
-
-def cpu_seconds() -> float:
-    """CPU seconds of this process and its reaped children."""
-    usage = os.times()
-    return usage.user + usage.system + usage.children_user + usage.children_system
 
 
 def mean(values: Iterable[float]) -> float | None:

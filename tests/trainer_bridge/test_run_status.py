@@ -14,14 +14,14 @@ import pytest
 
 from trainer_bridge import launch
 from trainer_bridge.config import ConfigError, build_config
-from trainer_bridge.run_dir import RunDir, train_run_of, write_text_atomic
+from trainer_bridge.protocol.run_dir import RunDir, train_run_of, write_text_atomic
 
 # What launch.execute records at its start, in a real process that then waits to be killed.
 WRITER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from trainer_bridge.run_dir import RunDir
+    from trainer_bridge.protocol.run_dir import RunDir
 
     run = RunDir.new(Path(sys.argv[1]), "x/y", "m")
     run.set_status("running", error=None)

@@ -1,4 +1,4 @@
-"""launch.ShutdownGuard: the hard bound on a run's way out holds whatever still runs."""
+"""shutdown.ShutdownGuard: the hard bound on a run's way out holds whatever still runs."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ SCRIPT = textwrap.dedent(
     """
     import signal, sys, threading, time
     from pathlib import Path
-    from trainer_bridge.launch import ShutdownGuard
-    from trainer_bridge.run_dir import RunDir
+    from trainer_bridge.shutdown import ShutdownGuard
+    from trainer_bridge.protocol.run_dir import RunDir
     from trainer_bridge.supervisor import Supervisor
 
     run = RunDir(Path(sys.argv[1]))

@@ -2,7 +2,8 @@
 
 Shows the two rubric features most RL recipes want: a correctness reward and a GROUP reward
 (a bonus for the shortest correct completions among the rollouts of one problem, which
-pushes a policy towards concise answers without rewarding short wrong ones).
+pushes a policy towards concise answers without rewarding short wrong ones). The reference
+policy (`arithmetic.reference`) computes the expression and answers `\\boxed{N}`: 1.2 everywhere.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from prime_env import (
     BoxedParser,
     Environment,
+    Reference,
     Rubric,
     SingleTurn,
     Task,
@@ -21,6 +23,7 @@ from prime_env import (
 )
 
 from .problems import LEVELS, generate
+from .reference import solve
 
 __all__ = ["LEVELS", "PARSER", "correct", "generate", "load_environment", "shortest_correct"]
 
@@ -114,5 +117,10 @@ def load_environment(
         parser=PARSER,
     )
     return Environment(
-        train, SingleTurn(system_prompt=SYSTEM_PROMPT), rubric, name="arithmetic", eval_tasks=evals
+        train,
+        SingleTurn(system_prompt=SYSTEM_PROMPT),
+        rubric,
+        name="arithmetic",
+        eval_tasks=evals,
+        reference=Reference(solve, min_reward=1.2),
     )

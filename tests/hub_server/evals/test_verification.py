@@ -30,7 +30,7 @@ from prime_cli.env.scaffold import create_scaffold
 from prime_cli.eval import commands as eval_commands
 from prime_cli.main import cli
 from registry_index.rubric_spec import RubricSpec
-from sandbox.docker_backend import docker_available, image_exists
+from sandbox.backends.docker import docker_available, image_exists
 from sandbox.limits import DEFAULT_IMAGE
 from tests.hub_server.hardening_hub import HardenedHub
 from tests.hub_server.inproc import InProcessHub, start_inproc_hub

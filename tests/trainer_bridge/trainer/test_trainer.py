@@ -1,0 +1,156 @@
+"""The trainer process on the tiny SmolLM2-shaped model: batches in, policies and
+checkpoints out; step 0 agrees with the sampler; resume continues exactly."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomli_w
+import torch
+from safetensors.torch import load_file
+
+from prime_env.clients.base import SamplingArgs
+from trainer_bridge.config import ModelConfig
+from trainer_bridge.inference.torch_backend import TorchBackend
+from trainer_bridge.protocol.batches import TrainSample, write_batch
+from trainer_bridge.protocol.policy import read_policy
+from trainer_bridge.protocol.run_dir import TRAINER_METRICS as METRICS_FILE
+from trainer_bridge.trainer.micro_batches import micro_batches
+from trainer_bridge.trainer.trainer import RunConfig, Trainer
+
+PROMPTS = ["Count to three.", "Name a colour.", "Say hi.", "What is 2+2?"]
+
+
+def make_run(
+    root: Path, model_dir: Path, max_steps: int, *, lora: bool = True, **ckpt: int
+) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "config").mkdir(exist_ok=True)
+    config = {
+        "max_steps": max_steps,
+        # TOML has no null: full fine-tuning is `lora = false`
+        "model": {"name": str(model_dir), "lora": {"rank": 4, "alpha": 8} if lora else False},
+        "trainer": {
+            "micro_batch_tokens": 128,
+            "optim": {"lr": 1e-2},
+            "loss": {"kl_coef": 0.1 if lora else 0.0},
+        },
+        "ckpt": ckpt,
+        "orchestrator": {"batch_size": 4},  # not the trainer's: ignored
+    }
+    (root / "config" / "resolved.toml").write_text(tomli_w.dumps(config))
+    return root
+
+
+@pytest.fixture(scope="module")
+def sampled(tiny_model_dir: Path) -> list[TrainSample]:
+    """Four real samples from the torch backend at T = 0.8 (ids and logprobs as sampled)."""
+
+    async def sample() -> list[TrainSample]:
+        backend = TorchBackend(ModelConfig(name=str(tiny_model_dir), lora=None))
+        client = backend.client()
+        sampling = SamplingArgs(max_tokens=10, temperature=0.8, seed=5)
+        replies = await asyncio.gather(
+            *(client.chat([{"role": "user", "content": p}], sampling=sampling) for p in PROMPTS)
+        )
+        await backend.close()
+        out = []
+        for i, r in enumerate(replies):
+            prompt, completion = r.prompt_token_ids or [], r.completion_token_ids or []
+            out.append(
+                TrainSample(
+                    input_ids=prompt + completion,
+                    loss_mask=[0] * len(prompt) + [1] * len(completion),
+                    sampler_logprobs=[0.0] * len(prompt) + list(r.completion_logprobs or []),
+                    advantage=1.0 if i % 2 else -1.0,
+                    temperature=0.8,
+                    policy_version=0,
+                )
+            )
+        return out
+
+    return asyncio.run(sample())
+
+
+def adapter(run: Path, version: int) -> dict[str, torch.Tensor]:
+    return load_file(str(run / "broadcasts" / f"step_{version}" / "adapter_model.safetensors"))
+
+
+def test_micro_batches_respect_the_token_budget(sampled: list[TrainSample]) -> None:
+    groups = micro_batches(sampled * 3, 64)
+    assert sorted(len(s.input_ids) for g in groups for s in g) == sorted(
+        len(s.input_ids) for s in sampled * 3
+    )
+    for group in groups:
+        assert len(group) == 1 or len(group) * max(len(s.input_ids) for s in group) <= 64
+
+
+@pytest.mark.slow  # three trainer runs: about a minute on two busy cores
+def test_trains_publishes_checkpoints_and_resumes_exactly(
+    tiny_model_dir: Path, tmp_path: Path, sampled: list[TrainSample]
+) -> None:
+    straight = make_run(tmp_path / "straight", tiny_model_dir, 3, interval=1, keep_last=2)
+    for step in range(3):
+        write_batch(straight, step, sampled)
+    Trainer(straight, RunConfig.load(straight)).run()
+
+    metrics = [json.loads(line) for line in (straight / METRICS_FILE).read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [0, 1, 2]
+    # step 0: the trainer scores exactly what the sampler sampled (same weights, same T)
+    assert metrics[0]["mismatch_kl"] <= 1e-6 and metrics[0]["ref_kl"] <= 1e-9
+    assert metrics[1]["mismatch_kl"] > metrics[0]["mismatch_kl"]  # now off-policy by one step
+    assert all(m["grad_norm"] > 0 and m["loss_tokens"] > 0 for m in metrics)
+    for version in range(4):
+        ref, probe = read_policy(straight / "broadcasts" / f"step_{version}")
+        assert ref.version == version and ref.kind == "lora" and len(probe.logprobs) > 10
+    assert not any(v.abs().sum() for k, v in adapter(straight, 0).items() if "lora_B" in k)
+    assert adapter(straight, 1).keys() == adapter(straight, 0).keys()
+    ckpts = sorted(p.name for p in (straight / "checkpoints").iterdir())
+    assert ckpts == ["step_2", "step_3"]  # keep_last = 2
+
+    # Interrupted after 2 steps, then resumed from the step-2 checkpoint: the same policy 3.
+    resumed = make_run(tmp_path / "resumed", tiny_model_dir, 2, interval=2)
+    for step in range(3):
+        write_batch(resumed, step, sampled)
+    Trainer(resumed, RunConfig.load(resumed)).run()
+    assert not (resumed / "broadcasts" / "step_3").exists()
+    make_run(resumed, tiny_model_dir, 3, interval=2)
+    Trainer(resumed, RunConfig.load(resumed)).run()
+    lines = (resumed / METRICS_FILE).read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [0, 1, 2]
+    a, b = adapter(straight, 3), adapter(resumed, 3)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_bad_run_dir_exits_2_with_a_message(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "trainer_bridge.trainer", "--run-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 2 and "resolved.toml" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.slow  # a training run and a backend load: about a minute on busy cores
+async def test_full_fine_tuning_broadcasts_load_into_the_backend(
+    tiny_model_dir: Path, tmp_path: Path, sampled: list[TrainSample]
+) -> None:
+    run = make_run(tmp_path / "full", tiny_model_dir, 1, lora=False)
+    config = RunConfig.load(run)
+    assert config.model.lora is None
+    write_batch(run, 0, sampled)
+    Trainer(run, config).run()
+    ref, probe = read_policy(run / "broadcasts" / "step_1")
+    assert ref.kind == "full"
+    backend = TorchBackend(config.model)
+    await backend.publish(ref)
+    served = await backend.score(1, probe.token_ids)
+    assert max(abs(a - b) for a, b in zip(served, probe.logprobs)) <= 1e-5
+    await backend.close()

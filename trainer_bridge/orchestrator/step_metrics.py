@@ -1,0 +1,99 @@
+"""One metrics line per step: the orchestrator's half from its StepStats, the trainer's read back.
+
+The trainer appends its line to `trainer_metrics.jsonl` just after the step's broadcast; the
+orchestrator waits briefly for it and writes both halves as one `metrics.jsonl` row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from trainer_bridge.metrics import mean
+from trainer_bridge.orchestrator.batches import StepStats
+from trainer_bridge.protocol.run_dir import RunDir
+from trainer_bridge.usage import cpu_seconds, peak_rss_mb
+
+TRAINER_LINE_WAIT_S = 10.0
+
+
+class StepMetrics:
+    """Builds the step rows; the run's elapsed and CPU time count from its construction."""
+
+    def __init__(self, run: RunDir) -> None:
+        self.run = run
+        self.started = time.monotonic()
+        self.cpu_started = cpu_seconds()
+
+    def row(
+        self,
+        step: int,
+        stats: StepStats,
+        eval_row: dict[str, float],
+        trainer: dict[str, Any],
+        *,
+        sampler_restarts: int,
+        probe_gap: float | None,
+    ) -> dict[str, Any]:
+        elapsed = time.monotonic() - stats.started
+        scored = [r for r in stats.records if r.error is None]
+        row: dict[str, Any] = {"step": step, "time": round(time.time(), 3)}
+        row["reward/mean"] = mean(r.reward for r in scored if r.reward is not None)
+        row["reward/train_mean"] = mean(stats.train_rewards)
+        names = sorted({k for r in scored for k in (*r.rewards, *r.metrics)})
+        for name in names:
+            row[f"reward/{name}"] = mean(
+                {**r.metrics, **r.rewards}[name]
+                for r in scored
+                if name in r.rewards or name in r.metrics
+            )
+        row["batch/samples"] = stats.samples
+        row["batch/rollouts"] = len(stats.versions)
+        row["batch/loss_tokens"] = stats.loss_tokens
+        row["rollouts/total"] = len(stats.records)
+        row["off_policy/mean"] = mean(float(step - v) for v in stats.versions)
+        row["off_policy/max"] = max((step - v for v in stats.versions), default=None)
+        for kind, count in stats.drops.items():
+            row[f"drops/{kind}"] = count
+        row["drops/total"] = sum(stats.drops.values())
+        for kind, count in stats.errors.items():
+            row[f"errors/{kind}"] = count
+        row["errors/total"] = sum(stats.errors.values())
+        completion = sum(r.usage.completion_tokens for r in stats.records)
+        row["perf/tokens_sampled"] = completion
+        row["perf/tokens_per_s"] = round(completion / max(elapsed, 1e-9), 2)
+        row["time/step_s"] = round(elapsed, 3)
+        row["time/wait_policy_s"] = round(stats.wait_policy_s, 3)
+        row["time/elapsed_s"] = round(time.monotonic() - self.started, 3)
+        row["perf/cpu_s_orchestrator"] = round(cpu_seconds() - self.cpu_started, 2)
+        row["mem/orchestrator_peak_rss_mb"] = peak_rss_mb()
+        row["sampler/restarts"] = sampler_restarts
+        if probe_gap is not None:
+            row["probe/max_abs_diff"] = probe_gap
+        for key, value in trainer.items():
+            if key != "step":
+                row[f"trainer/{key}"] = value
+        row.update(eval_row)
+        return row
+
+    async def trainer_half(self, step: int, check: Callable[[], None]) -> dict[str, Any]:
+        """The trainer's line for `step`, or {} if it does not come in time; `check` (the
+        supervisor's) stops the wait when the trainer died after the broadcast."""
+        path = self.run.trainer_metrics
+        deadline = time.monotonic() + TRAINER_LINE_WAIT_S
+        while True:
+            if path.is_file():
+                for line in reversed(path.read_text().splitlines()):
+                    try:
+                        data = json.loads(line)
+                    except ValueError:
+                        continue
+                    if data.get("step") == step:
+                        return dict(data)
+            if time.monotonic() > deadline:
+                return {}
+            check()
+            await asyncio.sleep(0.05)

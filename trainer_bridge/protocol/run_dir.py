@@ -1,0 +1,153 @@
+"""The layout of one training run on disk, and the atomic writes everything in it relies on.
+
+`outputs/train/<env>--<model>/<run_id>/` holds
+- `run.json`: status, config digest, pushes (replaced atomically, never half-written); while
+  `running`, the owner process (pid, start time, host), so `status()` can tell a run that was
+  SIGKILLed (it reads `interrupted`) from one still running;
+- `config/resolved.toml`: the full configuration the run was started with (what the trainer
+  child reads and what `prime train resume` compares against);
+- `metrics.jsonl`: one line per trained step; `trainer_metrics.jsonl`: the trainer's half of it;
+- `rollouts/step_N.jsonl`: every rollout record that step saw (errors and drops included);
+- `batches/step_N/`, `broadcasts/step_N/`, `checkpoints/step_N/`: handed between processes,
+  each directory complete only once its `STABLE` marker exists (written last);
+- `evals/step_N/`: standard eval runs (`prime eval push` reads them);
+- `logs/`: one log per child process; `plots/train.png`.
+
+Every process of the run (orchestrator, trainer) derives paths from this one class, so the
+layout has a single home.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prime_env.run_status import read_status, status_fields
+from trainer_bridge.protocol.stable import step_dir
+
+RUN_JSON = "run.json"
+RESOLVED = "config/resolved.toml"
+TRAINER_METRICS = "trainer_metrics.jsonl"
+
+
+def slug(text: str) -> str:
+    """A path component for an env or model id (`prime/arithmetic@0.1` → `prime--arithmetic-0.1`)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text.replace("/", "--").replace("@", "-"))
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def write_json_atomic(path: Path, payload: Any) -> None:
+    """Write + rename in the same directory: readers see the old or the new file, never a torn one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(json.dumps(payload, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def train_run_of(eval_dir: Path) -> Path | None:
+    """The `prime train` run an eval run directory belongs to (`RUN/evals/step_N`), or None:
+    such an eval is finished by resuming the train run, not by `prime eval run --resume`."""
+    root = eval_dir.resolve().parent.parent
+    if eval_dir.resolve().parent.name == "evals" and (root / RUN_JSON).is_file():
+        return root
+    return None
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Paths of one training run."""
+
+    root: Path
+
+    @classmethod
+    def new(cls, output_dir: Path, env_id: str, model: str, run_id: str | None = None) -> RunDir:
+        run_id = run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+        root = output_dir / "train" / f"{slug(env_id)}--{slug(model)}" / run_id
+        root.mkdir(parents=True, exist_ok=False)
+        run = cls(root)
+        for sub in ("config", "rollouts", "evals", "broadcasts", "batches", "checkpoints"):
+            (root / sub).mkdir(exist_ok=True)
+        run.logs.mkdir(exist_ok=True)
+        run.plots.mkdir(exist_ok=True)
+        return run
+
+    @property
+    def run_id(self) -> str:
+        return self.root.name
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / RUN_JSON
+
+    @property
+    def resolved_config(self) -> Path:
+        return self.root / RESOLVED
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+    @property
+    def trainer_metrics(self) -> Path:
+        return self.root / TRAINER_METRICS
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def plots(self) -> Path:
+        return self.root / "plots"
+
+    def rollouts(self, step: int) -> Path:
+        return self.root / "rollouts" / f"step_{step}.jsonl"
+
+    def batch(self, step: int) -> Path:
+        return step_dir(self.root / "batches", step)
+
+    def broadcast(self, step: int) -> Path:
+        return step_dir(self.root / "broadcasts", step)
+
+    def checkpoint(self, step: int) -> Path:
+        return step_dir(self.root / "checkpoints", step)
+
+    def eval_dir(self, step: int) -> Path:
+        return step_dir(self.root / "evals", step)
+
+    def read_run_json(self) -> dict[str, Any]:
+        if not self.run_json.is_file():
+            return {}
+        return dict(json.loads(self.run_json.read_text()))
+
+    def update_run_json(self, **fields: Any) -> dict[str, Any]:
+        """Merge `fields` into run.json (atomically) and return the new content."""
+        data = self.read_run_json() | fields
+        data["updated_at"] = now()
+        write_json_atomic(self.run_json, data)
+        return data
+
+    def set_status(self, status: str, **fields: Any) -> dict[str, Any]:
+        """Record `status` (with `fields`): `running` names this process as the run's owner,
+        any other status clears it."""
+        return self.update_run_json(**status_fields(status), **fields)
+
+    def status(self) -> str | None:
+        """The run's status as it stands now: `running` whose process is gone (SIGKILL, a
+        reboot) reads `interrupted` (prime_env.run_status, the rule eval runs share)."""
+        return read_status(self.read_run_json())
