@@ -227,7 +227,7 @@ def _rescore_in_sandbox(
     settings: HubSettings, work: Path, wheel: Path, spec: str, env_args: dict[str, Any],
     records: Sequence[dict[str, Any]],
 ) -> dict[str, Any]:  # fmt: skip
-    from sandbox import SandboxError, SandboxLimits, open_sandbox
+    from sandbox import SandboxError, SandboxLimits, open_sandbox, resolve_backend
 
     limits = SandboxLimits(
         memory_mb=1536, workdir_mb=640, file_size_mb=256, transfer_bytes=_TRANSFER_BYTES,
@@ -240,7 +240,12 @@ def _rescore_in_sandbox(
         raise NotVerifiable(f"its samples are {len(lines)} bytes; the hub re-scores at most "
                             f"{_TRANSFER_BYTES // 2}")  # fmt: skip
     try:
-        with open_sandbox(settings.verify_sandbox, limits=limits) as box:
+        # The rubric is anyone's code: never where it sees the hub's host, whatever
+        # PRIME_SANDBOX_ALLOW_UNISOLATED lets `auto` fall back to.
+        backend = resolve_backend(settings.verify_sandbox)
+        if backend == "unisolated":
+            raise NotVerifiable("no isolating sandbox (Docker or bubblewrap) is available")
+        with open_sandbox(backend, limits=limits) as box:
             python = box.exec(
                 ["python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], timeout=60
             )

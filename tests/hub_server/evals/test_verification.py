@@ -22,7 +22,13 @@ from hub_server.accounts.models import User
 from hub_server.core.ids import utcnow
 from hub_server.core.settings import HubSettings
 from hub_server.evals.models import Evaluation, EvaluationStatus, VerificationStatus
-from hub_server.evals.verification import MAX_ATTEMPTS, claim_next, compare
+from hub_server.evals.verification import (
+    MAX_ATTEMPTS,
+    NotVerifiable,
+    _rescore_in_sandbox,
+    claim_next,
+    compare,
+)
 from hub_server.registry.models import Version
 from prime_cli.env.project import load_project
 from prime_cli.env.publish import push_environment
@@ -30,6 +36,8 @@ from prime_cli.env.scaffold import create_scaffold
 from prime_cli.eval import commands as eval_commands
 from prime_cli.main import cli
 from registry_index.rubric_spec import RubricSpec
+from sandbox import factory as sandbox_factory
+from sandbox.backends import local as local_backend
 from sandbox.backends.docker import docker_available, image_exists
 from sandbox.limits import DEFAULT_IMAGE
 from tests.hub_server.hardening_hub import HardenedHub
@@ -78,6 +86,21 @@ def test_every_score_matching_is_verified_and_anything_else_is_not() -> None:
     assert status == VerificationStatus.DISAGREED and "declares" in detail
     status, _ = compare(records, {"weights": WEIGHTS, "scores": [ours(1.0, 1.0)]}, None)
     assert status == VerificationStatus.FAILED
+
+
+def test_the_hub_never_re_scores_where_the_rubric_sees_its_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A machine with neither Docker nor bubblewrap, where the operator let `auto` fall back
+    to the unisolated backend for their own code: anyone's rubric still never runs there."""
+    monkeypatch.setattr(sandbox_factory, "_docker_problem", lambda: "no Docker daemon")
+    monkeypatch.setattr(local_backend, "bwrap_problem", lambda: "bubblewrap is not installed")
+    monkeypatch.setenv(sandbox_factory.ALLOW_UNISOLATED, "1")
+    assert sandbox_factory.resolve_backend("auto") == "unisolated"
+    settings = HubSettings(data_dir=tmp_path, verify_sandbox="auto")
+    with pytest.raises(NotVerifiable, match="no isolating sandbox"):
+        _rescore_in_sandbox(settings, tmp_path, tmp_path / "sums-0.1.0-py3-none-any.whl",
+                            "admin/sums@0.1.0", {}, [pushed(1.0, 1.0)])  # fmt: skip
 
 
 # -- claiming survives restarts -----------------------------------------------------------
