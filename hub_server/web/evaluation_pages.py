@@ -62,7 +62,7 @@ def _metadata_rows(evaluation: Evaluation) -> list[tuple[str, str]]:
     rows = []
     for key, value in list(metadata.items())[:_SHOWN_METADATA]:
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        rows.append((str(key), shown[:500]))
+        rows.append((str(key)[:100], shown[:500]))  # a key is as free-form as a value
     return rows
 
 

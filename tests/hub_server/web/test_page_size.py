@@ -25,11 +25,14 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HardenedHub
         yield hub, client
 
 
-def pushed_run(hub: HardenedHub, client: TestClient, samples: list[dict[str, object]]) -> str:
+def pushed_run(
+    hub: HardenedHub, client: TestClient, samples: list[dict[str, object]],
+    metadata: dict[str, object] | None = None,
+) -> str:  # fmt: skip
     auth = {"Authorization": f"Bearer {hub.tokens['alice']}"}
     run = client.post(f"{EVALS}/", headers=auth, json={
         "name": "big", "environments": [{"slug": "alice/wordle"}], "model_name": "m",
-        "is_public": True}).json()["data"]["id"]  # fmt: skip
+        "is_public": True, "metadata": metadata or {}}).json()["data"]["id"]  # fmt: skip
     pushed = client.post(f"{EVALS}/{run}/samples", headers=auth, json={"samples": samples})
     assert pushed.status_code == 200, pushed.text[:300]
     assert client.post(f"{EVALS}/{run}/finalize", headers=auth, json={}).status_code == 200
@@ -58,6 +61,16 @@ def test_a_20_mib_completion_makes_a_small_page_and_a_whole_jsonl(
     whole = client.get(f"/alice/wordle/evals/{run}/samples.jsonl")
     first = json.loads(whole.content.splitlines()[0])
     assert first["completion"][0]["content"] == huge
+
+
+def test_huge_run_metadata_adds_little_to_its_page(site: tuple[HardenedHub, TestClient]) -> None:
+    hub, client = site
+    sample = {"example_index": 0, "reward": 1.0}
+    plain = client.get(f"/alice/wordle/evals/{pushed_run(hub, client, [sample])}")
+    metadata = {"k" * 500_000: "v", "notes": "n" * 400_000}  # within a create's 1 MiB body
+    page = client.get(f"/alice/wordle/evals/{pushed_run(hub, client, [sample], metadata)}")
+    assert plain.status_code == page.status_code == 200, plain.text[-500:]
+    assert len(page.content) < len(plain.content) + 4_000, (len(page.content), len(plain.content))
 
 
 def test_a_huge_readme_makes_a_small_environment_page(site: tuple[HardenedHub, TestClient]) -> None:
