@@ -9,8 +9,9 @@ public API), it loads the environment and runs its rubric on the pushed prompts 
 completions (`prime_env.rescore`: no model call), and compares.
 
 - `verified`: every scored sample's reward and components match (within 1e-6, relative);
-- `disagreed`: some do not, or the environment's rubric is not the one its version
-  declares: the detail says how many and gives an example;
+- `disagreed`: some do not, some samples are not the environment's own tasks (their prompt,
+  answer or info is not what the environment gives that example), or the environment's
+  rubric is not the one its version declares: the detail says how many and gives an example;
 - `failed`: the hub could not re-score (not installable, no sandbox, the environment does not
   load, too large): never shown as verified, and the detail says why.
 
@@ -328,14 +329,23 @@ def compare(
             return VerificationStatus.DISAGREED, (
                 f"the environment's rubric weighs {weights}, but its version declares {said}"
             )
+    foreign = [i for i, s in enumerate(scores) if s.get("mismatch")]
     unscored = [i for i, s in enumerate(scores) if s.get("error")]
     wrong = [
-        i for i, s in enumerate(scores) if not s.get("error") and not _same_scores(records[i], s)
+        i
+        for i, s in enumerate(scores)
+        if not s.get("error") and not s.get("mismatch") and not _same_scores(records[i], s)
     ]
     total = len(records)
-    if not unscored and not wrong:
+    if not foreign and not unscored and not wrong:
         return VerificationStatus.VERIFIED, f"re-scored {total} samples: every score matches"
     parts = []
+    if foreign:
+        i = foreign[0]
+        parts.append(
+            f"{len(foreign)} of {total} samples are not the environment's own tasks (e.g. "
+            f"example {records[i].get('example_index')}: {scores[i]['mismatch']})"
+        )
     if wrong:
         i = wrong[0]
         parts.append(

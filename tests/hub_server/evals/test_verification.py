@@ -35,6 +35,7 @@ from prime_cli.env.publish import push_environment
 from prime_cli.env.scaffold import create_scaffold
 from prime_cli.eval import commands as eval_commands
 from prime_cli.main import cli
+from prime_env.loading import load
 from registry_index.rubric_spec import RubricSpec
 from sandbox import factory as sandbox_factory
 from sandbox.backends import local as local_backend
@@ -84,6 +85,10 @@ def test_every_score_matching_is_verified_and_anything_else_is_not() -> None:
     status, detail = compare(records, {"weights": {"correct": 2.0, "length": 0.0},
                                        "scores": [ours(1.0, 1.0), ours(0.0, 0.0)]}, DECLARED)  # fmt: skip
     assert status == VerificationStatus.DISAGREED and "declares" in detail
+    status, detail = compare(records, {"weights": WEIGHTS, "scores": [
+        ours(1.0, 1.0), {"mismatch": "its answer is not the environment's for example 0"}]}, None)  # fmt: skip
+    assert status == VerificationStatus.DISAGREED
+    assert "1 of 2 samples are not the environment's own tasks" in detail and "answer" in detail
     status, _ = compare(records, {"weights": WEIGHTS, "scores": [ours(1.0, 1.0)]}, None)
     assert status == VerificationStatus.FAILED
 
@@ -186,8 +191,6 @@ def test_a_disagreed_run_never_ranks_and_the_board_can_show_verified_runs_only(
 
 # -- the whole path, for real -------------------------------------------------------------
 
-TASKS = [("What is 17 + 25?", "42"), ("What is 9 * 8?", "72"), ("What is 100 - 37?", "63")]
-
 
 @pytest.fixture
 def verifying_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InProcessHub]:
@@ -203,17 +206,26 @@ def verifying_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[I
         yield hub
 
 
-def finished_run(hub: InProcessHub, model: str, answers: list[tuple[str, float]]) -> str:
-    """A run pushed as `prime eval push` would, each completion with the reward claimed."""
+def finished_run(
+    hub: InProcessHub, model: str, completions: list[tuple[str, float]],
+    answers: list[str] | None = None,
+) -> str:  # fmt: skip
+    """A run pushed as `prime eval push` would, of the environment's first tasks as its runner
+    records them, each completion with the reward claimed (and, given `answers`, each task's
+    answer replaced)."""
+    env = load(str(hub.data_dir.parent / "sums"))
+    tasks = env.get_eval_tasks()
     api = hub.client(hub.admin_token)
     run = api.post(f"{EVALS}/", json={"name": model, "model_name": model, "is_public": True,
                                       "environments": [{"slug": "admin/sums"}]}).json()["data"]["id"]  # fmt: skip
     samples = [
-        {"example_index": i, "rollout_index": 0, "prompt": [{"role": "user", "content": question}],
-         "completion": [{"role": "assistant", "content": text}], "answer": answer, "info": {},
+        {"example_index": i, "rollout_index": 0, "task_id": tasks[i].id,
+         "prompt": env.harness.build_prompt(tasks[i]),
+         "completion": [{"role": "assistant", "content": text}],
+         "answer": tasks[i].answer if answers is None else answers[i], "info": tasks[i].info,
          "reward": claimed, "rewards": {"correct_answer": claimed},
          "metrics": {"answer_length": float(len(text))}}
-        for i, ((question, answer), (text, claimed)) in enumerate(zip(TASKS, answers, strict=True))
+        for i, (text, claimed) in enumerate(completions)
     ]  # fmt: skip
     assert api.post(f"{EVALS}/{run}/samples", json={"samples": samples}).status_code == 200
     finalized = api.post(f"{EVALS}/{run}/finalize", json={})
@@ -241,10 +253,18 @@ def test_an_honest_run_is_verified_a_forged_one_disagrees_and_the_board_can_show
     # Consistent with the declared weights, so the push checks pass; but the completions are
     # wrong: only the re-scoring can tell.
     forged = finished_run(hub, "forged", [("It is 41", 1.0), ("It is 70", 1.0), ("62", 1.0)])
-    states = settled(hub, [honest, forged])
+    # Wrong completions made right by pushing tasks whose answers fit them.
+    rigged = finished_run(hub, "rigged", [("It is 41", 1.0), ("It is 70", 1.0), ("62", 1.0)],
+                          answers=["41", "70", "62"])  # fmt: skip
+    states = settled(hub, [honest, forged, rigged])
     assert states[honest]["verification"] == "verified", states[honest]
     assert states[forged]["verification"] == "disagreed", states[forged]
     assert "3 of 3 samples score differently" in states[forged]["verification_detail"]
+    assert states[rigged]["verification"] == "disagreed", states[rigged]
+    assert (
+        "3 of 3 samples are not the environment's own tasks"
+        in (states[rigged]["verification_detail"])
+    )
     board = hub.http.get(f"{hub.url}/api/v1/environmentshub/admin/sums/leaderboard").json()["data"]
     assert {row["model"]: row["verified"] for row in board} == {"honest": True}  # forged: unranked
     only = hub.http.get(f"{hub.url}/api/v1/environmentshub/admin/sums/leaderboard",
@@ -256,10 +276,9 @@ def test_an_honest_run_is_verified_a_forged_one_disagrees_and_the_board_can_show
         assert ">honest<" in table and ">forged<" not in table and "badge verified" in table
     run_page = hub.http.get(f"{hub.url}/admin/sums/evals/{forged}").text
     assert "disagreed" in run_page and "score differently" in run_page
-    # What `prime eval list` prints for them.
+    # What `prime eval list` prints for them (rich may fold a row over several lines).
     monkeypatch.setattr(eval_commands, "_hub", lambda: HubClient(hub.url, hub.admin_token,
                                                                  transport=hub.transport))  # fmt: skip
-    listed = CliRunner().invoke(cli, ["eval", "list", "-e", "admin/sums"], env={"COLUMNS": "250"})
+    listed = CliRunner().invoke(cli, ["eval", "list", "-e", "admin/sums"])
     assert listed.exit_code == 0, listed.output
-    rows = {line.split("│")[3].strip(): line for line in listed.output.splitlines() if "│" in line}
-    assert "verified" in rows["honest"] and "disagreed" in rows["forged"], listed.output
+    assert "verified" in listed.output and "disagreed" in listed.output, listed.output
