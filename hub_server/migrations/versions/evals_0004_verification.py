@@ -35,13 +35,14 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("evaluation") as batch_op:
-        batch_op.drop_index("ix_evaluation_verification")
-        for column in (
-            "verified_at",
-            "verification_attempts",
-            "verification_started_at",
-            "verification_detail",
-            "verification",
-        ):
-            batch_op.drop_column(column)
+    # A plain DROP COLUMN (SQLite >= 3.35), not batch mode: batch mode copies the table and
+    # drops the old one, which the batches and samples pointing at a run refuse.
+    op.drop_index("ix_evaluation_verification", table_name="evaluation")
+    for column in (
+        "verified_at",
+        "verification_attempts",
+        "verification_started_at",
+        "verification_detail",
+        "verification",
+    ):
+        op.drop_column("evaluation", column)

@@ -26,6 +26,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    # A plain DROP COLUMN (SQLite >= 3.35), not batch mode: batch mode copies the table and
+    # drops the old one, which the files and runs pointing at a version refuse.
     for table in ("version", "pendingupload"):
-        with op.batch_alter_table(table) as batch_op:
-            batch_op.drop_column("rubric_json")
+        op.drop_column(table, "rubric_json")
