@@ -276,9 +276,11 @@ def test_an_honest_run_is_verified_a_forged_one_disagrees_and_the_board_can_show
         assert ">honest<" in table and ">forged<" not in table and "badge verified" in table
     run_page = hub.http.get(f"{hub.url}/admin/sums/evals/{forged}").text
     assert "disagreed" in run_page and "score differently" in run_page
-    # What `prime eval list` prints for them (rich may fold a row over several lines).
+    # What `prime eval list` prints for them, on a terminal wide enough not to fold a row.
     monkeypatch.setattr(eval_commands, "_hub", lambda: HubClient(hub.url, hub.admin_token,
                                                                  transport=hub.transport))  # fmt: skip
+    monkeypatch.setattr(eval_commands, "console", Console(width=250))
     listed = CliRunner().invoke(cli, ["eval", "list", "-e", "admin/sums"])
     assert listed.exit_code == 0, listed.output
-    assert "verified" in listed.output and "disagreed" in listed.output, listed.output
+    rows = {line.split("│")[3].strip(): line for line in listed.output.splitlines() if "│" in line}
+    assert "verified" in rows["honest"] and "disagreed" in rows["forged"], listed.output
