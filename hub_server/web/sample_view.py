@@ -17,6 +17,7 @@ from typing import Any
 
 from hub_server.evals.integrity import finite_score, index_problem
 from hub_server.web.render import messages
+from hub_server.web.trace_view import trace_tree
 
 # (characters, messages) shown of a sample's prompt and of its completion.
 PROMPT_BUDGET = (8_000, 20)
@@ -101,4 +102,5 @@ def sample_view(record: Any) -> dict[str, Any]:
         "completion_left_out": completion_left_out,
         "truncated": prompt_hidden + completion_hidden,
         "answer": _text(record.get("answer")),
+        "trace": trace_tree(record),  # read from the whole record: its indices are into it
     }
