@@ -30,9 +30,34 @@ def _dumps(obj: Any) -> bytes:
 class FakeProvider:
     """Shared plumbing: auth, control routes, latency, fault injection."""
 
-    def __init__(self, plan: FaultPlan, api_key: str | None) -> None:
+    def __init__(
+        self,
+        plan: FaultPlan,
+        api_key: str | None,
+        *,
+        served_model: str | None = None,
+        replies: list[str] | None = None,
+    ) -> None:
         self.plan = plan
         self.api_key = api_key
+        self.served_model = served_model
+        """The name answers carry in `model` (a real server's dated snapshot); default: the
+        requested name."""
+        self.replies = list(replies or [])
+        """Scripted answers, one per model request in arrival order, before the rules apply."""
+
+    def served(self, body: dict[str, Any]) -> str:
+        return self.served_model or str(body.get("model", "fake"))
+
+    def reply(
+        self, turns: list[tuple[str, Any]], tool_names: set[str], max_tokens: int | None
+    ) -> Reply:
+        """The next scripted reply if any is left, else what the fake model's rules answer."""
+        if self.replies:
+            text = self.replies.pop(0)
+            prompt_words = " ".join(str(content) for _, content in turns).split()
+            return Reply(text, None, "stop", prompt_words, text.split())
+        return reply(turns, tool_names, max_tokens)
 
     async def __call__(self, request: Request, out: Responder) -> None:
         if request.path == "/_fake/stats":
@@ -40,6 +65,10 @@ class FakeProvider:
             return
         if request.path == "/_fake/arrivals":
             out.send(200, _dumps(self.plan.arrivals), _JSON)
+            return
+        if request.path == "/_fake/replies" and request.method == "POST":
+            self.replies = [str(text) for text in json.loads(request.body)]
+            out.send(200, _dumps({"replies": len(self.replies)}), _JSON)
             return
         if request.path == "/_fake/config" and request.method == "POST":
             try:
@@ -115,7 +144,7 @@ class FakeOpenAI(FakeProvider):
         turns = [(m["role"], m.get("content")) for m in body.get("messages", [])]
         tools = {t["function"]["name"] for t in body.get("tools") or []}
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
-        rep = reply(turns, tools, limit)
+        rep = self.reply(turns, tools, limit)
         rid = f"chatcmpl-{next(_ids)}"
         if body.get("stream"):
             out.start_stream(200, _SSE)
@@ -174,7 +203,7 @@ class FakeOpenAI(FakeProvider):
             "id": rid,
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": body.get("model", "fake"),
+            "model": self.served(body),
             "choices": [choice],
             "usage": self._usage(rep),
         }
@@ -188,7 +217,7 @@ class FakeOpenAI(FakeProvider):
             "id": rid,
             "object": "chat.completion.chunk",
             "created": int(time.time()),
-            "model": body.get("model", "fake"),
+            "model": self.served(body),
         }
 
         def chunk(delta: dict[str, Any], finish: str | None = None, lp: Any = None) -> bytes:
@@ -261,7 +290,7 @@ class FakeAnthropic(FakeProvider):
             )
             turns.append(("tool" if is_result else m["role"], content))
         tools = {t["name"] for t in body.get("tools") or []}
-        rep = reply(turns, tools, body.get("max_tokens"))
+        rep = self.reply(turns, tools, body.get("max_tokens"))
         stop = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}[
             rep.finish_reason
         ]
@@ -281,7 +310,7 @@ class FakeAnthropic(FakeProvider):
             "id": f"msg_{next(_ids)}",
             "type": "message",
             "role": "assistant",
-            "model": body.get("model", "fake"),
+            "model": self.served(body),
             "content": blocks,
             "stop_reason": stop,
             "stop_sequence": None,
