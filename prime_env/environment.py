@@ -15,7 +15,9 @@ class Environment:
 
     `tasks` is the training set; `eval_tasks` (if given) is what `prime eval run` uses, else
     `tasks`. `name`/`version` are filled in by `prime_env.load` from the installed
-    distribution when the author leaves them out.
+    distribution when the author leaves them out. `correctness` names the rubric's 0/1
+    reward or metric that says a rollout solved its task (1.0): training reports the share
+    of rollouts rewarded without being correct, the sign of a farmed reward.
     """
 
     def __init__(
@@ -27,6 +29,7 @@ class Environment:
         name: str | None = None,
         version: str | None = None,
         eval_tasks: TaskSet | Iterable[Task | Mapping[str, Any]] | None = None,
+        correctness: str | None = None,
     ) -> None:
         if rubric is None:
             raise TypeError(
@@ -38,6 +41,13 @@ class Environment:
         harness = harness if harness is not None else SingleTurn()
         if not isinstance(harness, Harness):
             raise TypeError(f"harness must be a prime_env harness, got {type(harness).__name__}")
+        names = [f.name for f in rubric.funcs]
+        if correctness is not None and correctness not in names:
+            raise ValueError(
+                f"correctness={correctness!r} is not one of the rubric's rewards or metrics "
+                f"({', '.join(names)})"
+            )
+        self.correctness = correctness
         self.tasks = as_taskset(tasks)
         self.eval_tasks = as_taskset(eval_tasks) if eval_tasks is not None else None
         self.harness = harness
