@@ -21,7 +21,7 @@ from trainer_bridge.protocol.batches import TrainSample, write_batch
 from trainer_bridge.protocol.policy import read_policy
 from trainer_bridge.protocol.run_dir import TRAINER_METRICS as METRICS_FILE
 from trainer_bridge.trainer.micro_batches import micro_batches
-from trainer_bridge.trainer.trainer import RunConfig, Trainer
+from trainer_bridge.trainer.trainer import Trainer, load_run_config
 
 PROMPTS = ["Count to three.", "Name a colour.", "Say hi.", "What is 2+2?"]
 
@@ -97,7 +97,7 @@ def test_trains_publishes_checkpoints_and_resumes_exactly(
     straight = make_run(tmp_path / "straight", tiny_model_dir, 3, interval=1, keep_last=2)
     for step in range(3):
         write_batch(straight, step, sampled)
-    Trainer(straight, RunConfig.load(straight)).run()
+    Trainer(straight, load_run_config(straight)).run()
 
     metrics = [json.loads(line) for line in (straight / METRICS_FILE).read_text().splitlines()]
     assert [m["step"] for m in metrics] == [0, 1, 2]
@@ -117,10 +117,10 @@ def test_trains_publishes_checkpoints_and_resumes_exactly(
     resumed = make_run(tmp_path / "resumed", tiny_model_dir, 2, interval=2)
     for step in range(3):
         write_batch(resumed, step, sampled)
-    Trainer(resumed, RunConfig.load(resumed)).run()
+    Trainer(resumed, load_run_config(resumed)).run()
     assert not (resumed / "broadcasts" / "step_3").exists()
     make_run(resumed, tiny_model_dir, 3, interval=2)
-    Trainer(resumed, RunConfig.load(resumed)).run()
+    Trainer(resumed, load_run_config(resumed)).run()
     lines = (resumed / METRICS_FILE).read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [0, 1, 2]
     a, b = adapter(straight, 3), adapter(resumed, 3)
@@ -143,7 +143,7 @@ async def test_full_fine_tuning_broadcasts_load_into_the_backend(
     tiny_model_dir: Path, tmp_path: Path, sampled: list[TrainSample]
 ) -> None:
     run = make_run(tmp_path / "full", tiny_model_dir, 1, lora=False)
-    config = RunConfig.load(run)
+    config = load_run_config(run)
     assert config.model.lora is None
     write_batch(run, 0, sampled)
     Trainer(run, config).run()
