@@ -122,5 +122,10 @@ def load_environment(
         eval_size=num_eval_examples, seed=seed
     )
     return Environment(
-        train, SingleTurn(system_prompt=SYSTEM_PROMPT), rubric, name="python-code", eval_tasks=evals
+        train,
+        SingleTurn(system_prompt=SYSTEM_PROMPT),
+        rubric,
+        name="python-code",
+        eval_tasks=evals,
+        correctness="all_passed",
     )

@@ -77,4 +77,5 @@ def load_environment(
         rubric,
         name="reverse-text",
         eval_tasks=evals,
+        correctness="exact",
     )

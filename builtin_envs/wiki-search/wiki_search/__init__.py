@@ -117,4 +117,7 @@ def load_environment(
     harness = ToolLoop(
         make_tools(_index_for(loaded)), max_turns=max_turns, system_prompt=SYSTEM_PROMPT
     )
-    return Environment(train, harness, rubric, name="wiki-search", eval_tasks=evals)
+    correctness = "exact_match" if judge is None else "judge_correct"
+    return Environment(
+        train, harness, rubric, name="wiki-search", eval_tasks=evals, correctness=correctness
+    )

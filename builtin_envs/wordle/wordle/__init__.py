@@ -94,4 +94,5 @@ def load_environment(
         rubric,
         name="wordle",
         eval_tasks=_tasks(answers("eval"), "eval", num_eval_examples, seed),
+        correctness="solved",
     )
