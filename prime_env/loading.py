@@ -92,7 +92,9 @@ def load(env_id: str, **env_args: Any) -> Environment:
 def _entry_point(name: str) -> metadata.EntryPoint | None:
     """The installed `prime.environments` entry point of environment `name` (`-`/`_` alike)."""
     wanted = import_name(name)
-    found = [ep for ep_name, ep in installed_environments().items() if import_name(ep_name) == wanted]
+    found = [
+        ep for ep_name, ep in installed_environments().items() if import_name(ep_name) == wanted
+    ]
     return found[0] if found else None
 
 

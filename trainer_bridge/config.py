@@ -16,7 +16,7 @@ import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import tomli_w
 from pydantic import (
@@ -394,7 +394,10 @@ class TrainConfig(Strict):
     @model_validator(mode="after")
     def _valid_stages(self) -> TrainConfig:
         for i, stage in enumerate(self.stages):
-            for section, table in (("orchestrator", stage.orchestrator), ("trainer", stage.trainer)):
+            for section, table in (
+                ("orchestrator", stage.orchestrator),
+                ("trainer", stage.trainer),
+            ):
                 for key in sorted(set(table) - STAGE_KEYS[section]):
                     raise ValueError(
                         f"stages.{i}.{section}.{key} cannot change between stages (it is the "
@@ -524,18 +527,20 @@ def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
         old = out.get(key)
         if isinstance(value, dict) and isinstance(old, dict):
             out[key] = deep_merge(old, value)
-        elif _single_table(value) and _single_table(old) and value[0].get("id") in (
-            None,
-            old[0].get("id"),
-        ):
+        elif _single_table(value) and _single_table(old) and _same_entry(old[0], value[0]):
             out[key] = [deep_merge(old[0], value[0])]
         else:
             out[key] = value
     return out
 
 
-def _single_table(value: Any) -> bool:
+def _single_table(value: Any) -> TypeGuard[list[dict[str, Any]]]:
     return isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict)
+
+
+def _same_entry(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """A table merges into the one below unless it names another `id` (a recipe names none)."""
+    return new.get("id") in (None, old.get("id"))
 
 
 def read_toml(path: Path) -> dict[str, Any]:

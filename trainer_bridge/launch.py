@@ -233,7 +233,9 @@ def execute(
     except Exception as exc:  # noqa: BLE001 - recorded as the run's error, never lost
         message = f"{type(exc).__name__}: {exc}"
         _log_traceback(run)
-        console.print(f"[red]failed:[/red] {message} (traceback in {run.logs / 'orchestrator.log'})")
+        console.print(
+            f"[red]failed:[/red] {message} (traceback in {run.logs / 'orchestrator.log'})"
+        )
     finally:  # whatever ended the run (an unexpected exception too)
         code = _wind_down(guard, supervisor, monitor, status, code, message)
     return code

@@ -17,8 +17,8 @@ import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from trainer_bridge.lifetime import die_with_parent
 

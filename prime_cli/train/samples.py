@@ -29,7 +29,9 @@ def step_rollouts(run: RunDir, step: int) -> list[RolloutRecord]:
             int(p.stem[5:]) for p in path.parent.glob("step_*.jsonl") if p.stem[5:].isdigit()
         )
         listed = ", ".join(map(str, have)) if have else "none yet"
-        raise SamplesError(f"{run.root} has no rollouts for step {step} (steps with rollouts: {listed})")
+        raise SamplesError(
+            f"{run.root} has no rollouts for step {step} (steps with rollouts: {listed})"
+        )
     records = []
     for line in path.read_text().splitlines():
         try:

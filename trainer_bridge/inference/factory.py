@@ -8,9 +8,8 @@ otherwise, and `external` when `inference.urls` name servers that are already ru
 from __future__ import annotations
 
 import os
-from urllib.parse import urlparse
-
 from pathlib import Path
+from urllib.parse import urlparse
 
 from trainer_bridge.config import ConfigError, TrainConfig
 from trainer_bridge.inference.base import BackendFactory, InferenceBackend

@@ -18,9 +18,7 @@ from trainer_bridge.orchestrator.groups import Group, Screener
 
 
 class Algorithm(Protocol):
-    def screen(
-        self, key: str, version: int, records: list[RolloutRecord], order: int = 0
-    ) -> Group:
+    def screen(self, key: str, version: int, records: list[RolloutRecord], order: int = 0) -> Group:
         """The group of `records` (sampled on policy `version`), with its samples or the
         reason it was dropped."""
         ...

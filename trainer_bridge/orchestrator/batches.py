@@ -62,9 +62,7 @@ class Batches:
             if g.dropped is None and (stage is None or g.stage == stage)
         )
 
-    def take(
-        self, step: int, stage: int, batch_size: int, max_groups: int
-    ) -> list[Group] | None:
+    def take(self, step: int, stage: int, batch_size: int, max_groups: int) -> list[Group] | None:
         """Groups for batch `step` of `stage` (drops recorded) once they hold `batch_size`
         rollouts, or once the step has seen `max_groups` groups (then possibly none)."""
         floor = step - self.max_off_policy_steps

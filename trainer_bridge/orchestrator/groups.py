@@ -60,9 +60,7 @@ class Screener:
             if record.policy_version is None:
                 record.policy_version = version
         group = Group(key, version, records, order)
-        group.train_rewards = [
-            training_reward(r, self.weights) for r in records if r.error is None
-        ]
+        group.train_rewards = [training_reward(r, self.weights) for r in records if r.error is None]
         scored = [r for r in records if r.error is None and r.reward is not None]
         group.version = min((r.policy_version or version for r in records), default=version)
         if len(scored) < 2:

@@ -48,9 +48,7 @@ def hacking_metrics(
     out: dict[str, Any] = {}
     if correctness is not None:
         paid_wrong = sum(
-            1
-            for r in scored
-            if training_reward(r, weights) > 0 and not is_correct(r, correctness)
+            1 for r in scored if training_reward(r, weights) > 0 and not is_correct(r, correctness)
         )
         out["hacking/rewarded_incorrect"] = round(paid_wrong / len(scored), 4)
     counts = Counter(completion_text(r) for r in scored)

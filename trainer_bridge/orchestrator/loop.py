@@ -141,8 +141,8 @@ class Orchestrator:
             for group in self.batches.ready:
                 if group.dropped is None:
                     have[group.stage] += group.rollouts
-            for stage, _ in self.inflight.values():
-                have[stage] += self.stages[stage].oc.rollouts_per_example
+            for index, _ in self.inflight.values():
+                have[index] += self.stages[index].oc.rollouts_per_example
             target = target_step(
                 self.step,
                 self.version,

@@ -57,7 +57,9 @@ def stage_runs(
             loaded[key] = load_env(args)
         stage_env = loaded[key]
         if len(stage_env.tasks) == 0:
-            raise ConfigError(f"stage {stage.name!r}: {stage_env.id} with args {args} has no train tasks")
+            raise ConfigError(
+                f"stage {stage.name!r}: {stage_env.id} with args {args} has no train tasks"
+            )
         weights = reward_weights(stage_env, oc.reward.weights)
         sampling = SamplingArgs(
             max_tokens=oc.sampling.max_tokens,

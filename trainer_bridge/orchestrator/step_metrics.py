@@ -62,7 +62,9 @@ class StepMetrics:
         row["batch/loss_tokens"] = stats.loss_tokens
         row["batch/skipped"] = int(stats.samples == 0)
         zero = stats.drops.get("zero_variance", 0)
-        row["batch/zero_advantage_share"] = round(zero / stats.groups_seen, 4) if stats.groups_seen else None
+        row["batch/zero_advantage_share"] = (
+            round(zero / stats.groups_seen, 4) if stats.groups_seen else None
+        )
         row["batch/groups_seen"] = stats.groups_seen
         row["rollouts/total"] = len(stats.records)
         row["rollouts/reused"] = stats.reused

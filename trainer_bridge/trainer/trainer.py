@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from trainer_bridge.checkpoints import trainer_state
 from trainer_bridge.config import (
     ConfigError,

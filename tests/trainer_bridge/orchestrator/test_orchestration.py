@@ -84,20 +84,29 @@ def test_screen_drops_errors_small_and_zero_variance_groups(tmp_path: Path) -> N
     )
     assert ok.dropped is None and ok.rollouts == 2 and len(ok.samples) == 2
     assert sorted(s.advantage for s in ok.samples) == [-0.5, 0.5]
-    small = orch.stages[0].algorithm.screen("g", 0, [record(0, 1, 0), record(1, 0, 0, error="timeout")])
+    small = orch.stages[0].algorithm.screen(
+        "g", 0, [record(0, 1, 0), record(1, 0, 0, error="timeout")]
+    )
     assert small.dropped == "group_too_small" and small.samples == []
     flat = orch.stages[0].algorithm.screen("g", 0, [record(0, 1, 0), record(1, 1, 0)])
     assert flat.dropped == "zero_variance"
     reweighted = orchestrator(tmp_path / "b", ("orchestrator.reward.weights", {"fmt": 1.0}))
-    assert reweighted.stages[0].algorithm.screen("g", 0, [record(0, 1, 1), record(1, 1, 0)]).dropped is None
+    assert (
+        reweighted.stages[0].algorithm.screen("g", 0, [record(0, 1, 1), record(1, 1, 0)]).dropped
+        is None
+    )
 
 
 def test_assembly_drops_stale_groups_and_takes_whole_groups(tmp_path: Path) -> None:
     orch = orchestrator(tmp_path)
     orch.step = 3  # S = 2: a group sampled by policy 0 is too old for batch 3
-    stale = orch.stages[0].algorithm.screen("old", 0, [record(i, i % 2, 0, version=0) for i in range(4)])
+    stale = orch.stages[0].algorithm.screen(
+        "old", 0, [record(i, i % 2, 0, version=0) for i in range(4)]
+    )
     fresh = [
-        orch.stages[0].algorithm.screen(f"g{k}", 2, [record(i, i % 2, 0, version=2) for i in range(4)])
+        orch.stages[0].algorithm.screen(
+            f"g{k}", 2, [record(i, i % 2, 0, version=2) for i in range(4)]
+        )
         for k in range(3)
     ]
     orch.batches.ready = [stale, *fresh]
@@ -109,7 +118,9 @@ def test_assembly_drops_stale_groups_and_takes_whole_groups(tmp_path: Path) -> N
 def test_batches_take_groups_in_dispatch_order_not_completion_order(tmp_path: Path) -> None:
     orch = orchestrator(tmp_path)
     groups = [
-        orch.stages[0].algorithm.screen(f"d{k}", 0, [record(i, i % 2, 0) for i in range(4)], order=k)
+        orch.stages[0].algorithm.screen(
+            f"d{k}", 0, [record(i, i % 2, 0) for i in range(4)], order=k
+        )
         for k in range(3)
     ]
     orch.batches.ready = [groups[2], groups[0], groups[1]]  # as they happened to finish
