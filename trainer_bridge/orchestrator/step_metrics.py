@@ -17,7 +17,7 @@ from trainer_bridge.metrics import mean
 from trainer_bridge.orchestrator.batches import StepStats
 from trainer_bridge.orchestrator.hacking import hacking_metrics
 from trainer_bridge.protocol.run_dir import RunDir
-from trainer_bridge.usage import cpu_seconds, peak_rss_mb
+from trainer_bridge.usage import cpu_seconds, peak_rss_mb, tree_cpu_seconds
 
 TRAINER_LINE_WAIT_S = 10.0
 
@@ -29,6 +29,8 @@ class StepMetrics:
         self.run = run
         self.started = time.monotonic()
         self.cpu_started = cpu_seconds()
+        self.last = (self.started, tree_cpu_seconds())
+        """(time, CPU seconds of the process tree) at the previous row."""
 
     def row(
         self,
@@ -84,6 +86,10 @@ class StepMetrics:
         row["time/wait_policy_s"] = round(stats.wait_policy_s, 3)
         row["time/elapsed_s"] = round(time.monotonic() - self.started, 3)
         row["perf/cpu_s_orchestrator"] = round(cpu_seconds() - self.cpu_started, 2)
+        now, tree = time.monotonic(), tree_cpu_seconds()
+        row["perf/cpu_s_total"] = round(tree, 2)
+        row["perf/cores_busy"] = round((tree - self.last[1]) / max(now - self.last[0], 1e-9), 3)
+        self.last = (now, tree)
         row["mem/orchestrator_peak_rss_mb"] = peak_rss_mb()
         row["sampler/restarts"] = sampler_restarts
         if probe_gap is not None:
