@@ -143,11 +143,17 @@ class TrainerConfig(Strict):
     activation_checkpointing: bool = True
     """Recompute each decoder layer in backward instead of keeping its activations: about a
     third more compute for several GB less memory at a few thousand tokens per micro-batch."""
+    share_prefix: bool = True
+    """Run a group's shared prompt through the decoder once for all its rollouts
+    (trainer/micro_batches.py); used when activation_checkpointing is off and world_size is 1."""
     logprob_chunk: int = Field(default=512, ge=1)
     """Tokens per chunk of the selective log-softmax: the [chunk, vocab] logits are all that
     is ever materialised (recomputed in backward)."""
     threads: int = Field(default=1, ge=1)
     """torch intra-op threads on CPU: one leaves the other core to the sampler."""
+    idle_sampler_threads: int = Field(default=2, ge=1)
+    """Threads while the sampler waits for the policy being trained (it is idle: its core
+    is free), read from progress.json before each micro-batch."""
     world_size: int = Field(default=1, ge=1)
     """Trainer processes: more than 1 starts the trainer under torchrun (FSDP2; gloo on CPU,
     nccl on CUDA), one process per rank on this host."""
@@ -298,6 +304,10 @@ class InferenceConfig(Strict):
     gpu_memory_utilization: float = Field(default=0.5, gt=0, le=1)
     max_loras: int | None = Field(default=None, ge=1)
     extra_args: list[str] = Field(default_factory=list)
+    threads: int = Field(default=1, ge=1)
+    """The torch sampler's threads while the trainer trains (each process has one core)."""
+    idle_trainer_threads: int = Field(default=2, ge=1)
+    """The torch sampler's threads while the trainer waits for a batch (its core is free)."""
 
 
 class WandbConfig(Strict):

@@ -102,7 +102,7 @@ def make_backend_factory(
     async def torch_backend() -> InferenceBackend:
         from trainer_bridge.inference.torch_backend import TorchBackend
 
-        backend = TorchBackend(config.model, threads=1)
+        backend = TorchBackend(config.model, threads=config.inference.threads)
         await backend.client().ensure_loaded()
         return backend
 

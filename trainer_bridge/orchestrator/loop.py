@@ -314,6 +314,16 @@ class Orchestrator:
 
     # --------------------------------------------------------------- the run
 
+    def _share_cores(self) -> None:
+        """The sampler takes the trainer's core while the trainer waits for a batch (every
+        batch written has its policy), and gives it back once a batch is being trained (not
+        with --deterministic: the thread count changes the order of float sums)."""
+        inference = self.config.inference
+        trainer_idle = self.step == self.version and not self.config.deterministic
+        self.sampler.set_threads(
+            inference.idle_trainer_threads if trainer_idle else inference.threads
+        )
+
     async def _wait_broadcast(self, version: int, watcher: asyncio.Task[None]) -> None:
         while not is_stable(self.run.broadcast(version)):
             if watcher.done():
@@ -354,6 +364,7 @@ class Orchestrator:
                         self.progress.waiting(f"waiting for policy {self.version + 1}")
                     else:
                         self.progress.waiting("")
+                    self._share_cores()
                 self.changed.clear()
                 try:
                     await asyncio.wait_for(self.changed.wait(), POLL_S)

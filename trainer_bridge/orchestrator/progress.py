@@ -79,9 +79,11 @@ class Progress:
         self._show()
 
     def waiting(self, what: str) -> None:
+        """What the sampler waits for ("" while it samples): the trainer reads it to take
+        the idle core (trainer.idle_sampler_threads), so it is written at once."""
         if what != self.current.waiting:
             self.current.waiting = what
-            self._show()
+            self._show(force=True)
 
     def _show(self, force: bool = False) -> None:
         now = time.monotonic()

@@ -45,7 +45,12 @@ from trainer_bridge.trainer.distributed import (
     sum_over_ranks,
 )
 from trainer_bridge.trainer.loss import LossInputs, LossStats, Normaliser, resolve_loss
-from trainer_bridge.trainer.micro_batches import effective_mask, micro_batches, normaliser
+from trainer_bridge.trainer.micro_batches import (
+    MicroBatch,
+    effective_mask,
+    micro_batches,
+    normaliser,
+)
 from trainer_bridge.trainer.modeling import (
     TokenScorer,
     add_lora,
@@ -187,15 +192,18 @@ class Trainer:
         """Accumulate the whole batch's gradient (this rank's share of it) in `.grad`."""
         norm = normaliser(samples, self.tc, self.dist.world_size)
         mine = samples[self.dist.rank :: self.dist.world_size]
-        groups = micro_batches(mine, self.config.trainer.micro_batch_tokens)
+        run = self.config.trainer
+        share = run.share_prefix and not run.activation_checkpointing and self.dist.world_size == 1
+        groups = micro_batches(mine, run.micro_batch_tokens, share_prefix=share)
         rounds = len(groups)
         if self.dist.world_size > 1:
             rounds = max_over_ranks(rounds)
         self.model.train()
         stats = LossStats()
         total_loss = 0.0
-        filler = (groups[-1] if groups else samples)[:1]  # keeps FSDP's collectives in step
-        for i in range(rounds):
+        filler = MicroBatch((groups[-1].samples if groups else samples)[:1])
+        for i in range(rounds):  # the filler keeps FSDP's collectives in step
+            self._share_cores()
             group = groups[i] if i < len(groups) else filler
             loss, part = self._micro_step(group, norm, dummy=i >= len(groups))
             total_loss += loss
@@ -205,10 +213,22 @@ class Trainer:
             stats, total_loss, samples_seen = sum_over_ranks(stats, total_loss, samples_seen)
         return Accumulated(stats, total_loss, samples_seen, len(groups))
 
+    def _share_cores(self) -> None:
+        """On CPU, take the sampler's core while it waits for the policy being trained
+        (progress.json says so), give it back once it samples again. Not with --deterministic:
+        the thread count changes the order of float sums."""
+        if self.device.type != "cpu" or self.config.deterministic:
+            return
+        tc = self.config.trainer
+        threads = tc.idle_sampler_threads if sampler_waiting(self.paths) else tc.threads
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+
     def _micro_step(
-        self, group: list[TrainSample], norm: Normaliser, *, dummy: bool
+        self, micro: MicroBatch, norm: Normaliser, *, dummy: bool
     ) -> tuple[float, LossStats]:
         tc = self.tc
+        group = micro.samples
         padded = right_pad([s.input_ids for s in group], self.pad_id, self.device)
         width = padded.input_ids.shape[1]
 
@@ -229,10 +249,19 @@ class Trainer:
         if tc.loss.kl_coef > 0:
             with torch.no_grad(), self.model.disable_adapter():
                 ref, _ = self.scorer(
-                    padded.input_ids, padded.attention_mask, temperature, only=trained
+                    padded.input_ids,
+                    padded.attention_mask,
+                    temperature,
+                    only=trained,
+                    prefix_len=micro.prefix_len,
                 )
         logprobs, entropy = self.scorer(
-            padded.input_ids, padded.attention_mask, temperature, with_entropy=True, only=trained
+            padded.input_ids,
+            padded.attention_mask,
+            temperature,
+            with_entropy=True,
+            only=trained,
+            prefix_len=micro.prefix_len,
         )
         inputs = LossInputs(
             logprobs=logprobs,
@@ -329,6 +358,14 @@ class Trainer:
             return
         kept = [line for line in path.read_text().splitlines() if json.loads(line)["step"] < start]
         path.write_text("".join(line + "\n" for line in kept))
+
+
+def sampler_waiting(paths: RunDir) -> bool:
+    """Whether the orchestrator's sampler is idle, waiting for a policy (progress.json)."""
+    try:
+        return bool(json.loads(paths.progress.read_text()).get("waiting"))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def deterministic_torch() -> None:
