@@ -260,6 +260,8 @@ def _wind_down(
     run = guard.run
     try:
         guard.arm(status, code, message)
+        if status == "completed":  # the trainer saved its last step and ends by itself
+            supervisor.wait_exit("trainer", timeout_s=30)
         supervisor.stop_all(grace_s=10)
         run.set_status(status, error=message or None)
         monitor.close()

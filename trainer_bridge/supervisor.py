@@ -167,6 +167,17 @@ class Supervisor:
             self.check()
             await asyncio.sleep(interval_s)
 
+    def wait_exit(self, name: str, timeout_s: float) -> None:
+        """Give child `name` up to `timeout_s` to exit on its own: a trainer that finished its
+        last step ends by itself, and torchrun SIGTERMed while its ranks tear down prints a
+        traceback into the run's log."""
+        for child in self.children:
+            if child.name == name and child.proc is not None:
+                try:
+                    child.proc.wait(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    pass
+
     def stop_all(self, grace_s: float = 10.0) -> None:
         deadline = time.monotonic() + grace_s
         for child in reversed(self.children):
