@@ -61,3 +61,19 @@ def page_of(page: int, num: int, offset: int | None) -> int:
 def echo_json(payload: Any) -> None:
     """JSON for scripts on stdout (progress and warnings go to stderr)."""
     click.echo(json.dumps(payload, indent=2, default=str))
+
+
+def json_object(text: str | None, what: str) -> dict[str, Any]:
+    """The JSON object an option holds (`-a/--env-args`, `-S/--sampling-args`); {} when not given."""
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(
+            f"{what} is not valid JSON ({exc.msg} at column {exc.colno}); "
+            f"""example: '{{"key": 1}}'"""
+        ) from None
+    if not isinstance(value, dict):
+        raise click.BadParameter(f"{what} must be a JSON object, got {type(value).__name__}")
+    return value

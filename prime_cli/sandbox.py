@@ -14,6 +14,11 @@ from prime_cli.errors import CliError
 from sandbox import SandboxError, SandboxLimits, open_sandbox
 from sandbox.factory import BACKENDS
 
+_BACKEND_HELP = (
+    "auto: Docker when its image is built, else bubblewrap (local), else an error; "
+    "unisolated: no isolation from this machine, only for code you trust."
+)
+
 
 def _fail(message: str) -> NoReturn:
     """The CLI's one error type, with status 2: 1 may be the sandboxed command's own status."""
@@ -26,7 +31,9 @@ def sandbox() -> None:
 
 
 @sandbox.command(context_settings={"ignore_unknown_options": True})
-@click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True)
+@click.option(
+    "--backend", type=click.Choice(BACKENDS), default="auto", show_default=True, help=_BACKEND_HELP
+)
 @click.option(
     "--image", default=None, help="Docker image (default: prime-sandbox/python:bookworm)."
 )
@@ -72,17 +79,12 @@ def run(
 
 
 def _rows(backend: str) -> list[dict[str, str]]:
-    from sandbox import local_backend
+    from sandbox import SandboxUnavailable, list_sandboxes
 
-    rows = local_backend.list_sandboxes() if backend in ("auto", "local") else []
-    if backend in ("auto", "docker"):
-        from sandbox.docker_backend import docker_available, list_sandboxes
-
-        if docker_available():
-            rows += list_sandboxes()
-        elif backend == "docker":
-            _fail("cannot reach the Docker daemon")
-    return rows
+    try:
+        return list_sandboxes(backend)
+    except SandboxUnavailable as exc:
+        _fail(str(exc))
 
 
 @sandbox.command(name="ls")
@@ -116,20 +118,11 @@ def gc(backend: str) -> None:
 @click.option("--tag", default=None, help="Image tag (default: prime-sandbox/python:bookworm).")
 @click.option("--force", is_flag=True, help="Rebuild even if the tag exists.")
 @click.option(
-    "--pull",
-    "pull_ref",
-    default="docker.io/library/python:3.11-slim-bookworm",
-    show_default=True,
-    help="Registry image to try first; '' to skip.",
-)
-@click.option(
     "--suite", default="bookworm", show_default=True, help="Debian suite for debootstrap."
 )
 @click.option("--mirror", default=None, help="Debian mirror URL for debootstrap.")
-def build_image_command(
-    tag: str | None, force: bool, pull_ref: str, suite: str, mirror: str | None
-) -> None:
-    """Make the default sandbox image: pull it, or build it with debootstrap + docker import."""
+def build_image_command(tag: str | None, force: bool, suite: str, mirror: str | None) -> None:
+    """Build the default sandbox image here: debootstrap + docker import (never a pull)."""
     from sandbox.image import build_image
     from sandbox.limits import DEFAULT_IMAGE
 
@@ -138,7 +131,6 @@ def build_image_command(
         how = build_image(
             target,
             force=force,
-            pull=pull_ref or None,
             suite=suite,
             mirror=mirror,
             say=lambda message: click.echo(message, err=True),

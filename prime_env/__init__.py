@@ -4,9 +4,9 @@ Everything an environment author or a tool built on environments needs is import
 here; submodules are implementation detail.
 """
 
-from .clients.base import ChatResponse, ModelClient, ModelError, SamplingArgs, Usage
+from .clients.base import ChatResponse, ModelClient, SamplingArgs, Usage
 from .environment import Environment
-from .errors import EnvironmentNotFound, InfraError, JudgeError, RubricError
+from .errors import EnvironmentNotFound, InfraError, JudgeError, ModelError, RubricError
 from .harnesses import (
     COMPLETED,
     ENV_DONE,
@@ -24,6 +24,7 @@ from .harnesses import (
 from .loading import installed_environments, is_local_path, load, parse_env_id
 from .parsers import BoxedParser, LastLineParser, Parser, XMLParser, last_assistant_text
 from .record import SCHEMA, ErrorInfo, RolloutRecord, Timing, TokenUsage, Turn
+from .reference import Reference, ReferenceClient
 from .rubric import JudgeRubric, Rubric, Scores
 from .runner import error_info, run_rollouts, run_rollouts_sync
 from .state import State
@@ -55,6 +56,8 @@ __all__ = [
     "MultiTurn",
     "Parser",
     "Program",
+    "Reference",
+    "ReferenceClient",
     "RolloutRecord",
     "Rubric",
     "RubricError",

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .harnesses import Harness, SingleTurn
+from .reference import Reference
 from .rubric import Rubric
 from .tasks import Task, TaskSet, as_taskset
 
@@ -15,9 +16,11 @@ class Environment:
 
     `tasks` is the training set; `eval_tasks` (if given) is what `prime eval run` uses, else
     `tasks`. `name`/`version` are filled in by `prime_env.load` from the installed
-    distribution when the author leaves them out. `correctness` names the rubric's 0/1
-    reward or metric that says a rollout solved its task (1.0): training reports the share
-    of rollouts rewarded without being correct, the sign of a farmed reward.
+    distribution when the author leaves them out. `reference` is the environment's own solver
+    and the score it declares (prime_env.reference): `-m reference`, `prime eval validate`.
+    `correctness` names the rubric's 0/1 reward or metric that says a rollout solved its task
+    (1.0): training reports the share of rollouts rewarded without being correct, the sign of
+    a farmed reward.
     """
 
     def __init__(
@@ -29,6 +32,7 @@ class Environment:
         name: str | None = None,
         version: str | None = None,
         eval_tasks: TaskSet | Iterable[Task | Mapping[str, Any]] | None = None,
+        reference: Reference | None = None,
         correctness: str | None = None,
     ) -> None:
         if rubric is None:
@@ -41,6 +45,11 @@ class Environment:
         harness = harness if harness is not None else SingleTurn()
         if not isinstance(harness, Harness):
             raise TypeError(f"harness must be a prime_env harness, got {type(harness).__name__}")
+        if reference is not None and not isinstance(reference, Reference):
+            raise TypeError(
+                "reference must be a prime_env.Reference(solve, min_reward=..., mean_reward=...), "
+                f"got {type(reference).__name__}"
+            )
         names = [f.name for f in rubric.funcs]
         if correctness is not None and correctness not in names:
             raise ValueError(
@@ -52,6 +61,7 @@ class Environment:
         self.eval_tasks = as_taskset(eval_tasks) if eval_tasks is not None else None
         self.harness = harness
         self.rubric = rubric
+        self.reference = reference
         self.name = name
         self.version = version
         self.env_args: dict[str, Any] = {}

@@ -28,10 +28,10 @@ from registry_index.resolve import parse_env_id
 from .clients.base import ModelClient, SamplingArgs
 from .clients.model_specs import ModelSpec
 from .environment import Environment
-from .errors import EnvironmentNotFound
-from .gc_tuning import rollout_gc
+from .errors import EnvironmentNotFound, EvalError
 from .loading import load
-from .parallel import ClientFactory, run_in_processes
+from .process.gc_tuning import rollout_gc
+from .process.parallel import ClientFactory, run_in_processes
 from .record import RolloutRecord
 from .run_status import (
     COMPLETED,
@@ -49,10 +49,6 @@ from .summary import Summary, SummaryBuilder
 RESULTS = "results.jsonl"
 METADATA = "metadata.json"
 METADATA_SCHEMA = "prime.eval/1"
-
-
-class EvalError(Exception):
-    """A run cannot start or resume; the message says what is wrong and how to fix it."""
 
 
 # ------------------------------------------------------------------ environments
@@ -412,8 +408,9 @@ async def execute(
 
     Records are not kept: each is written, counted into a running summary and dropped, so a
     run's memory does not grow with its size. With `workers` > 1 the rollouts run in that many
-    forked processes (prime_env.parallel), each making its client with `client_factory`; this
-    process then only writes their lines and keeps the summary (`client` is not used).
+    forked processes (prime_env.process.parallel), each making its client with
+    `client_factory`; this process then only writes their lines and keeps the summary (`client`
+    is not used).
 
     A run that does not finish says so in metadata.json: `interrupted` when cancelled (Ctrl-C,
     SIGTERM, the train run it belongs to stopping), `failed` with the error otherwise; both are

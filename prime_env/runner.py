@@ -9,7 +9,7 @@ requests go first. A rollout whose infrastructure failed becomes a record with `
 `stream_rollouts` hands each record on and forgets it, and makes rollouts lazily as workers
 take them, so memory is bounded by the concurrency (plus unfinished groups), not by the run's
 size; `run_rollouts` collects them for callers that want a list. When one loop is the limit,
-prime_env.parallel runs the same thing in several processes.
+prime_env.process.parallel runs the same thing in several processes.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 from .clients.base import ModelClient, SamplingArgs
 from .environment import Environment
 from .errors import infra_error_type
-from .fd_table import reserve_fds
+from .process.fd_table import reserve_fds
 from .record import ErrorInfo, RolloutRecord, Timing, TokenUsage, Turn
 from .rubric import Scores
 from .state import State
@@ -360,6 +360,7 @@ def _record(
         ),
         policy_version=policy_version,
         turns=turns,
+        tools=state.tools if state is not None else None,
     )
 
 

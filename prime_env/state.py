@@ -6,17 +6,22 @@ wants to remember) with typed accessors for the keys the SDK itself maintains.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
-from .clients.base import ChatResponse
+from .clients.base import ChatResponse, ToolSpec
 from .tasks import Task
 
 Message = dict[str, Any]
 
+CALLING: ContextVar[State | None] = ContextVar("prime_env_calling_state", default=None)
+"""The rollout whose model call is in progress (see `current_state`)."""
+
 
 class State(dict[str, Any]):
     """Keys the SDK maintains: task, prompt, completion, responses, turns, usage, stop_reason,
-    tool_args (hidden tool arguments), done. Anything else is the environment's own."""
+    tool_args (hidden tool arguments), tools (the schemas last offered to the model), done.
+    Anything else is the environment's own."""
 
     @classmethod
     def new(cls, task: Task, prompt: list[Message]) -> State:
@@ -28,6 +33,7 @@ class State(dict[str, Any]):
             usage={"prompt_tokens": 0, "completion_tokens": 0},
             stop_reason=None,
             tool_args={},
+            tools=None,
             done=False,
         )
 
@@ -56,6 +62,11 @@ class State(dict[str, Any]):
     def tool_args(self) -> dict[str, Any]:
         """Hidden tool arguments (name -> value) injected into tools that declare them."""
         return self["tool_args"]
+
+    @property
+    def tools(self) -> list[ToolSpec] | None:
+        """The tool schemas offered on the last model call (None when none were)."""
+        return self.get("tools")
 
     @property
     def stop_reason(self) -> str | None:
@@ -89,3 +100,11 @@ class State(dict[str, Any]):
         self["usage"]["prompt_tokens"] += response.usage.prompt_tokens
         self["usage"]["completion_tokens"] += response.usage.completion_tokens
         return message
+
+
+def current_state() -> State | None:
+    """The state of the rollout whose model call is in progress in this task, else None.
+
+    `Harness.generate` sets it around each `client.chat`, so a client that plays a policy
+    in-process (prime_env.reference) sees the task it answers; network clients never need it."""
+    return CALLING.get()

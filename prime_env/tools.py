@@ -17,12 +17,9 @@ import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from .calling import call_user
+from .errors import ToolCallError
 
 ToolSpec = dict[str, Any]
-
-
-class ToolCallError(Exception):
-    """The model's tool call could not be executed; the message goes back to the model."""
 
 
 class Tool:

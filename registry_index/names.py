@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import sys
 
-from packaging.utils import canonicalize_name
+from packaging.utils import NormalizedName, canonicalize_name
 
 from registry_index.errors import InvalidUpload
 
@@ -34,9 +34,10 @@ OWNER_RULE = (
 )
 
 
-def normalize(name: str) -> str:
-    """PEP 503 normal form: runs of `-`, `_`, `.` become one `-`, lower-cased."""
-    return str(canonicalize_name(name))
+def normalize(name: str) -> NormalizedName:
+    """PEP 503 normal form: runs of `-`, `_`, `.` become one `-`, lower-cased (typed as
+    packaging's `NormalizedName`, so a name not yet normalised cannot pass for one)."""
+    return canonicalize_name(name)
 
 
 def module_name(name: str) -> str:

@@ -144,6 +144,9 @@ class RolloutRecord(ScoredRollout):
     timing: Timing = Field(default_factory=Timing)
     policy_version: int | None = None
     turns: list[Turn] | None = None
+    tools: list[dict[str, Any]] | None = None
+    """The tool schemas offered to the model (OpenAI function specs); None when it had none.
+    What an SFT sample of the rollout must show the model again (`prime eval export`)."""
 
     @property
     def key(self) -> tuple[int, int]:

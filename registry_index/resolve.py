@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from registry_index.errors import InvalidEnvRef
 from registry_index.names import (
     OWNER_RULE,
+    NormalizedName,
     is_valid_owner_name,
     is_valid_project_name,
     normalize,
@@ -26,7 +28,7 @@ class EnvRef:
     """A parsed reference; `spec` is None (latest), an exact version, or a specifier set."""
 
     owner: str
-    name: str  # PEP 503-normalised
+    name: NormalizedName
     spec: str | None = None
 
     def __str__(self) -> str:
@@ -38,7 +40,7 @@ def parse_env_id(ref: str) -> tuple[str | None, str, str | None]:
 
     `owner` is lower-cased (owners are case-insensitive) and None when absent; `name` is as
     written (a valid PEP 508 name); `spec` is None for the latest version, else an exact version
-    or a specifier set. ValueError, saying how to write it, for anything else.
+    or a specifier set. InvalidEnvRef, saying how to write it, for anything else.
     """
     text = ref.strip()
     base, at, spec = text.partition("@")
@@ -46,21 +48,21 @@ def parse_env_id(ref: str) -> tuple[str | None, str, str | None]:
     if not slash:
         owner, name = "", base
     if "/" in name:
-        raise ValueError(
+        raise InvalidEnvRef(
             f"{ref!r} is not an environment reference; write it as OWNER/NAME or "
             "OWNER/NAME@VERSION (for example 'alice/wordle@1.2.0')."
         )
     if slash and not is_valid_owner_name(owner_key(owner)):
-        raise ValueError(f"{owner!r} in {ref!r} is not a valid owner: {OWNER_RULE}.")
+        raise InvalidEnvRef(f"{owner!r} in {ref!r} is not a valid owner: {OWNER_RULE}.")
     if not is_valid_project_name(name):
-        raise ValueError(
+        raise InvalidEnvRef(
             f"{name!r} in {ref!r} is not a valid environment name: use letters, digits, '-', "
             "'_' or '.', starting and ending with a letter or digit."
         )
     if at:
         spec = spec.strip()
         if not spec:
-            raise ValueError(
+            raise InvalidEnvRef(
                 f"{ref!r} has an empty version after '@'; write e.g. '@1.2.0' or '@>=1.2,<2', "
                 "or leave out '@' for the latest version."
             )
@@ -72,10 +74,11 @@ def parse_env_id(ref: str) -> tuple[str | None, str, str | None]:
 
 
 def parse_env_ref(ref: str) -> EnvRef:
-    """Parse `owner/name`, `owner/name@1.2.0` or `owner/name@>=1.2,<2` (the owner is required)."""
+    """Parse `owner/name`, `owner/name@1.2.0` or `owner/name@>=1.2,<2` (the owner is required;
+    `InvalidEnvRef` without one)."""
     owner, name, spec = parse_env_id(ref)
     if owner is None:
-        raise ValueError(
+        raise InvalidEnvRef(
             f"{ref!r} has no owner; write it as OWNER/NAME or OWNER/NAME@VERSION "
             "(for example 'alice/wordle@1.2.0')."
         )
@@ -92,7 +95,7 @@ def _parse_spec(spec: str, ref: str | None = None) -> Version | SpecifierSet:
         specifiers = SpecifierSet(spec)
     except InvalidSpecifier:
         where = f" in {ref!r}" if ref else ""
-        raise ValueError(
+        raise InvalidEnvRef(
             f"{spec!r}{where} is neither a version nor a version specifier; write e.g. "
             "'1.2.0', '==1.2.0' or '>=1.2,<2'."
         ) from None
@@ -113,7 +116,7 @@ def select_version(available: list[tuple[Version, bool]], spec: str | None) -> V
     """Pick the version to install from `(version, yanked)` pairs.
 
     `spec` is None or "latest", an exact version, or a specifier set. Raises `LookupError`
-    (listing what exists) when nothing fits, `ValueError` when `spec` cannot be parsed.
+    (listing what exists) when nothing fits, `InvalidEnvRef` when `spec` cannot be parsed.
     """
     parsed = _parse_spec(spec) if spec and spec != "latest" else None
     pin = parsed if isinstance(parsed, Version) else None

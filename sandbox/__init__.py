@@ -14,9 +14,15 @@ A program's own failure (non-zero exit, killed for memory, timeout) is a normal 
 """
 
 from sandbox.aio import AsyncSandbox
-from sandbox.core import Sandbox
+from sandbox.backends.base import Sandbox
 from sandbox.errors import SandboxError, SandboxUnavailable
-from sandbox.factory import open_async_sandbox, open_sandbox, reap_orphans, resolve_backend
+from sandbox.factory import (
+    list_sandboxes,
+    open_async_sandbox,
+    open_sandbox,
+    reap_orphans,
+    resolve_backend,
+)
 from sandbox.limits import DEFAULT_IMAGE, SandboxLimits
 from sandbox.pool import SandboxPool
 from sandbox.result import ExecResult
@@ -30,6 +36,7 @@ __all__ = [
     "SandboxLimits",
     "SandboxPool",
     "SandboxUnavailable",
+    "list_sandboxes",
     "open_async_sandbox",
     "open_sandbox",
     "reap_orphans",

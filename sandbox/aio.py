@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Self, TypeVar
 
-from sandbox.core import Command, Sandbox
+from sandbox.backends.base import Command, Sandbox
 from sandbox.result import ExecResult
 
 T = TypeVar("T")

@@ -1,10 +1,11 @@
-"""Building the default sandbox image where no registry is reachable.
+"""Building the default sandbox image on this machine, from Debian packages only.
 
-WHY: the hub is self-hostable, often on machines that can reach a Debian mirror but not
-Docker Hub. `build_image` pulls a Python image when a registry answers; otherwise it makes
-one from a root filesystem: `debootstrap --variant=minbase --include=python3` (the full
-stdlib, as model-written code expects) and `docker import`. The tag is checked first, so
-CI builds it once per machine. The packages debootstrap fetches are kept in the user's cache
+WHY: what runs model-written code must be what this machine built from a Debian mirror, never
+whatever a registry serves under a tag (and the hub is self-hostable, often on machines that
+reach a Debian mirror but no registry), so Docker is never asked to pull. `build_image` makes
+the image from a root filesystem: `debootstrap --variant=minbase --include=python3` (the full
+stdlib, as model-written code expects) and `docker import`. The tag is checked first, so CI
+builds it once per machine. The packages debootstrap fetches are kept in the user's cache
 (`--cache-dir`), so a rebuild (`--force`, the builder's own test) checks them against the
 suite's index instead of downloading them again.
 """
@@ -19,11 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from registry_index.user_dirs import cache_home
-from sandbox.docker_backend import docker_client, image_exists
+from sandbox.backends.docker import docker_client, image_exists
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.limits import DEFAULT_IMAGE
 
-DEFAULT_REGISTRY_IMAGE = "docker.io/library/python:3.11-slim-bookworm"
 DEFAULT_SUITE = "bookworm"
 _IMPORT_CHANGES = [
     "ENV LANG=C.UTF-8",
@@ -33,25 +33,12 @@ _IMPORT_CHANGES = [
 ]
 
 
-def _pull(reference: str, tag: str) -> bool:
-    import docker.errors
-
-    client = docker_client()
-    try:
-        image = client.images.pull(reference)
-    except docker.errors.DockerException:
-        return False
-    repository, _, version = tag.rpartition(":")
-    image.tag(repository or tag, version or "latest")
-    return True
-
-
 def _debootstrap(tag: str, suite: str, mirror: str | None, say: Callable[[str], None]) -> None:
     debootstrap = shutil.which("debootstrap")
     if debootstrap is None:
         raise SandboxUnavailable(
-            "debootstrap is not installed (apt-get install debootstrap) and no "
-            "registry is reachable: cannot build the sandbox image"
+            "debootstrap is not installed: `apt-get install debootstrap`, then build the "
+            "sandbox image again"
         )
     if os.geteuid() != 0:
         raise SandboxUnavailable(
@@ -119,15 +106,12 @@ def build_image(
     tag: str = DEFAULT_IMAGE,
     *,
     force: bool = False,
-    pull: str | None = DEFAULT_REGISTRY_IMAGE,
     suite: str = DEFAULT_SUITE,
     mirror: str | None = None,
     say: Callable[[str], None] = lambda _message: None,
 ) -> str:
-    """Make `tag` available in the Docker daemon; returns how: 'present', 'pulled' or 'built'."""
+    """Make `tag` available in the Docker daemon; returns how: 'present' or 'built'."""
     if not force and image_exists(tag):
         return "present"
-    if pull and _pull(pull, tag):
-        return "pulled"
     _debootstrap(tag, suite, mirror, say)
     return "built"

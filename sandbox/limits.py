@@ -24,8 +24,9 @@ class SandboxLimits:
     cpu_seconds: int = 600
     nofile: int = 256
     file_size_mb: int = 64
-    # The work directory and /tmp are tmpfs in Docker (counted against memory).
+    # The work directory and /tmp are tmpfs (counted against memory), /dev/shm a smaller one.
     workdir_mb: int = 256
+    shm_mb: int = 64
     # stdout and stderr are each kept up to this many bytes, the rest is dropped and flagged.
     output_bytes: int = 1 << 20
     # Largest file read_file returns or write_file/upload_dir send in one request.

@@ -132,8 +132,15 @@ class Supervisor:
     and it keeps only CAP_SETUID, CAP_SETGID and CAP_KILL for itself.
     """
 
-    def __init__(self, workdir, reader, writer, child_limits, runner, cgroup_fds, deadline):
+    def __init__(
+        self, workdir, scratch, reader, writer, child_limits, runner, cgroup_fds, deadline
+    ):
         self.workdir = workdir
+        # Every place programs can write (the host's list, checked by tests/sandbox/test_reset),
+        # with the mode each had at the start, which a reset restores.
+        self.scratch = [
+            (path, os.stat(path).st_mode & 0o7777) for path in scratch if os.path.isdir(path)
+        ]
         self.reader = reader
         self.writer = writer
         self.child_limits = child_limits  # list of (setrlimit, resource constant, value)
@@ -141,6 +148,7 @@ class Supervisor:
         self.cgroup_fds = cgroup_fds  # open cgroup.procs files every program joins
         self.deadline = deadline
         self.sealed = _seal()
+        _fresh_keyrings(self.runner)
 
     def serve(self):
         while True:
@@ -185,16 +193,16 @@ class Supervisor:
             return self.reset()
         raise ValueError(f"unknown op {op!r}")
 
-    def _as_runner(self, func, request):
+    def _as_runner(self, func, *args):
         """File operations run with the programs' uid: a symlink a program planted in /work
         reaches nothing the program could not read or write itself."""
         if self.runner is None:
-            return func(request)
+            return func(*args)
         uid, gid = self.runner
         os.setegid(gid)
         os.seteuid(uid)
         try:
-            return func(request)
+            return func(*args)
         finally:
             os.seteuid(0)
             os.setegid(0)
@@ -341,6 +349,13 @@ class Supervisor:
                     buffer += chunk[:room]
                 if len(chunk) > max(room, 0):
                     truncated[stream] = True
+        if not timed_out:
+            # Its outputs are closed, but the command may still run (coreutils close stdout
+            # and stderr before they exit): it gets the rest of its time, not a SIGKILL.
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
         _kill_others()
         selector.close()
         for stream in (proc.stdin, proc.stdout, proc.stderr):
@@ -366,10 +381,17 @@ class Supervisor:
         }
 
     def reset(self):
-        """Kill every other process of this sandbox and empty the work and temp directories."""
+        """Kill every other process of this sandbox and remove everything programs wrote: the
+        contents of every writable place, System V and POSIX IPC objects, keys. What cannot be
+        removed fails the reset (RuntimeError), and the host replaces the sandbox."""
         _settle()
-        for root in (self.workdir, os.environ.get("TMPDIR", "/tmp")):
-            self._as_runner(_empty_dir, root)
+        left = []
+        for root, mode in self.scratch:
+            left += self._as_runner(_empty_dir, root, mode)
+        left += self._as_runner(_remove_sysv_ipc)
+        _fresh_keyrings(self.runner)
+        if left:
+            raise RuntimeError(f"the reset could not remove {', '.join(sorted(left)[:5])}")
         return {}
 
 
@@ -420,26 +442,104 @@ def _seal():
     return ctypes.CDLL(None).prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE, 0
 
 
-def _empty_dir(root):
-    if not os.path.isdir(root):
-        return {}
-    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
-        for name in filenames:
-            _ignore(os.unlink, os.path.join(dirpath, name))
-        for name in dirnames:
-            path = os.path.join(dirpath, name)
-            if os.path.islink(path):
-                _ignore(os.unlink, path)
+def _empty_dir(root, mode):
+    """Remove everything below `root` and give it back `mode`; returns what is left. A program
+    may have taken the permissions off a directory, which its owner (our uid here) may undo."""
+    _ignore(os.chmod, root, mode)
+    stack, made = [root], []
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                _ignore(os.chmod, entry.path, 0o700)
+                stack.append(entry.path)
+                made.append(entry.path)
             else:
-                _ignore(os.rmdir, path)
-    return {}
-
-
-def _ignore(func, path):
+                _ignore(os.unlink, entry.path)
+    for path in reversed(made):  # children before their parents
+        _ignore(os.rmdir, path)
     try:
-        func(path)
+        return [os.path.join(root, name) for name in os.listdir(root)]
+    except OSError as exc:
+        return [f"{root} ({exc.strerror})"]
+
+
+def _ignore(func, *args):
+    try:
+        func(*args)
     except OSError:
         pass
+
+
+_IPC_RMID = 0
+
+
+def _sysv_ids(kind):
+    try:
+        with open(f"/proc/sysvipc/{kind}") as handle:
+            return [int(line.split()[1]) for line in list(handle)[1:] if line.strip()]
+    except OSError:
+        return []
+
+
+def _remove_sysv_ipc():
+    """Remove the sandbox's System V shared memory, message queues and semaphores (its IPC
+    namespace holds nothing else); returns what is left. POSIX message queues are files in
+    /dev/mqueue, one of the scratch places."""
+    kinds = ("shm", "msg", "sem")
+    if not any(_sysv_ids(kind) for kind in kinds):
+        return []
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    remove = {
+        "shm": lambda ident: libc.shmctl(ident, _IPC_RMID, None),
+        "msg": lambda ident: libc.msgctl(ident, _IPC_RMID, None),
+        "sem": lambda ident: libc.semctl(ident, 0, _IPC_RMID),
+    }
+    for kind in kinds:
+        for ident in _sysv_ids(kind):
+            remove[kind](ident)
+    return [f"System V {kind} {ident}" for kind in kinds for ident in _sysv_ids(kind)]
+
+
+# keyctl(2) by machine (glibc has no wrapper); the asm-generic number elsewhere.
+_KEYCTL = {"x86_64": 250, "i686": 288, "armv7l": 311, "ppc64le": 271, "s390x": 280}
+_KEYCTL_JOIN_SESSION_KEYRING = 1
+_KEYCTL_CLEAR = 7
+_USER_KEYRINGS = (-4, -5)  # KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING
+
+
+def _fresh_keyrings(runner):
+    """Keys are storage that outlives every process. Join a new, empty session keyring, which
+    the programs inherit (never the host's), and clear the programs' uid's own keyrings (as
+    root, a uid of the sandbox's own; without root, the user namespace's, per namespace since
+    Linux 5.3, and left alone before). Docker's seccomp profile refuses keyctl: nothing to do."""
+    try:
+        import ctypes
+    except ImportError:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    number = _KEYCTL.get(os.uname().machine, 219)
+    libc.syscall(number, _KEYCTL_JOIN_SESSION_KEYRING, None)
+    release = tuple(int(part) for part in os.uname().release.split("-")[0].split(".")[:2])
+    if runner is None and release < (5, 3):
+        return
+    pid = os.fork()
+    if pid == 0:  # the programs' uid, fully: the user keyrings follow the real uid
+        try:
+            if runner is not None:
+                os.setgroups([])
+                os.setgid(runner[1])
+                os.setuid(runner[0])
+            for keyring in _USER_KEYRINGS:
+                libc.syscall(number, _KEYCTL_CLEAR, keyring)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
 
 
 def _parse_limits(text):
@@ -455,7 +555,7 @@ def _parse_limits(text):
 
 
 def main(argv):
-    workdir, ttl, limits, runner, cgroup_fds = argv
+    workdir, scratch, ttl, limits, runner, cgroup_fds = argv
     # Default dispositions only: as PID 1 of its namespace the kernel then drops every signal a
     # process in the sandbox sends it (a Python handler, e.g. SIGINT's, would let it through).
     for number in range(1, signal.NSIG):
@@ -480,7 +580,10 @@ def main(argv):
     # The backstop: even if the host and the reaper both fail, the sandbox ends itself.
     deadline = time.monotonic() + (float(ttl) if float(ttl) > 0 else 10 * 365 * 86400.0)
     fds = [int(fd) for fd in cgroup_fds.split(",") if fd]
-    Supervisor(workdir, reader, writer, _parse_limits(limits), run_as, fds, deadline).serve()
+    places = scratch.split(":")
+    Supervisor(
+        workdir, places, reader, writer, _parse_limits(limits), run_as, fds, deadline
+    ).serve()
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Same work, same timer, interleaved:
 - both tools run N rollouts of the same single-turn task ("say: wN", reward 1 for answering wN)
-  at the same `-c` against the same fake OpenAI server (tests/fakes, its own process);
+  at the same `-c` against the same fake OpenAI server (testing/, its own process);
 - the timer is the fake server's: from its first model request to its last, plus one latency
   (when the last answer left). Neither tool's start-up or exit is in it, ramp-up is;
 - runs alternate prime, vf, vf, prime, ... over `--reps` repetitions, and the server is
@@ -46,11 +46,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fakes.server import FakeServer
+from testing.server import FakeServer
 
 PRIME = Path(sys.executable).with_name("prime")
 UV = Path(sys.executable).with_name("uv")
-SAY_ENV = ROOT / "tests" / "fakes" / "envs" / "say_env.py"
+SAY_ENV = ROOT / "testing" / "envs" / "say_env.py"
 ARITHMETIC = ROOT / "builtin_envs" / "arithmetic"
 DOCS = ROOT / "docs" / "benchmarks.md"
 HEADING = "## Eval runner"

@@ -80,7 +80,8 @@ async def main() -> None:
     if args.quick:
         questions, max_tokens, reps = QUESTIONS[:2], 8, 1
 
-    from prime_env.clients.local_client import LocalClient, _template_messages
+    from local_model.client import LocalClient
+    from prime_env.chat_template import template_messages
 
     client = LocalClient("smollm2-135m")
     started = time.perf_counter()
@@ -91,7 +92,7 @@ async def main() -> None:
     prompts = [
         list(
             tok.apply_chat_template(
-                _template_messages(c), add_generation_prompt=True, tokenize=True, return_dict=False
+                template_messages(c), add_generation_prompt=True, tokenize=True, return_dict=False
             )
         )
         for c in chats

@@ -4,7 +4,7 @@
 For each backend (docker, local) it measures:
 
 * cold start: `open_sandbox(...).start()` until the supervisor answers (p50, p95), beside
-  `docker run --rm IMAGE true` (the CLI): both start a container from nothing;
+  `docker run --pull never --rm IMAGE true` (the CLI): both start a container from nothing;
 * warm acquire: `pool.acquire()` from a `SandboxPool(4)` while released sandboxes are being
   reset in the background, as in a rollout loop (p50, p95); no peer (a pre-started container
   has nothing to acquire), so no ratio;
@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from sandbox import SandboxPool, open_sandbox
-from sandbox.docker_backend import docker_available, docker_client, image_exists
+from sandbox.backends.docker import docker_available, docker_client, image_exists
 from sandbox.limits import DEFAULT_IMAGE, SandboxLimits
 
 # Pure sandbox overhead, and a realistic small program (interpreter start-up dominates).
@@ -125,12 +125,12 @@ class DockerPeer:
     def __init__(self) -> None:
         limits = SandboxLimits()
         client = docker_client()
+        # `create` + `start`, never `run`, which pulls a missing image.
         self.containers = [
-            client.containers.run(
+            client.containers.create(
                 DEFAULT_IMAGE,
                 ["sleep", "infinity"],
-                detach=True,
-                remove=True,
+                auto_remove=True,
                 network_mode="none",
                 mem_limit=f"{limits.memory_mb}m",
                 nano_cpus=int(limits.cpus * 1e9),
@@ -138,6 +138,8 @@ class DockerPeer:
             )
             for _ in range(CONCURRENCY)
         ]
+        for container in self.containers:
+            container.start()
 
     def rate(self, argv: list[str], seconds: float) -> tuple[float, int]:
         done = [0] * CONCURRENCY
@@ -170,7 +172,17 @@ class DockerPeer:
 def docker_run_baseline(n: int) -> list[float]:
     return timed(
         lambda: subprocess.run(
-            ["docker", "run", "--rm", "--network", "none", DEFAULT_IMAGE, "true"],
+            [
+                "docker",
+                "run",
+                "--pull",
+                "never",
+                "--rm",
+                "--network",
+                "none",
+                DEFAULT_IMAGE,
+                "true",
+            ],
             check=True,
             capture_output=True,
         ),
@@ -217,7 +229,7 @@ def main() -> None:
         lines = [
             "| measurement | p50 ms | p95 ms | ratio p50 vs peer |",
             "|---|---|---|---|",
-            row("peer: `docker run --rm IMAGE true` (CLI, cold)", run_ms, None),
+            row("peer: `docker run --pull never --rm IMAGE true` (CLI, cold)", run_ms, None),
             row("peer: `exec_run true` in a pre-started container (API)", exec_api_ms, None),
         ]
         for backend in ("docker", "local"):

@@ -45,7 +45,7 @@ def tiny_model(directory: Path) -> Path:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from prime_env.clients.local_models import gguf_path
+    from local_model.models import gguf_path
 
     path = gguf_path("smollm2-135m")
     AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name).save_pretrained(directory)

@@ -60,7 +60,7 @@ def check(name: str, ok: bool, detail: str) -> None:
 def tokenizer_files(out: Path) -> Path:
     from transformers import AutoTokenizer
 
-    from prime_env.clients.local_models import gguf_path
+    from local_model.models import gguf_path
 
     path = gguf_path("smollm2-135m")
     AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name).save_pretrained(out)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create .venv with both distributions editable: the environment SDK (sdk/pyproject.toml:
-# prime_env, registry_index, sandbox) and prime-envhub (pyproject.toml: hub, CLI, trainer) with
-# every extra and the test tools. The SDK comes from sdk/ only ([tool.uv.sources]), never an index.
+# prime_env, local_model, registry_index, sandbox) and prime-envhub (pyproject.toml: hub, CLI,
+# trainer) with every extra and the test tools. The SDK comes from sdk/ only ([tool.uv.sources]),
+# never an index.
 # torch is pinned to the CPU wheel that pip finds on this machine's disk (a plain `torch`
 # pulls a multi-GB CUDA build); uv then resolves the rest (pip's resolver backtracks for
 # many minutes on the boto/aiobotocore pins that s3fs and moto bring), under the versions the
@@ -28,5 +29,5 @@ step "installing prime-envhub-sdk and prime-envhub, editable, with every extra a
   --constraints scripts/constraints.txt -e ./sdk -e ".[all,dev]"
 step "compiling the editable packages' bytecode"
 .venv/bin/python -m compileall -q -j 0 prime_cli hub_client prime_env hub_server registry_index sandbox \
-  trainer_bridge builtin_envs >/dev/null
+  trainer_bridge builtin_envs local_model testing >/dev/null
 step "setup done in $((SECONDS - started)) s: .venv/bin/prime is ready"

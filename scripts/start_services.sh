@@ -23,6 +23,6 @@ if command -v dockerd >/dev/null 2>&1 && ! docker info >/dev/null 2>&1; then
   fi
 fi
 if docker info >/dev/null 2>&1 && [ -x .venv/bin/prime ]; then
-  # Pulls when a registry answers, else debootstrap + docker import (a few minutes, once).
+  # debootstrap + docker import (a few minutes, once per machine); Docker never pulls.
   .venv/bin/prime sandbox build-image
 fi

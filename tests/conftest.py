@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from prime_env.clients.local_models import CACHE_ENV, cache_root
+from local_model.models import CACHE_ENV, cache_root
 
 # Many tests give the CLI a throwaway HOME; the converted local model (a 0.5 GB cache that
 # saves 20 s per load) should still be shared, as it is on a user's machine. Pinned here,

@@ -16,7 +16,9 @@ PACKAGES = [
     "hub_client",
     "prime_cli",
     "prime_env",
+    "local_model",
     "sandbox",
+    "testing",
     "trainer_bridge",
     "builtin_envs/publish.py",
 ]

@@ -19,8 +19,8 @@ from urllib.parse import urlparse
 
 from rich.console import Console
 
-from prime_env import event_loop
 from prime_env.environment import Environment
+from prime_env.process import event_loop
 from prime_env.run_status import RUNNING, describe_owner, held_by_another
 from trainer_bridge.checkpoints import layout, orchestrator_state
 from trainer_bridge.config import (

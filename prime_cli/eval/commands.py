@@ -39,11 +39,13 @@ from hub_client import settings as cfg
 from hub_client.client import HubClient, HubError
 from hub_client.install import InstallError, ensure_installed
 from prime_cli.errors import CliError, expected
+from prime_cli.eval.export import export_cmd
 from prime_cli.eval.runs import find_run, local_runs, push_run, unpushed_runs
+from prime_cli.eval.validate import validate_cmd
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import say
 from prime_cli.options import echo_json, output_option, page_of, paging_options
-from prime_env import event_loop
+from prime_cli.options import json_object as _json_option
 from prime_env.clients.base import ModelClient
 from prime_env.clients.model_specs import ModelConfigError, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
@@ -63,7 +65,8 @@ from prime_env.evaluation import (
     start_run,
     stored_config,
 )
-from prime_env.parallel import ClientFactory
+from prime_env.process import event_loop
+from prime_env.process.parallel import ClientFactory
 from prime_env.record import RolloutRecord
 from prime_env.summary import Summary
 from registry_index.schemas.evals import EvaluationInfo
@@ -80,21 +83,6 @@ LIVE_RATE_WINDOW_S = 5.0
 LOCAL_MAX_TOKENS = 256
 """Per-turn token cap for the built-in CPU model when none is given: SmolLM2-135M rarely needs
 more for these tasks, and uncapped it can ramble for minutes per rollout."""
-
-
-def _json_option(text: str | None, what: str) -> dict[str, Any]:
-    if text is None:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(
-            f"{what} is not valid JSON ({exc.msg} at column {exc.colno}); "
-            f"""example: '{{"key": 1}}'"""
-        ) from None
-    if not isinstance(value, dict):
-        raise click.BadParameter(f"{what} must be a JSON object, got {type(value).__name__}")
-    return value
 
 
 class _EvalGroup(click.Group):
@@ -203,7 +191,7 @@ async def _run_all(
             tracker.add(rec)
         tracker.resumed, tracker.tokens = tracker.done, 0
         if run.spec.client == "local" and workers == 1:
-            from prime_env.clients.local_decode import sampled_tokens
+            from local_model.decode import sampled_tokens
 
             tracker.live, tracker.live_base = sampled_tokens, sampled_tokens()
         task = progress.add_task(
@@ -507,15 +495,19 @@ def run(
         )
         for spec in specs
     ]
+    # made before any run directory is: a client that cannot be made (-m reference of an
+    # environment without one) leaves nothing on disk
+    policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
+    clients = [spec.create_client(stream=stream, policy=policy, env=env) for spec in specs]
+    factories = [
+        partial(spec.create_client, stream=stream, policy=policy, env=env) for spec in specs
+    ]
     runs = [
         resume_run(resume_dir, env, spec, config)
         if resume_dir is not None
         else start_run(env, spec, config, output_dir)
         for spec, config in zip(specs, configs)
     ]
-    policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
-    clients = [spec.create_client(stream=stream, policy=policy) for spec in specs]
-    factories = [partial(spec.create_client, stream=stream, policy=policy) for spec in specs]
     for run_ in runs:
         verb = "resuming" if resume_dir else "writing"
         say(err_console, f"{verb} {run_.directory} ({len(run_.done)}/{run_.total} done)")
@@ -811,3 +803,7 @@ def samples_cmd(target: str, num: int, page: int, offset: int | None, output: st
     console.print(
         f"[dim]samples {(page - 1) * num + 1}-{(page - 1) * num + len(rows)} of {total}[/]"
     )
+
+
+eval_group.add_command(validate_cmd)
+eval_group.add_command(export_cmd)

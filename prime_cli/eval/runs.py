@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from hub_client.client import HubClient, NotFound, checked_request
 from prime_cli.errors import CliError
 from prime_env.evaluation import METADATA, RESULTS, read_results, read_run_metadata
@@ -225,3 +227,36 @@ def push_run(
     tmp.write_text(json.dumps(meta, indent=2) + "\n")
     tmp.replace(meta_path)
     return evaluation_id
+
+
+HUB_SAMPLES_PAGE = 1000
+"""Samples read per request when a run is read back from the hub (the API's largest page)."""
+
+
+def run_records(found: RunTarget, hub: HubClient | None) -> list[RolloutRecord]:
+    """The rollout records of a run: its `results.jsonl`, or its samples on the hub (the runs a
+    hub stores are the datasets it serves: there is no second store)."""
+    if found.directory is not None:
+        return read_results(found.directory / RESULTS)
+    if hub is None or found.evaluation_id is None:
+        raise CliError("a hub evaluation needs a hub to read it from (prime login)")
+    evaluation_id = found.evaluation_id
+    records: list[RolloutRecord] = []
+    page = 1
+    while True:
+        chunk = hub.evaluation_samples(evaluation_id, page, HUB_SAMPLES_PAGE)
+        for position, row in enumerate(chunk.data):
+            try:
+                records.append(RolloutRecord.model_validate(row))
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(part) for part in first["loc"])
+                raise CliError(
+                    f"sample {(page - 1) * HUB_SAMPLES_PAGE + position} of evaluation "
+                    f"{evaluation_id} is not a prime.rollout/1 record ({where}: {first['msg']}); "
+                    "only runs pushed by `prime eval run --push` / `prime eval push` carry "
+                    "whole transcripts"
+                ) from None
+        if not chunk.data or page * HUB_SAMPLES_PAGE >= chunk.total_count:
+            return records
+        page += 1

@@ -51,19 +51,6 @@ class ChatResponse:
     """The trained policy that sampled this turn (set by `prime train`'s backends)."""
 
 
-class ModelError(Exception):
-    """A provider failure that survived the client's retries.
-
-    It is infrastructure, never the model's fault: the runner records it as the rollout's
-    `error` ({type, message}) and excludes the rollout from means and training batches.
-    """
-
-    def __init__(self, error_type: str, message: str) -> None:
-        super().__init__(f"{error_type}: {message}")
-        self.error_type = error_type
-        self.message = message
-
-
 @runtime_checkable
 class ModelClient(Protocol):
     """A chat model behind some wire format. Implementations retry transient failures themselves."""

@@ -3,9 +3,12 @@
 Accepted forms (what vf-eval and prime users type):
 - `provider/model`: `openai/gpt-4.1-mini`, `anthropic/claude-sonnet-4-5`, `openrouter/<org>/<model>`,
   `together/…`, `deepseek/…`, `gemini/…` (Gemini's OpenAI-compatible endpoint), `prime/…`;
-- `local/smollm2-135m`: a model run in this process on CPU (see local_client);
+- `local/smollm2-135m`: a model run in this process, by a provider registered under the
+  `prime.model_providers` entry-point group (`local` is local_model's, the SDK's `local` extra);
 - an alias from `endpoints.toml` (./endpoints.toml, else ~/.config/prime/endpoints.toml);
-- any name together with `--base-url URL` (vLLM, a proxy, a self-hosted server).
+- any name together with `--base-url URL` (vLLM, a proxy, a self-hosted server);
+- `reference`: the environment's own reference policy (prime_env.reference), which needs the
+  environment to make its client.
 
 Keys are read from environment variables only, at client creation, and never stored on the
 spec, so nothing that serialises a spec (metadata.json, logs) can leak one.
@@ -15,19 +18,24 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Collection
 from dataclasses import dataclass
+from functools import cache
+from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prime_env.clients.base import ModelClient
 from prime_env.clients.retry import RetryPolicy
+from prime_env.errors import ModelConfigError
+from prime_env.reference import REFERENCE_MODEL, ReferenceClient
+
+if TYPE_CHECKING:
+    from prime_env.environment import Environment
 
 DEFAULT_LOCAL_MODEL = "local/smollm2-135m"
 DEFAULT_HOSTED_MODEL = "openai/gpt-4.1-mini"
-
-
-class ModelConfigError(ValueError):
-    """A model string, endpoint file or API key setting is wrong; the message says how to fix it."""
+PROVIDER_GROUP = "prime.model_providers"
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,35 @@ PROVIDERS: dict[str, Provider] = {
     "gemini": Provider("https://generativelanguage.googleapis.com/v1beta/openai", "GEMINI_API_KEY"),
     "prime": Provider("https://api.pinference.ai/api/v1", "PRIME_API_KEY"),
 }
+
+
+class ModelProvider(Protocol):
+    """Models run in this process, registered as `[project.entry-points."prime.model_providers"]
+    local = "local_model.provider:PROVIDER"`: `local/<name>` is then one of them. The SDK knows
+    nothing of how they run (torch stays out of it); listing them must import nothing heavy."""
+
+    def models(self) -> Collection[str]:
+        """The names accepted after `<provider>/`."""
+        ...
+
+    def create_client(self, model: str) -> ModelClient:
+        """A client for `model` (one of `models()`); may import the provider's engine."""
+        ...
+
+
+@cache
+def _registered() -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=PROVIDER_GROUP)}
+
+
+def in_process_provider(name: str) -> ModelProvider | None:
+    """The provider registered under `name` in `prime.model_providers`, or None."""
+    entry = _registered().get(name)
+    if entry is None:
+        return None
+    provider: ModelProvider = entry.load()
+    return provider
+
 
 PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
     # (input, output) USD per million tokens, from the providers' public price lists.
@@ -68,7 +105,7 @@ class ModelSpec:
     name: str  # what the user asked for; used in result paths and tables
     model: str  # the id sent to the provider
     provider: str
-    client: str  # "openai" | "anthropic" | "local"
+    client: str  # "openai" | "anthropic" | an in-process provider's name ("local")
     base_url: str | None
     key_var: str | None
     price_per_mtok: tuple[float, float] | None = None
@@ -102,12 +139,22 @@ class ModelSpec:
         return key or None
 
     def create_client(
-        self, *, stream: bool = False, policy: RetryPolicy | None = None
+        self,
+        *,
+        stream: bool = False,
+        policy: RetryPolicy | None = None,
+        env: Environment | None = None,
     ) -> ModelClient:
-        if self.client == "local":
-            from prime_env.clients.local_client import LocalClient
-
-            return LocalClient(self.model)
+        """The client; `env` is the environment being run (only `reference` needs it)."""
+        if self.client == REFERENCE_MODEL:
+            if env is None:
+                raise ModelConfigError("-m reference plays an environment's own policy: give env=")
+            return ReferenceClient(env)
+        if self.client not in ("openai", "anthropic"):
+            provider = in_process_provider(self.client)
+            if provider is None:
+                raise ModelConfigError(f"no model provider {self.client!r} is installed")
+            return provider.create_client(self.model)
         if self.client == "anthropic":
             from prime_env.clients.anthropic_client import AnthropicClient
 
@@ -193,6 +240,9 @@ def resolve_model(
         )
     if base_url:
         return ModelSpec(name, name, "custom", "openai", base_url.rstrip("/"), api_key_var)
+    if name == REFERENCE_MODEL:  # reserved: no alias or provider is asked
+        ref = REFERENCE_MODEL
+        return ModelSpec(ref, ref, ref, ref, None, None, (0.0, 0.0))
     path = endpoints or endpoints_file()
     if path is not None:
         aliases = load_endpoints(path)
@@ -213,20 +263,21 @@ def resolve_model(
                 price,
             )
     provider, sep, model = name.partition("/")
-    if provider == "local":
-        from prime_env.clients.local_models import LOCAL_MODELS
-
-        if model not in LOCAL_MODELS:
+    in_process = in_process_provider(provider) if sep and provider not in PROVIDERS else None
+    if in_process is not None:
+        if model not in in_process.models():
             raise ModelConfigError(
-                f"unknown local model {model!r}; available: "
-                + ", ".join(f"local/{m}" for m in sorted(LOCAL_MODELS))
+                f"unknown {provider} model {model!r}; available: "
+                + ", ".join(f"{provider}/{m}" for m in sorted(in_process.models()))
             )
-        return ModelSpec(name, model, "local", "local", None, None, (0.0, 0.0))
+        # Run in this process: no key, no endpoint, nothing to pay.
+        return ModelSpec(name, model, provider, provider, None, None, (0.0, 0.0))
     if not sep or provider not in PROVIDERS or not model:
         raise ModelConfigError(
             f"cannot tell which provider serves {name!r}: use provider/model with provider one of "
-            f"{', '.join(sorted([*PROVIDERS, 'local']))}, an alias from endpoints.toml, "
-            "or --base-url URL for any OpenAI-compatible server"
+            f"{', '.join(sorted([*PROVIDERS, *_registered()]))}, an alias from endpoints.toml, "
+            "--base-url URL for any OpenAI-compatible server, or reference for the "
+            "environment's own reference policy"
         )
     known = PROVIDERS[provider]
     return ModelSpec(

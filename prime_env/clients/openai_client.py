@@ -13,7 +13,6 @@ import aiohttp
 import openai
 
 from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec
-from prime_env.clients.prepared_post import PreparedPost
 from prime_env.clients.retry import (
     AdaptiveLimiter,
     Failure,
@@ -22,6 +21,7 @@ from prime_env.clients.retry import (
     status_failure,
 )
 from prime_env.clients.sdk_client import SDKClient
+from prime_env.clients.transport.prepared_post import PreparedPost
 from prime_env.clients.wire import from_openai, from_openai_stream
 
 

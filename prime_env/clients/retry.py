@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
-from prime_env.clients.base import ModelError
+from prime_env.errors import ModelError
 
 T = TypeVar("T")
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..calling import call_user
 from ..clients.base import ChatResponse, ModelClient, SamplingArgs, ToolSpec
-from ..state import State
+from ..state import CALLING, State
 from ..tasks import Task
 
 Hook = Callable[[State], Any | Awaitable[Any]]
@@ -147,9 +147,15 @@ class Harness:
             sampling.max_tokens is None or sampling.max_tokens > remaining
         ):
             sampling = dataclasses.replace(sampling, max_tokens=remaining)
-        response = await client.chat(
-            state.prompt + state.completion, tools=tools, sampling=sampling
-        )
+        if tools is not None:
+            state["tools"] = tools
+        calling = CALLING.set(state)
+        try:
+            response = await client.chat(
+                state.prompt + state.completion, tools=tools, sampling=sampling
+            )
+        finally:
+            CALLING.reset(calling)
         state.add_response(response)
         return response
 

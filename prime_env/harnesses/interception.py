@@ -17,7 +17,8 @@ from typing import Any
 
 from aiohttp import web
 
-from ..clients.base import ChatResponse, ModelClient, ModelError, SamplingArgs
+from ..clients.base import ChatResponse, ModelClient, SamplingArgs
+from ..errors import ModelError
 from ..state import State
 
 Message = dict[str, Any]

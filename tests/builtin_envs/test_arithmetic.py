@@ -7,8 +7,10 @@ import re
 
 import pytest
 from arithmetic import LEVELS, generate, load_environment, shortest_correct
+from arithmetic.reference import evaluate
 
 from prime_env import run_rollouts, summarize
+from prime_env.reference_check import validate_reference
 from tests.builtin_envs.policy import PolicyClient
 
 
@@ -60,15 +62,20 @@ def test_group_bonus_goes_to_the_shortest_correct_completions_only() -> None:
     assert shortest_correct([_boxed(1), _boxed(2)], [3, 3]) == [0.0, 0.0]
 
 
-async def test_oracle_answers_correctly_and_concisely() -> None:
-    env = load_environment(difficulty=4, num_eval_examples=30)
-    answers = {t.prompt[-1]["content"]: t.answer for t in env.get_eval_tasks()}
-    client = PolicyClient(lambda m: f"\\boxed{{{answers[m[-1]['content']]}}}")
-    records = await run_rollouts(env, client, n=30, r=3)
-    summary = summarize(records)
-    assert summary.errors == 0 and summary.reward_mean >= 0.99
-    assert all(r.rewards == {"correct": 1.0, "shortest_correct": 1.0} for r in records)
-    assert all(r.metrics["completion_chars"] > 0 for r in records)
+@pytest.mark.parametrize("difficulty", sorted(LEVELS))
+async def test_the_shipped_reference_answers_correctly_and_concisely(difficulty: int) -> None:
+    env = load_environment(difficulty=difficulty, num_eval_examples=60)
+    report = await validate_reference(env)
+    assert report.passed and report.lowest == pytest.approx(1.2)
+    assert all(r.rewards == {"correct": 1.0, "shortest_correct": 1.0} for r in report.records)
+
+
+def test_the_reference_evaluates_syntax_never_text() -> None:
+    assert evaluate("12 - (3 + 4) * (-2)") == 26
+    with pytest.raises(ValueError, match="not an integer"):
+        evaluate("__import__('os').getcwd()")
+    with pytest.raises(ValueError, match="not an integer"):
+        evaluate("7 / 2")
 
 
 async def test_verbose_correct_answers_lose_the_group_bonus() -> None:

@@ -8,6 +8,7 @@ import pytest
 from reverse_text import lcs_ratio, load_environment
 
 from prime_env import run_rollouts, summarize
+from prime_env.reference_check import validate_reference
 from tests.builtin_envs.policy import PolicyClient
 
 
@@ -42,14 +43,10 @@ def test_lcs_ratio_reward(reply: str, expected: float) -> None:
     assert lcs_ratio(completion, "cba") == pytest.approx(expected)
 
 
-async def test_oracle_reverses_perfectly() -> None:
-    env = load_environment()
-    client = PolicyClient(lambda m: f"<reversed>{_text(m)[::-1]}</reversed>")
-    records = await run_rollouts(env, client, n=40, r=2, concurrency=8)
-    summary = summarize(records)
-    assert len(records) == 80 and summary.errors == 0
-    assert summary.reward_mean >= 0.99
-    assert all(r.metrics["exact"] == 1.0 for r in records)
+async def test_the_shipped_reference_reverses_perfectly() -> None:
+    report = await validate_reference(load_environment())
+    assert report.passed and len(report.records) == 200 and report.errors == 0
+    assert all(r.metrics["exact"] == 1.0 for r in report.records)
 
 
 async def test_copying_scrambling_and_empty_policies_score_low() -> None:

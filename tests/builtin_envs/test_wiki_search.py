@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from pathlib import Path
 
 import pytest
 from wiki_search import load_corpus, load_environment, make_tools
 from wiki_search.corpus import default_corpus, split_markdown
 from wiki_search.questions import BLANK, default_questions
+from wiki_search.reference import solve
 from wiki_search.search import SearchIndex
 
-from prime_env import run_rollouts, summarize
+from prime_env import ReferenceClient, run_rollouts, summarize
+from prime_env.chat_template import assistant_message, template_messages
+from prime_env.reference_check import validate_reference
 from tests.builtin_envs.policy import PolicyClient, tool_call
 
 
@@ -63,59 +65,52 @@ def test_tools_explain_bad_ids(index: SearchIndex) -> None:
     assert search_pages("qqqzzzxxv") == "No pages matched; try other keywords."
 
 
-def _cloze(question: str) -> str:
-    return question.split('"', 1)[1].rsplit('"', 1)[0]
-
-
-def searcher_policy(messages: list[dict]) -> dict | str:
-    """A real agent: search with the question, open the hits' sections in rank order, read until a
-    sentence matches the cloze, and answer with the year read from the tool output."""
-    question = next(m["content"] for m in messages if m["role"] == "user")
-    cloze = _cloze(question)
-    pattern = re.compile(re.escape(cloze).replace(re.escape(BLANK), r"(\d{4})"))
-    calls = {
-        c["id"]: c["function"]
-        for m in messages
-        if m["role"] == "assistant"
-        for c in m.get("tool_calls") or []
-    }
-    results = [(calls[m["tool_call_id"]], m["content"]) for m in messages if m["role"] == "tool"]
-    pages: list[str] = []
-    sections: list[str] = []
-    viewed, read = set(), set()
-    for function, content in results:
-        args = json.loads(function["arguments"])
-        if function["name"] == "search_pages":
-            pages = [hit["page_id"] for hit in json.loads(content)]
-        elif function["name"] == "view_sections":
-            viewed.add(args["page_id"])
-            sections += [s["section_id"] for s in json.loads(content)]
-        else:
-            read.add(args["section_id"])
-            found = pattern.search(content)
-            if found:
-                return f"<answer>{found.group(1)}</answer>"
-    step = len(results)
-    if not pages:
-        return tool_call("search_pages", f"call_{step}", query=cloze)
-    unread = [s for s in sections if s not in read]
-    if unread:
-        return tool_call("read_section", f"call_{step}", section_id=unread[0])
-    unviewed = [p for p in pages if p not in viewed]
-    if unviewed:
-        return tool_call("view_sections", f"call_{step}", page_id=unviewed[0])
-    return "<answer>unknown</answer>"
-
-
-async def test_searching_oracle_answers_through_real_tool_calls() -> None:
-    env = load_environment()
-    records = await run_rollouts(env, PolicyClient(searcher_policy), n=100, r=1, concurrency=8)
-    summary = summarize(records)
-    assert summary.errors == 0 and summary.reward_mean >= 0.99
-    assert all(r.metrics["tool_calls"] >= 3 for r in records)
-    assert sum(r.metrics["read_the_source"] for r in records) >= 99
+async def test_the_shipped_reference_answers_through_real_tool_calls() -> None:
+    report = await validate_reference(load_environment())
+    records = report.records
+    assert report.passed and report.errors == 0 and len(records) == 100
+    assert all(r.metrics["tool_calls"] == 3 and r.metrics["read_the_source"] for r in records)
     tool_names = [m["name"] for m in records[0].completion if m["role"] == "tool"]
-    assert tool_names[:3] == ["search_pages", "view_sections", "read_section"]
+    assert tool_names == ["search_pages", "view_sections", "read_section"]
+    assert records[0].tools is not None and len(records[0].tools) == 3
+
+
+async def test_the_reference_writes_its_calls_in_the_local_models_text_form() -> None:
+    """What it writes is what SmolLM2 is prompted to write and what local_model parses."""
+    env = load_environment(num_eval_examples=1)
+    [task] = env.get_eval_tasks()
+    state = env.harness.start(task)
+    state["tools"] = env.harness.tool_specs
+    text = solve(state.prompt, state)
+    assert text.startswith('<tool_call>{"name": "search_pages", "arguments": {"query": ')
+    assert template_messages([assistant_message(text, lambda: "call_0")]) == [
+        {"role": "assistant", "content": text}
+    ]
+
+
+async def test_the_reference_searches_in_rank_order_on_a_custom_corpus(tmp_path: Path) -> None:
+    docs = tmp_path / "handbook"
+    docs.mkdir()
+    (docs / "travel.md").write_text(
+        "# Travel\nBook through the portal.\n\n## Per diem\nThe daily meal allowance is 45 euros.\n"
+    )
+    (docs / "desk.md").write_text("# Desk\nNew starters get a laptop on their first day.\n")
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(
+        json.dumps({"question": "How much is the daily meal allowance?", "answer": "45 euros"})
+        + "\n"
+        + json.dumps({"question": "What do new starters get?", "answer": "a laptop"})
+        + "\n"
+    )
+    env = load_environment(corpus=str(docs), questions=str(questions), num_eval_examples=1)
+    report = await validate_reference(env)
+    assert report.passed, report.shortfalls
+    unanswerable = tmp_path / "unanswerable.jsonl"
+    unanswerable.write_text(
+        questions.read_text().replace("45 euros", "50 euros").replace("a laptop", "a phone")
+    )
+    env = load_environment(corpus=str(docs), questions=str(unanswerable), num_eval_examples=1)
+    assert not (await validate_reference(env)).passed
 
 
 async def test_guessing_without_tools_and_empty_policies_score_low() -> None:
@@ -222,7 +217,7 @@ async def test_judge_rubric_scores_with_the_judge_and_keeps_exact_match_as_a_met
 
     judge = PolicyClient(judge_policy, model="judge")
     env = load_environment(judge=judge)
-    records = await run_rollouts(env, PolicyClient(searcher_policy), n=10)
+    records = await run_rollouts(env, ReferenceClient(env), n=10)
     assert summarize(records).reward_mean >= 0.99 and judge.calls == 10
     assert all(
         r.rewards == {"judge_correct": 1.0} and r.metrics["exact_match"] == 1.0 for r in records

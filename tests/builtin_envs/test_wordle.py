@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 import wordle
 from wordle import load_environment, pattern
-from wordle.solver import OPENER, Solver, _encode, best_guess, code_of, pattern_codes
+from wordle.reference import history
+from wordle.solver import OPENER, _encode, best_guess, code_of, pattern_codes
 from wordle.words import all_words, answers, valid_guesses
 
 from prime_env import run_rollouts, summarize
+from prime_env.reference_check import validate_reference
 from tests.builtin_envs.policy import PolicyClient
 from tests.support import require
 
@@ -90,34 +92,28 @@ def test_opener_is_the_entropy_best_first_guess() -> None:
     assert best_guess(tuple(answers("train") + answers("eval"))) == OPENER
 
 
-def _history(messages: list[dict]) -> list[tuple[str, str]]:
-    """(guess, marks) pairs from the transcript, as a player would read them off the screen."""
-    seen = []
-    for message in messages:
-        if message["role"] == "user":
-            marks = re.findall(r"\b([A-Z]):([GYX])\b", message["content"])
-            if len(marks) == 5:
-                seen.append(("".join(c for c, _ in marks).lower(), "".join(m for _, m in marks)))
-    return seen
-
-
-def solver_policy(messages: list[dict]) -> str:
-    solver = Solver.from_history(_history(messages))
-    return f"Let me think.\n<guess>{solver.next_guess()}</guess>"
-
-
-async def test_solver_oracle_through_the_harness() -> None:
+async def test_the_shipped_reference_solves_from_feedback_through_the_harness() -> None:
     env = load_environment(num_eval_examples=12)
-    records = await run_rollouts(env, PolicyClient(solver_policy), n=12, r=1, concurrency=4)
-    summary = summarize(records)
-    assert summary.errors == 0
+    report = await validate_reference(env, concurrency=4)
+    assert report.passed and report.errors == 0
+    records = report.records
     assert all(r.rewards["solved"] == 1.0 for r in records)
     assert all(r.rewards["format_ok"] == 1.0 for r in records)
-    assert summary.reward_mean >= 0.99
     assert all(r.stop_reason == "env_done" for r in records)
     first = records[0]
     assert "Correct!" in first.completion[-1]["content"]
     assert 2 <= first.metrics["turns"] <= 6 and first.metrics["invalid_guesses"] == 0
+    assert first.completion[0]["content"] == f"<guess>{OPENER}</guess>"
+
+
+def test_the_reference_reads_its_history_off_the_transcript() -> None:
+    messages = [
+        {"role": "assistant", "content": "<guess>raise</guess>"},
+        {"role": "user", "content": "R:X A:Y I:X S:X E:G\n5 guesses left."},
+        {"role": "assistant", "content": "<guess>about</guess>"},
+        {"role": "user", "content": "Invalid guess (ABOUT is not in the word list)."},
+    ]
+    assert history(messages) == [("raise", "XYXXG")]
 
 
 async def test_random_and_empty_policies_score_low() -> None:

@@ -11,8 +11,8 @@ from typing import Any
 
 PRIME = Path(sys.executable).with_name("prime")
 ROOT = Path(__file__).resolve().parents[2]
-SAY_ENV = ROOT / "tests" / "fakes" / "envs" / "say_env.py"
-TOOL_ENV = ROOT / "tests" / "fakes" / "envs" / "tool_env.py"
+SAY_ENV = ROOT / "testing" / "envs" / "say_env.py"
+TOOL_ENV = ROOT / "testing" / "envs" / "tool_env.py"
 
 
 def prime_env(**extra: str) -> dict[str, str]:

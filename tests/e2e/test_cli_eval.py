@@ -2,7 +2,7 @@
 unknown name, `show` of a missing path, run ids by prefix, `samples -p -n`, `push` with no
 directory, `get`, a summary that fits 80 columns, and all-zero rewards explained.
 
-Models are the fake OpenAI-compatible provider (tests/fakes/server.py); the hub is real."""
+Models are the fake OpenAI-compatible provider (testing/server.py); the hub is real."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from testing.server import FakeServer
 from tests.e2e.eval_support import SAY_ENV, prime, prime_env, run_dirs
 from tests.e2e.test_eval_hub import publish_say_env
-from tests.fakes.server import FakeServer
 from tests.hub_server.hubproc import HubProcess, start_hub
 
 pytestmark = pytest.mark.timeout(900)

@@ -329,7 +329,7 @@ def test_fresh_venv_on_an_unseeded_hub_gets_the_light_sdk_from_the_hub(
 ) -> None:
     """The issue's bar: a scaffolded env (depending on `prime-envhub-sdk` only) installs by name
     into a fresh venv from a hub nobody seeded, loads and scores, without any hub dependency."""
-    from tests.fakes.server import FakeServer
+    from testing.server import FakeServer
 
     env = real_index_env(cli_env)
     ok(prime(env, "env", "init", "sdk-env", "--path", str(tmp_path / "src")))

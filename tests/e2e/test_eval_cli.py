@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from testing.server import FakeServer
 from tests.e2e.eval_support import SAY_ENV, TOOL_ENV, prime, prime_env, records, run_dirs
-from tests.fakes.server import FakeServer
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from testing.server import FakeServer
 from tests.e2e.eval_support import SAY_ENV, prime, records, run_dirs
-from tests.fakes.server import FakeServer
 
 FAULTS = {"429": 0.04, "500": 0.04, "drop": 0.04, "timeout": 0.04, "malformed": 0.04}
 ERROR_TYPES = {"rate_limited", "server_error", "connection_error", "timeout", "malformed_response"}

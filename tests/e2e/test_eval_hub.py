@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from hub_client.install import find_uv
+from testing.server import FakeServer
 from tests.e2e.eval_support import SAY_ENV, prime_env, run_dirs
-from tests.fakes.server import FakeServer
 from tests.hub_server.hubproc import HubProcess, start_hub
 from tests.hub_server.wheels import write_wheel
 from tests.support import require

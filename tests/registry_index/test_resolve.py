@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from registry_index.errors import InvalidEnvRef
 from registry_index.resolve import (
     EnvRef,
     latest_version,
@@ -63,6 +64,20 @@ def test_examples(text: str, expected: EnvRef) -> None:
 def test_bad_refs(text: str, fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
         parse_env_ref(text)
+
+
+@pytest.mark.parametrize("text", ["a/b/c", "al_ice/wordle", "alice/", "alice/wordle@banana!"])
+def test_a_bad_ref_is_an_invalid_env_ref(text: str) -> None:
+    with pytest.raises(InvalidEnvRef):
+        parse_env_id(text)
+
+
+def test_one_error_type_for_the_grammar_wherever_it_is_read() -> None:
+    with pytest.raises(InvalidEnvRef, match="has no owner"):
+        parse_env_ref("wordle")
+    with pytest.raises(InvalidEnvRef, match="neither a version"):
+        select_version([(Version("1.0"), False)], "banana!")
+    assert issubclass(InvalidEnvRef, ValueError)  # callers catching ValueError still do
 
 
 @given(st.text(max_size=40))

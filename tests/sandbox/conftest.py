@@ -7,7 +7,9 @@ machine (debootstrap + docker import), then found by tag on later runs.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from tests.support import require
 
 @pytest.fixture(scope="session")
 def docker_ready() -> None:
-    from sandbox.docker_backend import docker_available, image_exists
+    from sandbox.backends.docker import docker_available, image_exists
 
     require(docker_available(), "a Docker daemon")
     if not image_exists(DEFAULT_IMAGE):
@@ -36,11 +38,32 @@ def backend(request: pytest.FixtureRequest) -> str:
     if request.param == "docker":
         request.getfixturevalue("docker_ready")
     else:
-        from sandbox.local_backend import bwrap_path
+        from sandbox.backends.local import bwrap_path
 
         require(bwrap_path() is not None, "bubblewrap (bwrap)")
         require(os.geteuid() == 0, "root (the local backend's per-sandbox uid)")
     return str(request.param)
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A fresh directory every local uid can reach (pytest's tmp_path is under a 0700 one)."""
+    folder = Path(tempfile.mkdtemp(prefix="prime-test-"))  # in /tmp: traversable by all
+    try:
+        folder.chmod(0o755)
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+@pytest.fixture
+def host_secret(open_dir: Path) -> Path:
+    """A world-readable host file any local uid could read (a token file, an environment's
+    reference solutions): only isolation keeps it from a sandboxed program."""
+    path = open_dir / "token"
+    path.write_text("hunter2-secret")
+    path.chmod(0o644)
+    return path
 
 
 @pytest.fixture
@@ -69,7 +92,7 @@ def host_footprint() -> dict[str, int]:
     (Open fds are checked over many runs in test_soak: the docker client's connection pool
     grows to its size first, so a per-test fd count would be noise.)
     """
-    from sandbox import docker_backend, local_backend
+    from sandbox.backends import docker as docker_backend
 
     containers = 0
     if docker_backend.docker_available():
@@ -79,12 +102,26 @@ def host_footprint() -> dict[str, int]:
                 all=True, filters={"label": f"{docker_backend.LABEL_RUN}={docker_backend.RUN_ID}"}
             )
         )
-    claims = [p for p in local_backend.state_dir().iterdir() if f"{os.getpid()}:" in p.read_text()]
+    claims = [text for text in claim_texts() if f"{os.getpid()}:" in text]
     return {
         "containers": containers,
         "local_claims": len(claims),
         "child_processes": len(_children(os.getpid())),
     }
+
+
+def claim_texts() -> list[str]:
+    """The local backend's claim files, read while other processes on the host (another test
+    run's reaper) may remove theirs between the listing and the read."""
+    from sandbox.backends import local as local_backend
+
+    texts = []
+    for path in local_backend.state_dir().iterdir():
+        try:
+            texts.append(path.read_text())
+        except FileNotFoundError:
+            continue
+    return texts
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 
 from sandbox import SandboxError, open_sandbox
 from sandbox.owner import Owner, _start_time, host_id
-from tests.sandbox.conftest import kill_from_outside
+from tests.sandbox.conftest import claim_texts, kill_from_outside
 
 pytestmark = pytest.mark.xdist_group("docker")  # starts Docker sandboxes (tests/conftest.py)
 
@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parents[2]
 CHILD = r"""
 import json, sys, threading
 from sandbox import open_sandbox
-from sandbox.local_backend import LocalSandbox
+from sandbox.backends.local import LocalSandbox
 
 boxes = {"docker": open_sandbox("docker").start(), "bwrap": LocalSandbox().start(),
-         "plain": LocalSandbox(use_bwrap=False).start()}
+         "plain": open_sandbox("unisolated").start()}
 for box in boxes.values():
     # The owner dies in the middle of a command that also left its session.
     command = "setsid sleep 1000 </dev/null >/dev/null 2>&1 & sleep 1000"
@@ -41,7 +41,7 @@ sys.stdin.read()
 
 
 def _names(uid: int) -> list[str]:
-    from sandbox.local_backend import processes_of
+    from sandbox.backends.local import processes_of
 
     names = []
     for pid in processes_of(uid):
@@ -62,9 +62,15 @@ def _wait_for(predicate, seconds: float = 20.0) -> bool:  # type: ignore[no-unty
 
 
 @pytest.mark.usefixtures("docker_ready")
-def test_sigkilled_owner_leaves_nothing_after_the_next_start() -> None:
-    from sandbox import local_backend
-    from sandbox.docker_backend import LABEL, docker_client
+def test_sigkilled_owner_leaves_nothing_after_the_next_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sandbox.backends import local as local_backend
+    from sandbox.backends.docker import LABEL, docker_client
+
+    # Claims of their own: any local sandbox started on this machine meanwhile (another test
+    # process) would reap the orphans first, before this test could see them waiting.
+    monkeypatch.setenv("PRIME_SANDBOX_STATE", str(tmp_path / "state"))
 
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD],
@@ -97,8 +103,7 @@ def test_sigkilled_owner_leaves_nothing_after_the_next_start() -> None:
     assert local_backend.processes_of(bwrap_uid) == []
     assert not any(Path(root).exists() for root in info["roots"])
     assert not any(path.exists() for path in cgroups)
-    claims = [p.read_text() for p in local_backend.state_dir().iterdir()]
-    assert not any(f"{child.pid}:" in text for text in claims)
+    assert not any(f"{child.pid}:" in text for text in claim_texts())
     assert _wait_for(
         lambda: (
             not docker_client().containers.list(
@@ -120,13 +125,13 @@ def _dead_owner() -> Owner:
 def test_reaper_removes_orphans_and_expired_but_keeps_live_containers() -> None:
     import docker.errors
 
-    from sandbox.docker_backend import (
+    from sandbox.backends.docker import (
         DEFAULT_IMAGE,
         LABEL,
         LABEL_EXPIRES,
         LABEL_OWNER,
+        DockerSandbox,
         docker_client,
-        reap_orphans,
     )
 
     client = docker_client()
@@ -139,10 +144,11 @@ def test_reaper_removes_orphans_and_expired_but_keeps_live_containers() -> None:
     }
     ids = {}
     for name, (owner, expires) in specs.items():
-        container = client.containers.run(
+        # Created, not started (the reaper removes both; `run` would pull a missing image,
+        # and a start could race with another process's reaper removing an orphan already).
+        container = client.containers.create(
             DEFAULT_IMAGE,
             ["sleep", "1000"],
-            detach=True,
             network_mode="none",
             labels={LABEL: "1", LABEL_OWNER: owner.encode(), LABEL_EXPIRES: str(int(expires))},
         )
@@ -150,7 +156,7 @@ def test_reaper_removes_orphans_and_expired_but_keeps_live_containers() -> None:
     try:
         # Not a count: a parallel test worker starting a sandbox reaps these orphans too, and
         # may be first. What holds is which containers are gone.
-        reap_orphans()
+        DockerSandbox.reap_orphans()
         remaining = {c["Id"] for c in client.api.containers(all=True, filters={"label": LABEL})}
         assert ids["orphan"] not in remaining and ids["expired"] not in remaining
         assert ids["live"] in remaining and ids["other-host"] in remaining
@@ -177,7 +183,8 @@ def test_dead_sandbox_raises_sandbox_error_not_a_result(backend: str) -> None:
 def test_unreachable_daemon_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from sandbox import SandboxUnavailable, docker_backend
+    from sandbox import SandboxUnavailable
+    from sandbox.backends import docker as docker_backend
 
     monkeypatch.setattr(docker_backend, "_client", None)
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
@@ -199,7 +206,8 @@ def test_a_daemon_lost_after_connecting_is_unavailable_and_reconnected(
     connects afresh."""
     import docker
 
-    from sandbox import SandboxUnavailable, docker_backend
+    from sandbox import SandboxUnavailable
+    from sandbox.backends import docker as docker_backend
 
     lost = docker.DockerClient(base_url=f"unix://{tmp_path}/gone.sock", version="1.41")
     monkeypatch.setattr(docker_backend, "_client", lost)

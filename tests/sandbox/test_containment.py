@@ -24,7 +24,7 @@ from sandbox import ExecResult, Sandbox, SandboxError, SandboxLimits, open_sandb
 # no_leaks; Docker sandboxes: one worker for them all (tests/conftest.py)
 pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.xdist_group("docker")]
 
-LIMITS = SandboxLimits(memory_mb=256, pids=64, workdir_mb=32, output_bytes=64 << 10)
+LIMITS = SandboxLimits(memory_mb=256, pids=64, workdir_mb=32, shm_mb=16, output_bytes=64 << 10)
 
 KILL_SUPERVISOR = {
     "pid 1": "kill -INT 1; kill -TERM 1; kill -STOP 1; kill -KILL 1; "
@@ -54,7 +54,7 @@ def _others(box: Sandbox) -> list[str]:
 
 def _host_processes(box: Sandbox) -> list[int]:
     """Host-side: live processes of the local sandbox's program uid (none may outlive a command)."""
-    from sandbox.local_backend import processes_of
+    from sandbox.backends.local import processes_of
 
     uid = getattr(box, "uid", None)
     return processes_of(uid) if uid is not None else []
@@ -107,12 +107,13 @@ def _host_bytes(box: Any) -> int:
 
 def test_disk_fill_stops_at_the_quota_and_never_reaches_the_host_disk(backend: str) -> None:
     quota = LIMITS.workdir_mb << 20
-    fill = f"head -c {2 * quota} /dev/zero > fill; echo $?; head -c {2 * quota} /dev/zero > $TMPDIR/fill"
+    places = ("fill", "$TMPDIR/fill", "/dev/shm/fill")
+    fill = "; ".join(f"head -c {2 * quota} /dev/zero > {place}" for place in places)
     with open_sandbox(backend, limits=LIMITS) as box:
         result = box.exec(fill, timeout=20)
-        assert result.exit_code != 0 and b"No space left" in result.stderr, result
-        sizes = box.exec("stat -c %s fill $TMPDIR/fill").stdout.split()
-        assert all(int(size) <= quota for size in sizes), sizes
+        assert result.exit_code != 0 and result.stderr.count(b"No space left") == 3, result
+        sizes = box.exec(f"stat -c %s {' '.join(places)}").stdout.split()
+        assert len(sizes) == 3 and all(int(size) <= quota for size in sizes), sizes
         assert _host_bytes(box) < 1 << 20
         assert box.exec("echo ok").stdout == b"ok\n"
         _assert_nothing_survives(box)

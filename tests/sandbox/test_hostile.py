@@ -33,6 +33,18 @@ def test_well_behaved_program(backend: str, limits: SandboxLimits) -> None:
         assert (failing.exit_code, failing.stderr, failing.ok) == (3, b"oops\n", False)
 
 
+def test_a_command_that_closes_its_outputs_before_exiting_keeps_its_status(
+    backend: str, limits: SandboxLimits
+) -> None:
+    """coreutils close stdout and stderr just before they exit: the command is not over then,
+    and killing it there made `cat`'s status 137 on a loaded machine."""
+    with open_sandbox(backend, limits=limits) as box:
+        done = box.exec("echo out; exec >&- 2>&-; sleep 0.5; exit 3")
+        assert (done.exit_code, done.stdout, done.timed_out) == (3, b"out\n", False), done
+        still = box.exec("exec >&- 2>&-; sleep 30", timeout=1)
+        assert still.timed_out and still.exit_code == 137, still
+
+
 def test_fork_bomb_is_contained(backend: str, limits: SandboxLimits) -> None:
     with open_sandbox(backend, limits=limits) as box:
         bomb = box.exec("bomb() { bomb | bomb & }; bomb; sleep 5", timeout=3)
@@ -91,15 +103,11 @@ def test_writes_outside_the_workdir_fail(
 
 
 def test_host_secrets_are_unreadable(
-    backend: str, limits: SandboxLimits, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    backend: str, limits: SandboxLimits, host_secret: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    secret = tmp_path / "secret.txt"
-    secret.write_text("hunter2")
-    secret.chmod(0o644)  # world-readable on the host: only isolation keeps it away
-    tmp_path.chmod(0o755)
     monkeypatch.setenv("PRIME_TEST_SECRET", "hunter2")
     with open_sandbox(backend, limits=limits) as box:
-        read = box.exec(["cat", str(secret)])
+        read = box.exec(["cat", str(host_secret)])
         assert read.exit_code != 0 and b"hunter2" not in read.stdout
         env = box.exec("env; ls -a /root /home 2>&1; cat /root/.bash_history 2>&1")
         assert b"hunter2" not in env.stdout and b"PRIME_TEST_SECRET" not in env.stdout

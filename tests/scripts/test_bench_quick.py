@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.docker_backend import docker_available, image_exists
+from sandbox.backends.docker import docker_available, image_exists
 from sandbox.limits import DEFAULT_IMAGE
 from tests.support import require
 

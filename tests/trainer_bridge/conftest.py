@@ -19,7 +19,7 @@ def smollm2_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     require(local_model_available(), "the local model and peft (extra `train`)")
     from transformers import AutoTokenizer
 
-    from prime_env.clients.local_models import tokenizer_dir
+    from local_model.models import tokenizer_dir
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir("smollm2-135m"))
     out = tmp_path_factory.mktemp("smollm2-tokenizer")

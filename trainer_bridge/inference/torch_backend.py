@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from prime_env.clients.local_client import LocalClient
+from local_model.client import LocalClient
 from trainer_bridge.config import ModelConfig
 from trainer_bridge.protocol.policy import PolicyError, PolicyRef, apply_weights, load_weights
 from trainer_bridge.trainer.modeling import add_lora, load_base, right_pad, token_logprobs

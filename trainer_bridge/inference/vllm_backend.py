@@ -27,9 +27,10 @@ from typing import Any
 
 import httpx
 
-from prime_env.clients.base import ChatResponse, Message, ModelError, SamplingArgs, ToolSpec
+from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec
 from prime_env.clients.openai_client import OpenAIClient
 from prime_env.clients.retry import RetryPolicy
+from prime_env.errors import ModelError
 from trainer_bridge.protocol.policy import PolicyRef
 
 BASE_VERSION = 0

@@ -16,7 +16,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from prime_env.clients.base import ChatResponse, Message, ModelError, SamplingArgs, ToolSpec
+from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec
+from prime_env.errors import ModelError
 from trainer_bridge.inference.base import BackendFactory, InferenceBackend
 from trainer_bridge.orchestrator.errors import TrainingStopped
 from trainer_bridge.protocol.policy import PolicyError, Probe, read_policy

@@ -48,7 +48,7 @@ def load_base(cfg: ModelConfig) -> tuple[Any, Any]:
     device = resolve_device(cfg)
     dtype = resolve_dtype(cfg, device)
     if cfg.name.startswith(LOCAL_PREFIX):
-        from prime_env.clients.local_models import load_local_model
+        from local_model.models import load_local_model
 
         model, tokenizer = load_local_model(cfg.name.removeprefix(LOCAL_PREFIX), dtype)
     else:

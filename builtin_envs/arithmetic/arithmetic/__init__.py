@@ -2,10 +2,11 @@
 
 Shows the two rubric features most RL recipes want: a correctness reward and a GROUP reward
 (a bonus for the shortest correct completions among the rollouts of one problem, which
-pushes a policy towards concise answers without rewarding short wrong ones). `correct` is
-its correctness metric. `boxed_integer` is the format signal a recipe may pay to bootstrap
-the box: it never pays the system prompt's example answer copied as a wrong answer (an RL
-run that paid any box learned to answer `\boxed{42}` to everything).
+pushes a policy towards concise answers without rewarding short wrong ones). The reference
+policy (`arithmetic.reference`) computes the expression and answers `\\boxed{N}`: 1.2
+everywhere. `correct` is its correctness metric. `boxed_integer` is the format signal a
+recipe may pay to bootstrap the box: it never pays the system prompt's example answer copied
+as a wrong answer (an RL run that paid any box learned to answer `\\boxed{42}` to everything).
 
 It ships a training recipe for SmolLM2-135M (`train/smollm2-135m.toml`): `prime train
 prime/arithmetic` uses it.
@@ -19,6 +20,7 @@ from typing import Any
 from prime_env import (
     BoxedParser,
     Environment,
+    Reference,
     Rubric,
     SingleTurn,
     Task,
@@ -27,6 +29,7 @@ from prime_env import (
 )
 
 from .problems import LEVELS, generate
+from .reference import solve
 
 __all__ = [
     "EXAMPLE_ANSWER",
@@ -159,5 +162,6 @@ def load_environment(
         rubric,
         name="arithmetic",
         eval_tasks=evals,
+        reference=Reference(solve, min_reward=1.2),
         correctness="correct",
     )

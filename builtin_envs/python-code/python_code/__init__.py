@@ -1,10 +1,12 @@
 """python-code: write a Python function that passes hidden unit tests, run in a sandbox.
 
 The template for code-execution environments: the model's code runs only inside a `sandbox`
-(Docker when the daemon and image are there, else the local subprocess backend), each hidden
+(Docker when the daemon and image are there, else the local bubblewrap backend), each hidden
 test in its own process. Reward = fraction of tests passed; the candidate's timeouts and
 crashes fail its tests (reward 0 for them), while a sandbox failure propagates as a
-`SandboxError`, which the runner records as an error instead of a score.
+`SandboxError`, which the runner records as an error instead of a score. Its reference policy
+submits each problem's reference solution: it passes every hidden test (reward 1.0), so
+`prime eval validate` shows the tests, the sandbox image and the harness agree.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from prime_env import Environment, Parser, Rubric, SingleTurn, State, Task, TaskSet
+from prime_env import Environment, Parser, Reference, Rubric, SingleTurn, State, Task, TaskSet
+from sandbox.factory import BACKENDS
 
 from .execution import Executor, TestOutcome
 
@@ -60,6 +63,12 @@ def _hidden_tests(task_id: str) -> list[str]:
     return next(p["tests"] for p in problems() if p["id"] == task_id)
 
 
+def reference_solution(messages: list[dict[str, Any]], state: State) -> str:
+    """The reference policy's reply: the problem's reference solution in one code block."""
+    code = next(p["reference"] for p in problems() if p["id"] == state.task.id)
+    return f"```python\n{code}\n```"
+
+
 def _task(problem: dict[str, Any]) -> Task:
     text = (
         f"Write a Python function `{problem['signature']}`.\n\n{problem['description']}\n\n"
@@ -79,12 +88,13 @@ def load_environment(
     num_eval_examples: int = 16,
     seed: int = 0,
 ) -> Environment:
-    """`backend`: "auto" (Docker if available, else local), "docker" or "local".
+    """`backend`: "auto" (Docker if its image is built, else local with bubblewrap, else an
+    error), "docker", "local", or "unisolated" (no isolation: only for code you trust).
 
     The 56 problems are split once by `seed`: `num_eval_examples` for eval, the rest for training.
     """
-    if backend not in ("auto", "docker", "local"):
-        raise ValueError(f"backend must be 'auto', 'docker' or 'local', got {backend!r}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if not 0 < per_test_timeout <= 60:
         raise ValueError(f"per_test_timeout must be in (0, 60] seconds, got {per_test_timeout}")
     executor = Executor(backend, per_test_timeout)
@@ -127,5 +137,6 @@ def load_environment(
         rubric,
         name="python-code",
         eval_tasks=evals,
+        reference=Reference(reference_solution, min_reward=1.0),
         correctness="all_passed",
     )

@@ -39,7 +39,7 @@ class TestOutcome:
 
 
 class Executor:
-    """Runs code + tests in a fresh sandbox per call (`backend`: auto = Docker, else local)."""
+    """Runs code + tests in a fresh sandbox per call (`backend`: see `load_environment`)."""
 
     def __init__(
         self,

@@ -1,7 +1,8 @@
 """reverse-text: reverse a sentence character by character. The smallest RL example.
 
 One turn, a strict `<reversed>` tag parser and a dense reward (character-level similarity
-to the true reversal), so even a small model gets a learning signal from partial answers.
+to the true reversal), so even a small model gets a learning signal from partial answers. The
+reference policy reverses the text it is given (LCS 1.0).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from difflib import SequenceMatcher
 from importlib import resources
 from typing import Any
 
-from prime_env import Environment, Rubric, SingleTurn, Task, TaskSet, XMLParser
+from prime_env import Environment, Reference, Rubric, SingleTurn, State, Task, TaskSet, XMLParser
 
 __all__ = ["PARSER", "lcs_ratio", "load_environment"]
 
@@ -43,6 +44,12 @@ def exact(completion: list[dict[str, Any]], answer: str) -> float:
 
 def answer_chars(completion: list[dict[str, Any]]) -> float:
     return float(len(PARSER.parse_answer(completion) or ""))
+
+
+def reverse(messages: list[dict[str, Any]], state: State) -> str:
+    """The reference policy: the given text, reversed, in the answer tag."""
+    text = str(messages[-1]["content"]).removeprefix("Text: ")
+    return f"<reversed>{text[::-1]}</reversed>"
 
 
 def _all_tasks() -> TaskSet:
@@ -77,5 +84,6 @@ def load_environment(
         rubric,
         name="reverse-text",
         eval_tasks=evals,
+        reference=Reference(reverse, min_reward=1.0),
         correctness="exact",
     )

@@ -4,6 +4,8 @@ The model gets `search_pages(query)`, `view_sections(page_id)` and `read_section
 over a BM25 index and must find the fact a question asks for. The default corpus is real
 Wikipedia text available offline; pass `corpus=` (a directory of Markdown/text files, a JSONL
 file, or a local `datasets` dataset) and `questions=` to make it search your own documents.
+Its reference policy (`wiki_search.reference`) answers every question through the tools, so
+`prime eval validate` also checks that a custom corpus answers its questions.
 """
 
 from __future__ import annotations
@@ -12,10 +14,20 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from prime_env import Environment, JudgeRubric, ModelClient, Rubric, State, ToolLoop, XMLParser
+from prime_env import (
+    Environment,
+    JudgeRubric,
+    ModelClient,
+    Reference,
+    Rubric,
+    State,
+    ToolLoop,
+    XMLParser,
+)
 
 from .corpus import Corpus, load_corpus
 from .questions import load_questions, normalize
+from .reference import solve
 from .search import SearchIndex, make_tools
 
 __all__ = [
@@ -119,5 +131,11 @@ def load_environment(
     )
     correctness = "exact_match" if judge is None else "judge_correct"
     return Environment(
-        train, harness, rubric, name="wiki-search", eval_tasks=evals, correctness=correctness
+        train,
+        harness,
+        rubric,
+        name="wiki-search",
+        eval_tasks=evals,
+        reference=Reference(solve, min_reward=1.0),
+        correctness=correctness,
     )

@@ -68,6 +68,7 @@ def test_a_fresh_hub_serves_the_sdk_it_runs_with(
     with zipfile.ZipFile(path) as archive:
         tops = {name.split("/", 1)[0] for name in archive.namelist()}
     assert tops == {
+        "local_model",
         "prime_env",
         "registry_index",
         "sandbox",

@@ -18,8 +18,8 @@ from prime_cli.main import cli
 from prime_env import Environment, Rubric, SingleTurn
 from prime_env.clients.model_specs import ModelSpec
 from prime_env.evaluation import RunConfig, start_run
+from testing.server import FakeServer
 from tests.e2e.eval_support import PRIME, SAY_ENV, prime_env, run_dirs
-from tests.fakes.server import FakeServer
 from trainer_bridge.protocol.run_dir import RunDir
 
 TASKS = [{"question": "1+1", "answer": "2", "id": "t0"}]

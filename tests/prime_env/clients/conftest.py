@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fakes.server import FakeServer
+from testing.server import FakeServer
 
 API_KEY = "sk-test-0123456789abcdef"
 

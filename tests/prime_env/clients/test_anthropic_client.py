@@ -7,9 +7,10 @@ import json
 import pytest
 
 from prime_env.clients.anthropic_client import AnthropicClient, to_anthropic
-from prime_env.clients.base import ModelError, SamplingArgs
+from prime_env.clients.base import SamplingArgs
 from prime_env.clients.retry import AdaptiveLimiter, RetryPolicy
-from tests.fakes.server import FakeServer
+from prime_env.errors import ModelError
+from testing.server import FakeServer
 from tests.prime_env.clients.conftest import API_KEY
 
 FAST = RetryPolicy(max_attempts=4, base_delay_s=0.01, max_delay_s=0.05, timeout_s=1.0)

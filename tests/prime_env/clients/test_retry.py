@@ -7,7 +7,6 @@ import time
 
 import pytest
 
-from prime_env.clients.base import ModelError
 from prime_env.clients.retry import (
     AdaptiveLimiter,
     Failure,
@@ -16,6 +15,7 @@ from prime_env.clients.retry import (
     redact,
     status_failure,
 )
+from prime_env.errors import ModelError
 
 
 def test_backoff_is_jittered_bounded_and_floored_by_retry_after() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from prime_env import ChatResponse, Environment, MultiTurn, Rubric, Task, ToolLoop, Usage
+from prime_env.chat_template import template_messages
 from prime_env.clients.base import SamplingArgs
-from prime_env.clients.local_client import _template_messages
 from prime_env.runner import run_rollouts
 from trainer_bridge.config import ModelConfig
 from trainer_bridge.inference.torch_backend import TorchBackend
@@ -50,7 +50,7 @@ class TokenServer:
     ) -> ChatResponse:
         prompt = list(
             self.tokenizer.apply_chat_template(
-                _template_messages(messages),
+                template_messages(messages),
                 tools=tools or None,
                 add_generation_prompt=True,
                 tokenize=True,
@@ -58,7 +58,7 @@ class TokenServer:
             )
         )
         message = self.replies.pop(0)
-        [text] = [m["content"] for m in _template_messages([message])]
+        [text] = [m["content"] for m in template_messages([message])]
         completion = self.tokenizer(text, add_special_tokens=False).input_ids
         completion.append(self.tokenizer.eos_token_id)
         return ChatResponse(

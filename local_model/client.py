@@ -1,0 +1,246 @@
+"""`local/<name>`: a chat model run in this process with torch + transformers on CPU.
+
+It makes `prime eval run` work offline on a fresh machine. Concurrent rollouts are batched:
+requests arriving within a few milliseconds (and all that arrive while a batch is generating)
+are left-padded and decoded together with a KV cache, each leaving the batch as soon as it
+ends (decode.py), which on CPU gives several times the throughput of one request at a
+time. Generation runs in a worker thread so the event loop keeps scoring and
+writing results meanwhile. Token ids and per-token logprobs are returned, like vLLM with
+`--logprobs-mode processed_logprobs`: the logprob of each sampled token under the distribution
+it was sampled from (temperature applied), and a stop string cuts the ids as well as the text,
+so the ids are exactly what was sampled up to the stop.
+
+`prime train`'s torch backend reuses this client with its own (LoRA) model: it passes a
+`loader`, takes `lock` while it swaps weights between batches, and sets `policy_version`,
+which every response then carries.
+
+torch is imported here only, and this module only when a local model is asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from local_model.models import load_local_model
+from prime_env.chat_template import assistant_message, prompt_ids
+from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec, Usage
+from prime_env.errors import ModelError
+
+DEFAULT_MAX_TOKENS = 256
+
+
+@dataclass
+class _Job:
+    messages: list[Message]
+    tools: list[ToolSpec] | None
+    sampling: SamplingArgs
+    future: asyncio.Future[ChatResponse] = field(repr=False)
+
+    def batch_key(self) -> tuple[Any, ...]:
+        s = self.sampling
+        return (s.temperature, s.top_p, s.seed)
+
+
+class LocalClient:
+    """A ModelClient over a transformers model loaded from a GGUF file shipped in a wheel."""
+
+    provider = "local"
+    base_url: str | None = None
+
+    def __init__(
+        self,
+        name: str = "smollm2-135m",
+        *,
+        max_batch: int = 32,
+        batch_window_ms: float = 5.0,
+        threads: int | None = None,
+        loader: Callable[[], tuple[Any, Any]] | None = None,
+    ) -> None:
+        self.model = name if loader is not None else f"local/{name}"
+        self._name = name
+        self.max_batch = max_batch
+        self.batch_window_s = batch_window_ms / 1000
+        # One thread by default: on a shared or small machine, OpenMP threads spinning against
+        # other processes make generation many times slower; PRIME_LOCAL_THREADS raises it.
+        self.threads = threads or int(os.environ.get("PRIME_LOCAL_THREADS", "1"))
+        self._pending: list[_Job] = []
+        self._drainer: asyncio.Task[None] | None = None
+        self._loading: asyncio.Task[None] | None = None
+        self._tokenizer: Any = None
+        self._model: Any = None
+        self._loader = loader
+        self.lock = threading.Lock()
+        """Held while a batch generates; whoever swaps the weights takes it too."""
+        self._closing = threading.Event()
+        """Set by `aclose`: the batch generating stops at its next token, none starts after."""
+        self.policy_version: int | None = None
+        self.batches: list[int] = []  # sizes of the batches generated, for tests and tuning
+
+    def _load(self) -> None:
+        import torch
+
+        torch.set_num_threads(self.threads)
+        if self._loader is not None:
+            self._model, self._tokenizer = self._loader()
+            return
+        self._model, self._tokenizer = load_local_model(self._name)
+
+    async def ensure_loaded(self) -> None:
+        """Load the model (once, in a thread); ModelError if it cannot be loaded."""
+        if self._model is not None:
+            return
+        if self._loading is None:
+            self._loading = asyncio.ensure_future(asyncio.to_thread(self._load))
+        try:
+            await asyncio.shield(self._loading)
+        except Exception as exc:
+            raise ModelError("local_model_unavailable", f"cannot load {self.model}: {exc}") from exc
+
+    async def chat(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        sampling: SamplingArgs | None = None,
+    ) -> ChatResponse:
+        await self.ensure_loaded()
+        future: asyncio.Future[ChatResponse] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Job(messages, tools, sampling or SamplingArgs(), future))
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        while self._pending:
+            await asyncio.sleep(self.batch_window_s)
+            batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
+            if self._closing.is_set():
+                self._fail(batch, "local_model_closed", f"{self.model} was closed")
+                continue
+            groups: dict[tuple[Any, ...], list[_Job]] = {}
+            for job in batch:
+                groups.setdefault(job.batch_key(), []).append(job)
+            for jobs in groups.values():
+                self.batches.append(len(jobs))
+                try:
+                    results = await asyncio.to_thread(self._generate, jobs)
+                except Exception as exc:  # noqa: BLE001 - a torch failure is infrastructure, not an answer
+                    if self._closing.is_set():
+                        self._fail(jobs, "local_model_closed", f"{self.model} was closed")
+                    else:
+                        self._fail(jobs, "local_model_error", repr(exc))
+                    continue
+                for job, result in zip(jobs, results):
+                    if not job.future.done():
+                        job.future.set_result(result)
+
+    @staticmethod
+    def _fail(jobs: list[_Job], kind: str, message: str) -> None:
+        for job in jobs:
+            if not job.future.done():
+                job.future.set_exception(ModelError(kind, message))
+
+    def _generate(self, jobs: list[_Job]) -> list[ChatResponse]:
+        import torch
+
+        if torch.get_num_threads() != self.threads:  # `threads` may change between batches
+            torch.set_num_threads(self.threads)
+        with self.lock:
+            version = self.policy_version
+            responses = self._generate_locked(jobs)
+        return [dataclasses.replace(r, policy_version=version) for r in responses]
+
+    def _generate_locked(self, jobs: list[_Job]) -> list[ChatResponse]:
+        from local_model.decode import Row, decode
+
+        tok = self._tokenizer
+        prompts = [prompt_ids(tok, j.messages, j.tools) for j in jobs]
+        limits = [j.sampling.max_tokens or DEFAULT_MAX_TOKENS for j in jobs]
+        rows = [
+            Row(prompt, limit, self._stop_check(job.sampling.stop))
+            for prompt, limit, job in zip(prompts, limits, jobs)
+        ]
+        first = jobs[0].sampling
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        results = decode(
+            self._model,
+            rows,
+            pad_id=pad,
+            eos_id=tok.eos_token_id,
+            temperature=1.0 if first.temperature is None else first.temperature,
+            top_p=first.top_p or 1.0,
+            seed=first.seed,
+            should_stop=lambda: self._closing.is_set() or all(j.future.cancelled() for j in jobs),
+        )
+        return [
+            self._response(job, prompt, tokens, logprobs, limit)
+            for job, prompt, (tokens, logprobs), limit in zip(jobs, prompts, results, limits)
+        ]
+
+    def _stop_check(self, stops: list[str] | None) -> Callable[[list[int]], bool] | None:
+        """A row may stop decoding once one of its stop strings shows in the text so far."""
+        if not stops:
+            return None
+        return lambda tokens: _first_stop(self._decode(tokens), stops) is not None
+
+    def _response(
+        self, job: _Job, prompt: list[int], tokens: list[int], logprobs: list[float], limit: int
+    ) -> ChatResponse:
+        eos = self._tokenizer.eos_token_id
+        finish = "length"
+        end = min(limit, len(tokens))
+        if eos in tokens[:end]:
+            end = tokens.index(eos) + 1  # the EOS the model chose is part of what it generated
+            finish = "stop"
+        tokens, logprobs = tokens[:end], logprobs[:end]
+        text = self._decode(tokens)
+        cut = _first_stop(text, job.sampling.stop or [])
+        if cut is not None:
+            # The ids end with the token that completed the stop string, as the server stopped
+            # there: nothing after it was sampled as far as the caller (or a trainer) knows.
+            end = next(
+                k
+                for k in range(1, len(tokens) + 1)
+                if _first_stop(self._decode(tokens[:k]), job.sampling.stop or []) is not None
+            )
+            tokens, logprobs, text, finish = tokens[:end], logprobs[:end], text[:cut], "stop"
+        message: Message = (
+            assistant_message(text, lambda: f"call_{uuid.uuid4().hex[:12]}")
+            if job.tools
+            else {"role": "assistant", "content": text}
+        )
+        if message.get("tool_calls"):
+            finish = "tool_calls"
+        return ChatResponse(
+            message=message,
+            finish_reason=finish,
+            usage=Usage(prompt_tokens=len(prompt), completion_tokens=len(tokens)),
+            prompt_token_ids=prompt,
+            completion_token_ids=tokens,
+            completion_logprobs=logprobs,
+        )
+
+    def _decode(self, tokens: list[int]) -> str:
+        return str(self._tokenizer.decode(tokens, skip_special_tokens=True))
+
+    async def aclose(self) -> None:
+        """Stop generating (between two tokens; waiters get `local_model_closed`) and unload.
+        A batch whose every waiter was cancelled stops the same way without a close (reading
+        `Future.cancelled()` from the worker thread is a plain attribute read)."""
+        self._closing.set()
+        if self._drainer is not None:
+            await asyncio.gather(self._drainer, return_exceptions=True)
+        self._model = self._tokenizer = None
+
+
+def _first_stop(text: str, stops: list[str]) -> int | None:
+    """Where the earliest stop string starts in `text`, or None."""
+    found = [text.index(stop) for stop in stops if stop and stop in text]
+    return min(found) if found else None

@@ -1,1 +1,0 @@
-"""Fake hosted-model providers (OpenAI, Anthropic) on loopback, with latency and fault injection."""

