@@ -1,20 +1,24 @@
-"""Benchmarks for `prime train` (issue 10, acceptance 3 and 4). Prints ratios, load and CPU-s.
+"""Benchmarks for `prime train` (issues 10 and 23). Prints ratios or bars, load and CPU-s.
 
-    python scripts/bench_train.py async   [--steps 6] [--quick]  # A=1 vs A=0, log-normal latency
-    python scripts/bench_train.py learn   [--parallel] [--plot PNG]  # SmolLM2 on arithmetic (long)
+    python scripts/bench_train.py async  [--steps 6] [--quick]  # A=1 vs A=0, log-normal latency
+    python scripts/bench_train.py learn  [--plot PNG]           # the arithmetic recipe (long)
+    python scripts/bench_train.py trl    [--seeds 0,1]          # ours beside TRL's GRPOTrainer
+    python scripts/bench_train.py ablate [--variants a,b] [--stop-at 0.8]
 
 `async`: the fast test env with scoring latency ~ LogNormal(median 1 s, σ 1) (a judge or tool
 standing in) on a tiny random-init model of SmolLM2's shape, run once with max_async_level 1
 and once with 0; steps/hour is measured between the first and the last step's metrics line
 (model loading excluded), so the ratio is the pipelining alone. Target: ≥ 1.5×.
 
-`learn`: SmolLM2-135M + LoRA on the `arithmetic` built-in at difficulty 1 (50 train / 50
-held-out) with the shipped config (`configs/arithmetic_smollm2.toml`, or --config), once with
-max_async_level 1 and once with 0 (one after the other, or at once with --parallel: CPU-s are
-counted per run's process tree either way). Prints greedy held-out `correct` at every eval of
-both, CPU-s, wall time, peak RSS, the load during the runs, and each bar: A=1's last two evals
->= step 0 + 0.5 (goal +0.6) within 2,400 CPU-s and 8 GB; A=1's eval >= A=0's - 0.05 at equal
-steps.
+`learn`: `prime train` on the `arithmetic` built-in with its recipe and no flags
+(`arithmetic/train/smollm2-135m.toml`: SmolLM2-135M + LoRA, 50 train / 50 held-out
+problems). Prints greedy held-out `correct` at every eval, CPU-s of the run's process tree,
+peak RSS, the load meanwhile, and the bars: the last two evals >= step 0 + 0.5 within
+2,400 CPU-s and 8 GB, <= 2% of training rollouts copying the prompt's example, cores busy.
+
+`trl`: per seed, ours (as `learn`) and TRL 1.16's GRPOTrainer (scripts/bench_train_trl.py,
+in a virtualenv of the bench's own) on the recipe's settings, at the same time: CPU-s to
+held-out 0.5 and 0.8 for both, and ours' bars. `ablate`: recipe variants, two at a time.
 """
 
 from __future__ import annotations
@@ -233,7 +237,7 @@ def trl_venv(work: Path) -> Path:
 
 def recipe_settings(seed: int, threads: int) -> dict[str, Any]:
     """The arithmetic recipe's settings as the TRL script reads them (one source: the recipe)."""
-    from prime_env.clients.local_models import converted_dir, load_local_model
+    from local_model.models import converted_dir, load_local_model
     from trainer_bridge.config import build_config
 
     config = build_config([RECIPE], env_id="prime/arithmetic")
@@ -327,6 +331,27 @@ def copied_example_share(run: Path) -> tuple[int, int]:
     return copied, total
 
 
+def bars(run: Run) -> None:
+    """Acceptance 2's bars for one of our runs: the gain of the last two evals over step 0,
+    CPU-s, peak RSS, the share of training rollouts copying the prompt's example, cores busy."""
+    scores = [c for _, c, _ in run.evals]
+    gain = min(scores[-2:]) - scores[0]
+    print(
+        f"{run.name}: last two evals {', '.join(f'{c:.2f}' for c in scores[-2:])} vs step 0 "
+        f"{scores[0]:.2f}: +{gain:.2f} at the lower (bar >= +0.5: "
+        f"{'met' if gain >= 0.5 else 'missed'}); {run.cpu_s:.0f} CPU-s (bar <= 2,400: "
+        f"{'met' if run.cpu_s <= 2400 else 'missed'}); peak RSS {run.peak_rss_gb:.2f} GB "
+        f"(bar <= 8: {'met' if run.peak_rss_gb <= 8 else 'missed'})"
+    )
+    copied, total = copied_example_share(run.directory)
+    share = copied / max(total, 1)
+    print(
+        f"{run.name}: training rollouts answering the prompt's example (wrong): {copied} of "
+        f"{total} ({share:.1%}; bar <= 2%: {'met' if share <= 0.02 else 'missed'})"
+    )
+    print(f"{run.name}: {cores_busy(run.directory)}")
+
+
 def bench_learn(out: Path, extra: list[str], png: Path | None) -> None:
     """Acceptance 2: `prime train prime/arithmetic` as shipped (the env's recipe, no flags)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -337,21 +362,7 @@ def bench_learn(out: Path, extra: list[str], png: Path | None) -> None:
         "recipe", start_ours([str(ARITHMETIC), "-o", str(out), *extra], log), log, started
     )
     report([run], load.stop())
-    scores = [c for _, c, _ in run.evals]
-    gain = min(scores[-2:]) - scores[0]
-    print(
-        f"last two evals {', '.join(f'{c:.2f}' for c in scores[-2:])} vs step 0 {scores[0]:.2f}: "
-        f"+{gain:.2f} at the lower (bar >= +0.5: {'met' if gain >= 0.5 else 'missed'}); "
-        f"{run.cpu_s:.0f} CPU-s (bar <= 2,400: {'met' if run.cpu_s <= 2400 else 'missed'}); "
-        f"peak RSS {run.peak_rss_gb:.2f} GB (bar <= 8: {'met' if run.peak_rss_gb <= 8 else 'missed'})"
-    )
-    copied, total = copied_example_share(run.directory)
-    share = copied / max(total, 1)
-    print(
-        f"training rollouts answering the prompt's example (wrong): {copied} of {total} "
-        f"({share:.1%}; bar <= 2%: {'met' if share <= 0.02 else 'missed'})"
-    )
-    print(cores_busy(run.directory))
+    bars(run)
     if png is not None:
         subprocess.run(
             [str(PRIME), "train", "plot", str(run.directory), "-o", str(png)], check=True
@@ -445,7 +456,7 @@ def bench_trl(out: Path, seeds: list[int], threads: int) -> None:
         print(f"CPU-s to held-out >= {bar}: " + "; ".join(line))
     for run in runs:
         if run.name.startswith("ours"):
-            print(f"{run.name}: {cores_busy(run.directory)}")
+            bars(run)
 
 
 def main() -> None:
