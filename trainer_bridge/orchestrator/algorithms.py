@@ -18,6 +18,11 @@ from trainer_bridge.orchestrator.groups import Group, Screener
 
 
 class Algorithm(Protocol):
+    """Made per stage from the stage's reward weights and OrchestratorConfig (ALGORITHMS).
+    The Group it returns carries `samples` (protocol.batches.TrainSample: token ids, loss
+    mask, sampler logprobs, advantage) or `dropped` (a reason counted in `drops/*`): the
+    batching, step end, hacking metrics and trainer are the same for every algorithm."""
+
     def screen(self, key: str, version: int, records: list[RolloutRecord], order: int = 0) -> Group:
         """The group of `records` (sampled on policy `version`), with its samples or the
         reason it was dropped."""
