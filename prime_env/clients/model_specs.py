@@ -17,21 +17,18 @@ spec, so nothing that serialises a spec (metadata.json, logs) can leak one.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from prime_env.clients.base import ModelClient
 from prime_env.clients.retry import RetryPolicy
 from prime_env.errors import ModelConfigError
-from prime_env.reference import REFERENCE_MODEL, ReferenceClient
-
-if TYPE_CHECKING:
-    from prime_env.environment import Environment
+from prime_env.reference import REFERENCE_MODEL, ReferenceClient, WithReference
+from registry_index.toml_text import TomlError, parse_toml
 
 DEFAULT_LOCAL_MODEL = "local/smollm2-135m"
 DEFAULT_HOSTED_MODEL = "openai/gpt-4.1-mini"
@@ -143,7 +140,7 @@ class ModelSpec:
         *,
         stream: bool = False,
         policy: RetryPolicy | None = None,
-        env: Environment | None = None,
+        env: WithReference | None = None,
     ) -> ModelClient:
         """The client; `env` is the environment being run (only `reference` needs it)."""
         if self.client == REFERENCE_MODEL:
@@ -197,8 +194,8 @@ def load_endpoints(path: Path) -> dict[str, dict[str, Any]]:
     api_client_type` form is accepted too, so an existing configs/endpoints.toml works.
     """
     try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        data = parse_toml(path.read_bytes(), "it")
+    except (OSError, TomlError) as exc:
         raise ModelConfigError(f"cannot read endpoints file {path}: {exc}") from None
     aliases: dict[str, dict[str, Any]] = {}
     for entry in data.pop("endpoint", []):
