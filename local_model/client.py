@@ -177,6 +177,10 @@ class LocalClient:
                 job.future.set_exception(ModelError(kind, message))
 
     def _generate(self, jobs: list[_Job]) -> list[ChatResponse]:
+        import torch
+
+        if torch.get_num_threads() != self.threads:  # `threads` may change between batches
+            torch.set_num_threads(self.threads)
         with self.lock:
             version = self.policy_version
             responses = self._generate_locked(jobs)

@@ -18,6 +18,9 @@ class Environment:
     `tasks`. `name`/`version` are filled in by `prime_env.load` from the installed
     distribution when the author leaves them out. `reference` is the environment's own solver
     and the score it declares (prime_env.reference): `-m reference`, `prime eval validate`.
+    `correctness` names the rubric's 0/1 reward or metric that says a rollout solved its task
+    (1.0): training reports the share of rollouts rewarded without being correct, the sign of
+    a farmed reward.
     """
 
     def __init__(
@@ -30,6 +33,7 @@ class Environment:
         version: str | None = None,
         eval_tasks: TaskSet | Iterable[Task | Mapping[str, Any]] | None = None,
         reference: Reference | None = None,
+        correctness: str | None = None,
     ) -> None:
         if rubric is None:
             raise TypeError(
@@ -46,6 +50,13 @@ class Environment:
                 "reference must be a prime_env.Reference(solve, min_reward=..., mean_reward=...), "
                 f"got {type(reference).__name__}"
             )
+        names = [f.name for f in rubric.funcs]
+        if correctness is not None and correctness not in names:
+            raise ValueError(
+                f"correctness={correctness!r} is not one of the rubric's rewards or metrics "
+                f"({', '.join(names)})"
+            )
+        self.correctness = correctness
         self.tasks = as_taskset(tasks)
         self.eval_tasks = as_taskset(eval_tasks) if eval_tasks is not None else None
         self.harness = harness

@@ -9,6 +9,7 @@ installing is `prime env install`'s job.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import sys
 from importlib import metadata
@@ -49,12 +50,9 @@ def load(env_id: str, **env_args: Any) -> Environment:
         return _load_path(Path(env_id).expanduser(), env_args)
     owner, name, _spec = parse_env_id(env_id)
     wanted = import_name(name)
-    found = [
-        ep for ep_name, ep in installed_environments().items() if import_name(ep_name) == wanted
-    ]
+    entry = _entry_point(name)
     version: str | None = None
-    if found:
-        entry = found[0]
+    if entry is not None:
         factory = entry.load()
         if entry.dist is not None:
             version = entry.dist.version
@@ -91,6 +89,38 @@ def load(env_id: str, **env_args: Any) -> Environment:
     return env
 
 
+def _entry_point(name: str) -> metadata.EntryPoint | None:
+    """The installed `prime.environments` entry point of environment `name` (`-`/`_` alike)."""
+    wanted = import_name(name)
+    found = [
+        ep for ep_name, ep in installed_environments().items() if import_name(ep_name) == wanted
+    ]
+    return found[0] if found else None
+
+
+def package_dir(env_id: str) -> Path | None:
+    """The directory of the package an environment's loader lives in, where its wheel ships
+    data beside the code (training recipes: `<package>/train/`), found without importing or
+    calling anything. None for a single-file environment; EnvironmentNotFound when it is not
+    installed."""
+    if is_local_path(env_id):
+        path = Path(env_id).expanduser().resolve()
+        if not path.exists():
+            return None
+        root, module_name, _attr, _name, _version = _path_target(path)
+        top = root / module_name.split(".")[0]
+        return top if top.is_dir() else None
+    _owner, name, _spec = parse_env_id(env_id)
+    entry = _entry_point(name)
+    module_name = entry.module if entry is not None else import_name(name)
+    spec = importlib.util.find_spec(module_name.split(".")[0])
+    if spec is None:
+        raise EnvironmentNotFound(f"environment {env_id!r} is not installed")
+    if not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
 def _dist_version(module_name: str) -> str | None:
     top = module_name.split(".")[0]
     for dist_name in metadata.packages_distributions().get(top, []):
@@ -125,16 +155,14 @@ def call_factory(env_id: str, factory: Any, env_args: dict[str, Any]) -> Environ
     return env
 
 
-def _load_path(path: Path, env_args: dict[str, Any]) -> Environment:
-    """Import an environment from a working copy: the author's edit-run loop needs no install."""
-    path = path.resolve()
-    if not path.exists():
-        raise EnvironmentNotFound(f"{path}: no such file or directory")
-    version: str | None = None
+def _path_target(path: Path) -> tuple[Path, str, str, str, str | None]:
+    """(import root, module, loader function, name, version) of a working copy: a `.py` file,
+    a project with a pyproject.toml (its entry point, else `<name>:load_environment`) or a
+    package directory."""
     attr = "load_environment"
     if path.is_file():
-        root, module_name, name = path.parent, path.stem, path.stem
-    elif (path / "pyproject.toml").exists():
+        return path.parent, path.stem, attr, path.stem, None
+    if (path / "pyproject.toml").exists():
         pyproject = path / "pyproject.toml"
         try:
             project = parse_toml(pyproject.read_bytes(), str(pyproject)).get("project", {})
@@ -146,12 +174,20 @@ def _load_path(path: Path, env_args: dict[str, Any]) -> Environment:
         target = next(iter(entry.values()), None) if entry else None
         module_name, _, attr = (target or f"{import_name(name)}:load_environment").partition(":")
         root = path / "src" if (path / "src" / module_name.split(".")[0]).exists() else path
-    elif (path / "__init__.py").exists():
-        root, module_name, name = path.parent, path.name, path.name
-    else:
-        raise EnvironmentNotFound(
-            f"{path} is neither a .py file, a package (with __init__.py) nor a project (with pyproject.toml)"
-        )
+        return root, module_name, attr, name, version
+    if (path / "__init__.py").exists():
+        return path.parent, path.name, attr, path.name, None
+    raise EnvironmentNotFound(
+        f"{path} is neither a .py file, a package (with __init__.py) nor a project (with pyproject.toml)"
+    )
+
+
+def _load_path(path: Path, env_args: dict[str, Any]) -> Environment:
+    """Import an environment from a working copy: the author's edit-run loop needs no install."""
+    path = path.resolve()
+    if not path.exists():
+        raise EnvironmentNotFound(f"{path}: no such file or directory")
+    root, module_name, attr, name, version = _path_target(path)
     top = module_name.split(".")[0]
     existing = sys.modules.get(top)
     if existing is not None and not str(getattr(existing, "__file__", "") or "").startswith(

@@ -1,20 +1,24 @@
-"""Benchmarks for `prime train` (issue 10, acceptance 3 and 4). Prints ratios, load and CPU-s.
+"""Benchmarks for `prime train` (issues 10 and 23). Prints ratios or bars, load and CPU-s.
 
-    python scripts/bench_train.py async   [--steps 6] [--quick]  # A=1 vs A=0, log-normal latency
-    python scripts/bench_train.py learn   [--parallel] [--plot PNG]  # SmolLM2 on arithmetic (long)
+    python scripts/bench_train.py async  [--steps 6] [--quick]  # A=1 vs A=0, log-normal latency
+    python scripts/bench_train.py learn  [--plot PNG]           # the arithmetic recipe (long)
+    python scripts/bench_train.py trl    [--seeds 0,1]          # ours beside TRL's GRPOTrainer
+    python scripts/bench_train.py ablate [--variants a,b] [--stop-at 0.8]
 
 `async`: the fast test env with scoring latency ~ LogNormal(median 1 s, σ 1) (a judge or tool
 standing in) on a tiny random-init model of SmolLM2's shape, run once with max_async_level 1
 and once with 0; steps/hour is measured between the first and the last step's metrics line
 (model loading excluded), so the ratio is the pipelining alone. Target: ≥ 1.5×.
 
-`learn`: SmolLM2-135M + LoRA on the `arithmetic` built-in at difficulty 1 (50 train / 50
-held-out) with the shipped config (`configs/arithmetic_smollm2.toml`, or --config), once with
-max_async_level 1 and once with 0 (one after the other, or at once with --parallel: CPU-s are
-counted per run's process tree either way). Prints greedy held-out `correct` at every eval of
-both, CPU-s, wall time, peak RSS, the load during the runs, and each bar: A=1's last two evals
->= step 0 + 0.5 (goal +0.6) within 2,400 CPU-s and 8 GB; A=1's eval >= A=0's - 0.05 at equal
-steps.
+`learn`: `prime train` on the `arithmetic` built-in with its recipe and no flags
+(`arithmetic/train/smollm2-135m.toml`: SmolLM2-135M + LoRA, 50 train / 50 held-out
+problems). Prints greedy held-out `correct` at every eval, CPU-s of the run's process tree,
+peak RSS, the load meanwhile, and the bars: the last two evals >= step 0 + 0.5 within
+2,400 CPU-s and 8 GB, <= 2% of training rollouts copying the prompt's example, cores busy.
+
+`trl`: per seed, ours (as `learn`) and TRL 1.16's GRPOTrainer (scripts/bench_train_trl.py,
+in a virtualenv of the bench's own) on the recipe's settings, at the same time: CPU-s to
+held-out 0.5 and 0.8 for both, and ours' bars. `ablate`: recipe variants, two at a time.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -138,8 +144,7 @@ def bench_async(steps: int, latency_median_s: float = 1.0) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-LEARN_CONFIG = ROOT / "configs" / "arithmetic_smollm2.toml"
-LEARN_ARGS = {"difficulty": 1, "num_train_examples": 50, "num_eval_examples": 50}
+RECIPE = ARITHMETIC / "arithmetic" / "train" / "smollm2-135m.toml"
 
 
 class Load:
@@ -165,125 +170,327 @@ class Load:
         )
 
 
-def start_train(args: list[str], cwd: Path, log: Path) -> subprocess.Popen[str]:
-    """`prime train …` in the background: its JSON answer to LOG.json, its stderr to LOG."""
+@dataclass
+class Run:
+    """One finished training run (ours or TRL's): its held-out curve with the CPU-seconds
+    of its whole process tree at each eval, its total CPU-s, wall time and peak RSS."""
+
+    name: str
+    evals: list[tuple[int, float, float]]  # (step, held-out correct, CPU-s at that eval)
+    cpu_s: float
+    wall_s: float
+    peak_rss_gb: float
+    directory: Path
+    notes: str = ""
+
+    def cpu_to(self, bar: float) -> float | None:
+        return next((cpu for _, correct, cpu in self.evals if correct >= bar), None)
+
+    def curve(self) -> str:
+        return ", ".join(f"{step}: {correct:.2f}" for step, correct, _ in self.evals)
+
+
+def wait_run(process: subprocess.Popen[str], started: float) -> tuple[float, float]:
+    """Wait for a child: (CPU-s of it and every process under it, peak RSS in GB) (wait4)."""
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024 / 1024
+
+
+def start_ours(args: list[str], log: Path) -> subprocess.Popen[str]:
+    """`prime train …` in the background, run dir named after LOG: its JSON answer to
+    LOG.json, its stderr to LOG."""
+    args = [*args, "--run-name", f"{log.stem}-{time.strftime('%Y%m%d-%H%M%S')}"]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     command = [str(PRIME), "train", *args, "--output", "json", "--monitors.live", "false"]
     with log.with_suffix(".json").open("w") as answer, log.open("w") as err:
-        return subprocess.Popen(command, cwd=cwd, env=env, text=True, stdout=answer, stderr=err)
+        return subprocess.Popen(
+            command, cwd=ROOT, env=env, text=True, stdout=answer, stderr=err,
+            start_new_session=True,  # a scheduler group of its own, as from its own shell
+        )  # fmt: skip
 
 
-def finish_train(process: subprocess.Popen[str], log: Path) -> tuple[Path, float, float]:
-    """Wait for one run: its run dir, the CPU-seconds of it and every process under it (the
-    trainer child included), and its largest process's peak RSS in MiB (wait4's rusage)."""
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0:
+def finish_ours(name: str, process: subprocess.Popen[str], log: Path, started: float) -> Run:
+    cpu, rss = wait_run(process, started)
+    if process.returncode not in (0, 143):
         sys.exit(f"prime train failed (exit {process.returncode}):\n{log.read_text()[-3000:]}")
     run = Path(json.loads(log.with_suffix(".json").read_text())["run_dir"])
-    return run, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    evals = [
+        (int(e["policy"]), float(e["eval/correct"]), float(e["cpu_s"]))
+        for e in rows(run, "evals.jsonl")
+    ]
+    metrics = rows(run, "metrics.jsonl")
+    trainer_rss = max((m.get("trainer/peak_rss_mb") or 0.0 for m in metrics), default=0.0)
+    return Run(name, evals, cpu, time.monotonic() - started, max(rss, trainer_rss / 1024), run)
 
 
-def bench_learn(
-    config: Path, steps: int | None, out: Path, parallel: bool, png: Path | None
-) -> None:
-    """Acceptance 3: the shipped config at A=1 and A=0 (one after the other, or at once with
-    --parallel: CPU-seconds are counted per run either way)."""
+def trl_venv(work: Path) -> Path:
+    """TRL in a virtualenv of the bench's own (torch from the same CPU wheel, this checkout's
+    SDK and arithmetic environment for the rewards and the eval): never this checkout's."""
+    venv = work / "trl-venv"
+    python = venv / "bin" / "python"
+    if not (venv / ".ready").is_file():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        pip = [str(python), "-m", "pip", "install", "-q"]
+        subprocess.run([*pip, "torch==2.13.0", "trl==1.16.0", "peft"], check=True)
+        subprocess.run([*pip, str(ROOT / "sdk"), str(ARITHMETIC)], check=True)
+        (venv / ".ready").write_text("")
+    return python
+
+
+def recipe_settings(seed: int, threads: int) -> dict[str, Any]:
+    """The arithmetic recipe's settings as the TRL script reads them (one source: the recipe)."""
+    from local_model.models import converted_dir, load_local_model
+    from trainer_bridge.config import build_config
+
+    config = build_config([RECIPE], env_id="prime/arithmetic")
+    load_local_model("smollm2-135m")  # converts the GGUF once: the same weights for both
+    oc, tc = config.orchestrator, config.trainer
+    assert config.model.lora is not None
+    weights = {"correct": 1.0, "shortest_correct": 0.2, **oc.reward.weights}
+    return {
+        "model_dir": str(converted_dir("smollm2-135m")),
+        "env_args": config.env.args,
+        "rollouts_per_example": oc.rollouts_per_example,
+        "batch_size": oc.batch_size,
+        "max_tokens": oc.sampling.max_tokens,
+        "temperature": oc.sampling.temperature,
+        "lr": tc.optim.lr,
+        "scheduler": tc.scheduler.type,
+        "max_steps": config.max_steps,
+        "eval_interval": oc.eval.interval,
+        "reward_weights": weights,
+        "lora_rank": config.model.lora.rank,
+        "lora_alpha": config.model.lora.alpha,
+        "target_modules": config.model.lora.target_modules,
+        "seed": seed,
+        "threads": threads,
+    }
+
+
+def start_trl(python: Path, settings: dict[str, Any], out: Path) -> subprocess.Popen[str]:
     out.mkdir(parents=True, exist_ok=True)
-    common = [str(ARITHMETIC), "-c", str(config), "-a", json.dumps(LEARN_ARGS), "-o", str(out)]
-    if steps is not None:
-        common += ["--max-steps", str(steps)]
+    (out / "settings.json").write_text(json.dumps(settings, indent=2))
+    env = dict(os.environ, OMP_NUM_THREADS=str(settings["threads"]))
+    env.pop("PYTHONPATH", None)
+    script = ROOT / "scripts" / "bench_train_trl.py"
+    with (out / "trl.log").open("w") as log:
+        return subprocess.Popen(
+            [str(python), str(script), str(out / "settings.json"), str(out)],
+            cwd=out, env=env, text=True, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+
+
+def finish_trl(name: str, process: subprocess.Popen[str], out: Path, started: float) -> Run:
+    cpu, rss = wait_run(process, started)
+    if process.returncode != 0:
+        sys.exit(
+            f"TRL failed (exit {process.returncode}):\n{(out / 'trl.log').read_text()[-3000:]}"
+        )
+    evals = [
+        (int(e["step"]), float(e["correct"]), float(e["cpu_s"])) for e in rows(out, "evals.jsonl")
+    ]
+    return Run(name, evals, cpu, time.monotonic() - started, rss, out)
+
+
+def report(runs: list[Run], load: str) -> None:
+    for run in runs:
+        to5, to8 = run.cpu_to(0.5), run.cpu_to(0.8)
+        print(
+            f"{run.name}: held-out correct by step {{{run.curve()}}}\n"
+            f"      CPU-s to >= 0.5: {to5 if to5 is not None else 'never'}, to >= 0.8: "
+            f"{to8 if to8 is not None else 'never'}; {run.cpu_s:.0f} CPU-s in all, "
+            f"{run.wall_s:.0f} s wall, peak RSS {run.peak_rss_gb:.2f} GB; {run.directory}"
+        )
+    print(load)
+
+
+def cores_busy(run: Path) -> str:
+    """CPU-s per wall-s of the run's process tree over its steps (2.0 = both cores, all
+    the time); the sampler's and trainer's waits, each a share of the step's wall."""
+    metrics = [m for m in rows(run, "metrics.jsonl") if "trainer/loss" in m]
+    if not metrics:
+        return "no steps"
+    busy = [m["perf/cores_busy"] for m in metrics[1:]]
+    walls = [m["time/step_s"] for m in metrics]
+    trainer_wait = [m.get("trainer/wait_s", 0.0) / w for m, w in zip(metrics, walls)]
+    sampler_wait = [m["time/wait_policy_s"] / w for m, w in zip(metrics, walls)]
+    return (
+        f"cores busy (CPU-s / wall-s, steps 1..): mean {statistics.mean(busy):.2f} of 2 "
+        f"({statistics.mean(busy) / 2:.0%}); the trainer waited {statistics.mean(trainer_wait):.0%} "
+        f"and the sampler {statistics.mean(sampler_wait):.0%} of a step's wall (mean), each "
+        "taking the other's core meanwhile"
+    )
+
+
+def copied_example_share(run: Path) -> tuple[int, int]:
+    """(training rollouts whose answer is the prompt's example and wrong, all of them)."""
+    copied = total = 0
+    for path in sorted((run / "rollouts").glob("step_*.jsonl")):
+        for record in rows(run / "rollouts", path.name):
+            if record.get("error") is None:
+                total += 1
+                copied += bool(record.get("metrics", {}).get("copied_example"))
+    return copied, total
+
+
+def bars(run: Run) -> None:
+    """Acceptance 2's bars for one of our runs: the gain of the last two evals over step 0,
+    CPU-s, peak RSS, the share of training rollouts copying the prompt's example, cores busy."""
+    scores = [c for _, c, _ in run.evals]
+    gain = min(scores[-2:]) - scores[0]
+    print(
+        f"{run.name}: last two evals {', '.join(f'{c:.2f}' for c in scores[-2:])} vs step 0 "
+        f"{scores[0]:.2f}: +{gain:.2f} at the lower (bar >= +0.5: "
+        f"{'met' if gain >= 0.5 else 'missed'}); {run.cpu_s:.0f} CPU-s (bar <= 2,400: "
+        f"{'met' if run.cpu_s <= 2400 else 'missed'}); peak RSS {run.peak_rss_gb:.2f} GB "
+        f"(bar <= 8: {'met' if run.peak_rss_gb <= 8 else 'missed'})"
+    )
+    copied, total = copied_example_share(run.directory)
+    share = copied / max(total, 1)
+    print(
+        f"{run.name}: training rollouts answering the prompt's example (wrong): {copied} of "
+        f"{total} ({share:.1%}; bar <= 2%: {'met' if share <= 0.02 else 'missed'})"
+    )
+    print(f"{run.name}: {cores_busy(run.directory)}")
+
+
+def bench_learn(out: Path, extra: list[str], png: Path | None) -> None:
+    """Acceptance 2: `prime train prime/arithmetic` as shipped (the env's recipe, no flags)."""
+    out.mkdir(parents=True, exist_ok=True)
     load = Load()
     started = time.monotonic()
-    results: dict[int, tuple[Path, float, float, float]] = {}
-    pending: dict[int, subprocess.Popen[str]] = {}
-    for level in (1, 0):
-        log = out / f"bench-learn-A{level}.log"
-        pending[level] = start_train(
-            [*common, "--orchestrator.max-async-level", str(level)], ROOT, log
-        )
-        if not parallel:
-            results[level] = (*finish_train(pending.pop(level), log), time.monotonic() - started)
-    for level, process in pending.items():
-        results[level] = (
-            *finish_train(process, out / f"bench-learn-A{level}.log"),
-            time.monotonic() - started,
-        )
-    load_line = load.stop()
-
-    curves: dict[int, dict[int, float]] = {}
-    for level, (run, cpu, rss, wall) in results.items():
-        evals = {int(e["policy"]): float(e["eval/correct"]) for e in rows(run, "evals.jsonl")}
-        metrics = rows(run, "metrics.jsonl")
-        trainer_rss = max((m.get("trainer/peak_rss_mb") or 0.0 for m in metrics), default=0.0)
-        orch_rss = max((m.get("mem/orchestrator_peak_rss_mb") or 0.0 for m in metrics), default=0.0)
-        curves[level] = evals
-        curve = ", ".join(f"{s}: {c:.2f}" for s, c in sorted(evals.items()))
-        print(
-            f"A={level}: {len(metrics)} steps; held-out greedy correct by step {{{curve}}}\n"
-            f"      {cpu:.0f} CPU-s (all run processes), {wall:.0f} s wall; peak RSS "
-            f"{max(rss, trainer_rss, orch_rss) / 1024:.2f} GB in one process (orchestrator "
-            f"{orch_rss / 1024:.2f} GB + trainer {trainer_rss / 1024:.2f} GB = "
-            f"{(orch_rss + trainer_rss) / 1024:.2f} GB together); run {run}"
-        )
-    print(load_line)
-
-    run, cpu, rss, _ = results[1]
-    evals = curves[1]
-    ordered = [evals[s] for s in sorted(evals)]
-    base = evals.get(0, 0.0)
-    last_two = ordered[-2:]
-    gain = min(last_two) - base
-    metrics = rows(run, "metrics.jsonl")
-    peak = max(
-        [rss / 1024]
-        + [(m.get("trainer/peak_rss_mb") or 0.0) / 1024 for m in metrics]
-        + [(m.get("mem/orchestrator_peak_rss_mb") or 0.0) / 1024 for m in metrics]
+    log = out / "bench-learn.log"
+    run = finish_ours(
+        "recipe", start_ours([str(ARITHMETIC), "-o", str(out), *extra], log), log, started
     )
-    learned = len(ordered) >= 3 and gain >= 0.5
-    print(
-        f"learning (A=1): last two evals {', '.join(f'{c:.2f}' for c in last_two)} vs step 0 "
-        f"{base:.2f}: +{gain:.2f} at the lower (bar >= +0.5: {'met' if learned else 'missed'}; "
-        f"goal +0.6: {'met' if gain >= 0.6 else 'missed'})"
-    )
-    print(f"CPU-s (A=1): {cpu:.0f} (bar <= 2,400: {'met' if cpu <= 2400 else 'missed'})")
-    print(f"peak RSS (A=1): {peak:.2f} GB (bar <= 8 GB: {'met' if peak <= 8 else 'missed'})")
-    common_steps = sorted(set(curves[1]) & set(curves[0]) - {0})
-    gaps = {s: curves[1][s] - curves[0][s] for s in common_steps}
-    last = common_steps[-1] if common_steps else None
-    ok = last is not None and gaps[last] >= -0.05
-    print(
-        "async - sync eval at equal steps: "
-        + ", ".join(f"step {s}: {g:+.2f}" for s, g in gaps.items())
-        + f" (bar at the last, >= -0.05: {'met' if ok else 'missed'}; at every eval: "
-        f"{'met' if gaps and min(gaps.values()) >= -0.05 else 'missed'})"
-    )
+    report([run], load.stop())
+    bars(run)
     if png is not None:
-        subprocess.run([str(PRIME), "train", "plot", str(run), "-o", str(png)], check=True)
-        print(f"curve (A=1): {png}")
+        subprocess.run(
+            [str(PRIME), "train", "plot", str(run.directory), "-o", str(png)], check=True
+        )
+        print(f"curve: {png}")
+
+
+ABLATIONS: dict[str, list[str]] = {
+    "recipe": [],
+    "bound16": ["--orchestrator.max-groups-per-step", "16"],
+    "bound4": ["--orchestrator.max-groups-per-step", "4"],
+    "stdnorm": ["--orchestrator.advantage.std-norm", "true"],
+    "bound4-stdnorm": [
+        "--orchestrator.max-groups-per-step",
+        "4",
+        "--orchestrator.advantage.std-norm",
+        "true",
+    ],
+    "bound4-sync": [
+        "--orchestrator.max-groups-per-step",
+        "4",
+        "--orchestrator.max-async-level",
+        "0",
+    ],
+    "sync": ["--orchestrator.max-async-level", "0"],
+    "noshare": ["--trainer.share-prefix", "false"],
+    "cores": ["--trainer.idle-sampler-threads", "2", "--inference.idle-trainer-threads", "2"],
+}
+"""Variants of the arithmetic recipe, as flags over it (`ablate --variants a,b,…`)."""
+
+
+def bench_ablate(out: Path, names: list[str], seed: int, stop_at: float | None) -> None:
+    """Variants of the recipe two at a time: CPU-s to held-out 0.5 and 0.8 for each."""
+    out.mkdir(parents=True, exist_ok=True)
+    load = Load()
+    runs: list[Run] = []
+    for pair in [names[i : i + 2] for i in range(0, len(names), 2)]:
+        started = time.monotonic()
+        going = {}
+        for name in pair:
+            log = out / f"ablate-{name}-s{seed}.log"
+            args = [str(ARITHMETIC), "-o", str(out), "--seed", str(seed), *ABLATIONS[name]]
+            going[name] = (start_ours(args, log), log)
+        if stop_at is not None:
+            stop_when_reached(going, stop_at)
+        runs += [finish_ours(n, p, log, started) for n, (p, log) in going.items()]
+    report(runs, load.stop())
+
+
+def stop_when_reached(going: dict[str, tuple[subprocess.Popen[str], Path]], bar: float) -> None:
+    """SIGTERM each run once an eval reaches `bar` (its CPU-s to the bar are then known)."""
+    import signal
+
+    live = dict(going)
+    while live:
+        time.sleep(20)
+        for name, (process, log) in list(live.items()):
+            found = list(log.parent.glob(f"train/*/{log.stem}-*/evals.jsonl"))
+            scores = [
+                float(e.get("eval/correct", 0.0)) for f in found for e in rows(f.parent, f.name)
+            ]
+            if process.poll() is not None or any(c >= bar for c in scores):
+                if process.poll() is None:
+                    process.send_signal(signal.SIGTERM)
+                del live[name]
+
+
+def bench_trl(out: Path, seeds: list[int], threads: int) -> None:
+    """Ours (the recipe, as `prime train prime/arithmetic` runs it) and TRL's GRPOTrainer on
+    the same settings, side by side, seed by seed: CPU-s to held-out correct >= 0.5 and 0.8."""
+    out.mkdir(parents=True, exist_ok=True)
+    python = trl_venv(out)
+    load = Load()
+    runs: list[Run] = []
+    for seed in seeds:
+        started = time.monotonic()
+        log = out / f"ours-s{seed}.log"
+        ours = start_ours([str(ARITHMETIC), "-o", str(out), "--seed", str(seed)], log)
+        trl_out = out / f"trl-s{seed}"
+        trl = start_trl(python, recipe_settings(seed, threads), trl_out)
+        runs.append(finish_trl(f"TRL seed {seed}", trl, trl_out, started))
+        runs.append(finish_ours(f"ours seed {seed}", ours, log, started))
+    report(runs, load.stop())
+    for bar in (0.5, 0.8):
+        line = []
+        for seed in seeds:
+            trl_run, our_run = [r for r in runs if r.name.endswith(f"seed {seed}")]
+            a, b = our_run.cpu_to(bar), trl_run.cpu_to(bar)
+            ratio = f"{a / b:.2f}x" if a is not None and b is not None else "n/a"
+            line.append(f"seed {seed}: ours {a} vs TRL {b} ({ratio})")
+        print(f"CPU-s to held-out >= {bar}: " + "; ".join(line))
+    for run in runs:
+        if run.name.startswith("ours"):
+            bars(run)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("which", choices=["async", "learn"])
+    parser.add_argument("which", choices=["async", "learn", "trl", "ablate"])
     parser.add_argument("--steps", type=int)
-    parser.add_argument("--out", type=Path, default=Path("outputs"))
+    parser.add_argument("--out", type=Path, default=Path("outputs/bench-train"))
     parser.add_argument(
         "--quick",
         action="store_true",
         help="async, 2 steps at 0.2 s median latency (CI smoke: every code path, no number)",
     )
-    parser.add_argument("--config", type=Path, default=LEARN_CONFIG, help="learn: -c TOML")
-    parser.add_argument("--parallel", action="store_true", help="learn: A=1 and A=0 at once")
-    parser.add_argument("--plot", type=Path, help="learn: write the A=1 run's curve PNG here")
-    args = parser.parse_args()
+    parser.add_argument("--plot", type=Path, help="learn: write the run's curve PNG here")
+    parser.add_argument("--seeds", default="0,1", help="trl: seeds, one pair of runs each")
+    parser.add_argument("--trl-threads", type=int, default=1, help="trl: TRL's torch threads")
+    parser.add_argument("--variants", default=",".join(ABLATIONS), help="ablate: which, by name")
+    parser.add_argument("--seed", type=int, default=0, help="ablate: the seed")
+    parser.add_argument("--stop-at", type=float, help="ablate: stop a run at this held-out score")
+    args, extra = parser.parse_known_args()
     if args.which == "async":
         if args.quick:  # the fewest steps steps_per_hour can measure, latency cut 5x
             bench_async(2, latency_median_s=0.2)
         else:
             bench_async(args.steps or 6)
+    elif args.which == "learn":
+        bench_learn(args.out.resolve(), extra, args.plot)
+    elif args.which == "trl":
+        bench_trl(args.out.resolve(), [int(s) for s in args.seeds.split(",")], args.trl_threads)
     else:
-        bench_learn(args.config, args.steps, args.out, args.parallel, args.plot)
+        bench_ablate(args.out.resolve(), args.variants.split(","), args.seed, args.stop_at)
 
 
 if __name__ == "__main__":

@@ -126,9 +126,10 @@ print(f"  web page: {hub}/prime/reverse-text")
 EOF
 
 step "Training on a hub environment (prime train prime/arithmetic, 2 short steps, --push)"
-# The learning config of docs/training.md, cut to 2 steps of 2 problems x 4 and 8 held-out
-# problems so the demo stays short; drop the overrides to run the real thing.
-"$PRIME" train prime/arithmetic -c "$ROOT/configs/arithmetic_smollm2.toml" --max-steps 2 \
+# The environment's own recipe (arithmetic/train/smollm2-135m.toml), cut to 2 steps of
+# 2 problems x 4 and 8 held-out problems so the demo stays short; drop the overrides to run
+# the real thing.
+"$PRIME" train prime/arithmetic --max-steps 2 \
   -a '{"difficulty": 1, "num_train_examples": 50, "num_eval_examples": 8}' \
   --orchestrator.batch-size 8 --orchestrator.rollouts-per-example 4 \
   --no-orchestrator.filter-zero-advantages --monitors.live false \

@@ -40,7 +40,7 @@ from trainer_bridge.protocol.batches import TrainSample
 from trainer_bridge.protocol.policy import read_policy
 from trainer_bridge.trainer.loss import k3
 from trainer_bridge.trainer.modeling import right_pad
-from trainer_bridge.trainer.trainer import RunConfig, Trainer
+from trainer_bridge.trainer.trainer import Trainer, load_run_config
 
 QUESTIONS = [
     f"What is {a} + {b}? Answer in \\boxed{{}}." for a, b in zip(range(3, 19), range(40, 56))
@@ -136,7 +136,7 @@ def make_trainer(run_dir: Path, model: ModelConfig, versions: int) -> Trainer:
         "trainer": {"optim": {"lr": 1e-4}},
     }
     (run_dir / "config" / "resolved.toml").write_text(tomli_w.dumps(config))
-    return Trainer(run_dir, RunConfig.load(run_dir))
+    return Trainer(run_dir, load_run_config(run_dir))
 
 
 def step0_mismatch(trainer: Trainer, replies: list[Any], temperature: float) -> tuple[float, float]:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import tomli_w
 from pydantic import (
@@ -143,11 +144,21 @@ class TrainerConfig(Strict):
     activation_checkpointing: bool = True
     """Recompute each decoder layer in backward instead of keeping its activations: about a
     third more compute for several GB less memory at a few thousand tokens per micro-batch."""
+    share_prefix: bool = True
+    """Run a group's shared prompt through the decoder once for all its rollouts
+    (trainer/micro_batches.py); used when activation_checkpointing is off and world_size is 1."""
     logprob_chunk: int = Field(default=512, ge=1)
     """Tokens per chunk of the selective log-softmax: the [chunk, vocab] logits are all that
     is ever materialised (recomputed in backward)."""
     threads: int = Field(default=1, ge=1)
     """torch intra-op threads on CPU: one leaves the other core to the sampler."""
+    idle_sampler_threads: int = Field(default=1, ge=1)
+    """Threads while the sampler waits for the policy being trained (its core is free), read
+    from progress.json before each micro-batch. 1 by default: on cores shared with other
+    work, 2 threads spin on each other (docs/benchmarks.md, "Issue 23")."""
+    world_size: int = Field(default=1, ge=1)
+    """Trainer processes: more than 1 starts the trainer under torchrun (FSDP2; gloo on CPU,
+    nccl on CUDA), one process per rank on this host."""
     seed: int = 0
 
 
@@ -203,6 +214,16 @@ class AdvantageConfig(Strict):
     """Divide by the group's reward std (GRPO); off = Dr. GRPO (reward − group mean)."""
 
 
+AlgoType = Literal["grpo"]
+"""The algorithms that turn rollouts into training samples (orchestrator/algorithms.py)."""
+
+
+class AlgoConfig(Strict):
+    """`[orchestrator.algo]`: how rollouts become samples with advantages (prime-rl's key)."""
+
+    type: AlgoType = "grpo"
+
+
 class EvalConfig(Strict):
     """Evals of the env's eval split at step 0, every `interval` steps (0: none between) and at the end."""
 
@@ -224,7 +245,14 @@ class OrchestratorConfig(Strict):
     max_inflight: int | None = Field(default=None, ge=1)
     """Groups in flight at once (default: two batches' worth)."""
     seed: int = 0
+    algo: AlgoConfig = Field(default_factory=AlgoConfig)
     filter_zero_advantages: bool = True
+    max_groups_per_step: int | None = Field(default=None, ge=1)
+    """A step ends after this many finished groups even when they fill no batch (default: 4
+    batches' worth): it trains on the groups with signal it has, or records a step with no
+    update when none had any."""
+    max_empty_steps: int = Field(default=3, ge=1)
+    """Steps in a row with no update (every group zero-advantage) before the run stops."""
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
     reward: RewardConfig = Field(default_factory=RewardConfig)
     advantage: AdvantageConfig = Field(default_factory=AdvantageConfig)
@@ -259,6 +287,11 @@ class OrchestratorConfig(Strict):
     def groups_per_batch(self) -> int:
         return self.batch_size // self.rollouts_per_example
 
+    @property
+    def step_group_bound(self) -> int:
+        """Finished groups after which a step ends, filled or not (`max_groups_per_step`)."""
+        return self.max_groups_per_step or 4 * self.groups_per_batch
+
 
 class CkptConfig(Strict):
     interval: int | None = Field(default=5, ge=1)
@@ -273,6 +306,11 @@ class InferenceConfig(Strict):
     gpu_memory_utilization: float = Field(default=0.5, gt=0, le=1)
     max_loras: int | None = Field(default=None, ge=1)
     extra_args: list[str] = Field(default_factory=list)
+    threads: int = Field(default=1, ge=1)
+    """The torch sampler's threads while the trainer trains (each process has one core)."""
+    idle_trainer_threads: int = Field(default=1, ge=1)
+    """The torch sampler's threads while the trainer waits for a batch (its core is free);
+    1 by default, as trainer.idle_sampler_threads."""
 
 
 class WandbConfig(Strict):
@@ -284,6 +322,61 @@ class MonitorsConfig(Strict):
     wandb: WandbConfig | None = None
     tensorboard: bool = False
     live: bool = True
+
+
+STAGE_KEYS: dict[str, frozenset[str]] = {
+    "orchestrator": frozenset(
+        {
+            "algo",
+            "env",
+            "batch_size",
+            "rollouts_per_example",
+            "sampling",
+            "reward",
+            "advantage",
+            "filter_zero_advantages",
+            "max_groups_per_step",
+        }
+    ),
+    "trainer": frozenset({"loss", "optim", "scheduler"}),
+}
+"""What a stage may set; everything else (model, inference, the async bound, checkpoints, …)
+is the run's and is refused in a stage by name."""
+
+
+class StageConfig(Strict):
+    """`[[stages]]`: a span of the run with its own algorithm, data, sampling and optimiser.
+
+    `orchestrator` and `trainer` are partial tables deep-merged over the run's own (keys in
+    STAGE_KEYS); `orchestrator.env.args` merges over the environment's args (its data), the
+    environment itself stays the run's."""
+
+    name: str | None = None
+    max_steps: int = Field(ge=1)
+    """Steps in this stage; the last stage runs to the run's `max_steps`."""
+    orchestrator: dict[str, Any] = Field(default_factory=dict)
+    trainer: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage as it runs: steps [start, end) of the run, and the run's config in it."""
+
+    index: int
+    name: str
+    start: int
+    end: int
+    config: TrainConfig
+
+    @property
+    def steps(self) -> int:
+        return self.end - self.start
+
+
+def stage_at(plan: Sequence[Stage], step: int) -> Stage:
+    """The stage of `plan` that step `step` belongs to (the last one past the end). Callers
+    compute the plan once (`TrainConfig.stage_plan()` validates every stage's config)."""
+    return next((s for s in plan if s.start <= step < s.end), plan[-1])
 
 
 class TrainConfig(Strict):
@@ -300,6 +393,7 @@ class TrainConfig(Strict):
     inference: InferenceConfig = Field(default_factory=InferenceConfig)
     ckpt: CkptConfig = Field(default_factory=CkptConfig)
     monitors: MonitorsConfig = Field(default_factory=MonitorsConfig)
+    stages: list[StageConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _deterministic(self) -> TrainConfig:
@@ -310,6 +404,59 @@ class TrainConfig(Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _valid_stages(self) -> TrainConfig:
+        for i, stage in enumerate(self.stages):
+            for section, table in (
+                ("orchestrator", stage.orchestrator),
+                ("trainer", stage.trainer),
+            ):
+                for key in sorted(set(table) - STAGE_KEYS[section]):
+                    raise ValueError(
+                        f"stages.{i}.{section}.{key} cannot change between stages (it is the "
+                        f"run's); set {section}.{key} at the top level. A stage may set "
+                        f"{section}.{{{', '.join(sorted(STAGE_KEYS[section]))}}}"
+                    )
+            env = stage.orchestrator.get("env", {})
+            if not isinstance(env, dict) or set(env) - {"args"}:
+                raise ValueError(
+                    f"stages.{i}.orchestrator.env may only hold args (the stage's data): "
+                    "the environment is the run's"
+                )
+            try:
+                self._stage_config(stage)
+            except ValidationError as exc:
+                raise ValueError(f"in stages.{i}: " + "; ".join(error_lines(exc))) from None
+        return self
+
+    def _stage_config(self, stage: StageConfig) -> TrainConfig:
+        data = self.model_dump(mode="json", exclude={"stages"})
+        orchestrator = dict(stage.orchestrator)
+        env_patch = orchestrator.pop("env", None)
+        data = deep_merge(data, {"orchestrator": orchestrator, "trainer": stage.trainer})
+        if env_patch and data["orchestrator"]["env"]:
+            entry = data["orchestrator"]["env"][0]
+            entry["args"] = deep_merge(entry.get("args") or {}, env_patch.get("args") or {})
+        return TrainConfig.model_validate(data)
+
+    def stage_plan(self) -> list[Stage]:
+        """The stages that run, in order (one stage, the run itself, when none are given):
+        stage i starts where i-1 ends, the last runs to `max_steps`, and a stage that would
+        start at or after `max_steps` does not run."""
+        if not self.stages:
+            return [Stage(0, "main", 0, self.max_steps, self)]
+        plan: list[Stage] = []
+        start = 0
+        for i, stage in enumerate(self.stages):
+            if start >= self.max_steps:
+                break
+            last = i == len(self.stages) - 1
+            end = self.max_steps if last else min(start + stage.max_steps, self.max_steps)
+            name = stage.name or f"stage_{i}"
+            plan.append(Stage(i, name, start, end, self._stage_config(stage)))
+            start = end
+        return plan
+
     @property
     def env(self) -> EnvSpec:
         if not self.orchestrator.env:
@@ -319,7 +466,9 @@ class TrainConfig(Strict):
         return self.orchestrator.env[0]
 
     def to_toml(self) -> str:
-        return tomli_w.dumps(_drop_none(self.model_dump(mode="json")))
+        """The config as TOML, None written as "None" (TOML has no null; reading it back
+        restores None instead of the key's default)."""
+        return tomli_w.dumps(_nulls_out(self.model_dump(mode="json")))
 
     def digest(self) -> str:
         """sha256 of everything that defines the run (the keys resume may change left out)."""
@@ -328,11 +477,27 @@ class TrainConfig(Strict):
         return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
 
 
-def _drop_none(value: Any) -> Any:
+NULL = "None"
+"""How None is written in TOML files and flags (prime-rl's convention)."""
+
+
+def _nulls_out(value: Any) -> Any:
+    if value is None:
+        return NULL
     if isinstance(value, dict):
-        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+        return {k: _nulls_out(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_drop_none(v) for v in value]
+        return [_nulls_out(v) for v in value]
+    return value
+
+
+def _nulls_in(value: Any) -> Any:
+    if value == NULL:
+        return None
+    if isinstance(value, dict):
+        return {k: _nulls_in(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nulls_in(v) for v in value]
     return value
 
 
@@ -368,13 +533,27 @@ def differences(old: TrainConfig, new: TrainConfig) -> list[str]:
 
 
 def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """Tables merge key by key; a one-table list (`[[orchestrator.env]]`) merges into the one
+    below it unless it names another `id`; any other value replaces the one below."""
     out = dict(base)
     for key, value in update.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
+        old = out.get(key)
+        if isinstance(value, dict) and isinstance(old, dict):
+            out[key] = deep_merge(old, value)
+        elif _single_table(value) and _single_table(old) and _same_entry(old[0], value[0]):
+            out[key] = [deep_merge(old[0], value[0])]
         else:
             out[key] = value
     return out
+
+
+def _single_table(value: Any) -> TypeGuard[list[dict[str, Any]]]:
+    return isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict)
+
+
+def _same_entry(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """A table merges into the one below unless it names another `id` (a recipe names none)."""
+    return new.get("id") in (None, old.get("id"))
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -390,7 +569,7 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 def parse_value(text: str) -> Any:
     """A flag value as TOML (`3e-4`, `true`, `[1, 2]`, `{a = 1}`, `"x"`); else the plain string."""
-    if text == "None":
+    if text == NULL:
         return None
     try:
         return parse_toml(f"v = {text}", "a flag value")["v"]
@@ -459,10 +638,22 @@ def build_config(
     env_id: str | None = None,
     env_args: dict[str, Any] | None = None,
 ) -> TrainConfig:
-    """Defaults < files (left to right) < overrides, validated into a TrainConfig.
+    """Defaults < files (left to right) < overrides, validated into a TrainConfig."""
+    return validate(merge_layers(files, overrides, env_id=env_id, env_args=env_args))
+
+
+def merge_layers(
+    files: Iterable[Path] = (),
+    overrides: Iterable[tuple[str, Any]] = (),
+    *,
+    env_id: str | None = None,
+    env_args: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Files (left to right) < overrides as one table, not yet validated.
 
     `env_id`/`env_args` (the CLI's positional and `-a`) set the single `[[orchestrator.env]]`
-    entry: a different id replaces the file's entry (its args with it), the same id keeps them."""
+    entry: a different id replaces the file's entry (its args with it); the same id, or an
+    entry without one (an environment's own recipe), keeps them."""
     merged: dict[str, Any] = {}
     for path in files:
         merged = deep_merge(merged, read_toml(path))
@@ -470,14 +661,16 @@ def build_config(
         orchestrator = merged.setdefault("orchestrator", {})
         entries = orchestrator.get("env") or [{}]
         entry = dict(entries[0]) if isinstance(entries, list) and entries else {}
-        if env_id is not None and entry.get("id") != env_id:
+        if env_id is not None and entry.get("id") not in (None, env_id):
             entry = {"id": env_id}
+        if env_id is not None:
+            entry["id"] = env_id
         if env_args is not None:
             entry["args"] = env_args
         orchestrator["env"] = [entry]
     for key, value in overrides:
         set_dotted(merged, key, value)
-    return validate(merged)
+    return merged
 
 
 def _prime_rl_model_keys(data: dict[str, Any]) -> dict[str, Any]:
@@ -500,7 +693,7 @@ def _prime_rl_model_keys(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def validate(data: dict[str, Any]) -> TrainConfig:
-    data = _prime_rl_model_keys(data)
+    data = _prime_rl_model_keys(_nulls_in(data))
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as exc:
@@ -508,6 +701,11 @@ def validate(data: dict[str, Any]) -> TrainConfig:
 
 
 def describe(exc: ValidationError) -> str:
+    return "invalid training config:\n  " + "\n  ".join(error_lines(exc))
+
+
+def error_lines(exc: ValidationError) -> list[str]:
+    """One line per error, naming the key by its full dotted name."""
     lines = []
     for error in exc.errors():
         key = ".".join(str(p) for p in error["loc"]) or "(top level)"
@@ -519,7 +717,7 @@ def describe(exc: ValidationError) -> str:
         else:
             message = str(error["msg"]).removeprefix("Value error, ")
             lines.append(f"{key}: {message}")
-    return "invalid training config:\n  " + "\n  ".join(lines)
+    return lines
 
 
 def load_resolved(path: Path) -> TrainConfig:

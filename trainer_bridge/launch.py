@@ -32,6 +32,7 @@ from trainer_bridge.config import (
 from trainer_bridge.inference.base import InferenceBackend
 from trainer_bridge.inference.factory import (
     backend_kind,
+    check_servable,
     make_backend_factory,
     vllm_command,
     vllm_urls,
@@ -40,33 +41,37 @@ from trainer_bridge.metrics import Monitor, plot
 from trainer_bridge.orchestrator.errors import TrainingStopped
 from trainer_bridge.orchestrator.evals import evaluate
 from trainer_bridge.orchestrator.loop import Orchestrator
+from trainer_bridge.orchestrator.progress import Progress
 from trainer_bridge.orchestrator.rewards import reward_weights
+from trainer_bridge.orchestrator.stages import EnvLoader, stage_runs
 from trainer_bridge.protocol.run_dir import RunDir, write_text_atomic
 from trainer_bridge.shutdown import ShutdownGuard, until_signalled
-from trainer_bridge.supervisor import ChildDied, Supervisor
+from trainer_bridge.supervisor import ChildDied, StartFailed, Supervisor
 
 
-def check_env(config: TrainConfig, env: Environment) -> None:
-    """What can be refused once the env is loaded and before any model loads (exit 2)."""
+def check_env(config: TrainConfig, env: Environment, load_env: EnvLoader | None = None) -> None:
+    """What can be refused once the env is loaded and before any model loads (exit 2): an
+    empty split, an unknown reward name (in any stage), a model the backend cannot serve."""
     if len(env.tasks) == 0:
         raise ConfigError(
             f"{env.id} with args {config.env.args} has an empty train split (its eval split "
             "took every task?); pass -a with more examples or another difficulty"
         )
     reward_weights(env, config.orchestrator.reward.weights)
+    stage_runs(config, env, load_env)
+    check_servable(config)
 
 
-def trainer_command(run: RunDir, python: str, resume_step: int = 0) -> list[str]:
-    """The trainer process's command line (`python -m trainer_bridge.trainer`)."""
-    return [
-        python,
-        "-m",
-        "trainer_bridge.trainer",
-        "--run-dir",
-        str(run.root),
-        "--resume-step",
-        str(resume_step),
-    ]
+def trainer_command(
+    run: RunDir, python: str, resume_step: int = 0, world_size: int = 1
+) -> list[str]:
+    """The trainer process's command line: `python -m trainer_bridge.trainer`, under torchrun
+    (one process per rank on this host, a free rendezvous port) when `world_size` > 1."""
+    module = ["-m", "trainer_bridge.trainer"]
+    if world_size > 1:
+        launcher = ["-m", "torch.distributed.run", "--standalone"]
+        module = [*launcher, "--nproc-per-node", str(world_size), *module]
+    return [python, *module, "--run-dir", str(run.root), "--resume-step", str(resume_step)]
 
 
 def host_commands(config: TrainConfig, run_root: Path) -> dict[str, dict[str, str]]:
@@ -74,7 +79,9 @@ def host_commands(config: TrainConfig, run_root: Path) -> dict[str, dict[str, st
     run = RunDir(run_root)
     local: dict[str, str] = {
         "orchestrator": f"prime train resume {shlex.quote(str(run_root))}  (this process)",
-        "trainer": shlex.join(trainer_command(run, sys.executable)),
+        "trainer": shlex.join(
+            trainer_command(run, sys.executable, world_size=config.trainer.world_size)
+        ),
     }
     kind = backend_kind(config)
     hosts: dict[str, dict[str, str]] = {"localhost": local}
@@ -103,8 +110,11 @@ class Prepared:
     resume: orchestrator_state.OrchestratorState | None = None
 
 
-def start(config: TrainConfig, env: Environment, env_spec: str) -> Prepared:
-    """Create the run dir and write the resolved config and run.json."""
+def start(
+    config: TrainConfig, env: Environment, env_spec: str, recipe: Path | None = None
+) -> Prepared:
+    """Create the run dir and write the resolved config and run.json (with the recipe the
+    config was built on, if any, and the stages)."""
     run = RunDir.new(
         config.output_dir.resolve(),
         env.name or env_spec,
@@ -118,6 +128,12 @@ def start(config: TrainConfig, env: Environment, env_spec: str) -> Prepared:
         env=env_spec,
         env_version=env.version,
         model=config.model.name,
+        recipe=str(recipe) if recipe else None,
+        correctness=env.correctness,
+        stages=[
+            {"index": s.index, "name": s.name, "start": s.start, "end": s.end}
+            for s in config.stage_plan()
+        ],
         config_digest=config.digest(),
         pushes=[],
     )
@@ -159,9 +175,12 @@ def resume(
     return Prepared(run, config, env_spec, state)
 
 
-def execute(prepared: Prepared, env: Environment, console: Console) -> int:
-    """Run (or continue) training to max_steps; return the exit status (0 done, 1 stopped,
-    128 + the signal when interrupted by SIGINT or SIGTERM)."""
+def execute(
+    prepared: Prepared, env: Environment, console: Console, load_env: EnvLoader | None = None
+) -> int:
+    """Run (or continue) training to max_steps; return the exit status (0 done, 1 stopped or
+    failed to start, 128 + the signal when interrupted by SIGINT or SIGTERM). Whatever stops
+    the run, the reason is run.json's `error`."""
     run, config = prepared.run, prepared.config
     supervisor = Supervisor()
     guard = ShutdownGuard(run, supervisor)
@@ -170,9 +189,10 @@ def execute(prepared: Prepared, env: Environment, console: Console) -> int:
     run.set_status(RUNNING, error=None)
     status, code, message = "failed", 1, ""
     try:
+        resume_step = prepared.resume.step if prepared.resume else 0
         supervisor.start(
             "trainer",
-            trainer_command(run, sys.executable, prepared.resume.step if prepared.resume else 0),
+            trainer_command(run, sys.executable, resume_step, config.trainer.world_size),
             run.logs / "trainer.log",
             env=dict(os.environ, PYTHONUNBUFFERED="1"),
         )
@@ -191,6 +211,8 @@ def execute(prepared: Prepared, env: Environment, console: Console) -> int:
             evaluate=eval_hook,
             resume=prepared.resume,
             log=lambda text: console.print(text),
+            load_env=load_env,
+            progress=Progress(run, console if config.monitors.live else None),
         )
         try:
             event_loop.run(until_signalled(orchestrator.run_training(), guard))
@@ -205,9 +227,25 @@ def execute(prepared: Prepared, env: Environment, console: Console) -> int:
         status, code = "interrupted", guard.exit_code
         message = guard.message
         console.print(f"{message}; resume with: prime train resume {run.root}")
+    except StartFailed as exc:
+        message = str(exc)
+        console.print(f"[red]failed:[/red] {exc}")
+    except Exception as exc:  # noqa: BLE001 - recorded as the run's error, never lost
+        message = f"{type(exc).__name__}: {exc}"
+        _log_traceback(run)
+        console.print(
+            f"[red]failed:[/red] {message} (traceback in {run.logs / 'orchestrator.log'})"
+        )
     finally:  # whatever ended the run (an unexpected exception too)
         code = _wind_down(guard, supervisor, monitor, status, code, message)
     return code
+
+
+def _log_traceback(run: RunDir) -> None:
+    import traceback
+
+    with (run.logs / "orchestrator.log").open("a") as log:
+        log.write(traceback.format_exc())
 
 
 def _wind_down(
@@ -222,6 +260,8 @@ def _wind_down(
     run = guard.run
     try:
         guard.arm(status, code, message)
+        if status == "completed":  # the trainer saved its last step and ends by itself
+            supervisor.wait_exit("trainer", timeout_s=30)
         supervisor.stop_all(grace_s=10)
         run.set_status(status, error=message or None)
         monitor.close()

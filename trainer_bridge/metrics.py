@@ -23,10 +23,13 @@ from trainer_bridge.protocol.run_dir import RunDir
 PLOT_PANELS: list[tuple[str, list[str]]] = [
     ("train reward", ["reward/mean"]),
     ("eval", ["eval/reward", "eval/correct"]),
+    ("reward hacking", ["hacking/rewarded_incorrect", "hacking/top_completion_share"]),
     ("loss", ["trainer/loss"]),
     ("mismatch KL (k3)", ["trainer/mismatch_kl"]),
+    ("zero-advantage groups", ["batch/zero_advantage_share"]),
     ("entropy", ["trainer/entropy"]),
     ("grad norm", ["trainer/grad_norm"]),
+    ("learning rate", ["trainer/lr"]),
 ]
 
 
@@ -112,6 +115,8 @@ def _fmt(value: Any) -> str:
 LIVE_KEYS = [
     ("reward", "reward/mean"),
     ("eval", "eval/reward"),
+    ("paid-wrong", "hacking/rewarded_incorrect"),
+    ("zero-adv", "batch/zero_advantage_share"),
     ("loss", "trainer/loss"),
     ("kl", "trainer/mismatch_kl"),
     ("off-pol", "off_policy/mean"),
@@ -133,8 +138,21 @@ def step_line(row: dict[str, Any]) -> str:
     return line
 
 
+def stage_starts(rows: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """(first step, name) of each stage of a run with more than one."""
+    starts: list[tuple[int, str]] = []
+    last = None
+    for row in sorted(rows, key=lambda r: r["step"]):
+        stage = row.get("stage")
+        if stage is not None and stage != last:
+            starts.append((int(row["step"]), str(row.get("stage/name", stage))))
+            last = stage
+    return starts if len(starts) > 1 else []
+
+
 def plot(metrics_path: Path, out: Path, evals: list[dict[str, Any]] | None = None) -> Path:
-    """Draw the training curves of a metrics.jsonl into a PNG (matplotlib, no display needed).
+    """Draw the training curves of a metrics.jsonl into a PNG (matplotlib, no display needed),
+    with a dashed line where each stage starts.
 
     `evals` (evals.jsonl rows, keyed by `policy`) are drawn at their policy version, so the
     step-0 eval of the base model appears too."""
@@ -146,8 +164,13 @@ def plot(metrics_path: Path, out: Path, evals: list[dict[str, Any]] | None = Non
     rows = read_metrics(metrics_path)
     if not rows:
         raise ValueError(f"{metrics_path} has no metrics yet")
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
+    starts = stage_starts(rows)
+    fig, axes = plt.subplots(3, 3, figsize=(14, 10))
     for ax, (title, keys) in zip(axes.flat, PLOT_PANELS):
+        for step, name in starts:
+            ax.axvline(step - 0.5, color="grey", linestyle="--", linewidth=0.8)
+            ax.text(step - 0.4, 1.0, name, transform=ax.get_xaxis_transform(), fontsize=7,
+                    va="top", color="grey")  # fmt: skip
         drawn = False
         for key in keys:
             if key.startswith("eval/") and evals is not None:

@@ -10,17 +10,18 @@ engine process), which PDEATHSIG alone would orphan.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import os
+import shlex
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-PR_SET_PDEATHSIG = 1
+from trainer_bridge.lifetime import die_with_parent
+
 TAIL_LINES = 30
 
 
@@ -39,11 +40,15 @@ class ChildDied(RuntimeError):
         self.returncode = returncode
 
 
-def _die_with_parent() -> None:
-    """Runs in the child between fork and exec (Linux only; elsewhere the process group suffices)."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+class StartFailed(RuntimeError):
+    """A child could not be started at all (its program is missing, not executable, …)."""
+
+    def __init__(self, name: str, argv: Sequence[str], exc: OSError) -> None:
+        super().__init__(
+            f"could not start the {name} process ({argv[0]}): {exc.strerror or exc}; "
+            f"the command was: {shlex.join(argv)}"
+        )
+        self.name = name
 
 
 def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
@@ -73,17 +78,23 @@ class Child:
         child started from a worker thread would be killed when that thread ends."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                self.argv,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=self.env,
-                cwd=self.cwd,
-                start_new_session=True,  # its own process group, killed as a whole in stop()
-                # PDEATHSIG can only be set by the child itself; prctl is async-signal-safe.
-                preexec_fn=_die_with_parent,  # noqa: PLW1509
-            )
+            try:
+                self.proc = self._popen(out)
+            except OSError as exc:
+                raise StartFailed(self.name, self.argv, exc) from exc
+
+    def _popen(self, out: Any) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            self.argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=self.env,
+            cwd=self.cwd,
+            start_new_session=True,  # its own process group, killed as a whole in stop()
+            # PDEATHSIG can only be set by the child itself; prctl is async-signal-safe.
+            preexec_fn=die_with_parent,  # noqa: PLW1509
+        )
 
     @property
     def pid(self) -> int | None:
@@ -155,6 +166,17 @@ class Supervisor:
         while True:
             self.check()
             await asyncio.sleep(interval_s)
+
+    def wait_exit(self, name: str, timeout_s: float) -> None:
+        """Give child `name` up to `timeout_s` to exit on its own: a trainer that finished its
+        last step ends by itself, and torchrun SIGTERMed while its ranks tear down prints a
+        traceback into the run's log."""
+        for child in self.children:
+            if child.name == name and child.proc is not None:
+                try:
+                    child.proc.wait(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    pass
 
     def stop_all(self, grace_s: float = 10.0) -> None:
         deadline = time.monotonic() + grace_s

@@ -1,5 +1,6 @@
 """The environment page (latest version) and one page per version: README, install commands,
-files with sizes and hashes, dependencies, Requires-Python, license, yank reason, leaderboard.
+files with sizes and hashes, dependencies, Requires-Python, license, yank reason, the training
+recipes the wheel ships (registry_index.recipes), leaderboard.
 
 Both read through the same access rule and service functions as the API, so a page never shows
 what the API would hide. The install lines come from `registry_index.install_commands` (the
@@ -34,14 +35,15 @@ from hub_server.web.readme import MetadataCache, VersionMetadata
 from hub_server.web.session import WebPrincipalDep
 from registry_index.env_args import EnvSignature, read_env_signature
 from registry_index.install_commands import install_commands
+from registry_index.recipes import Recipe, wheel_recipes
 from registry_index.schemas.versions import FileKind, VersionInfo
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER
 
 router = APIRouter(include_in_schema=False)
 
 _metadata = MetadataCache(256)
-_signatures: dict[str, EnvSignature | None] = {}
-_signatures_lock = threading.Lock()
+_facts: dict[str, tuple[EnvSignature | None, list[Recipe]]] = {}
+_facts_lock = threading.Lock()
 # First path segments that are the API's, the index's or the pages' own, never an owner's.
 RESERVED_FIRST_SEGMENTS = frozenset(
     {
@@ -63,20 +65,25 @@ def _version_metadata(
     return _metadata.get(wheel.metadata_sha256, load)
 
 
-def _env_signature(store: BlobStorage, wheel: DistFile | None) -> EnvSignature | None:
-    """`load_environment`'s arguments, read from the wheel's source (never run), by sha256."""
+def _wheel_facts(
+    store: BlobStorage, wheel: DistFile | None
+) -> tuple[EnvSignature | None, list[Recipe]]:
+    """`load_environment`'s arguments and the training recipes, read from the wheel (never
+    run), cached by its sha256."""
     if wheel is None:
-        return None
-    with _signatures_lock:
-        if wheel.sha256 in _signatures:
-            return _signatures[wheel.sha256]
+        return None, []
+    with _facts_lock:
+        if wheel.sha256 in _facts:
+            return _facts[wheel.sha256]
     with store.open(wheel.blob_key) as handle:
         signature = read_env_signature(handle)
-    with _signatures_lock:
-        _signatures[wheel.sha256] = signature
-        while len(_signatures) > 256:
-            _signatures.pop(next(iter(_signatures)))
-    return signature
+        handle.seek(0)
+        facts = signature, wheel_recipes(handle)
+    with _facts_lock:
+        _facts[wheel.sha256] = facts
+        while len(_facts) > 256:
+            _facts.pop(next(iter(_facts)))
+    return facts
 
 
 def _commands(base: str, owner: str, name: str, version: VersionInfo | None) -> list[Any]:
@@ -122,6 +129,7 @@ def _render(
             message=f"{own.name}/{env.name} has no version {chosen!r}.",
         )
     wheel = registry_service.wheel_of(session, shown.id) if shown else None
+    signature, recipes = _wheel_facts(hub.store, wheel)
     rows = leaderboard(
         session, env, principal, board_version,
         include_third_party=not first_party, verified_only=verified_only,
@@ -135,7 +143,8 @@ def _render(
         version=shown,
         is_latest=shown is not None and latest is not None and shown.id == latest.id,
         meta=_version_metadata(session, hub.store, wheel),
-        signature=_env_signature(hub.store, wheel),
+        signature=signature,
+        recipes=recipes,
         commands=_commands(base, own.name, env.name, shown),
         versions=versions,
         leaderboard=rows,

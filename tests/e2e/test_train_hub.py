@@ -151,7 +151,7 @@ def test_train_wiki_search_masks_tool_results(
          "-a", json.dumps(env_args), "--max-steps", "2", "--output", "json",
          "--orchestrator.batch-size", "4", "--orchestrator.rollouts-per-example", "2",
          "--orchestrator.sampling.max-tokens", "40", "--orchestrator.sampling.temperature", "0.5",
-         "--orchestrator.reward.weights", "{tool_calls = 0.5}",
+         "--orchestrator.reward.weights", "{tool_calls = 0.5}", "--no-env-recipe",
          "--deterministic", "--orchestrator.max-async-level", "0",
          "--no-orchestrator.filter-zero-advantages",
          "--no-orchestrator.eval.at-start", "--no-orchestrator.eval.at-end"],

@@ -120,3 +120,93 @@ def test_resolved_roundtrip_and_resumable_differences(tmp_path: Path) -> None:
     assert differences(config, more) == [] and more.digest() == config.digest()
     changed = build_config([path], [("trainer.optim.lr", 1e-3)])
     assert differences(config, changed) == ["trainer.optim.lr: run has 0.0003, now 0.001"]
+
+
+def test_none_survives_the_resolved_config_for_both_processes(tmp_path: Path) -> None:
+    """ckpt.interval = None used to vanish from resolved.toml (TOML has no null): the
+    orchestrator then read the default 5, the trainer None, and no step ever became STABLE."""
+    from trainer_bridge.trainer.trainer import load_run_config
+
+    nulls = [
+        ("ckpt.interval", None),
+        ("ckpt.keep_last", None),
+        ("trainer.loss.is_cap", None),
+        ("trainer.optim.max_norm", None),
+    ]
+    config = build_config([], nulls, env_id="x/y")
+    run = tmp_path / "run"
+    (run / "config").mkdir(parents=True)
+    (run / "config" / "resolved.toml").write_text(config.to_toml())
+    for loaded in (load_resolved(run / "config" / "resolved.toml"), load_run_config(run)):
+        assert loaded == config
+        assert loaded.ckpt.interval is None and loaded.ckpt.keep_last is None
+        assert loaded.trainer.loss.is_cap is None and loaded.trainer.optim.max_norm is None
+    assert TrainConfig().ckpt.interval == 5  # the defaults are not None
+
+
+STAGED = """
+max_steps = 10
+[[orchestrator.env]]
+id = "a/b"
+args = { difficulty = 1, n = 2 }
+[[stages]]
+name = "warm-up"
+max_steps = 3
+trainer.optim.lr = 1e-3
+orchestrator.env.args = { difficulty = 2 }
+orchestrator.sampling.temperature = 1.0
+[[stages]]
+name = "main"
+max_steps = 4
+"""
+
+
+def test_stages_merge_over_the_run_and_the_last_runs_to_max_steps(tmp_path: Path) -> None:
+    config = build_config([write(tmp_path, "s.toml", STAGED)])
+    warm, main = config.stage_plan()
+    assert (warm.name, warm.start, warm.end, main.start, main.end) == ("warm-up", 0, 3, 3, 10)
+    assert warm.config.trainer.optim.lr == 1e-3 and main.config.trainer.optim.lr == 3e-4
+    assert warm.config.env.args == {"difficulty": 2, "n": 2}  # merged over the run's args
+    assert main.config.env.args == {"difficulty": 1, "n": 2}
+    assert warm.config.orchestrator.sampling.temperature == 1.0
+    assert warm.config.orchestrator.sampling.max_tokens == 128  # the run's
+    short = build_config([write(tmp_path, "s.toml", STAGED)], [("max_steps", 2)])
+    assert [(s.name, s.start, s.end) for s in short.stage_plan()] == [("warm-up", 0, 2)]
+    again = load_resolved(write(tmp_path, "r.toml", config.to_toml()))
+    assert again == config and [s.end for s in again.stage_plan()] == [3, 10]
+    no_stages = TrainConfig()
+    assert [(s.name, s.start, s.end) for s in no_stages.stage_plan()] == [("main", 0, 100)]
+
+
+@pytest.mark.parametrize(
+    ("stage", "expected"),
+    [
+        ("trainer.threads = 2", "stages.0.trainer.threads cannot change between stages"),
+        ("model.name = 'x'", "unknown key 'stages.0.model'"),
+        ("orchestrator.env = { id = 'c/d' }", "may only hold args"),
+        ("orchestrator.sampling.top_p = 0.5", "in stages.0: orchestrator.sampling: top_p=0.5"),
+        ("orchestrator.algo.type = 'ppo'", "in stages.0: orchestrator.algo.type"),
+        ("orchestrator.batch_size = 12", "not a multiple of rollouts_per_example"),
+    ],
+)
+def test_a_stage_is_refused_by_the_key_it_gets_wrong(
+    tmp_path: Path, stage: str, expected: str
+) -> None:
+    text = f"[[stages]]\nmax_steps = 2\n{stage}\n"
+    with pytest.raises(ConfigError, match=expected):
+        build_config([write(tmp_path, "bad.toml", text)])
+
+
+def test_a_recipe_entry_without_an_id_keeps_its_args_under_files_and_flags(
+    tmp_path: Path,
+) -> None:
+    """An environment's recipe names no id (it is the env's own): the positional id fills it
+    in and its args stay; a -c file's entry for the same env merges key by key."""
+    recipe = write(
+        tmp_path, "recipe.toml", "[[orchestrator.env]]\nargs = { difficulty = 1, n = 5 }\n"
+    )
+    user = write(tmp_path, "user.toml", "[[orchestrator.env]]\nargs = { n = 9 }\n")
+    config = build_config([recipe, user], [("orchestrator.batch_size", 16)], env_id="prime/x")
+    assert config.env.id == "prime/x" and config.env.args == {"difficulty": 1, "n": 9}
+    other = build_config([recipe], env_id="prime/x", env_args={"seed": 1})
+    assert other.env.args == {"seed": 1}  # -a replaces the args, as before

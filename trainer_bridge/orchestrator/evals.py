@@ -3,12 +3,14 @@
 Each is `evals/step_N/` in `prime eval`'s own format (results.jsonl + metadata.json), so
 `prime eval push`/`show` read it unchanged; the model is named `BASE@RUN/step_N` and
 metadata.json gains a `training` block (run id, step, policy version, config digest). One line
-per eval also goes to `evals.jsonl` for plots and the bench.
+per eval also goes to `evals.jsonl` for plots and the bench, with the CPU-seconds the run's
+processes had used when it finished (`cpu_s`).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from prime_env.clients.model_specs import ModelSpec
@@ -17,6 +19,7 @@ from prime_env.evaluation import EvalRun, RunConfig, execute, normalize_sampling
 from trainer_bridge.config import TrainConfig
 from trainer_bridge.inference.base import InferenceBackend
 from trainer_bridge.protocol.run_dir import RunDir, now, write_json_atomic
+from trainer_bridge.usage import tree_cpu_seconds
 
 EVALS_JSONL = "evals.jsonl"
 
@@ -77,8 +80,9 @@ async def evaluate(
     for key, value in {**summary.metrics, **summary.rewards}.items():
         row[f"eval/{key}"] = value
     row["eval/errors"] = float(summary.errors)
+    line = {"policy": version, **row, "cpu_s": round(tree_cpu_seconds(), 2), "time": time.time()}
     with (run.root / EVALS_JSONL).open("a") as fh:
-        fh.write(json.dumps({"policy": version, **row}) + "\n")
+        fh.write(json.dumps(line) + "\n")
     return row
 
 

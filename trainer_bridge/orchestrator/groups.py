@@ -2,8 +2,9 @@
 
 Error records are never trained; a group needs ≥ 2 scored members for a baseline, and a group
 whose training rewards are all equal carries no signal (dropped unless
-`filter_zero_advantages = false`). This is where rollouts become training samples: another
-way of making them (a new algorithm) replaces `Screener`.
+`filter_zero_advantages = false`). This is where rollouts become training samples: GRPO's
+`Screener`; another way of making them (a new algorithm) sits beside it and is named in
+orchestrator/algorithms.py.
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ class Group:
     dispatch_version: int
     records: list[RolloutRecord]
     order: int = 0
-    """Dispatch number: batches take groups in this order, never in completion order."""
+    """The task's place in the run's task order (the dispatch order): batches take groups in
+    this order, never in completion order."""
+    stage: int = 0
+    """The stage it was sampled for: only that stage's batches take it."""
+    reused: bool = False
+    """Sampled by a run that stopped before training on it, kept for its resume."""
+    train_rewards: list[float] = field(default_factory=list)
+    """The training reward of each record without an error."""
     samples: list[TrainSample] = field(default_factory=list)
     rollouts: int = 0
     version: int = 0
@@ -52,6 +60,7 @@ class Screener:
             if record.policy_version is None:
                 record.policy_version = version
         group = Group(key, version, records, order)
+        group.train_rewards = [training_reward(r, self.weights) for r in records if r.error is None]
         scored = [r for r in records if r.error is None and r.reward is not None]
         group.version = min((r.policy_version or version for r in records), default=version)
         if len(scored) < 2:

@@ -1,18 +1,15 @@
-"""Signs in finished groups that a run cannot learn: a service the env needs is unavailable, or
-group after group carries no signal."""
+"""Signs that a run cannot learn: a service the env needs is unavailable, or step after step
+carries no signal."""
 
 from __future__ import annotations
 
 from prime_env.record import RolloutRecord
 from trainer_bridge.orchestrator.errors import TrainingStopped
-from trainer_bridge.orchestrator.groups import Group
 
 UNAVAILABLE_SUFFIX = "_unavailable"
 """Error types that say a service the env needs cannot run here at all (`sandbox_unavailable`:
 no Docker daemon or image; an env's own `InfraError("…_unavailable", …)`), as opposed to one
 failure of it. The sampler's failures are `sampler_error` and have their own rebuild rule."""
-DROUGHT_WARNING_GROUPS = 10
-"""Batches' worth of consecutive zero-variance groups before the run says so."""
 
 
 def unavailable_service(records: list[RolloutRecord]) -> TrainingStopped | None:
@@ -35,25 +32,13 @@ def unavailable_service(records: list[RolloutRecord]) -> TrainingStopped | None:
     )
 
 
-class Drought:
-    """Counts groups in a row with equal rewards for every rollout: with every reward equal (a
-    model that never solves the task) the run would otherwise sample silently forever."""
-
-    def __init__(self, groups_per_batch: int) -> None:
-        self.groups_per_batch = groups_per_batch
-        self.count = 0
-
-    def note(self, group: Group) -> str | None:
-        """The warning to print, once, when the drought reaches its bound."""
-        if group.dropped != "zero_variance":
-            self.count = 0
-            return None
-        self.count += 1
-        if self.count != DROUGHT_WARNING_GROUPS * self.groups_per_batch:
-            return None
-        return (
-            f"{self.count} groups in a row had equal rewards for every rollout, so "
-            "there is nothing to learn from yet; check the env's reward (or re-weight a "
-            "metric with orchestrator.reward.weights), or set "
-            "orchestrator.filter_zero_advantages = false"
-        )
+def no_signal(steps: int, groups: int) -> TrainingStopped:
+    """The stop after `steps` steps in a row whose `groups` groups all had equal rewards for
+    every rollout: the policy never earns a reward that differs within a group, so the run
+    would spend its budget without an update."""
+    return TrainingStopped(
+        f"{steps} steps in a row had no update: all {groups} groups they sampled had equal "
+        "rewards for every rollout, so there is nothing to learn from yet; check the env's "
+        "reward (or re-weight a metric with orchestrator.reward.weights), or set "
+        "orchestrator.filter_zero_advantages = false"
+    )

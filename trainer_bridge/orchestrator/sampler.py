@@ -180,6 +180,12 @@ class Sampler:
     async def start(self) -> None:
         self.backend = await self.make_backend()
 
+    def set_threads(self, threads: int) -> None:
+        """Threads for a backend that samples on this machine's cores (the torch one)."""
+        setter = getattr(self.backend, "set_threads", None)
+        if setter is not None:
+            setter(threads)
+
     def client(self) -> GuardedClient:
         assert self.backend is not None
         return GuardedClient(self.backend.client(), self.timeout_s, self.check_version, self.gate)

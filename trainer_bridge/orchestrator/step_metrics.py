@@ -12,10 +12,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from trainer_bridge.config import Stage
 from trainer_bridge.metrics import mean
 from trainer_bridge.orchestrator.batches import StepStats
+from trainer_bridge.orchestrator.hacking import hacking_metrics
 from trainer_bridge.protocol.run_dir import RunDir
-from trainer_bridge.usage import cpu_seconds, peak_rss_mb
+from trainer_bridge.usage import cpu_seconds, peak_rss_mb, tree_cpu_seconds
 
 TRAINER_LINE_WAIT_S = 10.0
 
@@ -27,6 +29,8 @@ class StepMetrics:
         self.run = run
         self.started = time.monotonic()
         self.cpu_started = cpu_seconds()
+        self.last = (self.started, tree_cpu_seconds())
+        """(time, CPU seconds of the process tree) at the previous row."""
 
     def row(
         self,
@@ -37,10 +41,15 @@ class StepMetrics:
         *,
         sampler_restarts: int,
         probe_gap: float | None,
+        stage: Stage,
+        weights: dict[str, float],
+        correctness: str | None,
     ) -> dict[str, Any]:
         elapsed = time.monotonic() - stats.started
         scored = [r for r in stats.records if r.error is None]
         row: dict[str, Any] = {"step": step, "time": round(time.time(), 3)}
+        row["stage"] = stage.index
+        row["stage/name"] = stage.name
         row["reward/mean"] = mean(r.reward for r in scored if r.reward is not None)
         row["reward/train_mean"] = mean(stats.train_rewards)
         names = sorted({k for r in scored for k in (*r.rewards, *r.metrics)})
@@ -53,7 +62,15 @@ class StepMetrics:
         row["batch/samples"] = stats.samples
         row["batch/rollouts"] = len(stats.versions)
         row["batch/loss_tokens"] = stats.loss_tokens
+        row["batch/skipped"] = int(stats.samples == 0)
+        zero = stats.drops.get("zero_variance", 0)
+        row["batch/zero_advantage_share"] = (
+            round(zero / stats.groups_seen, 4) if stats.groups_seen else None
+        )
+        row["batch/groups_seen"] = stats.groups_seen
         row["rollouts/total"] = len(stats.records)
+        row["rollouts/reused"] = stats.reused
+        row.update(hacking_metrics(stats.records, weights, correctness))
         row["off_policy/mean"] = mean(float(step - v) for v in stats.versions)
         row["off_policy/max"] = max((step - v for v in stats.versions), default=None)
         for kind, count in stats.drops.items():
@@ -69,6 +86,10 @@ class StepMetrics:
         row["time/wait_policy_s"] = round(stats.wait_policy_s, 3)
         row["time/elapsed_s"] = round(time.monotonic() - self.started, 3)
         row["perf/cpu_s_orchestrator"] = round(cpu_seconds() - self.cpu_started, 2)
+        now, tree = time.monotonic(), tree_cpu_seconds()
+        row["perf/cpu_s_total"] = round(tree, 2)
+        row["perf/cores_busy"] = round((tree - self.last[1]) / max(now - self.last[0], 1e-9), 3)
+        self.last = (now, tree)
         row["mem/orchestrator_peak_rss_mb"] = peak_rss_mb()
         row["sampler/restarts"] = sampler_restarts
         if probe_gap is not None:

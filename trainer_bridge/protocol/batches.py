@@ -75,9 +75,9 @@ def write_batch(
     *,
     overwrite: bool = False,
 ) -> Path:
-    """Write `batches/step_N/` ({samples.jsonl, meta.json}) atomically, `STABLE` last."""
-    if not samples:
-        raise ValueError(f"batch {step} is empty: nothing to train on")
+    """Write `batches/step_N/` ({samples.jsonl, meta.json}) atomically, `STABLE` last. An
+    empty batch is a step without an update (every group it saw had zero advantage): the
+    trainer steps its schedule and publishes the same weights as the next policy."""
     final = RunDir(run_dir).batch(step)
     with stable_dir(final, overwrite=overwrite) as scratch:
         with (scratch / SAMPLES_FILE).open("w") as out:

@@ -8,6 +8,8 @@
   child reads and what `prime train resume` compares against);
 - `metrics.jsonl`: one line per trained step; `trainer_metrics.jsonl`: the trainer's half of it;
 - `rollouts/step_N.jsonl`: every rollout record that step saw (errors and drops included);
+  `rollouts/unbatched.jsonl`: a stopped run's finished groups that no trained batch holds, which
+  its resume uses; `progress.json`: the step being sampled, live;
 - `batches/step_N/`, `broadcasts/step_N/`, `checkpoints/step_N/`: handed between processes,
   each directory complete only once its `STABLE` marker exists (written last);
 - `evals/step_N/`: standard eval runs (`prime eval push` reads them);
@@ -106,6 +108,16 @@ class RunDir:
     @property
     def trainer_metrics(self) -> Path:
         return self.root / TRAINER_METRICS
+
+    @property
+    def progress(self) -> Path:
+        """The step being sampled, live (orchestrator/progress.py)."""
+        return self.root / "progress.json"
+
+    @property
+    def unbatched(self) -> Path:
+        """Finished groups no trained batch holds yet, kept by a stopped run for its resume."""
+        return self.root / "rollouts" / "unbatched.jsonl"
 
     @property
     def logs(self) -> Path:

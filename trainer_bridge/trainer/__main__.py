@@ -10,8 +10,10 @@ from pathlib import Path
 
 import torch
 
+from trainer_bridge.config import ConfigError
+from trainer_bridge.lifetime import die_with_parent
 from trainer_bridge.trainer.distributed import Dist, init_process_group
-from trainer_bridge.trainer.trainer import RunConfig, Trainer
+from trainer_bridge.trainer.trainer import Trainer, load_run_config
 
 
 def return_freed_memory() -> None:
@@ -35,16 +37,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume-step", type=int, default=None)
     args = parser.parse_args(argv)
     try:
-        config = RunConfig.load(args.run_dir)
+        config = load_run_config(args.run_dir)
     except (OSError, ValueError) as exc:
         print(f"trainer: cannot read {args.run_dir}/config/resolved.toml: {exc}", file=sys.stderr)
         return 2
     return_freed_memory()
     dist = Dist()
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        die_with_parent()  # torchrun's workers run in sessions of their own (lifetime.py)
         dist = init_process_group()
     try:
         Trainer(args.run_dir, config, dist).run(args.resume_step)
+    except ConfigError as exc:
+        print(f"trainer: {exc}", file=sys.stderr)
+        return 2
     finally:
         if dist.world_size > 1:
             torch.distributed.destroy_process_group()

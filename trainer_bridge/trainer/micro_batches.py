@@ -1,27 +1,83 @@
 """A batch in micro-batches: packing by a padded-token budget, and the loss's global normalisers.
 
-Every rank reads the whole batch, so the normalisers are counts over all of it and need no
-communication (trainer/loss.py divides them by the world size).
+With `share_prefix`, the rollouts of one group that start with the same prompt go together,
+and the decoder runs that prompt once for all of them (modeling.token_logprobs' `prefix_len`):
+on a short-answer env the prompt is most of each sequence (arithmetic: ~50 prompt tokens,
+~25 sampled), so the trainer's tokens per group drop by half or more. Every rank reads the
+whole batch, so the normalisers are counts over all of it and need no communication
+(trainer/loss.py divides them by the world size).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from trainer_bridge.config import TrainerConfig
 from trainer_bridge.protocol.batches import TrainSample
 from trainer_bridge.trainer.loss import Normaliser
 
+MIN_SHARED_PREFIX = 8
+"""Shorter shared prompts are not worth a decoder pass of their own."""
 
-def micro_batches(samples: list[TrainSample], budget: int) -> list[list[TrainSample]]:
-    """Pack samples, longest first, into micro-batches of at most `budget` padded tokens
-    (rows × longest row); a sample longer than the budget gets a micro-batch of its own."""
-    ordered = sorted(samples, key=lambda s: len(s.input_ids), reverse=True)
-    batches: list[list[TrainSample]] = []
+
+@dataclass
+class MicroBatch:
+    """Samples run through the model together, within the token budget."""
+
+    samples: list[TrainSample]
+    prefix_len: int = 0
+    """> 0: every sample starts with the same `prefix_len` tokens, run once."""
+
+
+def prompt_len(sample: TrainSample) -> int:
+    """Tokens before the first trained one (the prompt the rollout was sampled from)."""
+    return next((i for i, m in enumerate(sample.loss_mask) if m), len(sample.loss_mask))
+
+
+def micro_batches(
+    samples: list[TrainSample], budget: int, *, share_prefix: bool = False
+) -> list[MicroBatch]:
+    """Pack samples into micro-batches of at most `budget` padded tokens (a sample longer than
+    the budget gets one of its own). Shared-prefix micro-batches count the prefix once:
+    prefix + rows × the longest remainder."""
+    out: list[MicroBatch] = []
+    rest = samples
+    if share_prefix:
+        buckets: dict[tuple[str, tuple[int, ...]], list[TrainSample]] = {}
+        for sample in samples:
+            n = prompt_len(sample)
+            if MIN_SHARED_PREFIX <= n < len(sample.input_ids):
+                buckets.setdefault((sample.group, tuple(sample.input_ids[:n])), []).append(sample)
+        shared = [b for b in buckets.values() if len(b) > 1]
+        taken = {id(s) for b in shared for s in b}
+        rest = [s for s in samples if id(s) not in taken]
+        for bucket in shared:
+            out += _shared(bucket, prompt_len(bucket[0]), budget)
+    ordered = sorted(rest, key=lambda s: len(s.input_ids), reverse=True)
+    packed: list[list[TrainSample]] = []
     for sample in ordered:
-        if batches and (len(batches[-1]) + 1) * len(batches[-1][0].input_ids) <= budget:
-            batches[-1].append(sample)
+        if packed and (len(packed[-1]) + 1) * len(packed[-1][0].input_ids) <= budget:
+            packed[-1].append(sample)
         else:
-            batches.append([sample])
-    return batches
+            packed.append([sample])
+    return out + [MicroBatch(group) for group in packed]
+
+
+def _shared(bucket: list[TrainSample], prefix: int, budget: int) -> list[MicroBatch]:
+    ordered = sorted(bucket, key=lambda s: len(s.input_ids), reverse=True)
+    out: list[MicroBatch] = []
+    for sample in ordered:
+        if out:
+            rows = out[-1].samples
+            longest = len(rows[0].input_ids) - prefix
+            if prefix + (len(rows) + 1) * longest <= budget:
+                rows.append(sample)
+                continue
+        out.append(MicroBatch([sample], prefix))
+    for batch in out:  # a lone row has nothing to share
+        if len(batch.samples) == 1:
+            batch.prefix_len = 0
+    return out
 
 
 def effective_mask(sample: TrainSample, mask_truncated: bool) -> list[int]:

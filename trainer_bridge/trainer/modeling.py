@@ -7,7 +7,8 @@ is a Hugging Face model directory. Sequences are right-padded, so real tokens ke
 
 Logprobs come from the decoder's hidden states through the LM head one chunk of positions at
 a time, each chunk under activation checkpointing: only [chunk, vocab] logits ever exist, in
-forward and in backward.
+forward and in backward. Rows that share a prompt (a group's rollouts) can run it once
+(`prefix_len`): the decoder computes the prompt's KV cache a single time for all of them.
 """
 
 from __future__ import annotations
@@ -124,20 +125,30 @@ def token_logprobs(
     chunk: int = 512,
     with_entropy: bool = False,
     only: Tensor | None = None,
+    prefix_len: int = 0,
 ) -> tuple[Tensor, Tensor]:
     """log π(input_ids[:, i] | input_ids[:, :i]) / T-tempered, and the entropy of π at each
     position, as [B, T] tensors (position 0 and padding are 0). Right padding only.
 
     `temperature` is a scalar or one value per row. `only` ([B, T] bool) restricts the LM head
     to those positions (the trainer passes its loss mask: prompt tokens need no logprob, and
-    the head is a fifth of SmolLM2's compute); the others are 0."""
+    the head is a fifth of SmolLM2's compute); the others are 0. `prefix_len` > 0 says every
+    row starts with the same `prefix_len` tokens (a group's prompt): the decoder runs them once
+    and the rows' remainders attend to that one KV cache, gradients flowing back into it."""
     lm = causal_lm(model)
     rows, width = input_ids.shape
-    positions = torch.arange(width, device=input_ids.device).expand(rows, width)
-    # use_cache=False: scoring needs no KV cache (and with checkpointing one is refused).
-    hidden = lm.get_decoder()(
-        input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=False
-    ).last_hidden_state
+    decoder = lm.get_decoder()
+    if prefix_len > 0:
+        hidden = _shared_prefix_hidden(decoder, input_ids, attention_mask, prefix_len)
+    else:
+        positions = torch.arange(width, device=input_ids.device).expand(rows, width)
+        # use_cache=False: scoring needs no KV cache (and with checkpointing one is refused).
+        hidden = decoder(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=positions,
+            use_cache=False,
+        ).last_hidden_state
     head: nn.Linear = lm.get_output_embeddings()
     temps = torch.as_tensor(temperature, dtype=torch.float32, device=input_ids.device)
     temps = temps.expand(rows) if temps.dim() == 0 else temps
@@ -172,6 +183,27 @@ def token_logprobs(
     return logprobs, entropies
 
 
+def _shared_prefix_hidden(
+    decoder: Any, input_ids: Tensor, attention_mask: Tensor, prefix_len: int
+) -> Tensor:
+    """The decoder's hidden states of rows that share their first `prefix_len` tokens: the
+    prefix once (its KV cache repeated for every row), then each row's remainder on top."""
+    rows, width = input_ids.shape
+    prefix = decoder(input_ids=input_ids[:1, :prefix_len], use_cache=True)
+    cache = prefix.cache
+    cache.batch_repeat_interleave(rows)  # differentiable: the rows' gradients sum into it
+    device = input_ids.device
+    positions = torch.arange(prefix_len, width, device=device).expand(rows, width - prefix_len)
+    rest = decoder(
+        input_ids=input_ids[:, prefix_len:],
+        attention_mask=attention_mask,
+        position_ids=positions,
+        cache=cache,
+        use_cache=True,
+    ).last_hidden_state
+    return torch.cat([prefix.last_hidden_state.expand(rows, -1, -1), rest], dim=1)
+
+
 def _scatter(rows: int, width: int, valid: Tensor, values: Tensor) -> Tensor:
     """Place flat per-target values back at positions 1..T-1 of a [rows, width] tensor."""
     out = values.new_zeros((rows, width - 1))
@@ -195,6 +227,7 @@ class TokenScorer(nn.Module):
         temperature: float | Tensor = 1.0,
         with_entropy: bool = False,
         only: Tensor | None = None,
+        prefix_len: int = 0,
     ) -> tuple[Tensor, Tensor]:
         return token_logprobs(
             self.model,
@@ -204,4 +237,5 @@ class TokenScorer(nn.Module):
             chunk=self.chunk,
             with_entropy=with_entropy,
             only=only,
+            prefix_len=prefix_len,
         )

@@ -17,16 +17,22 @@ import json
 import os
 import random
 import time
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 
 from trainer_bridge.checkpoints import trainer_state
-from trainer_bridge.config import ModelConfig, TrainerConfig, check_compatible
+from trainer_bridge.config import (
+    ConfigError,
+    Stage,
+    TrainConfig,
+    TrainerConfig,
+    check_compatible,
+    load_resolved,
+    stage_at,
+)
 from trainer_bridge.protocol.batches import TrainSample, batch_ready, read_batch
 from trainer_bridge.protocol.policy import Probe, probe_token_ids, write_policy
 from trainer_bridge.protocol.run_dir import RunDir
@@ -39,7 +45,12 @@ from trainer_bridge.trainer.distributed import (
     sum_over_ranks,
 )
 from trainer_bridge.trainer.loss import LossInputs, LossStats, Normaliser, resolve_loss
-from trainer_bridge.trainer.micro_batches import effective_mask, micro_batches, normaliser
+from trainer_bridge.trainer.micro_batches import (
+    MicroBatch,
+    effective_mask,
+    micro_batches,
+    normaliser,
+)
 from trainer_bridge.trainer.modeling import (
     TokenScorer,
     add_lora,
@@ -52,29 +63,12 @@ from trainer_bridge.usage import peak_rss_mb
 POLL_S = 0.2
 
 
-class _Ckpt(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    interval: int | None = Field(default=None, ge=1)
-    keep_last: int | None = Field(default=None, ge=1)
-
-
-class RunConfig(BaseModel):
-    """The parts of the run's resolved config the trainer reads (the rest is the
-    orchestrator's): the model, the trainer section, max_steps and checkpointing."""
-
-    model_config = ConfigDict(extra="ignore")
-    max_steps: int = Field(default=100, ge=1)
-    deterministic: bool = False
-    model: ModelConfig = ModelConfig()
-    trainer: TrainerConfig = TrainerConfig()
-    ckpt: _Ckpt = _Ckpt()
-
-    @classmethod
-    def load(cls, run_dir: Path) -> RunConfig:
-        with RunDir(run_dir).resolved_config.open("rb") as f:
-            config = cls.model_validate(tomllib.load(f))
-        check_compatible(config.model, config.trainer)
-        return config
+def load_run_config(run_dir: Path) -> TrainConfig:
+    """The run's resolved config, as the orchestrator wrote it (the trainer reads `model`,
+    `trainer`, `max_steps`, `ckpt` and the stages' trainer settings)."""
+    config = load_resolved(RunDir(run_dir).resolved_config)
+    check_compatible(config.model, config.trainer)
+    return config
 
 
 @dataclass
@@ -99,11 +93,17 @@ def enable_checkpointing(model: Any) -> None:
 
 
 class Trainer:
-    def __init__(self, run_dir: Path, config: RunConfig, dist: Dist | None = None) -> None:
+    def __init__(self, run_dir: Path, config: TrainConfig, dist: Dist | None = None) -> None:
         self.run_dir = run_dir
         self.paths = RunDir(run_dir)
         self.config = config
         self.dist = dist or Dist()
+        if config.trainer.world_size != self.dist.world_size:
+            raise ConfigError(
+                f"trainer.world_size is {config.trainer.world_size} but {self.dist.world_size} "
+                "trainer process(es) run: start it with torchrun --nproc-per-node "
+                f"{config.trainer.world_size} (prime train does)"
+            )
         tc = config.trainer
         self.device = resolve_device(config.model)
         if self.device.type == "cpu":
@@ -119,6 +119,23 @@ class Trainer:
         self.scorer = TokenScorer(self.model, tc.logprob_chunk)
         if self.dist.world_size > 1:
             shard_model(self.scorer)
+        self.plan = config.stage_plan()
+        self.stage = self.plan[0]
+        self._enter(self.stage)
+        self.pad_id = int(self.tokenizer.pad_token_id or self.tokenizer.eos_token_id or 0)
+        self.probe_ids = probe_token_ids(self.tokenizer)
+
+    @property
+    def tc(self) -> TrainerConfig:
+        """The trainer settings of the current stage (loss, optimiser, schedule)."""
+        return self.stage.config.trainer
+
+    def _enter(self, stage: Stage) -> None:
+        """A fresh AdamW and schedule (over the stage's steps) and the stage's loss."""
+        from transformers import get_scheduler
+
+        self.stage = stage
+        tc = stage.config.trainer
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
             params,
@@ -126,8 +143,6 @@ class Trainer:
             betas=(tc.optim.betas1, tc.optim.betas2),
             weight_decay=tc.optim.weight_decay,
         )
-        from transformers import get_scheduler
-
         name: str = tc.scheduler.type
         if name == "constant" and tc.scheduler.warmup_steps:
             name = "constant_with_warmup"
@@ -135,23 +150,24 @@ class Trainer:
             name,
             self.optimizer,
             num_warmup_steps=tc.scheduler.warmup_steps,
-            num_training_steps=config.max_steps,
+            num_training_steps=stage.steps,
         )
         self.loss_fn = resolve_loss(tc.loss)
-        self.pad_id = int(self.tokenizer.pad_token_id or self.tokenizer.eos_token_id or 0)
-        self.probe_ids = probe_token_ids(self.tokenizer)
 
     # --- one step -----------------------------------------------------------------------
     def train_step(self, samples: list[TrainSample]) -> dict[str, float]:
         """One optimizer step on a whole batch; returns the step's metrics."""
         started, cpu_started = time.perf_counter(), time.process_time()
+        lr = float(self.scheduler.get_last_lr()[0])
+        if not samples:  # every group had zero advantage: the step makes no update
+            self.scheduler.step()
+            return {"lr": lr, "skipped": 1.0, "samples": 0.0, "loss_tokens": 0.0}
         accumulated = self.backward(samples)
         params = [p for p in self.model.parameters() if p.requires_grad]
-        max_norm = self.config.trainer.optim.max_norm
+        max_norm = self.tc.optim.max_norm
         total_norm = torch.nn.utils.clip_grad_norm_(params, max_norm or float("inf"))
         if hasattr(total_norm, "full_tensor"):  # a DTensor under FSDP
             total_norm = total_norm.full_tensor()
-        lr = float(self.scheduler.get_last_lr()[0])
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -174,18 +190,20 @@ class Trainer:
 
     def backward(self, samples: list[TrainSample]) -> Accumulated:
         """Accumulate the whole batch's gradient (this rank's share of it) in `.grad`."""
-        tc = self.config.trainer
-        norm = normaliser(samples, tc, self.dist.world_size)
+        norm = normaliser(samples, self.tc, self.dist.world_size)
         mine = samples[self.dist.rank :: self.dist.world_size]
-        groups = micro_batches(mine, tc.micro_batch_tokens)
+        run = self.config.trainer
+        share = run.share_prefix and not run.activation_checkpointing and self.dist.world_size == 1
+        groups = micro_batches(mine, run.micro_batch_tokens, share_prefix=share)
         rounds = len(groups)
         if self.dist.world_size > 1:
             rounds = max_over_ranks(rounds)
         self.model.train()
         stats = LossStats()
         total_loss = 0.0
-        filler = (groups[-1] if groups else samples)[:1]  # keeps FSDP's collectives in step
-        for i in range(rounds):
+        filler = MicroBatch((groups[-1].samples if groups else samples)[:1])
+        for i in range(rounds):  # the filler keeps FSDP's collectives in step
+            self._share_cores()
             group = groups[i] if i < len(groups) else filler
             loss, part = self._micro_step(group, norm, dummy=i >= len(groups))
             total_loss += loss
@@ -195,10 +213,22 @@ class Trainer:
             stats, total_loss, samples_seen = sum_over_ranks(stats, total_loss, samples_seen)
         return Accumulated(stats, total_loss, samples_seen, len(groups))
 
-    def _micro_step(
-        self, group: list[TrainSample], norm: Normaliser, *, dummy: bool
-    ) -> tuple[float, LossStats]:
+    def _share_cores(self) -> None:
+        """On CPU, take the sampler's core while it waits for the policy being trained
+        (progress.json says so), give it back once it samples again. Not with --deterministic:
+        the thread count changes the order of float sums."""
+        if self.device.type != "cpu" or self.config.deterministic:
+            return
         tc = self.config.trainer
+        threads = tc.idle_sampler_threads if sampler_waiting(self.paths) else tc.threads
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+
+    def _micro_step(
+        self, micro: MicroBatch, norm: Normaliser, *, dummy: bool
+    ) -> tuple[float, LossStats]:
+        tc = self.tc
+        group = micro.samples
         padded = right_pad([s.input_ids for s in group], self.pad_id, self.device)
         width = padded.input_ids.shape[1]
 
@@ -219,10 +249,19 @@ class Trainer:
         if tc.loss.kl_coef > 0:
             with torch.no_grad(), self.model.disable_adapter():
                 ref, _ = self.scorer(
-                    padded.input_ids, padded.attention_mask, temperature, only=trained
+                    padded.input_ids,
+                    padded.attention_mask,
+                    temperature,
+                    only=trained,
+                    prefix_len=micro.prefix_len,
                 )
         logprobs, entropy = self.scorer(
-            padded.input_ids, padded.attention_mask, temperature, with_entropy=True, only=trained
+            padded.input_ids,
+            padded.attention_mask,
+            temperature,
+            with_entropy=True,
+            only=trained,
+            prefix_len=micro.prefix_len,
         )
         inputs = LossInputs(
             logprobs=logprobs,
@@ -253,7 +292,9 @@ class Trainer:
 
     # --- checkpoints (checkpoints/trainer_state.py) -------------------------------------
     def save_checkpoint(self, step: int) -> None:
-        state = trainer_state.TrainerState(self.model, self.optimizer, self.scheduler)
+        state = trainer_state.TrainerState(
+            self.model, self.optimizer, self.scheduler, self.stage.index
+        )
         sharded = self.dist.world_size > 1
         trainer_state.save(self.paths, step, state, sharded=sharded, main=self.dist.main)
         keep = self.config.ckpt.keep_last
@@ -261,7 +302,11 @@ class Trainer:
             trainer_state.prune(self.paths, keep)
 
     def load_checkpoint(self, step: int) -> None:
-        state = trainer_state.TrainerState(self.model, self.optimizer, self.scheduler)
+        """Restore the weights of step `step`; the optimizer and schedule too when they belong
+        to the stage `step` is in (at a stage's first step the new stage starts afresh)."""
+        state = trainer_state.TrainerState(
+            self.model, self.optimizer, self.scheduler, self.stage.index
+        )
         trainer_state.load(self.paths, step, state, sharded=self.dist.world_size > 1)
 
     # --- the loop -----------------------------------------------------------------------
@@ -275,6 +320,7 @@ class Trainer:
 
     def run(self, resume_step: int | None = None) -> None:
         start = self.resume_step(resume_step)
+        self._enter(stage_at(self.plan, start))
         if start:
             self.load_checkpoint(start)
         self.publish(start)
@@ -282,6 +328,9 @@ class Trainer:
             self._trim_metrics(start)
         interval = self.config.ckpt.interval
         for step in range(start, self.config.max_steps):
+            stage = stage_at(self.plan, step)
+            if stage.index != self.stage.index:
+                self._enter(stage)
             waited = self._wait_for_batch(step)
             batch = read_batch(self.run_dir, step)
             metrics = self.train_step(batch.samples)
@@ -290,7 +339,9 @@ class Trainer:
             if (interval and done % interval == 0) or done == self.config.max_steps:
                 self.save_checkpoint(done)
             if self.dist.main:
-                metrics.update(step=step, wait_s=waited, peak_rss_mb=peak_rss_mb())
+                metrics.update(
+                    step=step, stage=self.stage.index, wait_s=waited, peak_rss_mb=peak_rss_mb()
+                )
                 with self.paths.trainer_metrics.open("a") as out:
                     out.write(json.dumps(metrics) + "\n")
 
@@ -307,6 +358,14 @@ class Trainer:
             return
         kept = [line for line in path.read_text().splitlines() if json.loads(line)["step"] < start]
         path.write_text("".join(line + "\n" for line in kept))
+
+
+def sampler_waiting(paths: RunDir) -> bool:
+    """Whether the orchestrator's sampler is idle, waiting for a policy (progress.json)."""
+    try:
+        return bool(json.loads(paths.progress.read_text()).get("waiting"))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def deterministic_torch() -> None:

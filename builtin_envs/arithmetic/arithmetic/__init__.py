@@ -3,7 +3,13 @@
 Shows the two rubric features most RL recipes want: a correctness reward and a GROUP reward
 (a bonus for the shortest correct completions among the rollouts of one problem, which
 pushes a policy towards concise answers without rewarding short wrong ones). The reference
-policy (`arithmetic.reference`) computes the expression and answers `\\boxed{N}`: 1.2 everywhere.
+policy (`arithmetic.reference`) computes the expression and answers `\\boxed{N}`: 1.2
+everywhere. `correct` is its correctness metric. `boxed_integer` is the format signal a
+recipe may pay to bootstrap the box: it never pays the system prompt's example answer copied
+as a wrong answer (an RL run that paid any box learned to answer `\\boxed{42}` to everything).
+
+It ships a training recipe for SmolLM2-135M (`train/smollm2-135m.toml`): `prime train
+prime/arithmetic` uses it.
 """
 
 from __future__ import annotations
@@ -25,11 +31,26 @@ from prime_env import (
 from .problems import LEVELS, generate
 from .reference import solve
 
-__all__ = ["LEVELS", "PARSER", "correct", "generate", "load_environment", "shortest_correct"]
+__all__ = [
+    "EXAMPLE_ANSWER",
+    "LEVELS",
+    "PARSER",
+    "boxed_integer",
+    "copied_example",
+    "correct",
+    "generate",
+    "load_environment",
+    "shortest_correct",
+]
 
 PARSER = BoxedParser()
 
-SYSTEM_PROMPT = "Solve the arithmetic problem. Give the final answer as an integer in \\boxed{}, e.g. \\boxed{42}."
+EXAMPLE_ANSWER = 42
+"""The answer the system prompt shows as an example of the format."""
+SYSTEM_PROMPT = (
+    "Solve the arithmetic problem. Give the final answer as an integer in \\boxed{}, "
+    f"e.g. \\boxed{{{EXAMPLE_ANSWER}}}."
+)
 
 
 def _parsed_int(completion: list[dict[str, Any]]) -> int | None:
@@ -45,6 +66,19 @@ def _parsed_int(completion: list[dict[str, Any]]) -> int | None:
 def correct(completion: list[dict[str, Any]], answer: int) -> float:
     """1.0 when the boxed integer equals the answer."""
     return 1.0 if _parsed_int(completion) == int(answer) else 0.0
+
+
+def copied_example(completion: list[dict[str, Any]], answer: int) -> float:
+    """1.0 when the boxed answer is the system prompt's example and that is wrong."""
+    return 1.0 if _parsed_int(completion) == EXAMPLE_ANSWER != int(answer) else 0.0
+
+
+def boxed_integer(completion: list[dict[str, Any]], answer: int) -> float:
+    """1.0 for an integer in \\boxed{}, unless it is the prompt's example copied as a wrong
+    answer: a format bonus that cannot be farmed by copying the example."""
+    if _parsed_int(completion) is None:
+        return 0.0
+    return 1.0 - copied_example(completion, answer)
 
 
 def shortest_correct(completions: list[list[dict[str, Any]]], answers: list[int]) -> list[float]:
@@ -99,7 +133,7 @@ def load_environment(
 
     Eval problems are generated first and never reappear in training. Easy levels have few
     distinct problems, so the sets may come out smaller than asked (difficulty 1 has 100).
-    Reward = correct + 0.2 × shortest_correct.
+    Reward = correct + 0.2 × shortest_correct; `correct` is the correctness metric.
     """
     if difficulty not in LEVELS:
         raise ValueError(f"difficulty must be one of {sorted(LEVELS)}, got {difficulty!r}")
@@ -113,7 +147,13 @@ def load_environment(
     rubric = Rubric(
         [correct, shortest_correct],
         weights=[1.0, 0.2],
-        metrics=[completion_chars, completion_tokens, PARSER.format_reward],
+        metrics=[
+            completion_chars,
+            completion_tokens,
+            PARSER.format_reward,
+            boxed_integer,
+            copied_example,
+        ],
         parser=PARSER,
     )
     return Environment(
@@ -123,4 +163,5 @@ def load_environment(
         name="arithmetic",
         eval_tasks=evals,
         reference=Reference(solve, min_reward=1.2),
+        correctness="correct",
     )

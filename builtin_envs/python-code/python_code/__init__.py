@@ -138,4 +138,5 @@ def load_environment(
         name="python-code",
         eval_tasks=evals,
         reference=Reference(reference_solution, min_reward=1.0),
+        correctness="all_passed",
     )

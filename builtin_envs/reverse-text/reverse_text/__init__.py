@@ -85,4 +85,5 @@ def load_environment(
         name="reverse-text",
         eval_tasks=evals,
         reference=Reference(reverse, min_reward=1.0),
+        correctness="exact",
     )

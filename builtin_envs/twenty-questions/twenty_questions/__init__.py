@@ -124,4 +124,5 @@ def load_environment(
         name="twenty-questions",
         eval_tasks=evals,
         reference=Reference(solve, min_reward=solved_in(REFERENCE_QUESTIONS, max_questions)),
+        correctness="solved",
     )

@@ -157,6 +157,7 @@ def load_environment(
         harness = ToolLoop(
             make_tools(_index_for(loaded)), max_turns=max_turns, system_prompt=SYSTEM_PROMPT
         )
+    correctness = "exact_match" if judge is None else "judge_correct"
     return Environment(
         train,
         harness,
@@ -164,4 +165,5 @@ def load_environment(
         name="wiki-search",
         eval_tasks=evals,
         reference=Reference(solve, min_reward=1.0),
+        correctness=correctness,
     )

@@ -100,4 +100,5 @@ def load_environment(
         name="wordle",
         eval_tasks=_tasks(answers("eval"), "eval", num_eval_examples, seed),
         reference=Reference(solve, mean_reward=REFERENCE_MEAN),
+        correctness="solved",
     )

@@ -461,8 +461,16 @@ Guess the **hidden word** in six tries.
 """
 
 
-def build_wheel(directory: Path, name: str, version: str, readme: str, summary: str) -> Path:
-    """A valid pure-Python wheel whose METADATA carries `readme` as its long description."""
+def build_wheel(
+    directory: Path,
+    name: str,
+    version: str,
+    readme: str,
+    summary: str,
+    extra: dict[str, bytes] | None = None,
+) -> Path:
+    """A valid pure-Python wheel whose METADATA carries `readme` as its long description;
+    `extra` adds files (path in the wheel: bytes)."""
     import base64
     import hashlib
     import zipfile
@@ -476,6 +484,7 @@ def build_wheel(directory: Path, name: str, version: str, readme: str, summary: 
             f"Requires-Python: >=3.11\nDescription-Content-Type: text/markdown\n\n{readme}"
         ).encode(),
         f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        **(extra or {}),
     }
     record_lines = []
     for path, data in files.items():
@@ -543,11 +552,14 @@ class RunningHub:
         *,
         readme: str = README,
         summary: str = "",
+        extra: dict[str, bytes] | None = None,
     ) -> None:
         """Publish through the twine endpoint, as `twine upload` would."""
         import hashlib
 
-        wheel = build_wheel(self.root, name, version, readme, summary or f"{name} environment")
+        wheel = build_wheel(
+            self.root, name, version, readme, summary or f"{name} environment", extra
+        )
         data = wheel.read_bytes()
         response = self.http.post(
             f"/{owner}/legacy/",

@@ -12,6 +12,8 @@ import pytest
 from tests.hub_server.evals.test_evaluations import RunningHub
 
 XSS_MODEL = '<img src=x onerror="alert(1)">'
+RECIPE = "reverse_text/train/smollm2-135m.toml"
+RECIPE_TEXT = b'max_steps = 40\n[orchestrator]\nbatch_size = 32  # "<b>4 x 8</b>"\n'
 
 
 def populate(hub: RunningHub) -> dict[str, str]:
@@ -25,7 +27,14 @@ def populate(hub: RunningHub) -> dict[str, str]:
         tags=["game", "multi-turn"],
         description="Guess the word <b>fast</b>",
     )
-    hub.upload("bob", "bob", "reverse-text", "1.0.0", summary="Reverse a string")
+    hub.upload(
+        "bob",
+        "bob",
+        "reverse-text",
+        "1.0.0",
+        summary="Reverse a string",
+        extra={RECIPE: RECIPE_TEXT},
+    )
     hub.upload("alice", "acme", "secret", "1.0.0", summary="A private one")
     hub.set_env("alice", "acme", "secret", visibility="private")
     return {
@@ -106,6 +115,17 @@ def test_environment_page_shows_readme_install_versions_and_leaderboard(
     assert 'class="tied"' in table and "<svg" in html  # marked as tied; the chart is drawn
     assert f'href="/alice/wordle/evals/{runs["big"]}"' in html
     assert XSS_MODEL not in html and "&lt;img src=x onerror=" in html
+
+
+def test_environment_page_shows_the_recipes_its_wheel_ships(
+    site: tuple[RunningHub, dict[str, str]],
+) -> None:
+    hub, _ = site
+    html = hub.get("/bob/reverse-text").text
+    assert "Training recipes" in html and "<code>smollm2-135m</code>" in html
+    assert RECIPE in html and "max_steps = 40" in html
+    assert "&lt;b&gt;4 x 8&lt;/b&gt;" in html and "<b>4 x 8</b>" not in html  # escaped
+    assert "Training recipes" not in hub.get("/alice/wordle").text  # none shipped: no section
 
 
 def test_run_page_shows_summary_and_first_samples(site: tuple[RunningHub, dict[str, str]]) -> None:

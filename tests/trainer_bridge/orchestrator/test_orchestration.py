@@ -79,29 +79,38 @@ def test_reward_weights_apply_to_training_only_and_unknown_names_are_refused() -
 
 def test_screen_drops_errors_small_and_zero_variance_groups(tmp_path: Path) -> None:
     orch = orchestrator(tmp_path)
-    ok = orch.screener.screen(
+    ok = orch.stages[0].algorithm.screen(
         "g", 0, [record(0, 1, 0), record(1, 0, 0), record(2, 0, 0, error="sampler_error")]
     )
     assert ok.dropped is None and ok.rollouts == 2 and len(ok.samples) == 2
     assert sorted(s.advantage for s in ok.samples) == [-0.5, 0.5]
-    small = orch.screener.screen("g", 0, [record(0, 1, 0), record(1, 0, 0, error="timeout")])
+    small = orch.stages[0].algorithm.screen(
+        "g", 0, [record(0, 1, 0), record(1, 0, 0, error="timeout")]
+    )
     assert small.dropped == "group_too_small" and small.samples == []
-    flat = orch.screener.screen("g", 0, [record(0, 1, 0), record(1, 1, 0)])
+    flat = orch.stages[0].algorithm.screen("g", 0, [record(0, 1, 0), record(1, 1, 0)])
     assert flat.dropped == "zero_variance"
     reweighted = orchestrator(tmp_path / "b", ("orchestrator.reward.weights", {"fmt": 1.0}))
-    assert reweighted.screener.screen("g", 0, [record(0, 1, 1), record(1, 1, 0)]).dropped is None
+    assert (
+        reweighted.stages[0].algorithm.screen("g", 0, [record(0, 1, 1), record(1, 1, 0)]).dropped
+        is None
+    )
 
 
 def test_assembly_drops_stale_groups_and_takes_whole_groups(tmp_path: Path) -> None:
     orch = orchestrator(tmp_path)
     orch.step = 3  # S = 2: a group sampled by policy 0 is too old for batch 3
-    stale = orch.screener.screen("old", 0, [record(i, i % 2, 0, version=0) for i in range(4)])
+    stale = orch.stages[0].algorithm.screen(
+        "old", 0, [record(i, i % 2, 0, version=0) for i in range(4)]
+    )
     fresh = [
-        orch.screener.screen(f"g{k}", 2, [record(i, i % 2, 0, version=2) for i in range(4)])
+        orch.stages[0].algorithm.screen(
+            f"g{k}", 2, [record(i, i % 2, 0, version=2) for i in range(4)]
+        )
         for k in range(3)
     ]
     orch.batches.ready = [stale, *fresh]
-    groups = orch.batches.take(orch.step)
+    groups = orch.batches.take(orch.step, 0, 8, 100)
     assert groups is not None and [g.key for g in groups] == ["g0", "g1"]
     assert orch.batches.stats.drops["stale"] == 1 and [g.key for g in orch.batches.ready] == ["g2"]
 
@@ -109,11 +118,13 @@ def test_assembly_drops_stale_groups_and_takes_whole_groups(tmp_path: Path) -> N
 def test_batches_take_groups_in_dispatch_order_not_completion_order(tmp_path: Path) -> None:
     orch = orchestrator(tmp_path)
     groups = [
-        orch.screener.screen(f"d{k}", 0, [record(i, i % 2, 0) for i in range(4)], order=k)
+        orch.stages[0].algorithm.screen(
+            f"d{k}", 0, [record(i, i % 2, 0) for i in range(4)], order=k
+        )
         for k in range(3)
     ]
     orch.batches.ready = [groups[2], groups[0], groups[1]]  # as they happened to finish
-    chosen = orch.batches.take(orch.step)
+    chosen = orch.batches.take(orch.step, 0, 8, 100)
     assert chosen is not None and [g.key for g in chosen] == ["d0", "d1"]
     assert [g.key for g in orch.batches.ready] == ["d2"]
 
@@ -121,7 +132,7 @@ def test_batches_take_groups_in_dispatch_order_not_completion_order(tmp_path: Pa
 def test_an_unavailable_service_stops_the_run_and_its_errors_are_logged(tmp_path: Path) -> None:
     orch = orchestrator(tmp_path)
     records = [record(0, 0, 0), record(1, 0, 0), record(2, 0, 0, error="sandbox_unavailable")]
-    orch.batches.ready.append(orch.screener.screen("d0", 0, records))
+    orch.batches.ready.append(orch.stages[0].algorithm.screen("d0", 0, records))
     orch._stop_if_unavailable(records[:2] + [record(3, 0, 0, error="sandbox_error")])
     assert orch.fatal is None  # one sandbox failure is an error record, not a stop
     orch._stop_if_unavailable(records)

@@ -131,10 +131,13 @@ def test_batch_round_trip_is_atomic(tmp_path: Path) -> None:
     with pytest.raises(FileExistsError):
         write_batch(tmp_path, 0, samples)
     # a writer that fails leaves nothing behind that looks like a batch
-    with pytest.raises(ValueError, match="empty"):
-        write_batch(tmp_path, 1, [])
+    with pytest.raises(AttributeError):
+        write_batch(tmp_path, 1, [object()])  # type: ignore[list-item]
     assert not (tmp_path / "batches" / "step_1").exists()
     assert [p.name for p in (tmp_path / "batches").iterdir()] == ["step_0"]
+    # an empty batch is a step without an update: written and read like any other
+    write_batch(tmp_path, 3, [], {"stage": 0})
+    assert read_batch(tmp_path, 3).samples == []
     # an unstable directory (crash between rename and marker) is not read
     (tmp_path / "batches" / "step_2").mkdir()
     (tmp_path / "batches" / "step_2" / "samples.jsonl").write_text(json.dumps({}))

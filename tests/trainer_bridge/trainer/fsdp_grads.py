@@ -12,7 +12,7 @@ from safetensors.torch import save_file
 
 from trainer_bridge.protocol.batches import read_batch
 from trainer_bridge.trainer.distributed import Dist
-from trainer_bridge.trainer.trainer import RunConfig, Trainer
+from trainer_bridge.trainer.trainer import Trainer, load_run_config
 
 
 def main() -> None:
@@ -22,7 +22,7 @@ def main() -> None:
         from trainer_bridge.trainer.distributed import init_process_group
 
         dist = init_process_group()
-    trainer = Trainer(run_dir, RunConfig.load(run_dir), dist)
+    trainer = Trainer(run_dir, load_run_config(run_dir), dist)
     trainer.train_step(read_batch(run_dir, 0).samples)
     trainer.backward(read_batch(run_dir, 1).samples)
     grads = {}

@@ -42,13 +42,14 @@ def samples(seed: int) -> list[TrainSample]:
     return out
 
 
-def make_run(root: Path, model_dir: Path) -> Path:
+def make_run(root: Path, model_dir: Path, world_size: int = 1) -> Path:
     (root / "config").mkdir(parents=True)
     config = {
         "max_steps": STEPS,
         "model": {"name": str(model_dir), "lora": {"rank": 4, "alpha": 8}},
         "trainer": {
             "micro_batch_tokens": 64,
+            "world_size": world_size,
             "optim": {"lr": 1e-2},
             "loss": {"kl_coef": 0.1, "entropy_coef": 0.01},
         },
@@ -101,7 +102,7 @@ def one_process(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
 def test_two_ranks_compute_the_one_process_gradient(
     one_process: Path, tiny_model_dir: Path, tmp_path: Path, layout: str
 ) -> None:
-    two = make_run(tmp_path / "two", tiny_model_dir)
+    two = make_run(tmp_path / "two", tiny_model_dir, world_size=2)
     run(torchrun(layout, [*GRADS, str(two), str(two / "grads.safetensors")]))
     x = load_file(str(one_process / "grads.safetensors"))
     y = load_file(str(two / "grads.safetensors"))
@@ -117,7 +118,7 @@ def test_two_ranks_compute_the_one_process_gradient(
 def test_torchrun_training_run_matches_one_process(
     one_process: Path, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    two = make_run(tmp_path / "two", tiny_model_dir)
+    two = make_run(tmp_path / "two", tiny_model_dir, world_size=2)
     run(torchrun("nproc2", [*TRAINER, str(two)]))
     for a, b in zip(metrics(one_process), metrics(two), strict=True):
         assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-5)

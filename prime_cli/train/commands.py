@@ -2,10 +2,14 @@
 
     prime train OWNER/NAME[@VER] [-m MODEL] [-c FILE.toml]... [-a ENV_ARGS] [--max-steps N]
         [--backend auto|torch|vllm|external] [-o DIR] [--run-name N] [--push [--public]]
-        [--dry-run] [--output json] [--dotted.key VALUE]...
+        [--no-env-recipe] [--dry-run] [--output json] [--dotted.key VALUE]...
     prime train resume RUN_DIR [--max-steps N]
     prime train plot RUN_DIR [-o PNG]
+    prime train samples RUN_DIR --step N [--limit K] [--output json]
     prime train export RUN_DIR [--step N] [--merge] -o DIR
+
+The environment's own recipe for the model (`<package>/train/<model>.toml`) is the layer
+under `-c` files and flags (recipes.py).
 
 A bad config, an unknown environment or an empty train split exits 2 before any model loads;
 a run that stops (dead child, failed probe, repeated sampler failure) exits 1, resumable.
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -28,6 +33,7 @@ from prime_cli.errors import CliError
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import message_console
 from prime_cli.program_host import program_on_host_option
+from prime_cli.train.recipes import choose_recipe
 
 console = message_console(stderr=True)
 
@@ -38,7 +44,8 @@ def config_exit(message: str) -> CliError:
 
 
 class TrainGroup(click.Group):
-    """`prime train OWNER/NAME …` runs; `prime train resume|plot|export …` are subcommands."""
+    """`prime train OWNER/NAME …` runs; `prime train resume|plot|samples|export …` are
+    subcommands."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
@@ -87,6 +94,11 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
 @click.option("--run-name", help="the run directory's name (default: a timestamp)")
 @click.option("--push", is_flag=True, help="upload the step-0 and final evals to the hub")
 @click.option("--public", is_flag=True, help="with --push: show them on the leaderboard")
+@click.option(
+    "--no-env-recipe",
+    is_flag=True,
+    help="ignore the recipe the environment ships for the model (train/<model>.toml)",
+)
 @click.option("--dry-run", is_flag=True, help="validate, print each host's command, start nothing")
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @program_on_host_option
@@ -103,10 +115,12 @@ def run_cmd(
     run_name: str | None,
     push: bool,
     public: bool,
+    no_env_recipe: bool,
     dry_run: bool,
     output: str,
 ) -> None:
-    """Train on OWNER/NAME[@VER] (installed from the hub when missing)."""
+    """Train on OWNER/NAME[@VER] (installed from the hub when missing), from the recipe the
+    environment ships for the model when there is one."""
     from trainer_bridge.config import ConfigError, build_config, parse_flags
 
     try:
@@ -121,27 +135,32 @@ def run_cmd(
         ):
             if value is not None:
                 flags.append((key, value))
+        files = [*configs, *extra_files]
+        layers = (files, [*overrides, *flags])
+        args = _json_object(env_args, "--env-args") if env_args is not None else None
+        recipe = None
+        if not no_env_recipe:
+            recipe = choose_recipe(*layers, env_id=env_spec, env_args=args, console=console)
         config = build_config(
-            [*configs, *extra_files],
-            [*overrides, *flags],
-            env_id=env_spec,
-            env_args=_json_object(env_args, "--env-args") if env_args is not None else None,
+            [*([recipe] if recipe else []), *files], layers[1], env_id=env_spec, env_args=args
         )
         spec = config.env.id
     except ConfigError as exc:
         raise config_exit(str(exc)) from None
     env = _load_env(spec, config.env.args)
+    load_stage_env = _stage_loader(spec, config.env.args, env)
     from trainer_bridge import launch
 
     try:
-        launch.check_env(config, env)
+        launch.check_env(config, env, load_stage_env)
     except ConfigError as exc:
         raise config_exit(str(exc)) from None
     if dry_run:
         digest = config.digest()
         commands = launch.host_commands(config, Path("<run dir>"))
         if output == "json":
-            click.echo(json.dumps({"config_digest": digest, "hosts": commands}, indent=2))
+            body = {"config_digest": digest, "recipe": str(recipe) if recipe else None}
+            click.echo(json.dumps({**body, "hosts": commands}, indent=2))
         else:
             click.echo(config.to_toml())
             for host, procs in commands.items():
@@ -149,9 +168,22 @@ def run_cmd(
                 for name, line in procs.items():
                     click.echo(f"{name}: {line}")
         return
-    prepared = launch.start(config, env, spec)
+    prepared = launch.start(config, env, spec, recipe)
     console.print(f"run dir: {prepared.run.root}")
-    _finish(prepared, env, push=push, public=public, output=output)
+    _finish(prepared, env, load_stage_env, push=push, public=public, output=output)
+
+
+def _stage_loader(spec: str, run_args: dict[str, Any], env: Any) -> Callable[[dict[str, Any]], Any]:
+    """Loads the environment with a stage's args (its data), each set of args once."""
+    loaded: dict[str, Any] = {json.dumps(run_args, sort_keys=True): env}
+
+    def load(args: dict[str, Any]) -> Any:
+        key = json.dumps(args, sort_keys=True)
+        if key not in loaded:
+            loaded[key] = _load_env(spec, args)
+        return loaded[key]
+
+    return load
 
 
 def _load_env(spec: str, args: dict[str, Any]) -> Any:
@@ -182,11 +214,19 @@ def _reap_sandboxes() -> None:
         console.print(f"removed {reaped} sandbox(es) left by a process that is gone")
 
 
-def _finish(prepared: Any, env: Any, *, push: bool, public: bool, output: str) -> None:
+def _finish(
+    prepared: Any,
+    env: Any,
+    load_stage_env: Callable[[dict[str, Any]], Any],
+    *,
+    push: bool,
+    public: bool,
+    output: str,
+) -> None:
     from trainer_bridge import launch
 
     _reap_sandboxes()
-    code = launch.execute(prepared, env, console)
+    code = launch.execute(prepared, env, console, load_stage_env)
     run = prepared.run
     pushed: list[dict[str, str]] = []
     if code == 0 and push:
@@ -267,7 +307,8 @@ def resume_cmd(run_dir: Path, max_steps: int | None, no_eval: bool, output: str)
     env = _load_env(prepared.env_spec, prepared.config.env.args)
     step = prepared.resume.step if prepared.resume else 0
     console.print(f"resuming {run_dir} ({prepared.run.status()}) at step {step}")
-    _finish(prepared, env, push=False, public=False, output=output)
+    loader = _stage_loader(prepared.env_spec, prepared.config.env.args, env)
+    _finish(prepared, env, loader, push=False, public=False, output=output)
 
 
 @train.command("plot")
@@ -284,6 +325,30 @@ def plot_cmd(run_dir: Path, out: Path | None) -> None:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     click.echo(str(target))
+
+
+@train.command("samples")
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--step", type=click.IntRange(min=0), required=True, help="the step to show")
+@click.option("--limit", type=click.IntRange(min=1), help="show at most this many rollouts")
+@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def samples_cmd(run_dir: Path, step: int, limit: int | None, output: str) -> None:
+    """Print step N's rollouts: reward, correct or not, the advantage trained with, the text."""
+    from prime_cli.train.samples import SamplesError, render, rows
+    from trainer_bridge.protocol.run_dir import RunDir
+
+    info = RunDir(run_dir).read_run_json()
+    if not info:
+        raise CliError(f"{run_dir} is not a prime train run directory (no run.json)")
+    try:
+        items = rows(run_dir, step, info.get("correctness"))
+    except SamplesError as exc:
+        raise CliError(str(exc)) from None
+    items = items[:limit] if limit else items
+    if output == "json":
+        click.echo(json.dumps(items, indent=2))
+    else:
+        click.echo(render(items))
 
 
 @train.command("export")

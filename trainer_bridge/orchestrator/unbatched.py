@@ -1,0 +1,86 @@
+"""A stopped run's finished groups, kept for its resume: `rollouts/unbatched.jsonl`.
+
+When a run stops (Ctrl-C, SIGTERM, a failure), the groups it finished that no trained batch
+holds yet (those waiting for a batch, and those of batches written since the newest
+checkpoint) are written here, one line per group. The resume continues from a checkpoint at
+step S, where policies 0..S are the ones the stopped run had, so a group whose every token
+was sampled by a policy <= S is as valid as one sampled again: it is screened anew and batched,
+and its task is not dispatched again. Groups sampled by a policy > S are dropped (that
+policy is trained again, differently). A SIGKILLed run writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from prime_env.record import RolloutRecord
+from trainer_bridge.orchestrator.groups import Group
+from trainer_bridge.protocol.run_dir import RunDir, write_text_atomic
+
+
+@dataclass
+class SavedGroup:
+    key: str
+    order: int
+    stage: int
+    dispatch_version: int
+    records: list[RolloutRecord]
+
+
+def newest_policy(records: Iterable[RolloutRecord], dispatched: int) -> int:
+    """The newest policy that sampled any token of these records."""
+    versions = [dispatched]
+    for record in records:
+        if record.policy_version is not None:
+            versions.append(record.policy_version)
+        versions += [t.policy_version for t in record.turns or [] if t.policy_version is not None]
+    return max(versions)
+
+
+def save(run: RunDir, groups: Iterable[Group]) -> int:
+    """Write the usable groups (replacing the file); return how many were kept."""
+    lines = []
+    for group in groups:
+        if group.dropped is not None or not group.samples:
+            continue
+        body = {
+            "key": group.key,
+            "order": group.order,
+            "stage": group.stage,
+            "dispatch_version": group.dispatch_version,
+            "records": [json.loads(r.to_json()) for r in group.records],
+        }
+        lines.append(json.dumps(body))
+    if lines:
+        write_text_atomic(run.unbatched, "".join(line + "\n" for line in lines))
+    elif run.unbatched.exists():
+        run.unbatched.unlink()
+    return len(lines)
+
+
+def take(run: RunDir, step: int) -> list[SavedGroup]:
+    """The saved groups a resume at `step` may use (every token from a policy <= step); the
+    file is consumed (a later stop writes what is still unbatched then)."""
+    path = run.unbatched
+    if not path.is_file():
+        return []
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            data = json.loads(line)
+            records = [RolloutRecord.model_validate(r) for r in data["records"]]
+            group = SavedGroup(
+                str(data["key"]),
+                int(data["order"]),
+                int(data["stage"]),
+                int(data["dispatch_version"]),
+                records,
+            )
+        except (ValueError, KeyError, TypeError):
+            continue  # a torn line: those rollouts are sampled again
+        if newest_policy(group.records, group.dispatch_version) <= step:
+            kept.append(group)
+    path.unlink()
+    return kept
