@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from prime_cli.errors import CliError
 from trainer_bridge.config import ConfigError, TrainConfig
 
 
@@ -23,7 +24,12 @@ def algo_flags(
     if algo is not None:
         flags.append(("orchestrator.algo.type", algo))
     if data is not None:
-        path = resolve_data(data, (output_dir or Path("outputs")))
+        try:
+            path = resolve_data(data, output_dir or Path("outputs"))
+        except CliError as exc:  # a wrong --data is a wrong config: exit 2, nothing started
+            raise ConfigError(
+                f"--data (a JSONL file, a run directory or id): {exc.message}"
+            ) from None
         flags.append(("orchestrator.algo.data", str(path)))
     if teacher is not None:
         flags.append(("orchestrator.algo.teacher.model", teacher))
