@@ -204,7 +204,10 @@ def start_ours(args: list[str], log: Path) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     command = [str(PRIME), "train", *args, "--output", "json", "--monitors.live", "false"]
     with log.with_suffix(".json").open("w") as answer, log.open("w") as err:
-        return subprocess.Popen(command, cwd=ROOT, env=env, text=True, stdout=answer, stderr=err)
+        return subprocess.Popen(
+            command, cwd=ROOT, env=env, text=True, stdout=answer, stderr=err,
+            start_new_session=True,  # a scheduler group of its own, as from its own shell
+        )  # fmt: skip
 
 
 def finish_ours(name: str, process: subprocess.Popen[str], log: Path, started: float) -> Run:
@@ -275,6 +278,7 @@ def start_trl(python: Path, settings: dict[str, Any], out: Path) -> subprocess.P
         return subprocess.Popen(
             [str(python), str(script), str(out / "settings.json"), str(out)],
             cwd=out, env=env, text=True, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
         )  # fmt: skip
 
 

@@ -99,6 +99,8 @@ def test_dry_run_prints_each_hosts_command(tmp_path: Path) -> None:
     result = prime(
         "train",
         str(VOWELS_ENV),
+        "-m",
+        "HuggingFaceTB/SmolLM2-135M-Instruct",  # vLLM serves a model id or dir, not local/
         "--backend",
         "vllm",
         "--inference.urls",

@@ -20,6 +20,12 @@ from trainer_bridge.orchestrator.groups import Group
 
 
 class Algorithm(Protocol):
+    """Made per stage from the stage's AlgoContext (algorithms.ALGORITHMS, or an entry point).
+    The Group it returns carries `samples` (protocol.batches.TrainSample: token ids, loss
+    mask, sampler logprobs, an advantage, per-token advantages or ce weights) or `dropped` (a
+    reason counted in `drops/*`): the batching, step end, hacking metrics and trainer are the
+    same for every algorithm."""
+
     def screen(self, key: str, version: int, records: list[RolloutRecord], order: int = 0) -> Group:
         """The group of `records` (sampled on policy `version`), with its samples or the
         reason it was dropped."""

@@ -101,6 +101,9 @@ class Progress:
             self.console.print(self.current.line(), highlight=False)
 
     def close(self) -> None:
+        """Write the last state (a group's update may have fallen inside FILE_EVERY_S) and
+        take the live line down."""
+        self._show(force=True)
         if self._live is not None:
             self._live.stop()
             self._live = None
