@@ -25,9 +25,16 @@ def torch_scorer(model_dir: Path) -> Any:
     import torch
     from transformers import AutoModelForCausalLM
 
+    return torch_scorer_of(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32))
+
+
+def torch_scorer_of(model: Any) -> Any:
+    """Teacher-forced logprobs of ids[1:] under `model`, as the trainer computes them."""
+    import torch
+
     from trainer_bridge.trainer.modeling import right_pad, token_logprobs
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    model.eval()
 
     def score(ids: list[int]) -> list[float]:
         with torch.inference_mode():
@@ -89,3 +96,27 @@ async def test_a_server_scoring_other_tokens_is_refused() -> None:
         await scorer.close()
     finally:
         server.close()
+
+
+async def test_an_adapter_directory_teaches_on_the_students_base(
+    tmp_path: Path,
+    tiny_model_dir: Path,  # noqa: F811
+) -> None:
+    """`prime train export`'s adapter form: a PEFT adapter whose base is the student's model."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(1)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    peft = get_peft_model(
+        base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    )
+    peft.save_pretrained(tmp_path / "adapter")
+    teacher = LocalTeacher(
+        TeacherConfig(model=str(tmp_path / "adapter")), ModelConfig(name=str(tiny_model_dir))
+    )
+    adapted = await teacher.logprobs(IDS)
+    await teacher.close()
+    assert adapted == pytest.approx(torch_scorer_of(peft.eval())(IDS), abs=1e-5)
+    assert adapted != pytest.approx(torch_scorer(tiny_model_dir)(IDS), abs=1e-3)  # not the base
