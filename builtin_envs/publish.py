@@ -39,6 +39,7 @@ BUILTIN_NAMES: tuple[str, ...] = (
     "reverse-text",
     "arithmetic",
     "python-code",
+    "twenty-questions",
 )
 _SKIP = shutil.ignore_patterns(
     ".git",

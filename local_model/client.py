@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from local_model.models import load_local_model
-from prime_env.chat_template import assistant_message, prompt_ids
+from prime_env.chat_template import assistant_message, bridge_ids, prompt_ids
 from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec, Usage
 from prime_env.errors import ModelError
 
@@ -42,6 +42,8 @@ class _Job:
     tools: list[ToolSpec] | None
     sampling: SamplingArgs
     future: asyncio.Future[ChatResponse] = field(repr=False)
+    prompt_ids: list[int] | None = None
+    """Given by a caller continuing an earlier turn token for token (`chat_ids`)."""
 
     def batch_key(self) -> tuple[Any, ...]:
         s = self.sampling
@@ -110,9 +112,36 @@ class LocalClient:
         tools: list[ToolSpec] | None = None,
         sampling: SamplingArgs | None = None,
     ) -> ChatResponse:
+        return await self._submit(messages, tools, sampling, None)
+
+    async def chat_ids(
+        self,
+        prompt_ids: list[int],
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        sampling: SamplingArgs | None = None,
+    ) -> ChatResponse:
+        """`chat` from the prompt's token ids (a turn continuing an earlier one exactly)."""
+        return await self._submit(messages, tools, sampling, list(prompt_ids))
+
+    def bridge(
+        self, completion_ids: list[int], messages: list[Message], tools: list[ToolSpec] | None
+    ) -> list[int] | None:
+        if self._tokenizer is None:
+            return None
+        return bridge_ids(self._tokenizer, completion_ids, messages, tools)
+
+    async def _submit(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec] | None,
+        sampling: SamplingArgs | None,
+        prompt_ids: list[int] | None,
+    ) -> ChatResponse:
         await self.ensure_loaded()
         future: asyncio.Future[ChatResponse] = asyncio.get_running_loop().create_future()
-        self._pending.append(_Job(messages, tools, sampling or SamplingArgs(), future))
+        self._pending.append(_Job(messages, tools, sampling or SamplingArgs(), future, prompt_ids))
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.create_task(self._drain())
         return await future
@@ -161,7 +190,10 @@ class LocalClient:
         from local_model.decode import Row, decode
 
         tok = self._tokenizer
-        prompts = [prompt_ids(tok, j.messages, j.tools) for j in jobs]
+        prompts = [
+            j.prompt_ids if j.prompt_ids is not None else prompt_ids(tok, j.messages, j.tools)
+            for j in jobs
+        ]
         limits = [j.sampling.max_tokens or DEFAULT_MAX_TOKENS for j in jobs]
         rows = [
             Row(prompt, limit, self._stop_check(job.sampling.stop))

@@ -3,7 +3,8 @@
 The one rendering of a transcript for a Hugging Face tokenizer (duck-typed: nothing here imports
 transformers): the local model's prompts (local_model), the reference policies' tool-call text
 (prime_env.reference) and the SFT export's token ids (prime_env.sft) all go through it, so a
-trace exported for training is tokenised exactly as the model saw its prompt.
+trace exported for training is tokenised exactly as the model saw its prompt. `bridge_ids`
+continues a sampled turn token for token (the trace graph's branches).
 
 SmolLM2's GGUF carries a plain ChatML template: `apply_chat_template(..., tools=...)` drops the
 tools without a word, so an environment's tool schemas would never reach the model. When a
@@ -131,6 +132,42 @@ def prompt_ids(tokenizer: Any, messages: list[Message], tools: list[ToolSpec] | 
             flat, tools=tools_arg, add_generation_prompt=True, tokenize=True, return_dict=False
         )
     )
+
+
+_ANCHOR = [
+    {"role": "system", "content": "S"},
+    {"role": "user", "content": "U"},
+    {"role": "assistant", "content": "A"},
+]
+"""A conversation ending in an assistant turn: what the template renders after it is what
+follows any sampled completion."""
+
+
+def bridge_ids(
+    tokenizer: Any, completion_ids: list[int], messages: list[Message], tools: list[ToolSpec] | None
+) -> list[int] | None:
+    """The tokens that follow `completion_ids` (a sampled turn) when `messages` come next: what
+    the template writes after an assistant turn's content (its end token, unless the model
+    sampled it, and what follows that), then `messages` and the generation prompt, tokenised
+    on their own; the ids before are never re-tokenised (as the renderers library's
+    `bridge_to_next_turn`). None when the template does not render the conversation
+    append-only, so the turn's end cannot be found."""
+    eos = tokenizer.eos_token_id
+    before, tools_arg = with_tools(tokenizer, [dict(m) for m in _ANCHOR], tools)
+    after, _ = with_tools(
+        tokenizer, [dict(m) for m in _ANCHOR] + template_messages(messages), tools
+    )
+    render = tokenizer.apply_chat_template
+    head = str(render(before, tools=tools_arg, tokenize=False))
+    full = str(render(after, tools=tools_arg, add_generation_prompt=True, tokenize=False))
+    end_text = str(tokenizer.decode([eos]))
+    end = head.rfind("A" + end_text)
+    if not full.startswith(head) or end < 0:
+        return None
+    # A turn cut by a limit or a stop string did not sample the end token: the prompt closes it.
+    closed = bool(completion_ids) and completion_ids[-1] == eos
+    turn_end = head[end + 1 + (len(end_text) if closed else 0) :]
+    return list(tokenizer.encode(turn_end + full[len(head) :], add_special_tokens=False))
 
 
 def assistant_message(text: str, new_call_id: Callable[[], str]) -> Message:

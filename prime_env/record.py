@@ -11,6 +11,8 @@ from registry_index.record import (
     ScoredRollout,
     Timing,
     TokenUsage,
+    Trace,
+    TraceCall,
     Turn,
 )
 
@@ -22,5 +24,7 @@ __all__ = [
     "ScoredRollout",
     "Timing",
     "TokenUsage",
+    "Trace",
+    "TraceCall",
     "Turn",
 ]

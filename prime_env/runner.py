@@ -28,10 +28,11 @@ from .clients.base import ModelClient, SamplingArgs
 from .environment import Environment
 from .errors import infra_error_type
 from .process.fd_table import reserve_fds
-from .record import ErrorInfo, RolloutRecord, Timing, TokenUsage, Turn
+from .record import ErrorInfo, RolloutRecord, Timing, TokenUsage, Trace, Turn
 from .rubric import Scores
 from .state import State
 from .tasks import Task
+from .trace_graph import TraceGraph, linear_trace
 
 RecordCallback = Callable[[RolloutRecord], Any]
 
@@ -360,8 +361,23 @@ def _record(
         ),
         policy_version=policy_version,
         turns=turns,
+        trace=_trace(state) if state is not None else None,
         tools=state.tools if state is not None else None,
     )
+
+
+def _trace(state: State) -> Trace | None:
+    """The record's trace: an agent program's graph, or a linear rollout's when it marks
+    simulated-user messages; None for every other (linear) rollout."""
+    graph = state.get("trace")
+    simulated = state.get("simulated") or ()
+    if isinstance(graph, TraceGraph) and graph.calls:
+        trace = graph.to_record()
+        trace.simulated = sorted(simulated)
+        return trace
+    if simulated:
+        return linear_trace(state["replies"], len(state.prompt) + len(state.completion), simulated)
+    return None
 
 
 def run_rollouts_sync(env: Environment, client: ModelClient, **kwargs: Any) -> list[RolloutRecord]:

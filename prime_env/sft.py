@@ -1,8 +1,10 @@
 """Rollout records become SFT data: chosen by the environment's own rewards, as chats or tokens.
 
 `select_records` keeps scored rollouts (never error records) at or above a reward, drops
-repeated transcripts and keeps the best K per task. `chat_sample` is one record as a chat,
-`{"messages", "tools"}`, in one of two forms:
+repeated transcripts and keeps the best K per task. `chat_samples` is a record's chats, one
+per conversation it holds (`conversations`: one for a linear rollout, one per branch of an agent
+program's trace graph, as training takes one sample per branch), each `{"messages", "tools"}`
+in one of two forms:
 - `openai`: the messages as the run recorded them (`tool_calls`, `role: tool`) and the tool
   schemas, for chat templates that render tools (Qwen, Llama 3.1, Hermes);
 - `text`: every message plain role/content, tools and calls written as the `local/` models see
@@ -25,6 +27,7 @@ from typing import Any, Literal
 from .chat_template import rendered_messages, template_messages, tools_as_text
 from .clients.base import Message, ToolSpec
 from .record import RolloutRecord
+from .trace_graph import path_messages
 
 ToolsAs = Literal["openai", "text"]
 TOOLS_AS: tuple[ToolsAs, ...] = ("openai", "text")
@@ -105,11 +108,26 @@ def transcript_key(record: RolloutRecord) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-def chat_messages(record: RolloutRecord) -> list[Message]:
-    """The transcript as OpenAI chat messages: string content (never None, so every chat
+def conversations(record: RolloutRecord) -> list[list[Message]]:
+    """The conversations a record holds: its transcript, or for a trace graph with several
+    branches (a subagent, an edited or compacted history) each branch from its root through its
+    last call's reply: a subagent's chat is never mixed into its caller's."""
+    messages = [*record.prompt, *record.completion]
+    trace = record.trace
+    if trace is None:
+        return [messages]
+    continued = {call.parent for call in trace.calls if call.parent is not None}
+    leaves = [call for i, call in enumerate(trace.calls) if i not in continued]
+    if len(leaves) <= 1:
+        return [messages]
+    return [path_messages(messages, trace.parents, leaf.reply) for leaf in leaves]
+
+
+def chat_messages(messages: list[Message]) -> list[Message]:
+    """A conversation as OpenAI chat messages: string content (never None, so every chat
     template renders it), tool calls and tool results as recorded."""
     out = []
-    for message in [*record.prompt, *record.completion]:
+    for message in messages:
         clean: Message = {"role": message["role"], "content": _text(message.get("content"))}
         if message.get("tool_calls"):
             clean["tool_calls"] = [
@@ -130,16 +148,21 @@ def chat_messages(record: RolloutRecord) -> list[Message]:
     return out
 
 
-def chat_sample(record: RolloutRecord, tools_as: ToolsAs = "openai") -> dict[str, Any]:
-    """`{"messages", "tools"}` for one record. `tools` is the schemas as one JSON string (TRL
-    reads it so; a column of schemas would be merged into one struct by Arrow, every tool
-    gaining the others' parameters as nulls), absent in the `text` form."""
-    messages = chat_messages(record)
-    if tools_as == "text":
-        return {"messages": tools_as_text(template_messages(messages), record.tools)}
-    if tools_as != "openai":
+def chat_samples(record: RolloutRecord, tools_as: ToolsAs = "openai") -> list[dict[str, Any]]:
+    """`{"messages", "tools"}` for each of a record's conversations. `tools` is the schemas as
+    one JSON string (TRL reads it so; a column of schemas would be merged into one struct by
+    Arrow, every tool gaining the others' parameters as nulls), absent in the `text` form."""
+    if tools_as not in TOOLS_AS:
         raise ValueError(f"tools_as must be one of {TOOLS_AS}, got {tools_as!r}")
-    return {"messages": messages, "tools": json.dumps(record.tools) if record.tools else None}
+    samples: list[dict[str, Any]] = []
+    for conversation in conversations(record):
+        messages = chat_messages(conversation)
+        if tools_as == "text":
+            samples.append({"messages": tools_as_text(template_messages(messages), record.tools)})
+        else:
+            tools = json.dumps(record.tools) if record.tools else None
+            samples.append({"messages": messages, "tools": tools})
+    return samples
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ wants to remember) with typed accessors for the keys the SDK itself maintains.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -14,14 +16,16 @@ from .tasks import Task
 
 Message = dict[str, Any]
 
-CALLING: ContextVar[State | None] = ContextVar("prime_env_calling_state", default=None)
+_CALLING: ContextVar[State | None] = ContextVar("prime_env_calling_state", default=None)
 """The rollout whose model call is in progress (see `current_state`)."""
 
 
 class State(dict[str, Any]):
-    """Keys the SDK maintains: task, prompt, completion, responses, turns, usage, stop_reason,
-    tool_args (hidden tool arguments), tools (the schemas last offered to the model), done.
-    Anything else is the environment's own."""
+    """Keys the SDK maintains: task, prompt, completion, responses, replies (where each
+    response's message is in prompt + completion), usage, stop_reason, tool_args (hidden tool
+    arguments), tools (the schemas last offered to the model), done, simulated (messages a
+    simulated user wrote) and, for agent programs, trace (their TraceGraph). Anything else is
+    the environment's own."""
 
     @classmethod
     def new(cls, task: Task, prompt: list[Message]) -> State:
@@ -30,6 +34,7 @@ class State(dict[str, Any]):
             prompt=prompt,
             completion=[],
             responses=[],
+            replies=[],
             usage={"prompt_tokens": 0, "completion_tokens": 0},
             stop_reason=None,
             tool_args={},
@@ -96,6 +101,7 @@ class State(dict[str, Any]):
         if message.get("content") is None and not message.get("tool_calls"):
             message["content"] = ""
         self["responses"].append(response)
+        self["replies"].append(len(self["prompt"]) + len(self["completion"]))
         self["completion"].append(message)
         self["usage"]["prompt_tokens"] += response.usage.prompt_tokens
         self["usage"]["completion_tokens"] += response.usage.completion_tokens
@@ -105,6 +111,20 @@ class State(dict[str, Any]):
 def current_state() -> State | None:
     """The state of the rollout whose model call is in progress in this task, else None.
 
-    `Harness.generate` sets it around each `client.chat`, so a client that plays a policy
-    in-process (prime_env.reference) sees the task it answers; network clients never need it."""
-    return CALLING.get()
+    `model_call` sets it around each call a harness or the interception server makes, so a
+    client that plays a policy in-process (prime_env.reference) sees the task it answers;
+    network clients never need it."""
+    return _CALLING.get()
+
+
+@contextmanager
+def model_call(state: State, tools: list[ToolSpec] | None) -> Iterator[None]:
+    """Around one model call of this rollout: `tools` (when offered) become the state's last
+    offered tools, and `current_state()` is `state`."""
+    if tools is not None:
+        state["tools"] = tools
+    token = _CALLING.set(state)
+    try:
+        yield
+    finally:
+        _CALLING.reset(token)

@@ -54,6 +54,33 @@ class Turn(BaseModel):
     """The policy that sampled this turn (training); a record's version is its oldest turn's."""
 
 
+class TraceCall(BaseModel):
+    """One model call in a rollout's trace graph; indices are into `prompt + completion`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    request: int | None = Field(default=None, ge=0)
+    """The request's last message: the request is the tree path from a root down to it."""
+    reply: int = Field(ge=0)
+    parent: int | None = Field(default=None, ge=0)
+    """The earlier call this one continues (its reply is on this request's path); None: the
+    call starts a branch. Training splits a branch where the token ids do not extend."""
+
+
+class Trace(BaseModel):
+    """A rollout's messages as a tree and its calls as nodes (subagents, edited histories).
+
+    `parents[i]` is message i's parent in the tree. `calls[i]` is the model call whose token
+    view is `turns[i]`. `simulated` lists the messages a simulated user wrote (never trained).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    parents: list[int | None] = Field(default_factory=list)
+    calls: list[TraceCall] = Field(default_factory=list)
+    simulated: list[int] = Field(default_factory=list)
+
+
 class ScoredRollout(BaseModel):
     """The fields of a rollout record that scoring and summaries read; other keys are kept."""
 
@@ -144,6 +171,8 @@ class RolloutRecord(ScoredRollout):
     timing: Timing = Field(default_factory=Timing)
     policy_version: int | None = None
     turns: list[Turn] | None = None
+    trace: Trace | None = None
+    """Null for a linear rollout (call i's request is everything before its reply)."""
     tools: list[dict[str, Any]] | None = None
     """The tool schemas offered to the model (OpenAI function specs); None when it had none.
     What an SFT sample of the rollout must show the model again (`prime eval export`)."""

@@ -87,16 +87,20 @@ def open_sandbox(
     image: str | None = None,
     limits: SandboxLimits | None = None,
     env: Mapping[str, str] | None = None,
+    binds: Mapping[str, str] | None = None,
 ) -> Sandbox:
     """A new, not yet started sandbox: `with open_sandbox() as sb: sb.exec("python3 x.py")`.
 
-    `image` applies to Docker only; the local backends run the host's /usr.
+    `image` applies to Docker only; the local backends run the host's /usr. `binds` mounts
+    host directories read-only (host path -> sandbox path; not on the unisolated backend).
     """
     chosen = resolve_backend(backend, image)
     if chosen == "docker":
         from sandbox.backends.docker import DockerSandbox
 
-        return DockerSandbox(image=image, limits=limits, env=dict(env or {}))
+        return DockerSandbox(
+            image=image, limits=limits, env=dict(env or {}), binds=dict(binds or {})
+        )
     if image is not None:
         raise SandboxUnavailable(
             f"the {chosen} backend cannot use an image; drop --image or use --backend docker"
@@ -104,10 +108,10 @@ def open_sandbox(
     if chosen == "unisolated":
         from sandbox.backends.unisolated import UnisolatedSandbox
 
-        return UnisolatedSandbox(limits=limits, env=dict(env or {}))
+        return UnisolatedSandbox(limits=limits, env=dict(env or {}), binds=dict(binds or {}))
     from sandbox.backends.local import LocalSandbox
 
-    return LocalSandbox(limits=limits, env=dict(env or {}))
+    return LocalSandbox(limits=limits, env=dict(env or {}), binds=dict(binds or {}))
 
 
 def open_async_sandbox(
@@ -115,9 +119,10 @@ def open_async_sandbox(
     image: str | None = None,
     limits: SandboxLimits | None = None,
     env: Mapping[str, str] | None = None,
+    binds: Mapping[str, str] | None = None,
 ) -> AsyncSandbox:
     """`async with open_async_sandbox() as sb: await sb.exec(...)`."""
-    return AsyncSandbox(open_sandbox(backend, image, limits, env))
+    return AsyncSandbox(open_sandbox(backend, image, limits, env, binds))
 
 
 def _backend_classes(backend: str) -> list[type[Sandbox]]:

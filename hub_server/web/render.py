@@ -17,6 +17,8 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import Undefined
 from markupsafe import Markup, escape
 
+from hub_server.web.trace_view import trace_tree
+
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -97,4 +99,5 @@ def build_templates() -> Jinja2Templates:
     templates.env.filters.update(
         score=score, day=day, messages=messages, inline_code=inline_code, filesize=filesize
     )
+    templates.env.filters["trace_tree"] = trace_tree
     return templates

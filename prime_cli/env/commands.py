@@ -44,7 +44,7 @@ from prime_cli.env.publish import (
     write_push_metadata,
 )
 from prime_cli.env.pull import PullError, pull_source
-from prime_cli.env.scaffold import ScaffoldError, create_scaffold
+from prime_cli.env.scaffold import TEMPLATES, ScaffoldError, create_scaffold
 from prime_cli.env.status import (
     installed_environments,
     match_installed,
@@ -128,9 +128,16 @@ def env() -> None:
     help="Directory to create the environment in.",
 )
 @click.option("--description", help="One-line description (pyproject and README).")
-def init(name: str, parent: Path, description: str | None) -> None:
+@click.option(
+    "--template",
+    type=click.Choice(sorted(TEMPLATES)),
+    default="single-turn",
+    show_default=True,
+    help="single-turn: an arithmetic SingleTurn; mcp: a ToolLoop whose tools an MCP server serves.",
+)
+def init(name: str, parent: Path, description: str | None, template: str) -> None:
     """Create a working environment package NAME (pyproject, module, README)."""
-    dest = create_scaffold(name, parent, description)
+    dest = create_scaffold(name, parent, description, template)
     say(console, f"Created environment [bold]{dest.name}[/] in {dest}")
     for item in sorted(dest.iterdir()):
         console.print(f"  {item.name}")

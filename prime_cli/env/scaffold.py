@@ -24,6 +24,24 @@ from registry_index.names import module_name
 _NAME_RE = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
 
 TASK_COUNT = 5
+TEMPLATES: dict[str, dict[str, str]] = {
+    # template -> {file written (module/name substituted): template file}
+    "single-turn": {
+        "pyproject.toml": "pyproject.toml.tmpl",
+        "README.md": "README.md.tmpl",
+        "${module}.py": "module.py.tmpl",
+        ".gitignore": "gitignore.tmpl",
+    },
+    "mcp": {
+        "pyproject.toml": "mcp_pyproject.toml.tmpl",
+        "README.md": "mcp_README.md.tmpl",
+        "${module}.py": "mcp_module.py.tmpl",
+        "${module}_server.py": "mcp_server.py.tmpl",
+        ".gitignore": "gitignore.tmpl",
+    },
+}
+"""`prime env init --template`: single-turn (an arithmetic SingleTurn) or mcp (a ToolLoop
+whose tools an MCP server of the package serves)."""
 
 
 class ScaffoldError(Exception):
@@ -45,14 +63,23 @@ def _render(template: str, values: dict[str, str]) -> str:
     return Template(text).substitute(values)
 
 
-def create_scaffold(name: str, parent: Path, description: str | None = None) -> Path:
-    """Write `parent/NAME/` with pyproject.toml, README.md and the module; return its path."""
+def create_scaffold(
+    name: str, parent: Path, description: str | None = None, template: str = "single-turn"
+) -> Path:
+    """Write `parent/NAME/` from `template` (pyproject.toml, README.md, the module and, for
+    mcp, its server); return its path."""
+    if template not in TEMPLATES:
+        raise ScaffoldError(f"unknown template {template!r}; choose one of {', '.join(TEMPLATES)}")
     name = check_name(name)
     module = module_name(name)
     dest = parent / name
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise ScaffoldError(f"{dest} already exists and is not empty; pick another name or --path")
-    description = (description or f"{name}: a single-turn arithmetic environment").strip()
+    default = {
+        "single-turn": "a single-turn arithmetic environment",
+        "mcp": "unit conversions with a tool served by an MCP server",
+    }[template]
+    description = (description or f"{name}: {default}").strip()
     if not description or "\n" in description or '"""' in description:
         raise ScaffoldError("the description must be one non-empty line without triple quotes")
     values = {
@@ -63,10 +90,8 @@ def create_scaffold(name: str, parent: Path, description: str | None = None) -> 
         "n_tasks": str(TASK_COUNT),
     }
     files = {
-        "pyproject.toml": _render("pyproject.toml.tmpl", values),
-        "README.md": _render("README.md.tmpl", values),
-        f"{module}.py": _render("module.py.tmpl", values),
-        ".gitignore": _render("gitignore.tmpl", values),
+        Template(target).substitute(values): _render(source, values)
+        for target, source in TEMPLATES[template].items()
     }
     parent.mkdir(parents=True, exist_ok=True)
     staging = parent / f".{name}-{secrets.token_hex(6)}"

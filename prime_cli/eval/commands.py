@@ -46,6 +46,7 @@ from prime_cli.feedback import console_feedback
 from prime_cli.messages import say
 from prime_cli.options import echo_json, output_option, page_of, paging_options
 from prime_cli.options import json_object as _json_option
+from prime_cli.program_host import program_on_host_option
 from prime_env.clients.base import ModelClient
 from prime_env.clients.model_specs import ModelConfigError, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
@@ -404,6 +405,7 @@ def _zero_reward_notes(rows: list[tuple[EvalRun, Summary]]) -> list[str]:
 @click.option("--push", is_flag=True, help="upload the results to the hub when done")
 @click.option("--public", is_flag=True, help="with --push: make the run public (leaderboard)")
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@program_on_host_option
 @click.pass_context
 def run(
     ctx: click.Context,

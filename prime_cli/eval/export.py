@@ -3,7 +3,8 @@
 A RUN is a local run directory, a run id, or an evaluation on the hub (ids and unique prefixes,
 as `prime eval show`), so the runs a hub stores are the dataset store. Records are chosen by
 the environment's own rewards (prime_env.sft.select_records: `--min-reward`, `--best-of K` per
-task, de-duplicated) and written one per line:
+task, de-duplicated) and written one conversation per line (a rollout whose trace graph
+branches, an agent program with a subagent, gives one line per branch):
 - as chats, `{"messages", "tools", "source"}` (`--tools-as openai|text`, see prime_env.sft);
 - with `--tokens`, `{"input_ids", "assistant_masks", "source"}`: the chat rendered by the
   tokenizer of `--tokenizer` as `local/` models render prompts, the loss mask under the name
@@ -36,7 +37,7 @@ from prime_env.sft import (
     TOOLS_AS,
     RenderError,
     ToolsAs,
-    chat_sample,
+    chat_samples,
     select_records,
     token_sample,
 )
@@ -129,16 +130,20 @@ def export_cmd(
         except (OSError, ValueError) as exc:
             raise CliError(f"cannot load the tokenizer {tokenizer!r}: {exc}") from None
     rows = (
-        _token_row(loaded, record) if loaded is not None else _chat_row(record, tools_as)
+        row
         for record in selection.kept
+        for row in (
+            _token_rows(loaded, record) if loaded is not None else _chat_rows(record, tools_as)
+        )
     )
-    _write_atomically(out, rows)
+    written = _write_atomically(out, rows)
     summary = {
         "file": str(out),
         "format": fmt,
         "tokens": tokens,
         "read": selection.read,
-        "written": len(selection.kept),
+        "written": written,
+        "rollouts": len(selection.kept),
         "errors": selection.errors,
         "below_min_reward": selection.below_min_reward,
         "duplicates": selection.duplicates,
@@ -149,7 +154,7 @@ def export_cmd(
         return
     say(
         err_console,
-        f"wrote {len(selection.kept)} samples of {selection.read} rollouts to {out} (left out: "
+        f"wrote {written} samples of {selection.read} rollouts to {out} (left out: "
         f"{selection.errors} errors, {selection.below_min_reward} below --min-reward, "
         f"{selection.duplicates} duplicates, {selection.beyond_best_of} beyond --best-of)",
     )
@@ -198,31 +203,42 @@ def _source(record: RolloutRecord) -> dict[str, Any]:
     }
 
 
-def _chat_row(record: RolloutRecord, tools_as: str) -> dict[str, Any]:
-    return {**chat_sample(record, cast(ToolsAs, tools_as)), "source": _source(record)}
+def _chat_rows(record: RolloutRecord, tools_as: str) -> list[dict[str, Any]]:
+    source = _source(record)
+    return [
+        {**sample, "source": source} for sample in chat_samples(record, cast(ToolsAs, tools_as))
+    ]
 
 
-def _token_row(tokenizer: Any, record: RolloutRecord) -> dict[str, Any]:
-    sample_messages = chat_sample(record, "openai")["messages"]
-    try:
-        sample = token_sample(tokenizer, sample_messages, record.tools)
-    except RenderError as exc:
-        raise CliError(f"{record.run_id} task {record.task_id}: {exc}") from None
-    return {
-        "input_ids": sample.input_ids,
-        "assistant_masks": sample.loss_mask,
-        "source": _source(record),
-    }
+def _token_rows(tokenizer: Any, record: RolloutRecord) -> list[dict[str, Any]]:
+    rows = []
+    for chat in chat_samples(record, "openai"):
+        try:
+            sample = token_sample(tokenizer, chat["messages"], record.tools)
+        except RenderError as exc:
+            raise CliError(f"{record.run_id} task {record.task_id}: {exc}") from None
+        rows.append(
+            {
+                "input_ids": sample.input_ids,
+                "assistant_masks": sample.loss_mask,
+                "source": _source(record),
+            }
+        )
+    return rows
 
 
-def _write_atomically(out: Path, rows: Any) -> None:
+def _write_atomically(out: Path, rows: Any) -> int:
+    """Write `rows` as JSONL to `out` (all or nothing); return how many."""
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    written = 0
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             for row in rows:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                written += 1
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return written

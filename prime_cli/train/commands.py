@@ -32,6 +32,7 @@ from hub_client.install import InstallError, ensure_installed
 from prime_cli.errors import CliError
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import message_console
+from prime_cli.program_host import program_on_host_option
 from prime_cli.train.algo import algo_flags, check_whole_run
 from prime_cli.train.recipes import choose_recipe
 
@@ -114,6 +115,7 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
 )
 @click.option("--dry-run", is_flag=True, help="validate, print each host's command, start nothing")
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@program_on_host_option
 @click.pass_context
 def run_cmd(
     ctx: click.Context,

@@ -72,3 +72,28 @@ class ModelClient(Protocol):
     async def aclose(self) -> None:
         """Release connections and any local model resources."""
         ...
+
+
+@runtime_checkable
+class TokenClient(Protocol):
+    """A client that also samples from given prompt token ids (the local model, the trainer's
+    torch backend), so a later turn can continue an earlier one token for token
+    (prime_env.trace_graph)."""
+
+    def bridge(
+        self, completion_ids: list[int], messages: list[Message], tools: list[ToolSpec] | None
+    ) -> list[int] | None:
+        """The tokens that follow a sampled completion when `messages` come next (the chat
+        template's rendering of them), or None when that cannot be proved."""
+        ...
+
+    async def chat_ids(
+        self,
+        prompt_ids: list[int],
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        sampling: SamplingArgs | None = None,
+    ) -> ChatResponse:
+        """`chat` with the prompt given as token ids (`messages` are what they render)."""
+        ...

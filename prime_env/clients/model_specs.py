@@ -23,15 +23,12 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from prime_env.clients.base import ModelClient
 from prime_env.clients.retry import RetryPolicy
 from prime_env.errors import ModelConfigError
-from prime_env.reference import REFERENCE_MODEL, ReferenceClient
-
-if TYPE_CHECKING:
-    from prime_env.environment import Environment
+from prime_env.reference import REFERENCE_MODEL, ReferenceClient, WithReference
 
 DEFAULT_LOCAL_MODEL = "local/smollm2-135m"
 DEFAULT_HOSTED_MODEL = "openai/gpt-4.1-mini"
@@ -143,7 +140,7 @@ class ModelSpec:
         *,
         stream: bool = False,
         policy: RetryPolicy | None = None,
-        env: Environment | None = None,
+        env: WithReference | None = None,
     ) -> ModelClient:
         """The client; `env` is the environment being run (only `reference` needs it)."""
         if self.client == REFERENCE_MODEL:

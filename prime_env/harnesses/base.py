@@ -16,8 +16,9 @@ from typing import Any
 
 from ..calling import call_user
 from ..clients.base import ChatResponse, ModelClient, SamplingArgs, ToolSpec
-from ..state import CALLING, State
+from ..state import State, model_call
 from ..tasks import Task
+from ..trace_graph import sample
 
 Hook = Callable[[State], Any | Awaitable[Any]]
 
@@ -147,15 +148,12 @@ class Harness:
             sampling.max_tokens is None or sampling.max_tokens > remaining
         ):
             sampling = dataclasses.replace(sampling, max_tokens=remaining)
-        if tools is not None:
-            state["tools"] = tools
-        calling = CALLING.set(state)
-        try:
-            response = await client.chat(
-                state.prompt + state.completion, tools=tools, sampling=sampling
-            )
-        finally:
-            CALLING.reset(calling)
+        messages = state.prompt + state.completion
+        parent = new = None
+        if state.responses:  # the last call, continued by the messages after its reply
+            parent, new = state.responses[-1], messages[state["replies"][-1] + 1 :]
+        with model_call(state, tools):
+            response = await sample(client, messages, tools, sampling, parent, new)
         state.add_response(response)
         return response
 

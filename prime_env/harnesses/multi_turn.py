@@ -51,9 +51,13 @@ class MultiTurn(Harness):
         game never ends on the model's say-so (None), a tool loop does (no tool call)."""
         return None
 
+    def tools_for(self, state: State) -> list[ToolSpec] | None:
+        """The tools offered on this rollout's turns (ToolLoop's include its MCP servers')."""
+        return self.tool_specs
+
     async def run(self, client: ModelClient, state: State, sampling: SamplingArgs) -> None:
         while True:
-            response = await self.generate(client, state, sampling, tools=self.tool_specs)
+            response = await self.generate(client, state, sampling, tools=self.tools_for(state))
             stop = self.finished(response, state)
             if stop is not None:
                 state.stop_reason = stop

@@ -53,6 +53,31 @@ SandboxRow = dict[str, str]
 gone), and whatever else its backend knows (image, run id, uid)."""
 
 
+def check_binds(binds: Mapping[str, str] | None) -> dict[str, str]:
+    """Read-only bind mounts, checked: existing host directories onto absolute paths outside
+    the sandbox's own work and temp directories."""
+    checked: dict[str, str] = {}
+    for host, target in (binds or {}).items():
+        if not os.path.isdir(host):
+            raise ValueError(f"bind source {host!r} is not a directory on this machine")
+        if os.stat(host).st_mode & 0o005 != 0o005:
+            raise ValueError(
+                f"bind source {host!r} is not readable by the sandbox's programs, which run "
+                f"under a uid of their own: chmod o+rx {host}"
+            )
+        if (
+            not target.startswith("/")
+            or target.rstrip("/") in ("", "/work", "/tmp")
+            or any(target.startswith(p) for p in ("/work/", "/tmp/", "/proc", "/dev"))
+        ):
+            raise ValueError(
+                f"bind target {target!r} must be an absolute path outside /, /work, /tmp, "
+                "/proc and /dev (e.g. /opt/agent)"
+            )
+        checked[os.path.realpath(host)] = target.rstrip("/")
+    return checked
+
+
 class _BroughtDownByProgram(Exception):
     """The sandbox died or hung while a program ran: exec reports it as the program's failure."""
 
@@ -73,9 +98,17 @@ class Sandbox(ABC):
     workdir: str = "/work"
     tmpdir: str = "/tmp"
 
-    def __init__(self, limits: SandboxLimits | None = None, env: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        limits: SandboxLimits | None = None,
+        env: Mapping[str, str] | None = None,
+        binds: Mapping[str, str] | None = None,
+    ):
         self.limits = limits or SandboxLimits()
         self.env = dict(env or {})
+        self.binds = check_binds(binds)
+        """Host directory -> absolute path in the sandbox, mounted read-only (e.g. a program's
+        dependencies, or the directory of a Unix socket its calls leave through)."""
         self.id = ""
         self._channel: Channel | None = None
         self._lock = threading.Lock()

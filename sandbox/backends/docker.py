@@ -103,8 +103,9 @@ class DockerSandbox(Sandbox):
         image: str | None = None,
         limits: SandboxLimits | None = None,
         env: dict[str, str] | None = None,
+        binds: dict[str, str] | None = None,
     ) -> None:
-        super().__init__(limits, env)
+        super().__init__(limits, env, binds)
         self.image = image or DEFAULT_IMAGE
         self.container: Any = None
         self._started_at = 0.0
@@ -216,6 +217,7 @@ class DockerSandbox(Sandbox):
             host_config = client.api.create_host_config(
                 network_mode="none",
                 read_only=True,
+                binds={host: {"bind": target, "mode": "ro"} for host, target in self.binds.items()},
                 # exec: compiled or chmod +x programs must run from the work directory.
                 tmpfs={
                     self.workdir: f"rw,exec,nosuid,nodev,{size},uid={uid},gid={gid},mode=0755",

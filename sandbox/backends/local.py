@@ -199,8 +199,13 @@ class LocalSandbox(Sandbox):
 
     backend = "local"
 
-    def __init__(self, limits: SandboxLimits | None = None, env: dict[str, str] | None = None):
-        super().__init__(limits, env)
+    def __init__(
+        self,
+        limits: SandboxLimits | None = None,
+        env: dict[str, str] | None = None,
+        binds: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(limits, env, binds)
         self._refuse_if_unavailable()
         self.uid: int | None = None
         self.root: Path | None = None
@@ -375,6 +380,11 @@ class LocalSandbox(Sandbox):
                     argv += ["--ro-bind", str(empty), path]
         for path in ("/work", "/tmp"):
             argv += ["--perms", "1777", "--size", str(tmpfs_bytes), "--tmpfs", path]
+        for host, target in self.binds.items():
+            parents = Path(target).parents
+            for parent in reversed([str(p) for p in parents if str(p) != "/"]):
+                argv += ["--perms", "0755", "--dir", parent]  # bwrap makes them 0700 otherwise
+            argv += ["--ro-bind", host, target]
         # /dev itself is an unbounded tmpfs, owned by the programs' uid without root.
         argv += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/work", "--"]
         return argv

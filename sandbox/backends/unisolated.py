@@ -30,6 +30,11 @@ class UnisolatedSandbox(LocalSandbox):
     backend = "unisolated"
 
     def _refuse_if_unavailable(self) -> None:
+        if self.binds:
+            raise SandboxUnavailable(
+                "the unisolated backend cannot bind host directories into the sandbox: use the "
+                "local backend (bubblewrap) or Docker"
+            )
         if os.geteuid() != 0:
             raise SandboxUnavailable(
                 "the unisolated backend needs root (util-linux unshare keeps programs away from "

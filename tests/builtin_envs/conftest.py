@@ -1,4 +1,4 @@
-"""Put the five built-in environment packages on sys.path, as an editable install would.
+"""Put the built-in environment packages on sys.path, as an editable install would.
 
 The packages live in builtin_envs/<name>/ with their own pyproject.toml; the install-from-hub
 test installs them for real into a fresh virtualenv, the other tests import them in place.

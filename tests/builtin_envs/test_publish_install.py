@@ -1,4 +1,4 @@
-"""End to end: publish the five built-ins to a fresh hub as `prime`, then `prime env install`
+"""End to end: publish the six built-ins to a fresh hub as `prime`, then `prime env install`
 them by name into a fresh virtualenv and load each one there; and the install commands we show
 take the hub's packages even when another index has a same-named, higher version."""
 
@@ -59,7 +59,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
         server.wait(timeout=20)
 
 
-@pytest.mark.slow  # builds five environments and installs their dependencies (about a minute)
+@pytest.mark.slow  # builds six environments and installs their dependencies (about a minute)
 def test_publish_then_install_by_name_into_a_fresh_virtualenv(
     hub: tuple[str, str], tmp_path: Path
 ) -> None:
@@ -67,17 +67,23 @@ def test_publish_then_install_by_name_into_a_fresh_virtualenv(
     uploaded = publish_builtins(url, token)
     # The environments only: the SDK they depend on is served by the hub itself (/_sdk/).
     wheels = sorted(name for name in uploaded if name.endswith(".whl"))
-    assert len(wheels) == 5 and not any(w.startswith("prime_envhub") for w in wheels)
-    assert len([n for n in uploaded if n.endswith(".tar.gz")]) == 5
+    assert len(wheels) == 6 and not any(w.startswith("prime_envhub") for w in wheels)
+    assert len([n for n in uploaded if n.endswith(".tar.gz")]) == 6
     # Re-publishing the same files is a no-op, not an error (identical re-upload).
     assert publish_builtins(url, token, ["arithmetic"]) == []
 
     index = httpx.get(
         f"{url}/prime/simple/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
     ).json()
-    assert {"wordle", "wiki-search", "reverse-text", "arithmetic", "python-code"} <= {
-        p["name"] for p in index["projects"]
+    builtins = {
+        "wordle",
+        "wiki-search",
+        "reverse-text",
+        "arithmetic",
+        "python-code",
+        "twenty-questions",
     }
+    assert builtins <= {p["name"] for p in index["projects"]}
 
     venv = tmp_path / "fresh"
     subprocess.run(

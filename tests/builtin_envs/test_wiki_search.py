@@ -224,3 +224,37 @@ async def test_judge_rubric_scores_with_the_judge_and_keeps_exact_match_as_a_met
     )
     wrong = await run_rollouts(env, PolicyClient(lambda m: "<answer>1066</answer>"), n=10)
     assert summarize(wrong).reward_mean <= 0.1
+
+
+async def test_the_same_tools_served_over_mcp() -> None:
+    """tools="mcp": the reference policy validates unchanged through the MCP server (the tools
+    offered are the server's), and a bad id's message reaches the model from there as well."""
+    env = load_environment(tools="mcp", num_eval_examples=10)
+    report = await validate_reference(env)
+    assert report.passed and report.errors == 0 and len(report.records) == 10, report.shortfalls
+    records = report.records
+    assert [m["name"] for m in records[0].completion if m["role"] == "tool"] == [
+        "search_pages",
+        "view_sections",
+        "read_section",
+    ]
+    assert records[0].tools is not None
+    assert sorted(t["function"]["name"] for t in records[0].tools) == [
+        "read_section",
+        "search_pages",
+        "view_sections",
+    ]
+
+    def bad_id(messages: list[dict]) -> dict | str:
+        if messages[-1]["role"] == "tool":
+            return f"<answer>{messages[-1]['content']}</answer>"
+        return tool_call("view_sections", "c1", page_id="nope")
+
+    [record] = await run_rollouts(env, PolicyClient(bad_id), n=1)
+    assert record.error is None
+    assert (
+        "no page with page_id 'nope'; use a page_id from search_pages"
+        in (record.completion[1]["content"])
+    )
+    with pytest.raises(ValueError, match='tools must be "python" or "mcp"'):
+        load_environment(tools="grpc")

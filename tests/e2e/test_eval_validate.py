@@ -38,6 +38,8 @@ def load_environment(reference: bool = True):
         ("reverse-text", []),
         ("arithmetic", ["-a", '{"difficulty": 5}']),
         ("python-code", ["-a", '{"backend": "local"}']),
+        ("twenty-questions", []),
+        ("wiki-search", ["-a", '{"tools": "mcp", "num_eval_examples": 10}']),
     ],
 )
 def test_every_builtin_reference_validates(env: str, args: list[str], tmp_path: Path) -> None:
@@ -48,7 +50,8 @@ def test_every_builtin_reference_validates(env: str, args: list[str], tmp_path: 
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["passed"] and report["errors"] == 0 and report["shortfalls"] == []
-    assert report["tasks"] == {"wordle": 40, "python-code": 16, "wiki-search": 100}.get(env, 200)
+    expected = {"wordle": 40, "python-code": 16, "twenty-questions": 20, "wiki-search": 100}
+    assert report["tasks"] == (10 if "mcp" in str(args) else expected.get(env, 200))
     assert list(tmp_path.iterdir()) == []  # validation writes nothing
 
 

@@ -73,6 +73,7 @@ async def test_record_has_exactly_the_schema_fields_and_round_trips() -> None:
         "timing",
         "policy_version",
         "turns",
+        "trace",
         "tools",
     }
     assert (

@@ -14,7 +14,7 @@ from prime_env.chat_template import prompt_ids, tool_call_text
 from prime_env.record import RolloutRecord
 from prime_env.sft import (
     RenderError,
-    chat_sample,
+    chat_samples,
     select_records,
     token_sample,
     transcript_key,
@@ -111,7 +111,7 @@ def test_transcripts_that_differ_only_in_random_tool_call_ids_are_one_example(
 
 
 def test_openai_form_keeps_tool_calls_and_the_schemas(tool_record: RolloutRecord) -> None:
-    sample = chat_sample(tool_record)
+    [sample] = chat_samples(tool_record)
     roles = [m["role"] for m in sample["messages"]]
     assert roles == ["system", "user", "assistant", "tool", "assistant"]
     call = sample["messages"][2]
@@ -121,8 +121,9 @@ def test_openai_form_keeps_tool_calls_and_the_schemas(tool_record: RolloutRecord
 
 
 def test_text_form_is_what_a_local_model_is_shown(tool_record: RolloutRecord) -> None:
-    messages = chat_sample(tool_record, "text")["messages"]
-    assert "tools" not in chat_sample(tool_record, "text")
+    [sample] = chat_samples(tool_record, "text")
+    messages = sample["messages"]
+    assert "tools" not in sample
     assert all(set(m) == {"role", "content"} for m in messages)
     assert messages[0]["content"].startswith("Be brief.\n\n# Tools")
     assert '"name": "population"' in messages[0]["content"]
@@ -137,7 +138,7 @@ def test_tokens_are_the_local_models_prompts_and_the_mask_is_its_turns(
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(smollm2_tokenizer_dir)
-    messages = chat_sample(tool_record)["messages"]
+    messages = chat_samples(tool_record)[0]["messages"]
     sample = token_sample(tokenizer, messages, tool_record.tools)
     assert len(sample.input_ids) == len(sample.loss_mask) and sample.loss_mask[0] == 0
     for turn in (2, 4):  # what the model was prompted with before each of its turns
@@ -165,4 +166,42 @@ def test_a_template_that_rewrites_earlier_turns_cannot_be_marked(
         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
     )
     with pytest.raises(RenderError, match="renders this conversation's earlier turns differently"):
-        token_sample(tokenizer, chat_sample(tool_record)["messages"], tool_record.tools)
+        token_sample(tokenizer, chat_samples(tool_record)[0]["messages"], tool_record.tools)
+
+
+def test_a_branching_trace_is_one_chat_per_branch() -> None:
+    """An agent program that spawned a subagent: its record's messages are a tree (the
+    subagent's chat a root of its own); each branch is a chat of its own, the caller's chat
+    never showing the subagent's messages (as training takes one sample per branch)."""
+    m = [
+        {"role": "system", "content": "You are the main agent."},
+        {"role": "user", "content": "Task"},
+        {"role": "assistant", "content": "Asking a helper."},
+        {"role": "system", "content": "You are a helper."},
+        {"role": "user", "content": "Subtask"},
+        {"role": "assistant", "content": "Sub answer"},
+        {"role": "user", "content": "The helper said: Sub answer"},
+        {"role": "assistant", "content": "Final answer"},
+    ]
+    calls = [
+        {"request": 1, "reply": 2, "parent": None},
+        {"request": 4, "reply": 5, "parent": None},
+        {"request": 6, "reply": 7, "parent": 0},
+    ]
+    trace = {"parents": [None, 0, 1, None, 3, 4, 2, 6], "calls": calls}
+
+    def rollout(completion: list[dict[str, Any]], **extra: Any) -> RolloutRecord:
+        return RolloutRecord(
+            run_id="r", env="t/env@1", task_id="t0", example_index=0, rollout_index=0,
+            model="m", prompt=m[:2], completion=completion, reward=1.0, **extra,
+        )  # fmt: skip
+
+    branching = rollout(m[2:], trace=trace)
+    chats = [[x["content"] for x in s["messages"]] for s in chat_samples(branching)]
+    assert chats == [
+        ["You are a helper.", "Subtask", "Sub answer"],
+        ["You are the main agent.", "Task", "Asking a helper.", m[6]["content"], "Final answer"],
+    ]
+    # one chain of calls (a linear rollout, or a simulated user's trace) stays one chat, whole
+    linear = rollout([m[2], m[6], m[7]])
+    assert [len(s["messages"]) for s in chat_samples(linear)] == [5]

@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec
+from prime_env.clients.base import ChatResponse, Message, SamplingArgs, TokenClient, ToolSpec
 from prime_env.errors import ModelError
 from trainer_bridge.inference.base import BackendFactory, InferenceBackend
 from trainer_bridge.orchestrator.errors import TrainingStopped
@@ -100,11 +100,34 @@ class GuardedClient:
         tools: list[ToolSpec] | None = None,
         sampling: SamplingArgs | None = None,
     ) -> ChatResponse:
+        return await self._guarded(
+            lambda: self.inner.chat(messages, tools=tools, sampling=sampling)
+        )
+
+    def bridge(
+        self, completion_ids: list[int], messages: list[Message], tools: list[ToolSpec] | None
+    ) -> list[int] | None:
+        """The inner client's token bridge (prime_env.trace_graph), None if it has none."""
+        if not isinstance(self.inner, TokenClient):
+            return None
+        return self.inner.bridge(completion_ids, messages, tools)
+
+    async def chat_ids(
+        self,
+        prompt_ids: list[int],
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        sampling: SamplingArgs | None = None,
+    ) -> ChatResponse:
+        return await self._guarded(
+            lambda: self.inner.chat_ids(prompt_ids, messages, tools=tools, sampling=sampling)
+        )
+
+    async def _guarded(self, call: Callable[[], Awaitable[ChatResponse]]) -> ChatResponse:
         try:
             async with self.gate.call(), asyncio.timeout(self.timeout_s):  # no task per call
-                response: ChatResponse = await self.inner.chat(
-                    messages, tools=tools, sampling=sampling
-                )
+                response: ChatResponse = await call()
         except TimeoutError:
             raise ModelError(
                 SAMPLER_ERROR, f"no response in {self.timeout_s:g} s (hung sampler)"

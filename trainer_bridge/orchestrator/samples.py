@@ -2,12 +2,15 @@
 
 Every id and logprob comes from the backend that sampled it (`RolloutRecord.turns`); text is
 never re-tokenised, because a chat template re-rendering a transcript need not reproduce the
-ids the model sampled (trl#5224, prime-rl#1334). Turns of one rollout merge into one sequence
-while each prompt extends the previous prompt + completion exactly; where it does not (the
-template re-rendered a reply differently, a stop string cut it), the turn starts a new sample.
+ids the model sampled (trl#5224, prime-rl#1334). Each turn continues a parent: the one its
+record's trace graph names (an agent program's subagents and edited histories), else the
+turn before it; it stays on its parent's branch only while its prompt extends the parent's
+prompt + completion exactly (`prime_env.trace_graph.extends`), and starts a branch where it
+does not (the template re-rendered a reply differently, a stop string cut it). Each
+root-to-leaf branch is one sample.
 
-The loss mask is 1 exactly on sampled tokens (EOS included) and 0 on prompt, tool, env and
-template tokens, so Σ mask = Σ completion tokens of the record.
+The loss mask is 1 exactly on sampled tokens (EOS included) and 0 on prompt, tool, env,
+simulated-user and template tokens, so Σ mask = Σ completion tokens of the record.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from prime_env.record import RolloutRecord, Turn
+from prime_env.trace_graph import extends
 from trainer_bridge.protocol.batches import TrainSample
 
 TRUNCATED_STOPS = frozenset({"length", "token_budget"})
@@ -72,6 +76,33 @@ def _checked_turns(record: RolloutRecord) -> list[Turn]:
     return turns
 
 
+def _token_parents(record: RolloutRecord, turns: list[Turn]) -> list[int | None]:
+    """Each turn's parent on its branch: the trace's (else the previous turn), kept only where
+    the turn's prompt extends the parent's prompt + completion token for token."""
+    if record.trace is not None and len(record.trace.calls) != len(turns):
+        raise SampleError(
+            "trace_mismatch",
+            f"{record.task_id} rollout {record.rollout_index}: {len(record.trace.calls)} calls "
+            f"in its trace but {len(turns)} turns",
+        )
+    parents: list[int | None] = []
+    for i, turn in enumerate(turns):
+        parent = (
+            record.trace.calls[i].parent if record.trace is not None else (i - 1 if i else None)
+        )
+        if parent is not None and not (
+            parent < i
+            and extends(
+                turn.prompt_token_ids,
+                turns[parent].prompt_token_ids,
+                turns[parent].completion_token_ids,
+            )
+        ):
+            parent = None
+        parents.append(parent)
+    return parents
+
+
 def samples_from_record(
     record: RolloutRecord,
     *,
@@ -83,21 +114,28 @@ def samples_from_record(
     if record.error is not None or record.reward is None:
         raise SampleError("errored_rollout", f"{record.task_id}: error records are never trained")
     turns = _checked_turns(record)
+    parents = _token_parents(record, turns)
+    has_child = {p for p in parents if p is not None}
     pieces: list[_Building] = []
-    current: _Building | None = None
-    for turn in turns:
-        prompt = list(turn.prompt_token_ids or [])
-        completion = list(turn.completion_token_ids or [])
-        if current is not None and prompt[: len(current.ids)] == current.ids:
-            current.add(prompt[len(current.ids) :], sampled=False)
-        else:
-            current = _Building()
-            pieces.append(current)
-            current.add(prompt, sampled=False)
-        current.add(completion, sampled=True, logprobs=turn.completion_logprobs or [])
-        version = turn.policy_version if turn.policy_version is not None else record.policy_version
-        if version is not None:
-            current.versions.append(version)
+    last_branch = 0
+    for leaf in (i for i in range(len(turns)) if i not in has_child):
+        path = [leaf]
+        while (parent := parents[path[-1]]) is not None:
+            path.append(parent)
+        piece = _Building()
+        for i in reversed(path):
+            turn = turns[i]
+            prompt = list(turn.prompt_token_ids or [])
+            piece.add(prompt[len(piece.ids) :], sampled=False)
+            piece.add(turn.completion_token_ids or [], True, turn.completion_logprobs or [])
+            version = (
+                turn.policy_version if turn.policy_version is not None else record.policy_version
+            )
+            if version is not None:
+                piece.versions.append(version)
+        if len(turns) - 1 in path:
+            last_branch = len(pieces)
+        pieces.append(piece)
     truncated = record.stop_reason in TRUNCATED_STOPS
     return [
         TrainSample(
@@ -106,7 +144,7 @@ def samples_from_record(
             sampler_logprobs=piece.logprobs,
             advantage=advantage,
             temperature=temperature,
-            truncated=truncated and i == len(pieces) - 1,
+            truncated=truncated and i == last_branch,
             policy_version=min(piece.versions) if piece.versions else None,
             group=group,
             task_id=record.task_id,

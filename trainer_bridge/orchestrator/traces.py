@@ -1,6 +1,7 @@
 """`sft` and `rft`: cross-entropy on traces, given (`algo.data`) or a teacher's (`algo.teacher`).
 
-A trace becomes a sample as `prime eval export --tokens` writes one (prime_env.sft.token_sample:
+A trace (each conversation of a record: prime_env.sft.conversations) becomes a sample as
+`prime eval export --tokens` writes one (prime_env.sft.token_sample:
 the chat rendered by the student's tokenizer as `local/` models render prompts, each assistant
 turn's tokens through its end-of-turn token trained), with `ce_weights` 1.0 on those tokens:
 the trainer's `ce` part, never the policy gradient.
@@ -27,7 +28,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from prime_env.record import RolloutRecord
-from prime_env.sft import RenderError, TokenSample, chat_messages, select_records, token_sample
+from prime_env.sft import (
+    RenderError,
+    TokenSample,
+    chat_messages,
+    conversations,
+    select_records,
+    token_sample,
+)
 from trainer_bridge.config import ConfigError, TeacherConfig
 from trainer_bridge.inference.teachers import Teachers, check_teacher
 from trainer_bridge.orchestrator.algorithm_api import AlgoContext, GroupRequest, sample_group
@@ -56,9 +64,13 @@ def trace_sample(trace: TokenSample, *, key: str, task_id: str, index: int) -> T
     )
 
 
-def record_trace(tokenizer: Any, record: RolloutRecord) -> TokenSample:
-    """A rollout's transcript rendered by the student's tokenizer."""
-    return token_sample(tokenizer, chat_messages(record), record.tools)
+def record_traces(tokenizer: Any, record: RolloutRecord) -> list[TokenSample]:
+    """A rollout's conversations (one, or one per branch of its trace graph: a subagent's chat
+    is never mixed into its caller's) rendered by the student's tokenizer."""
+    return [
+        token_sample(tokenizer, chat_messages(conversation), record.tools)
+        for conversation in conversations(record)
+    ]
 
 
 @dataclass(frozen=True)
@@ -70,15 +82,15 @@ class DataRow:
     chat: dict[str, Any] | None = None
     tokens: TokenSample | None = None
 
-    def trace(self, tokenizer: Any) -> TokenSample:
+    def traces(self, tokenizer: Any) -> list[TokenSample]:
         if self.tokens is not None:
-            return self.tokens
+            return [self.tokens]
         if self.record is not None:
-            return record_trace(tokenizer, self.record)
+            return record_traces(tokenizer, self.record)
         assert self.chat is not None
         tools = self.chat.get("tools")
         schemas = json.loads(tools) if isinstance(tools, str) else tools
-        return token_sample(tokenizer, self.chat["messages"], schemas or None)
+        return [token_sample(tokenizer, self.chat["messages"], schemas or None)]
 
 
 def read_data(path: Path) -> list[DataRow]:
@@ -153,13 +165,14 @@ class DataSFT:
         group.version = version
         for index, row in enumerate(self._rows(order)):
             try:
-                trace = row.trace(self.tokenizer())
+                traces = row.traces(self.tokenizer())
             except (RenderError, KeyError, TypeError, ValueError):
                 group.sample_errors["render_error"] += 1
                 continue
-            group.samples.append(
+            group.samples += [
                 trace_sample(trace, key=key, task_id=f"data:{row.line}", index=index)
-            )
+                for trace in traces
+            ]
             group.rollouts += 1
         if not group.samples:
             group.dropped = "render_error"
@@ -206,12 +219,13 @@ class TeacherTraces:
         selection = select_records(records, min_reward=self.min_reward, best_of=self.best_of)
         for index, record in enumerate(selection.kept):
             try:
-                trace = record_trace(self.tokenizer(), record)
+                traces = record_traces(self.tokenizer(), record)
             except RenderError:
                 group.sample_errors["render_error"] += 1
                 continue
-            sample = trace_sample(trace, key=key, task_id=record.task_id, index=index)
-            group.samples.append(sample.model_copy(update={"reward": record.reward}))
+            for trace in traces:
+                sample = trace_sample(trace, key=key, task_id=record.task_id, index=index)
+                group.samples.append(sample.model_copy(update={"reward": record.reward}))
             group.rollouts += 1
         if not group.samples:
             group.dropped = "no_rollout_kept" if not group.sample_errors else "render_error"

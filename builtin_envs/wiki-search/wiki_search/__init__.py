@@ -4,19 +4,25 @@ The model gets `search_pages(query)`, `view_sections(page_id)` and `read_section
 over a BM25 index and must find the fact a question asks for. The default corpus is real
 Wikipedia text available offline; pass `corpus=` (a directory of Markdown/text files, a JSONL
 file, or a local `datasets` dataset) and `questions=` to make it search your own documents.
+`tools="mcp"` serves the same tools from an MCP server (mcp_server.py, one per run) instead of
+in-process functions.
 Its reference policy (`wiki_search.reference`) answers every question through the tools, so
 `prime eval validate` also checks that a custom corpus answers its questions.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from prime_env import (
     Environment,
     JudgeRubric,
+    MCPTools,
     ModelClient,
     Reference,
     Rubric,
@@ -90,6 +96,16 @@ def _judge_client(judge: str | ModelClient) -> ModelClient:
     return resolve_model(judge).create_client()
 
 
+def _mcp_server(corpus: Any) -> MCPTools:
+    """The tools' MCP server, one per run: this interpreter, with this package importable."""
+    here = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
+    argv = [sys.executable, "-m", "wiki_search.mcp_server"]
+    if corpus is not None:
+        argv += ["--corpus", os.fspath(corpus)]
+    return MCPTools(argv, env={"PYTHONPATH": path}, name="wiki-search")
+
+
 def load_environment(
     corpus: Any = None,
     questions: str | None = None,
@@ -97,12 +113,19 @@ def load_environment(
     num_eval_examples: int = 100,
     judge: str | ModelClient | None = None,
     seed: int = 0,
+    tools: str = "python",
 ) -> Environment:
     """`corpus`: None (Wikipedia Vital Articles), a directory, a .jsonl file or a datasets Dataset.
     `questions`: a .jsonl/.json/.csv of {question, answer}; required with a custom corpus.
     `judge`: a model name (e.g. "openai/gpt-4.1-mini") or ModelClient; when given, the reward is
     the judge's verdict and exact match becomes a metric.
+    `tools`: "python" (in-process functions) or "mcp" (the same tools from an MCP server; needs
+    the `mcp` extra, and `corpus` as a path).
     """
+    if tools not in ("python", "mcp"):
+        raise ValueError(f'tools must be "python" or "mcp", got {tools!r}')
+    if tools == "mcp" and corpus is not None and not isinstance(corpus, (str, os.PathLike)):
+        raise ValueError('tools="mcp" needs corpus as a path (the server loads it itself)')
     if corpus is not None and questions is None:
         raise ValueError(
             "a custom corpus needs its own questions: pass questions=<file.jsonl with question and answer fields>"
@@ -126,9 +149,14 @@ def load_environment(
             metrics=[exact_match, *metrics],
             parser=PARSER,
         )
-    harness = ToolLoop(
-        make_tools(_index_for(loaded)), max_turns=max_turns, system_prompt=SYSTEM_PROMPT
-    )
+    if tools == "mcp":
+        harness = ToolLoop(
+            mcp=[_mcp_server(corpus)], max_turns=max_turns, system_prompt=SYSTEM_PROMPT
+        )
+    else:
+        harness = ToolLoop(
+            make_tools(_index_for(loaded)), max_turns=max_turns, system_prompt=SYSTEM_PROMPT
+        )
     correctness = "exact_match" if judge is None else "judge_correct"
     return Environment(
         train,

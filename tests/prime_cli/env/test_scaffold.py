@@ -103,3 +103,92 @@ def test_init_directory_has_the_usual_permissions(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert stat.S_IMODE((tmp_path / "perm-env").stat().st_mode) == 0o755
     assert stat.S_IMODE((tmp_path / "perm-env" / "pyproject.toml").stat().st_mode) == 0o644
+
+
+def scaffold_mcp(tmp_path: Path) -> Path:
+    result = CliRunner().invoke(
+        cli, ["env", "init", "unit-tools", "--template", "mcp", "--path", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    return tmp_path / "unit-tools"
+
+
+async def test_init_mcp_template_builds_and_scores_through_its_server(tmp_path: Path) -> None:
+    """`--template mcp`: the package ships its MCP server; its tool is offered to the model,
+    a right call scores 1.0, a tool error goes back to the model."""
+    import json
+
+    from prime_env import load, run_rollouts
+    from tests.builtin_envs.policy import PolicyClient, tool_call
+
+    root = scaffold_mcp(tmp_path)
+    assert sorted(p.name for p in root.iterdir()) == [
+        ".gitignore",
+        "README.md",
+        "pyproject.toml",
+        "unit_tools.py",
+        "unit_tools_server.py",
+    ]
+    pyproject = tomllib.loads((root / "pyproject.toml").read_text())
+    assert pyproject["project"]["dependencies"] == ["prime-envhub-sdk[mcp]>=0.1"]
+    built = build_distributions(load_project(root), tmp_path / "dist")
+    checked = validate_distribution(built.wheel, built.wheel.name)
+    assert checked.metadata.name == "unit-tools"
+    import zipfile
+
+    names = zipfile.ZipFile(built.wheel).namelist()
+    assert {"unit_tools.py", "unit_tools_server.py"} <= set(names)
+
+    conversions = {
+        "How many metres are 3.5 km?": (3.5, "km", "m"),
+        "How many centimetres are 2 ft?": (2, "ft", "cm"),
+        "How many km is 10 mi?": (10, "mi", "km"),
+        "How many inches are 254 mm?": (254, "mm", "in"),
+        "How many feet are 1 mi?": (1, "mi", "ft"),
+    }
+
+    def policy(messages: list[dict]) -> dict | str:
+        if messages[-1]["role"] == "tool":
+            return f"The answer is {messages[-1]['content']}"
+        value, source, target = conversions[messages[-1]["content"]]
+        return tool_call("convert", "c1", value=value, from_unit=source, to_unit=target)
+
+    env = load(str(root))
+    records = await run_rollouts(env, PolicyClient(policy), concurrency=5)
+    assert [r.reward for r in records] == [1.0] * 5
+    assert all(r.metrics["tool_calls"] == 1.0 for r in records)
+
+    def bad_unit(messages: list[dict]) -> dict | str:
+        if messages[-1]["role"] == "tool":
+            return json.dumps(messages[-1]["content"])
+        return tool_call("convert", "c1", value=1, from_unit="parsec", to_unit="m")
+
+    [record] = await run_rollouts(env, PolicyClient(bad_unit), n=1)
+    assert record.error is None and record.reward == 0.0
+    assert "unknown unit 'parsec'" in record.completion[1]["content"]
+
+
+@pytest.mark.slow  # loads SmolLM2-135M (~20 s) and starts the MCP server
+def test_init_mcp_template_evaluates_with_the_local_model(tmp_path: Path) -> None:
+    from tests.e2e.eval_support import prime, records, run_dirs
+
+    root = scaffold_mcp(tmp_path)
+    result = prime(
+        "eval",
+        "run",
+        str(root),
+        "-m",
+        "local/smollm2-135m",
+        "-n",
+        "2",
+        "--max-tokens",
+        "24",
+        "-o",
+        str(tmp_path / "out"),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    [run] = run_dirs(tmp_path / "out")
+    rows = records(run)
+    assert {r["example_index"] for r in rows} == {0, 1}
+    assert all(r["error"] is None and r["reward"] is not None for r in rows)

@@ -1,7 +1,8 @@
 """A tiny external agent: the real `openai` SDK against OPENAI_BASE_URL, with one local tool.
 
 Used by the Program harness tests. `--stream` makes every call a streaming one; `--calls N`
-keeps calling (for turn-limit tests).
+keeps calling (for turn-limit tests); `--timeout S --retries N` set the SDK's own (for the
+retry tests).
 """
 
 from __future__ import annotations
@@ -62,9 +63,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--calls", type=int, default=10)
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--retries", type=int, default=0)
     args = parser.parse_args()
     task = json.load(sys.stdin)
-    client = OpenAI(max_retries=0)
+    client = OpenAI(max_retries=args.retries, timeout=args.timeout)
     messages = list(task["prompt"])
     for _ in range(args.calls):
         message = call(client, messages, args.stream)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from prime_env.record import RolloutRecord, Turn
+from prime_env.record import RolloutRecord, Trace, TraceCall, Turn
 from trainer_bridge.orchestrator.samples import SampleError, samples_from_record
 from trainer_bridge.protocol.batches import TrainSample, batch_ready, read_batch, write_batch
 
@@ -65,6 +65,37 @@ def test_a_turn_whose_retokenisation_differs_starts_a_new_sample() -> None:
     # only the sample holding the cut-off last turn is truncated
     assert (first.truncated, second.truncated) == (False, True)
     assert sum(s.num_loss_tokens for s in (first, second)) == 3 + 2 + 1
+
+
+def test_a_trace_graph_gives_one_sample_per_branch() -> None:
+    """Main agent, its subagent, the main agent again: the main agent's turns are one branch
+    (its second prompt extends its first call's ids), the subagent's another; without the
+    trace the interleaving would split the main agent into two samples."""
+    turns = [
+        turn([1, 2], [10, 2], 1),
+        turn([5, 6], [20, 21, 2], 1),
+        turn([1, 2, 10, 2, 7], [11, 2], 2),
+    ]
+    trace = Trace(
+        parents=[None, 0, 1, None, 3, 4, 2, 6],
+        calls=[
+            TraceCall(request=0, reply=2, parent=None),
+            TraceCall(request=4, reply=5, parent=None),
+            TraceCall(request=6, reply=7, parent=0),
+        ],
+    )
+    sub, main = samples_from_record(record(turns, trace=trace), advantage=1.0)
+    assert main.input_ids == [1, 2, 10, 2, 7, 11, 2]
+    assert main.loss_mask == [0, 0, 1, 1, 0, 1, 1]
+    assert sub.input_ids == [5, 6, 20, 21, 2] and sub.loss_mask == [0, 0, 1, 1, 1]
+    assert (main.policy_version, sub.policy_version) == (1, 1)
+    assert sum(s.num_loss_tokens for s in (main, sub)) == 2 + 3 + 2
+    assert len(samples_from_record(record(turns), advantage=1.0)) == 3
+    # a parent whose ids the turn does not extend: the turn starts a branch of its own
+    broken = [*turns[:2], turn([1, 2, 99, 7], [11, 2], 2)]
+    assert len(samples_from_record(record(broken, trace=trace), advantage=1.0)) == 3
+    with pytest.raises(SampleError, match="trace_mismatch"):
+        samples_from_record(record(turns[:2], trace=trace), advantage=1.0)
 
 
 def test_missing_ids_are_an_error_never_retokenised() -> None:
