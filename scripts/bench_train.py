@@ -393,7 +393,7 @@ ABLATIONS: dict[str, list[str]] = {
     ],
     "sync": ["--orchestrator.max-async-level", "0"],
     "noshare": ["--trainer.share-prefix", "false"],
-    "nocores": ["--trainer.idle-sampler-threads", "1", "--inference.idle-trainer-threads", "1"],
+    "cores": ["--trainer.idle-sampler-threads", "2", "--inference.idle-trainer-threads", "2"],
 }
 """Variants of the arithmetic recipe, as flags over it (`ablate --variants a,b,…`)."""
 
