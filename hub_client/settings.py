@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import tomllib
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -22,10 +21,12 @@ import tomli_w
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
+    InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    TomlConfigSettingsSource,
 )
+
+from registry_index.toml_text import TomlError, parse_toml
 
 DEFAULT_HUB_URL = "http://127.0.0.1:8000"
 
@@ -85,7 +86,9 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, config_path()))
+        # The file through `load_file` (the one TOML reader, `registry_index.toml_text`),
+        # below the environment.
+        return (init_settings, env_settings, InitSettingsSource(settings_cls, load_file()))
 
 
 def normalize_hub_url(url: str) -> str:
@@ -113,9 +116,9 @@ def load_file(path: Path | None = None) -> dict[str, str]:
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path} is not valid TOML ({exc}); fix or delete it") from exc
+        data = parse_toml(raw, str(path))
+    except TomlError as exc:
+        raise ConfigError(f"{exc}; fix or delete it") from None
     return {key: str(value) for key, value in data.items() if key in KEYS}
 
 

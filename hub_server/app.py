@@ -7,6 +7,8 @@ index last: its `/{owner}/…` routes would match the others' paths.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,21 +18,27 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
+from sqlalchemy.exc import DBAPIError
+from starlette.concurrency import run_in_threadpool
 
 from hub_server.accounts import api as account_api
 from hub_server.accounts.admin import open_database
 from hub_server.core import log_redaction
 from hub_server.core.blobstore import BlobStore
 from hub_server.core.errors import HubError
+from hub_server.core.out_of_space import out_of_space
 from hub_server.core.settings import HubSettings
 from hub_server.core.upkeep import periodic
 from hub_server.evals import api as evals_api
+from hub_server.evals import verification
 from hub_server.evals.service import mark_abandoned
 from hub_server.http.limits import RequestLimitsMiddleware
 from hub_server.http.ratelimit import SlidingWindowLimiter
+from hub_server.http.security_headers import SecurityHeadersMiddleware
 from hub_server.http.state import Hub
 from hub_server.index import api as index_api
 from hub_server.index import upload_api
+from hub_server.index.download_counts import DownloadCounter
 from hub_server.registry import api as environments_api
 from hub_server.registry import push_api
 from hub_server.registry.pending_uploads import purge_expired
@@ -54,10 +62,30 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
         partial(mark_abandoned, engine, settings.eval_abandon_after_seconds),
     ]
 
+    downloads = DownloadCounter()
+    count_downloads = partial(downloads.flush, engine)
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        async with periodic(settings.sweep_interval_seconds, jobs):
-            yield
+        worker = (
+            asyncio.create_task(verification.run_worker(engine, store, settings))
+            if verification.enabled(settings)
+            else None
+        )
+        try:
+            async with (
+                periodic(settings.sweep_interval_seconds, jobs),
+                periodic(settings.download_count_interval_seconds, [count_downloads]),
+            ):
+                try:
+                    yield
+                finally:
+                    await run_in_threadpool(count_downloads)
+        finally:
+            if worker is not None:
+                worker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await worker
 
     # FastAPIOffline: /docs and /redoc load their scripts and styles from the hub, not a CDN.
     app = FastAPIOffline(
@@ -69,18 +97,30 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
     )
     # Bounds every request (auth, body size) before a route can read its body.
     app.add_middleware(RequestLimitsMiddleware)
+    # Outermost: the answers the limits give before any route carry the headers too.
+    app.add_middleware(SecurityHeadersMiddleware)
     app.state.hub = Hub(
         settings=settings,
         engine=engine,
         store=store,
         upload_limiter=SlidingWindowLimiter(settings.uploads_per_minute),
         login_limiter=SlidingWindowLimiter(settings.failed_logins_per_minute),
+        downloads=downloads,
     )
 
     @app.exception_handler(HubError)
     async def _hub_error(_request: Request, error: HubError) -> JSONResponse:
         body = ErrorBody(detail=error.message)
         return JSONResponse(body.model_dump(), error.status, headers=error.headers)
+
+    @app.exception_handler(OSError)
+    @app.exception_handler(DBAPIError)
+    async def _storage_error(_request: Request, error: Exception) -> JSONResponse:
+        full = out_of_space(error)
+        if full is None:
+            raise error  # any other failure stays a 500, logged with its traceback
+        log.warning("refused a request: out of storage space (%s)", error)
+        return JSONResponse(ErrorBody(detail=full.message).model_dump(), full.status, full.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, error: RequestValidationError) -> JSONResponse:

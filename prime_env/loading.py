@@ -12,13 +12,13 @@ import importlib
 import importlib.util
 import inspect
 import sys
-import tomllib
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from registry_index.names import module_name as import_name
 from registry_index.resolve import parse_env_id
+from registry_index.toml_text import TomlError, parse_toml
 
 from .environment import Environment
 from .errors import EnvironmentNotFound
@@ -164,10 +164,11 @@ def _path_target(path: Path) -> tuple[Path, str, str, str, str | None]:
     if path.is_file():
         return path.parent, path.stem, attr, path.stem, None
     if (path / "pyproject.toml").exists():
+        pyproject = path / "pyproject.toml"
         try:
-            project = tomllib.loads((path / "pyproject.toml").read_text("utf-8")).get("project", {})
-        except tomllib.TOMLDecodeError as exc:
-            raise EnvironmentNotFound(f"{path / 'pyproject.toml'}: invalid TOML ({exc})") from None
+            project = parse_toml(pyproject.read_bytes(), str(pyproject)).get("project", {})
+        except TomlError as exc:
+            raise EnvironmentNotFound(str(exc)) from None
         name = str(project.get("name") or path.name)
         version = project.get("version")
         entry = project.get("entry-points", {}).get(GROUP, {})

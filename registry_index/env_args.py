@@ -6,6 +6,12 @@ else `module:load_environment` for the wheel's top-level module); the module's s
 with `ast`, so nothing is imported or executed. Each parameter keeps its annotation and default
 as written in the source, and its description from the function's docstring (Google, NumPy,
 reST or Epydoc style, via docstring-parser) when documented there.
+
+A wheel is anyone's upload, so the reading is bounded: the module source (1 MiB), the
+parse (an expression too deep for the parser, e.g. 150,000 terms, is "no signature", not a
+RecursionError), the arguments shown (64), each annotation and default (cut at 200
+characters) and the docstring handed to docstring-parser (16 KiB). Whatever cannot be
+read gives None; the caller caches that answer like any other.
 """
 
 from __future__ import annotations
@@ -20,7 +26,13 @@ from typing import IO
 import docstring_parser
 
 ENTRY_POINT_GROUP = "prime.environments"
-MAX_SOURCE_BYTES = 2 * 1024 * 1024
+MAX_SOURCE_BYTES = 1024 * 1024
+MAX_ARGS = 64
+MAX_TEXT = 200
+MAX_DOCSTRING = 16 * 1024
+# What parsing hostile source can raise besides a SyntaxError: too deep for the parser or the
+# AST builder, too large for memory, a NUL byte.
+_UNPARSEABLE = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
 
 
 @dataclass(frozen=True)
@@ -107,7 +119,7 @@ def read_env_signature(wheel: IO[bytes] | str) -> EnvSignature | None:
         return None
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except _UNPARSEABLE:
         return None
     function = next(
         (
@@ -120,18 +132,46 @@ def read_env_signature(wheel: IO[bytes] | str) -> EnvSignature | None:
     )
     if function is None:
         return None
-    docstring = ast.get_docstring(function)
-    parsed = docstring_parser.parse(docstring) if docstring else None
+    parsed = _docstring(function)
     documented = {p.arg_name: p.description for p in parsed.params} if parsed else {}
     args = [
         EnvArg(
             name=arg.arg,
-            annotation=ast.unparse(arg.annotation) if arg.annotation is not None else None,
-            default=ast.unparse(default) if default is not None else None,
-            description=documented.get(arg.arg) or None,
+            annotation=_text(source, arg.annotation),
+            default=_text(source, default),
+            description=_cut(documented.get(arg.arg)),
         )
-        for arg, default in _arg_list(function)
+        for arg, default in _arg_list(function)[:MAX_ARGS]
         if arg.arg not in ("self", "cls")
     ]
-    summary = parsed.short_description if parsed else None
+    summary = _cut(parsed.short_description) if parsed else None
     return EnvSignature(loader=f"{module}:{function_name}", summary=summary, args=args)
+
+
+def _cut(text: str | None, limit: int = MAX_TEXT) -> str | None:
+    if not text:
+        return None
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _text(source: str, node: ast.expr | None) -> str | None:
+    """An annotation or default as source text, cut at MAX_TEXT: unparsed (normalised), or
+    where that recursed too deep, the text as written."""
+    if node is None:
+        return None
+    try:
+        return _cut(ast.unparse(node))
+    except _UNPARSEABLE:
+        return _cut(ast.get_source_segment(source, node) or "…")
+
+
+def _docstring(
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+) -> docstring_parser.Docstring | None:
+    docstring = ast.get_docstring(function)
+    if not docstring:
+        return None
+    try:
+        return docstring_parser.parse(docstring[:MAX_DOCSTRING])
+    except (docstring_parser.ParseError, *_UNPARSEABLE):
+        return None

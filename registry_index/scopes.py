@@ -3,7 +3,9 @@
 - `all`: everything the user may do;
 - `read`: read everything the user may read (private environments of their owners);
 - `upload:OWNER`: publish, yank and edit any environment of OWNER (and read them);
-- `upload:OWNER/NAME`: the same for one environment.
+- `upload:OWNER/NAME`: the same for one environment;
+- managing the user's tokens (create, revoke another) takes `all`: a narrower token could
+  otherwise mint a broader one, or revoke the tokens that hold more than it does.
 
 A scope only narrows what the user may do: whether the user belongs to the owner at all is
 the hub's question (membership), not the token's.
@@ -76,6 +78,12 @@ def writes_anything(scopes: Iterable[str], owner: str | None = None) -> bool:
         ):
             return True
     return False
+
+
+def manages_tokens(scopes: Iterable[str]) -> bool:
+    """May create the user's tokens and revoke any of them (only `all`; any token may revoke
+    itself, which only takes away)."""
+    return any(parse_scope(scope).kind == "all" for scope in scopes)
 
 
 def upload_owners(scopes: Iterable[str]) -> list[str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -29,6 +28,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from registry_index.toml_text import TomlError, parse_toml
 
 DEFAULT_MODEL = "local/smollm2-135m"
 ALL_PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -616,11 +617,13 @@ def _same_entry(old: dict[str, Any], new: dict[str, Any]) -> bool:
 
 def read_toml(path: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_text())
+        return parse_toml(path.read_bytes(), str(path))
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except TomlError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def parse_value(text: str) -> Any:
@@ -628,8 +631,8 @@ def parse_value(text: str) -> Any:
     if text == NULL:
         return None
     try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
+        return parse_toml(f"v = {text}", "a flag value")["v"]
+    except TomlError:
         return text
 
 

@@ -22,12 +22,14 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import aliased
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
 from hub_server.accounts.models import ApiToken, Membership, Owner, User
 from hub_server.core.ids import utcnow
+from hub_server.core.out_of_space import out_of_space
 from hub_server.registry.models import Environment
 from registry_index import scopes as token_scopes
 from registry_index.schemas.environments import Visibility
@@ -123,6 +125,10 @@ class Principal:
         """May publish to `owner` (to one environment when `normalized_name` is given)."""
         return self._user_reaches(owner) and self.scope_writes(owner.name, normalized_name)
 
+    def may_manage_tokens(self) -> bool:
+        """May create tokens and revoke others (`registry_index.scopes.manages_tokens`)."""
+        return token_scopes.manages_tokens(self.scopes)
+
     def upload_owner_names(self) -> list[str]:
         """Owners named by this token's upload scopes (for `/legacy/` without an owner)."""
         return token_scopes.upload_owners(self.scopes)
@@ -205,7 +211,20 @@ def _note_use(session: Session, row: ApiToken) -> None:
         last = last.replace(tzinfo=now.tzinfo)
     if last is not None and now - last < _LAST_USED_RESOLUTION:
         return
-    with Session(session.get_bind()) as own:  # its own short transaction, apart from the request's
-        own.execute(sa.update(ApiToken).where(col(ApiToken.id) == row.id).values(last_used_at=now))
-        own.commit()
+    # Its own short transaction, once the request's session has given its connection back
+    # (the read so far is ended): a request never holds two connections. One held beside the
+    # other starved the pool at ~32 concurrent first requests of a token (issue 26). The
+    # hub's sessions keep their objects on commit; the write's own session keeps a failure
+    # (a full disk: the request goes on, a read still works) away from them.
+    session.commit()
+    try:
+        with Session(session.get_bind()) as own:
+            own.execute(
+                sa.update(ApiToken).where(col(ApiToken.id) == row.id).values(last_used_at=now)
+            )
+            own.commit()
+    except DBAPIError as error:
+        if out_of_space(error) is None:
+            raise
+        return
     set_committed_value(row, "last_used_at", now)  # known, but not a pending change

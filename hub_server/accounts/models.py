@@ -56,3 +56,13 @@ class ApiToken(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     last_used_at: datetime | None = None
     revoked_at: datetime | None = None
+
+
+class WebSession(SQLModel, table=True):
+    """A browser signed in with a token. The cookie carries a random secret (signed); the row
+    holds its sha256, so signing out ends the session here, for every copy of the cookie."""
+
+    id: str = Field(primary_key=True, max_length=64)  # sha256 hex of the cookie's secret
+    token_id: str = Field(foreign_key="apitoken.id", index=True, max_length=32)
+    created_at: datetime = Field(default_factory=utcnow)
+    ended_at: datetime | None = None

@@ -6,6 +6,8 @@ concurrent uploads queue instead of failing; PostgreSQL is used as given.
 
 from __future__ import annotations
 
+import math
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +36,10 @@ def make_engine(url: str) -> Engine:
             cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA busy_timeout=30000")
+            try:  # the leaderboard's intervals; SQLite has it when built with its maths functions
+                cursor.execute("SELECT sqrt(4.0)")
+            except sqlite3.OperationalError:
+                dbapi_conn.create_function("sqrt", 1, math.sqrt, deterministic=True)
             cursor.close()
 
         return engine

@@ -41,6 +41,19 @@ class TooLarge(HubError):
     status = 413
 
 
+class OutOfSpace(HubError):
+    """The hub's disk (or database) is full: nothing was stored, the client may retry later."""
+
+    status = 507
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The hub is out of storage space, so nothing was stored; try again later. "
+            "(Hub operator: free space where the hub keeps its data and blobs.)",
+            {"Retry-After": "300"},
+        )
+
+
 class RateLimited(HubError):
     status = 429
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
+
+from registry_index.bounds import MAX_STORED_INT
 
 _DEFAULT_DATA_DIR = Path("~/.local/share/prime-hub")
 
@@ -23,7 +26,8 @@ class HubSettings(BaseModel):
     storage_url: str | None = None
     s3_endpoint_url: str | None = None
     public_url: str | None = None
-    max_upload_bytes: int = 100 * 1024 * 1024
+    # A file's size is stored in an INTEGER column (PostgreSQL: at most 2 GiB - 1).
+    max_upload_bytes: int = Field(default=100 * 1024 * 1024, ge=1, le=MAX_STORED_INT)
     uploads_per_minute: int = 60
     failed_logins_per_minute: int = 20
     upload_url_ttl_seconds: int = 3600
@@ -37,9 +41,18 @@ class HubSettings(BaseModel):
     max_staged_bytes_per_user: int = 1024 * 1024 * 1024
     # Background upkeep: expired reservations and abandoned eval runs, every this many seconds.
     sweep_interval_seconds: float = 60.0
+    # Downloads are counted in memory and written every this many seconds (index.download_counts).
+    download_count_interval_seconds: float = 1.0
     eval_abandon_after_seconds: int = 24 * 3600
     # Nesting depth allowed in one pushed eval sample.
     max_sample_depth: int = 64
+    # Verified runs (evals.verification): the sandbox backend the hub re-scores runs in
+    # ("docker", "local", "auto"; "off" turns verification off), how many at once, how long
+    # one may take, how often the worker looks for work.
+    verify_sandbox: Literal["off", "docker", "local", "auto"] = "off"
+    verify_concurrency: int = Field(default=1, ge=1, le=64)
+    verify_timeout_seconds: float = 900.0
+    verify_poll_seconds: float = 2.0
 
     @classmethod
     def from_env(cls, data_dir: Path | str | None = None) -> HubSettings:
@@ -64,8 +77,13 @@ class HubSettings(BaseModel):
             ("max_pending_uploads_per_user", "PRIME_HUB_MAX_PENDING_UPLOADS_PER_USER"),
             ("max_staged_bytes_per_user", "PRIME_HUB_MAX_STAGED_BYTES_PER_USER"),
             ("sweep_interval_seconds", "PRIME_HUB_SWEEP_INTERVAL_SECONDS"),
+            ("download_count_interval_seconds", "PRIME_HUB_DOWNLOAD_COUNT_INTERVAL_SECONDS"),
             ("eval_abandon_after_seconds", "PRIME_HUB_EVAL_ABANDON_AFTER_SECONDS"),
             ("max_sample_depth", "PRIME_HUB_MAX_SAMPLE_DEPTH"),
+            ("verify_sandbox", "PRIME_HUB_VERIFY_SANDBOX"),
+            ("verify_concurrency", "PRIME_HUB_VERIFY_CONCURRENCY"),
+            ("verify_timeout_seconds", "PRIME_HUB_VERIFY_TIMEOUT_SECONDS"),
+            ("verify_poll_seconds", "PRIME_HUB_VERIFY_POLL_SECONDS"),
         ):
             if env.get(var):
                 values[field] = env[var]

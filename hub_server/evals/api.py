@@ -20,6 +20,7 @@ from hub_server.evals.leaderboard import leaderboard
 from hub_server.evals.models import EvaluationStatus
 from hub_server.evals.samples import MAX_BATCH_BYTES
 from hub_server.http.deps import AuthDep, HubDep, PrincipalDep, SessionDep, check_upload_rate
+from registry_index.bounds import MAX_STORED_INT
 from registry_index.schemas.envelope import Envelope, Page
 from registry_index.schemas.evals import (
     BatchAccepted,
@@ -123,7 +124,7 @@ async def finalize(
     """Body `{"metrics": {…}}` (optional, the client's own figures, kept beside the hub's)."""
     body = _parse(FinalizeEvaluation, await _read_json(request, _CREATE_BODY_LIMIT, empty_ok=True))
     evaluation = service.finalize_evaluation(
-        session, hub.store, evaluation_id, principal, body.metrics
+        session, hub.store, evaluation_id, principal, body.metrics, hub.settings
     )
     return EvaluationEnvelope(
         evaluation_id=evaluation.id, data=service.evaluation_info(session, evaluation)
@@ -141,9 +142,11 @@ def list_evaluations(
     ] = None,
     model: str | None = None,
     status: EvaluationStatus | None = None,
-    page: Annotated[int, Query(ge=1)] = 1,
+    page: Annotated[int, Query(ge=1, le=MAX_STORED_INT)] = 1,
     per_page: Annotated[int, Query(ge=1, le=100)] = 20,
-    skip: Annotated[int | None, Query(ge=0, description="offset (stock prime client)")] = None,
+    skip: Annotated[
+        int | None, Query(ge=0, le=MAX_STORED_INT, description="offset (stock prime client)")
+    ] = None,
     limit: Annotated[int | None, Query(ge=1, le=100, description="alias of per_page")] = None,
 ) -> Page[EvaluationInfo]:
     environment, bare_name = service.listing_environment(
@@ -184,7 +187,7 @@ def samples(
     hub: HubDep,
     session: SessionDep,
     principal: PrincipalDep,
-    page: Annotated[int, Query(ge=1)] = 1,
+    page: Annotated[int, Query(ge=1, le=MAX_STORED_INT)] = 1,
     per_page: Annotated[int | None, Query(ge=1, le=1000)] = None,
     limit: Annotated[int | None, Query(ge=1, le=1000, description="alias of per_page")] = None,
 ) -> Page[dict[str, Any]]:
@@ -208,10 +211,15 @@ def environment_leaderboard(
     third_party: Annotated[
         bool, Query(description="include runs pushed by people outside the env's owner")
     ] = True,
+    verified: Annotated[
+        bool, Query(description="only runs the hub re-scored itself and found matching")
+    ] = False,
 ) -> Leaderboard:
     """Rows state n and a 95% interval; rows whose intervals overlap share a rank (`tied`)."""
     env = service.find_environment(session, owner, name, principal)
-    rows = leaderboard(session, env, principal, version, include_third_party=third_party)
+    rows = leaderboard(
+        session, env, principal, version, include_third_party=third_party, verified_only=verified
+    )
     return Leaderboard(environment=f"{owner}/{env.name}", data=rows)
 
 

@@ -27,6 +27,18 @@ class EvaluationStatus(StrEnum):
     ABANDONED = "abandoned"
 
 
+class VerificationStatus(StrEnum):
+    """Where the hub's own re-scoring of a run stands (`evals.verification`): waiting, under
+    way, done with every sample matching (`verified`), done with some not matching
+    (`disagreed`), or impossible (`failed`: not installable, a sandbox or rubric failure)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    VERIFIED = "verified"
+    DISAGREED = "disagreed"
+    FAILED = "failed"
+
+
 class Evaluation(SQLModel, table=True):
     """One evaluation run of one model on one exact environment version."""
 
@@ -64,6 +76,14 @@ class Evaluation(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
     finalized_at: datetime | None = None
+    # The hub's re-scoring (null: not asked for, e.g. verification is off or there is no wheel).
+    verification: VerificationStatus | None = Field(
+        default=None, sa_type=EnumText(VerificationStatus, 16), index=True
+    )
+    verification_detail: str | None = Field(default=None, max_length=2000)
+    verification_started_at: datetime | None = None
+    verification_attempts: int = 0
+    verified_at: datetime | None = None
 
     environment: Environment = Relationship()
     user: User = Relationship()

@@ -10,8 +10,6 @@ insert fail, and it simply reads what the first one wrote.
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -22,8 +20,9 @@ from sqlmodel import Session, col, func, select
 
 from hub_server.core.blobstore import BlobStorage
 from hub_server.core.cache import LruCache
+from hub_server.evals.integrity import MAX_ABS_SCORE, finite_score, index_problem
 from hub_server.evals.models import Evaluation, EvaluationBatch, EvaluationSample
-from hub_server.evals.samples import batch_lines, decode_batch
+from hub_server.evals.samples import batch_lines, decode_batch, decode_record
 
 HISTOGRAM_BINS = 10
 
@@ -48,6 +47,11 @@ def _text(value: Any, limit: int) -> str | None:
     return str(value)[:limit] if value not in (None, "") else None
 
 
+def _index(value: Any) -> int:
+    """A stored index, or -1 where it is not one the hub accepts today (a legacy sample)."""
+    return value if index_problem(value) is None else -1
+
+
 def _rows(
     evaluation_id: str, batch: EvaluationBatch, records: Iterator[dict[str, Any]]
 ) -> list[dict[str, Any]]:
@@ -55,17 +59,14 @@ def _rows(
     for position, record in enumerate(records):
         error = record.get("error")
         error_type = error.get("type") if isinstance(error, dict) else (error or None)
-        reward = record.get("reward")
         rows.append(
             {
                 "evaluation_id": evaluation_id,
                 "seq": batch.seq,
                 "position": position,
-                "example_index": int(record.get("example_index") or 0),
-                "rollout_index": int(record.get("rollout_index") or 0),
-                "reward": float(reward)
-                if isinstance(reward, int | float) and math.isfinite(reward) and error is None
-                else None,
+                "example_index": _index(record.get("example_index")),
+                "rollout_index": _index(record.get("rollout_index") or 0),
+                "reward": finite_score(record.get("reward")) if error is None else None,
                 "error_type": _text(error_type, 128),
                 "stop_reason": _text(record.get("stop_reason"), 64),
             }
@@ -152,7 +153,7 @@ def page_of_samples(
         with store.open(blobs[seq]) as handle:
             for position, line in enumerate(batch_lines(handle.read())):
                 if position in positions:
-                    found[(seq, position)] = json.loads(line)
+                    found[(seq, position)] = decode_record(line)
     return SamplePage([found[(row.seq, row.position)] for row in rows], total)
 
 
@@ -192,7 +193,7 @@ def run_overview(session: Session, evaluation: Evaluation) -> Overview:
 
 def reward_histogram(session: Session, evaluation_id: str, bins: int = HISTOGRAM_BINS) -> list[Bar]:
     """Scored samples per reward bin between the run's lowest and highest reward (SQL)."""
-    scored = col(EvaluationSample.reward).is_not(None)
+    scored = col(EvaluationSample.reward).between(-MAX_ABS_SCORE, MAX_ABS_SCORE)
     where = (EvaluationSample.evaluation_id == evaluation_id, scored)
     low, high = session.exec(
         select(func.min(EvaluationSample.reward), func.max(EvaluationSample.reward)).where(*where)
@@ -245,7 +246,7 @@ def example_means(
         .group_by(col(EvaluationSample.example_index))
     ).all()
     return {
-        int(index): (None if mean is None else float(mean), int(scored), int(errors))
+        int(index): (finite_score(mean), int(scored), int(errors))
         for index, mean, scored, errors in rows
     }
 

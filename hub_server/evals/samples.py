@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from hub_server.evals.integrity import IntegrityError, check_record
 from registry_index.record import ScoredRollout
 
 # Clients split batches by bytes only (the stock SDK at 25 MiB), so the count limit is loose:
@@ -61,7 +62,9 @@ def validate_batch(raw_samples: Sequence[Any]) -> list[dict[str, Any]]:
     """Check a batch and return the records to store; raise SampleError naming the bad sample.
 
     A rollout without an error must have a reward; a rollout with an error is kept as an
-    error whatever reward it carries, so a failure can never be averaged in as a 0.
+    error whatever reward it carries, so a failure can never be averaged in as a 0. Scores and
+    indices are checked as sent (`integrity.check_record`: a JSON number, never a string a lax
+    parser would convert) and stored as parsed, so what is stored is what was checked.
     """
     if not raw_samples:
         raise SampleError("samples is empty: send at least one sample per batch")
@@ -77,13 +80,19 @@ def validate_batch(raw_samples: Sequence[Any]) -> list[dict[str, Any]]:
             raise SampleError(f"samples[{position}] is not a JSON object")
         record = _normalise(raw)
         try:
+            check_record(record)
             parsed = ScoredRollout.model_validate(record)
+        except IntegrityError as exc:
+            raise SampleError(f"samples[{position}].{exc}") from None
         except ValidationError as exc:
             raise SampleError(f"samples[{position}]{_describe(exc)}") from None
         record["example_index"] = parsed.example_index
         record["rollout_index"] = parsed.rollout_index
         record["error"] = parsed.error.model_dump() if parsed.error else None
         record["reward"] = None if parsed.error else parsed.reward
+        for group in ("rewards", "metrics"):
+            if group in record:
+                record[group] = getattr(parsed, group)
         records.append(record)
     return records
 
@@ -130,7 +139,13 @@ def encode_batch(records: Sequence[dict[str, Any]]) -> bytes:
 def decode_batch(blob: bytes) -> Iterator[dict[str, Any]]:
     """Yield the records of one stored batch, in the order they were pushed."""
     for line in batch_lines(blob):
-        yield json.loads(line)
+        yield decode_record(line)
+
+
+def decode_record(line: bytes) -> dict[str, Any]:
+    """One stored record. A NaN or Infinity in a batch stored before the hub refused them
+    reads as null, so no answer built from it fails to serialise."""
+    return json.loads(line, parse_constant=lambda _name: None)  # type: ignore[no-any-return]
 
 
 def batch_lines(blob: bytes) -> Iterator[bytes]:

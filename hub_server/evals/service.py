@@ -34,7 +34,13 @@ from hub_server.accounts.models import Membership, Owner
 from hub_server.core.blobstore import BlobStorage, content_key
 from hub_server.core.errors import BadRequest, Conflict, Forbidden, HubError, NotFound, TooLarge
 from hub_server.core.ids import utcnow
-from hub_server.evals.integrity import IntegrityError, check_scores
+from hub_server.core.settings import HubSettings
+from hub_server.evals.integrity import (
+    IntegrityError,
+    check_reward_range,
+    check_rubric,
+    stored_json,
+)
 from hub_server.evals.models import Evaluation, EvaluationBatch, EvaluationStatus
 from hub_server.evals.samples import (
     SampleError,
@@ -43,9 +49,17 @@ from hub_server.evals.samples import (
     encode_batch,
     validate_batch,
 )
-from hub_server.evals.stats import add_stored, batch_partial, merge_partial, summary_from_json
+from hub_server.evals.stats import (
+    add_stored,
+    batch_partial,
+    is_finite,
+    merge_partial,
+    summary_from_json,
+)
+from hub_server.evals.verification import request_verification
 from hub_server.registry.models import Environment, Version
 from hub_server.registry.service import select_version
+from hub_server.registry.views import declared_rubric
 from registry_index.names import normalize
 from registry_index.resolve import parse_env_id
 from registry_index.schemas.evals import (
@@ -261,7 +275,9 @@ def append_samples(
     try:
         evaluation = _writable(session, evaluation_id, principal, check_open=False)
         try:
-            check_scores(records, reward_range(evaluation.environment))
+            check_reward_range(records, reward_range(evaluation.environment))
+            version = session.get(Version, evaluation.version_id)
+            check_rubric(records, declared_rubric(version) if version else None)
         except IntegrityError as exc:
             raise BadRequest(str(exc)) from None
         retried = session.exec(
@@ -326,6 +342,7 @@ def finalize_evaluation(
     evaluation_id: str,
     principal: Principal,
     metrics: dict[str, Any] | None,
+    settings: HubSettings | None = None,
 ) -> Evaluation:
     """Close the run: merge the batches' partial sums into the summary; only now can it rank."""
     try:
@@ -334,11 +351,7 @@ def finalize_evaluation(
             session.rollback()  # a retried push finalizing its run again: already done
             return evaluation
         _require_open(evaluation)
-        builder = SummaryBuilder()
-        for batch in evaluation.batches:
-            if not merge_partial(builder, batch.partial_json):
-                add_stored(builder, iter_samples(store, [batch]))
-        summary = builder.summary()
+        summary = _recompute_summary(store, evaluation)
         evaluation.status = EvaluationStatus.COMPLETED
         evaluation.finalized_at = utcnow()
         evaluation.summary_json = summary.model_dump_json()
@@ -348,14 +361,37 @@ def finalize_evaluation(
         evaluation.n_rollouts = summary.scored
         evaluation.n_errors = summary.errors
         if metrics:
-            merged = {**json.loads(evaluation.client_metrics_json), **metrics}
+            merged = {**stored_json(evaluation.client_metrics_json, {}), **metrics}
             evaluation.client_metrics_json = json.dumps(merged, default=str)
+        if settings is not None:
+            request_verification(session, settings, evaluation)
         session.add(evaluation)
         session.commit()
     except BaseException:
         session.rollback()
         raise
     return evaluation
+
+
+def _recompute_summary(store: BlobStorage, evaluation: Evaluation) -> Summary:
+    """The run's summary from its batches' partial sums (or their samples); a 409, and nothing
+    committed, when the stored samples cannot make one the hub may show (samples stored before
+    today's rules, whose sum is not a finite score)."""
+    builder = SummaryBuilder()
+    try:
+        for batch in evaluation.batches:
+            if not merge_partial(builder, batch.partial_json):
+                add_stored(builder, iter_samples(store, [batch]))
+        summary = builder.summary()
+    except (ValueError, TypeError, KeyError, OverflowError):
+        summary = None
+    if summary is None or not is_finite(summary):
+        raise Conflict(
+            f"Evaluation {evaluation.id} holds samples whose scores the hub cannot sum to a "
+            "finite mean (they were pushed before its score rules); it cannot be finalized. "
+            "Push the results again as a new evaluation."
+        )
+    return summary
 
 
 # -- reads -------------------------------------------------------------------------------
@@ -515,8 +551,7 @@ def read_samples(
 
 
 def summary_of(evaluation: Evaluation) -> Summary | None:
-    if evaluation.summary_json is None:
-        return None
+    """The summary the hub computed at finalize (None before, or for one it cannot read)."""
     return summary_from_json(evaluation.summary_json)
 
 
@@ -553,9 +588,9 @@ def evaluation_info(session: Session, evaluation: Evaluation) -> EvaluationInfo:
         framework=evaluation.framework,
         status=evaluation.status,
         is_public=evaluation.is_public,
-        tags=json.loads(evaluation.tags_json),
-        metadata=json.loads(evaluation.metadata_json),
-        metrics=json.loads(evaluation.client_metrics_json),
+        tags=[tag for tag in stored_json(evaluation.tags_json, []) if isinstance(tag, str)],
+        metadata=stored_json(evaluation.metadata_json, {}),
+        metrics=stored_json(evaluation.client_metrics_json, {}),
         summary=summary_of(evaluation),
         sample_count=evaluation.sample_count,
         user=evaluation.user.username,
@@ -564,6 +599,8 @@ def evaluation_info(session: Session, evaluation: Evaluation) -> EvaluationInfo:
         finalized_at=evaluation.finalized_at,
         third_party=is_third_party(session, evaluation),
         hidden=evaluation.hidden_at is not None,
+        verification=evaluation.verification,
+        verification_detail=evaluation.verification_detail,
     )
 
 

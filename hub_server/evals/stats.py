@@ -7,10 +7,12 @@ it; finalize merges them instead of decompressing every sample again.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
+from pydantic import ValidationError
+
+from hub_server.evals.integrity import finite_score, stored_json
 from registry_index.record import ScoredRollout
 from registry_index.summary import Summary, SummaryBuilder
 
@@ -40,19 +42,54 @@ def batch_partial(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 def merge_partial(builder: SummaryBuilder, partial_json: str | None) -> bool:
     """Merge a stored partial; False when there is none in the current form (read the samples)."""
-    if partial_json is None:
-        return False
-    partial = json.loads(partial_json)
+    partial = stored_json(partial_json, {})
     if "values" not in partial:
-        return False  # stored before the shared summary: it lacks pass@k and stop reasons
-    builder.merge(partial)
+        return False  # none, or stored before the shared summary (no pass@k, stop reasons)
+    checked = SummaryBuilder(builder.pass_threshold)
+    try:  # into a fresh builder first: a partial that breaks halfway adds nothing
+        checked.merge(partial)
+    except (KeyError, TypeError, ValueError):
+        return False
+    builder.merge(checked.partial())
     return True
 
 
-def summary_from_json(text: str) -> Summary:
-    """A stored summary, including ones written under the hub's earlier key names."""
-    data = json.loads(text)
+def summary_from_json(text: str | None) -> Summary | None:
+    """A stored summary, including ones written under the hub's earlier key names; None for
+    one that does not parse. A number that is not a score the hub accepts (a run finalized
+    before the rules of `integrity`) is dropped, so a page or an answer never carries it."""
+    data = stored_json(text, {})
     if "values" not in data and "mean_reward" in data:
         data = {_LEGACY_KEYS.get(key, key): value for key, value in data.items()}
         data["rollouts"] = data.get("scored", 0) + data.get("errors", 0)
-    return Summary.model_validate(data)
+    if not data:
+        return None
+    try:
+        summary = Summary.model_validate(data)
+    except ValidationError:
+        return None
+    return finite_summary(summary)
+
+
+def finite_summary(summary: Summary) -> Summary:
+    """`summary` with every float that is not a finite, bounded score set to None (a mean, its
+    standard error) or left out (a named reward, a metric, a pass@k)."""
+    mean = finite_score(summary.reward_mean)
+    return summary.model_copy(
+        update={
+            "reward_mean": mean,
+            "reward_stderr": finite_score(summary.reward_stderr) if mean is not None else None,
+            "rewards": _finite_values(summary.rewards),
+            "metrics": _finite_values(summary.metrics),
+            "pass_at_k": _finite_values(summary.pass_at_k),
+        }
+    )
+
+
+def is_finite(summary: Summary) -> bool:
+    """Whether every number of `summary` is a score the hub accepts (finalize checks)."""
+    return finite_summary(summary) == summary
+
+
+def _finite_values(values: dict[str, float]) -> dict[str, float]:
+    return {name: value for name, value in values.items() if finite_score(value) is not None}

@@ -10,11 +10,13 @@ from hub_server.core.blobstore import BlobStorage
 from hub_server.core.cache import PageCache
 from hub_server.core.settings import HubSettings
 from hub_server.http.ratelimit import SlidingWindowLimiter
+from hub_server.index.download_counts import DownloadCounter
 
 
 @dataclass
 class Hub:
-    """Settings, database, blob store, rate limiters and the rendered-page cache."""
+    """Settings, database, blob store, rate limiters, the rendered-page cache and the
+    downloads counted since the last write."""
 
     settings: HubSettings
     engine: Engine
@@ -22,3 +24,4 @@ class Hub:
     upload_limiter: SlidingWindowLimiter
     login_limiter: SlidingWindowLimiter
     pages: PageCache = field(default_factory=PageCache)
+    downloads: DownloadCounter = field(default_factory=DownloadCounter)

@@ -174,19 +174,3 @@ def downloadable_file(
     if row is None or not can_read(principal, row[2], row[1]):
         raise NotFound(f"No file {filename!r} in {owner_name}/{project}.")
     return row[0], row[1]
-
-
-def count_download(engine: Engine, file_id: str, env_id: str) -> None:
-    """One more download of the file and of its environment."""
-    with Session(engine) as session:
-        session.execute(
-            sa.update(DistFile)
-            .where(col(DistFile.id) == file_id)
-            .values(downloads=col(DistFile.downloads) + 1)
-        )
-        session.execute(
-            sa.update(Environment)
-            .where(col(Environment.id) == env_id)
-            .values(downloads=col(Environment.downloads) + 1)
-        )
-        session.commit()

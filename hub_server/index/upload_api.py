@@ -18,6 +18,7 @@ from starlette.requests import ClientDisconnect
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
 from hub_server.core.errors import BadRequest, HubError, Unauthorized
+from hub_server.core.out_of_space import out_of_space
 from hub_server.http.deps import check_upload_rate
 from hub_server.http.http_protocol import REASON_HEADER, latin1_reason
 from hub_server.http.principal import AUTH_DEFERRED_KEY, PRINCIPAL_KEY, resolve_principal
@@ -74,6 +75,11 @@ async def _upload(request: Request, owner_name: str | None) -> Response:
         # The client went away mid-body (an interrupted upload): nobody reads this answer, but
         # it is not an application error to log with a traceback.
         return _error_response(BadRequest("The upload was cut off before its end; try again."))
+    except Exception as error:
+        full = out_of_space(error)  # a full disk: the app's 507, with twine's reason phrase
+        if full is None:
+            raise
+        return _error_response(full)
 
 
 async def _small_upload(request: Request, hub: Hub, owner_name: str | None) -> Response:

@@ -13,6 +13,7 @@ from hub_server.http.deps import BaseUrlDep, HubDep, PrincipalDep, SessionDep
 from hub_server.registry import service
 from hub_server.registry.search import EnvironmentQuery, SortField, search_environments
 from hub_server.registry.views import summaries
+from registry_index.bounds import MAX_STORED_INT
 from registry_index.schemas.envelope import Envelope, Page
 from registry_index.schemas.environments import (
     EnvironmentDetail,
@@ -35,7 +36,7 @@ def list_environments(
     mine: bool = False,
     sort: SortField = "updated_at",
     order: Literal["asc", "desc"] | None = None,
-    page: Annotated[int, Query(ge=1)] = 1,
+    page: Annotated[int, Query(ge=1, le=MAX_STORED_INT)] = 1,
     per_page: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> Page[EnvironmentSummary]:
     if mine and principal is None:

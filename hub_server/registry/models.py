@@ -66,6 +66,9 @@ class Version(SQLModel, table=True):
     summary: str = ""
     requires_python: str | None = Field(default=None, max_length=MAX_REQUIRES_PYTHON_LENGTH)
     requires_dist: str = "[]"  # JSON list
+    # The declared rubric (`registry_index.rubric_spec.RubricSpec` as JSON), from the push
+    # that published the version; set once, like the version's code.
+    rubric_json: str | None = None
     yanked: bool = False
     yanked_reason: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
@@ -125,6 +128,7 @@ class PendingUpload(SQLModel, table=True):
     size: int | None = None
     semantic_version: str = Field(max_length=64)
     content_hash: str | None = Field(default=None, max_length=64)
+    rubric_json: str | None = None  # the push's declared rubric, for the version it makes
     secret_hash: str = Field(max_length=64)
     staging_key: str = Field(max_length=255)
     user_id: str = Field(foreign_key="user.id", max_length=32, index=True)

@@ -71,6 +71,7 @@ class NewFile:
     metadata_sha256: str | None = None
     content_hash: str | None = None
     keywords: tuple[str, ...] = ()
+    rubric_json: str | None = None  # the declared rubric of a `prime env push`
 
 
 @dataclass(frozen=True)
@@ -129,9 +130,23 @@ _VERSION_BY_CANONICAL = sa.select(
     _VERSIONS.c.summary,
     _VERSIONS.c.requires_python,
     _VERSIONS.c.requires_dist,
+    _VERSIONS.c.rubric_json,
 ).where(
     _VERSIONS.c.environment_id == sa.bindparam("env_id"),
     _VERSIONS.c.canonical_version == sa.bindparam("canonical"),
+)
+# The files of one release (a version, however it is spelled) in one slot: its wheel, or its
+# source archive (an sdist from twine, a source archive from `prime env push`).
+_SAME_RELEASE_SLOT = (
+    sa.select(_FILES.c.filename)
+    .join(_VERSIONS, _VERSIONS.c.id == _FILES.c.version_id)
+    .where(
+        _FILES.c.environment_id == sa.bindparam("env_id"),
+        _VERSIONS.c.canonical_version == sa.bindparam("canonical"),
+        _FILES.c.kind.in_(sa.bindparam("kinds", expanding=True)),
+        _FILES.c.filename != sa.bindparam("filename"),
+    )
+    .limit(1)
 )
 _HAS_TAGS = sa.select(_TAGS.c.tag).where(_TAGS.c.environment_id == sa.bindparam("env_id")).limit(1)
 _BUMP_ENVIRONMENT = (
@@ -183,6 +198,37 @@ def _existing(connection: Connection, env_id: str, new: NewFile) -> PublishResul
     return None
 
 
+def release_slot(kind: FileKind) -> list[FileKind]:
+    """The kinds that share `kind`'s one place in a release: a version has one wheel and one
+    source archive (an sdist or a `prime env push` source archive), never a second of either."""
+    return [FileKind.WHEEL] if kind == FileKind.WHEEL else [FileKind.SDIST, FileKind.SOURCE]
+
+
+def check_release_slot(
+    connection: Connection, env_id: str, version: str, kind: FileKind, filename: str
+) -> None:
+    """Refuse a second wheel (or source archive) for a version that has one: a released
+    version's code never changes, whatever the new file's build tag, tags, platform, name case
+    or version spelling (`1.2`, `1.2.0.0`, `v1.2.0` are `1.2.0`: PEP 440 compares them equal,
+    and so does the canonical form looked up here)."""
+    taken = connection.execute(
+        _SAME_RELEASE_SLOT,
+        {
+            "env_id": env_id,
+            "canonical": canonicalize_version(version),
+            "kinds": release_slot(kind),
+            "filename": filename,
+        },
+    ).scalar()
+    if taken is not None:
+        what = "wheel" if kind == FileKind.WHEEL else "source archive"
+        raise BadRequest(
+            f"Version {version} already has a {what}, {taken!r}; a released version's code "
+            f"never changes, so {filename!r} cannot be added to it (another build tag, "
+            "platform or spelling of the version is the same release). Publish a new version."
+        )
+
+
 def _get_or_create_version(
     connection: Connection, env_id: str, new: NewFile, *, new_env: bool = False
 ) -> str:
@@ -206,6 +252,7 @@ def _get_or_create_version(
             summary=new.summary,
             requires_python=new.requires_python,
             requires_dist=json.dumps(list(new.requires_dist)),
+            rubric_json=new.rubric_json,
         )
         connection.execute(_VERSIONS.insert(), row)
         return str(row["id"])
@@ -223,6 +270,8 @@ def _filled_in(current: Any, new: NewFile) -> dict[str, str]:
     changes = {}
     if current.content_hash is None and new.content_hash is not None:
         changes["content_hash"] = new.content_hash
+    if current.rubric_json is None and new.rubric_json is not None:
+        changes["rubric_json"] = new.rubric_json  # set once: a release never changes
     if new.kind != FileKind.SOURCE:
         if not current.summary and new.summary:
             changes["summary"] = new.summary
@@ -428,6 +477,7 @@ def publish_file(
                     existing = _existing(connection, env_id, new)
                     if existing is not None:
                         return existing
+                    check_release_slot(connection, env_id, new.version, new.kind, new.filename)
         write = _BlobWrite(store, source, content_key(new.sha256))
         try:
             for attempt in range(_ATTEMPTS):
@@ -522,6 +572,12 @@ def _record(
                 connection, target.owner, target.name,
                 visibility=target.visibility, description=new.summary,
             )  # fmt: skip
+        else:
+            # The environment row's write lock first (its serial bump), so that the release
+            # check below sees every file committed before: two different wheels of one
+            # version uploaded at once cannot both pass it.
+            _bump(connection, env_id, target.owner.id, listing=False)
+            check_release_slot(connection, env_id, new.version, new.kind, new.filename)
         version_id = _get_or_create_version(connection, env_id, new, new_env=created)
         _tags_from_keywords(connection, env_id, new.keywords, new_env=created)
         file = new_row(
@@ -540,7 +596,5 @@ def _record(
         connection.execute(_FILES.insert(), file)
         if file["metadata_sha256"] is not None:
             connection.execute(_METADATA.insert(), {"file_id": file["id"], "raw": new.metadata_raw})
-        if not created:  # a new one was inserted at serial 1, its owner bumped by the lock
-            _bump(connection, env_id, target.owner.id, listing=False)
         write.result()  # the blob is stored (or this raises and nothing is committed)
         return PublishResult(env_id, version_id, str(file["id"]), created=True)

@@ -32,7 +32,13 @@ from hub_server.core.ids import utcnow
 from hub_server.core.settings import HubSettings
 from hub_server.registry.models import DistFile, Environment, PendingUpload, Version
 from hub_server.registry.pending_uploads import check_quota
-from hub_server.registry.publishing import EnvTarget, NewFile, create_environment, publish_file
+from hub_server.registry.publishing import (
+    EnvTarget,
+    NewFile,
+    check_release_slot,
+    create_environment,
+    publish_file,
+)
 from hub_server.registry.service import set_tags
 from hub_server.registry.views import version_infos
 from registry_index.errors import InvalidUpload
@@ -170,7 +176,9 @@ def _check_announcement(
     ).first()
     if taken is not None and taken.sha256 != body.sha256:
         raise FileExists(body.filename, taken.sha256)
-    # The same file already stored: finalize will be a no-op.
+    # The same file already stored: finalize will be a no-op. Another file in its release's
+    # place is refused now, before the bytes are sent (and again when they are published).
+    check_release_slot(session.connection(), env.id, body.semantic_version, kind, body.filename)
 
 
 def canonical_text(version: str) -> str:
@@ -199,6 +207,7 @@ def reserve(
         size=body.size,
         semantic_version=body.semantic_version,
         content_hash=body.content_hash,
+        rubric_json=body.metadata.rubric.model_dump_json() if body.metadata.rubric else None,
         secret_hash=hashlib.sha256(secret.encode()).hexdigest(),
         staging_key="",
         user_id=principal.user.id,
@@ -320,6 +329,9 @@ def finalize(
     try:
         new = _validated_file(settings, env, pending, scratch, kind)
         target = EnvTarget(owner=owner, name=env.name, environment_id=env.id)
+        # The reads are done: the request's connection goes back to the pool before the
+        # upload's transaction takes one (a request never holds two).
+        session.commit()
         publish_file(engine, store, target, new, scratch, principal.user.id)
     finally:
         scratch.unlink(missing_ok=True)
@@ -346,7 +358,7 @@ def _validated_file(
             return NewFile(
                 filename=pending.filename, kind=FileKind.SOURCE, sha256=sha256,
                 size=scratch.stat().st_size, version=pending.semantic_version,
-                content_hash=pending.content_hash,
+                content_hash=pending.content_hash, rubric_json=pending.rubric_json,
             )  # fmt: skip
         validated = validate_distribution(scratch, pending.filename, _limits(settings))
     except InvalidUpload as exc:
@@ -367,4 +379,5 @@ def _validated_file(
         metadata_sha256=validated.metadata_sha256,
         content_hash=pending.content_hash,
         keywords=tuple(metadata.keywords),
+        rubric_json=pending.rubric_json,
     )

@@ -12,6 +12,7 @@ from sqlmodel import Session, col, select
 from hub_server.accounts.models import Owner
 from hub_server.registry.models import DistFile, Environment, EnvironmentTag, Version
 from registry_index.resolve import latest_version
+from registry_index.rubric_spec import RubricSpec
 from registry_index.schemas.environments import EnvironmentSummary, OwnerOut
 from registry_index.schemas.versions import FileKind, FileOut, VersionInfo
 
@@ -69,7 +70,18 @@ def version_info(
         created_at=version.created_at,
         downloads=sum(f.downloads for f in files),
         files=outs,
+        rubric=declared_rubric(version),
     )
+
+
+def declared_rubric(version: Version) -> RubricSpec | None:
+    """The version's declared rubric (None when it declares none, or its row cannot be read)."""
+    if version.rubric_json is None:
+        return None
+    try:
+        return RubricSpec.model_validate_json(version.rubric_json)
+    except ValueError:
+        return None
 
 
 def latest_versions(session: Session, env_ids: Sequence[str]) -> dict[str, str]:

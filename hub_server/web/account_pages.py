@@ -2,8 +2,9 @@
 
 The hub has no passwords: people sign in with an API token (`prime hub token create`, or one
 made on this page), which also decides what the browser may see, exactly as it would on the
-API. Creating tokens from the browser needs a session signed in with an `all` token, so a
-narrow token (say `read`) can never mint a broader one.
+API. The forms call the same account operations as the API would (`accounts.service`), which
+check the scopes: creating a token or revoking another needs a session signed in with an
+`all` token, so a narrow token (say `read`) can never mint a broader one or revoke one.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from hub_server.accounts.auth import (
     Principal,
     authenticate,
 )
-from hub_server.core.errors import HubError
+from hub_server.core.errors import BadRequest, HubError
 from hub_server.http.deps import HubDep, SessionDep
 from hub_server.http.principal import client_ip
 from hub_server.web.pages import page
@@ -76,12 +77,12 @@ def login(
         )
         return page(request, "login.html", status_code=401, next=_safe_next(next), error=message)
     response = RedirectResponse(_safe_next(next), status_code=303)
-    start_session(request, response, hub, principal.token)
+    start_session(request, response, hub, session, principal)
     return response
 
 
 @router.post("/logout")
-def logout(request: Request, hub: HubDep, csrf: CsrfField = "") -> Response:
+def logout(request: Request, hub: HubDep, session: SessionDep, csrf: CsrfField = "") -> Response:
     try:
         check_csrf(request, hub, csrf)
     except HubError as exc:
@@ -89,7 +90,7 @@ def logout(request: Request, hub: HubDep, csrf: CsrfField = "") -> Response:
             request, "message.html", status_code=403, title="Not signed out", text=exc.message
         )
     response = RedirectResponse("/", status_code=303)
-    end_session(response)
+    end_session(request, response, hub, session)
     return response
 
 
@@ -123,7 +124,7 @@ def _tokens_page(
         "tokens.html",
         status_code=status_code,
         tokens=_token_rows(session, principal),
-        can_create="all" in principal.scopes,
+        can_manage=principal.may_manage_tokens(),
         error=error,
         new_secret=new_secret,
     )
@@ -154,15 +155,13 @@ def create_token(
         return _sign_in_first(request)
     try:
         check_csrf(request, hub, csrf)
-        if "all" not in principal.scopes:
-            raise HubError("Sign in with a token of scope 'all' to create tokens.")
         try:
             scopes = accounts.token_scopes(name, scope.split())
         except ValueError as exc:
-            raise HubError(str(exc)) from None
+            raise BadRequest(str(exc)) from None
+        secret = accounts.create_own_token(session, principal, name.strip(), scopes)
     except HubError as exc:
-        return _tokens_page(request, session, principal, status_code=400, error=exc.message)
-    secret = accounts.create_own_token(session, principal, name.strip(), scopes)
+        return _tokens_page(request, session, principal, status_code=exc.status, error=exc.message)
     return _tokens_page(request, session, principal, status_code=201, new_secret=secret)
 
 
@@ -179,15 +178,15 @@ def revoke_token(
         return _sign_in_first(request)
     try:
         check_csrf(request, hub, csrf)
+        row = accounts.revoke_own_token(session, principal, token_id)
     except HubError as exc:
-        return _tokens_page(request, session, principal, status_code=403, error=exc.message)
-    row = accounts.revoke_own_token(session, principal, token_id)
+        return _tokens_page(request, session, principal, status_code=exc.status, error=exc.message)
     if row is None:
         return _tokens_page(
             request, session, principal, status_code=404, error="No such token of yours."
         )
     if row.id == principal.token.id:  # revoking the session's own token signs out
         response = RedirectResponse("/", status_code=303)
-        end_session(response)
+        end_session(request, response, hub, session)
         return response
     return RedirectResponse("/settings/tokens", status_code=303)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from typing import Annotated, Any
 
-from fastapi import APIRouter, BackgroundTasks, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlmodel import Session
 
@@ -110,6 +110,7 @@ def _render(
     *,
     board_version: str | None,
     first_party: bool,
+    verified_only: bool,
 ) -> Response:
     base = public_base(request, hub)
     (summary,) = summaries(session, [(env, own)])
@@ -129,7 +130,10 @@ def _render(
         )
     wheel = registry_service.wheel_of(session, shown.id) if shown else None
     signature, recipes = _wheel_facts(hub.store, wheel)
-    rows = leaderboard(session, env, principal, board_version, include_third_party=not first_party)
+    rows = leaderboard(
+        session, env, principal, board_version,
+        include_third_party=not first_party, verified_only=verified_only,
+    )  # fmt: skip
     return page(
         request,
         "environment.html",
@@ -148,6 +152,7 @@ def _render(
         pass_at_k=service.pass_at_k(session, [row.evaluation_id for row in rows]),
         board_version=board_version or "",
         first_party=first_party,
+        verified_only=verified_only,
         runs=service.recent_runs(session, principal, env, limit=10),
     )
 
@@ -160,12 +165,14 @@ def _readable(session: Session, principal: Any, owner: str, name: str) -> tuple[
 
 BoardVersion = Annotated[str, Query(alias="lb_version", max_length=64)]
 FirstParty = Annotated[bool, Query(alias="lb_first_party")]
+VerifiedOnly = Annotated[bool, Query(alias="lb_verified")]
 
 
 @router.get("/{owner}/{name}", response_class=HTMLResponse)
 def environment_page(
     owner: str, name: str, request: Request, hub: HubDep, session: SessionDep,
     principal: WebPrincipalDep, board_version: BoardVersion = "", first_party: FirstParty = False,
+    verified_only: VerifiedOnly = False,
 ) -> Response:  # fmt: skip
     if name == "simple":
         return RedirectResponse(f"/{owner}/simple/", status_code=301)
@@ -176,25 +183,25 @@ def environment_page(
     return _render(
         request, hub, session, principal, own, env, None,
         board_version=board_version or None, first_party=first_party,
+        verified_only=verified_only,
     )  # fmt: skip
 
 
 @router.get("/{owner}/{name}/v/{version}", response_class=HTMLResponse)
 def version_page(
     owner: str, name: str, version: str, request: Request, hub: HubDep, session: SessionDep,
-    principal: WebPrincipalDep, background: BackgroundTasks, first_party: FirstParty = False,
+    principal: WebPrincipalDep, first_party: FirstParty = False,
+    verified_only: VerifiedOnly = False,
 ) -> Response:  # fmt: skip
     if name == "files":
         # `/{owner}/files/v/{filename}` is a download from a project named "v"; this router
         # is matched before the index's, so hand the request to the index route.
-        return index_routes.download(
-            owner, "v", version, request, background, hub, session, principal
-        )
+        return index_routes.download(owner, "v", version, request, hub, session, principal)
     try:
         own, env = _readable(session, principal, owner, name)
     except HubError as exc:
         return page(request, "not_found.html", status_code=404, message=exc.message)
     return _render(
         request, hub, session, principal, own, env, version,
-        board_version=version, first_party=first_party,
+        board_version=version, first_party=first_party, verified_only=verified_only,
     )  # fmt: skip

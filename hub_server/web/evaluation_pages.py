@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Annotated
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, BackgroundTasks, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from sqlmodel import Session
 
@@ -22,6 +22,7 @@ from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
 from hub_server.core.errors import HubError
 from hub_server.evals import service
+from hub_server.evals.integrity import stored_json
 from hub_server.evals.models import Evaluation
 from hub_server.evals.sample_index import (
     SampleFilter,
@@ -36,7 +37,9 @@ from hub_server.index import api as index_routes
 from hub_server.registry.models import Environment
 from hub_server.web.charts import histogram_svg
 from hub_server.web.pages import page
+from hub_server.web.sample_view import sample_view
 from hub_server.web.session import WebPrincipalDep
+from registry_index.bounds import MAX_STORED_INT
 from registry_index.summary import Summary
 
 router = APIRouter(include_in_schema=False)
@@ -55,16 +58,11 @@ def _run(
 
 def _metadata_rows(evaluation: Evaluation) -> list[tuple[str, str]]:
     """The run's metadata as label/value pairs (nested values as compact JSON)."""
-    try:
-        metadata = json.loads(evaluation.metadata_json or "{}")
-    except ValueError:
-        return []
-    if not isinstance(metadata, dict):
-        return []
+    metadata = stored_json(evaluation.metadata_json, {})
     rows = []
     for key, value in list(metadata.items())[:_SHOWN_METADATA]:
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        rows.append((str(key), shown[:500]))
+        rows.append((str(key)[:100], shown[:500]))  # a key is as free-form as a value
     return rows
 
 
@@ -85,19 +83,18 @@ def evaluation_page(
     hub: HubDep,
     session: SessionDep,
     principal: WebPrincipalDep,
-    background: BackgroundTasks,
     reward_min: Annotated[str, Query(max_length=32)] = "",
     reward_max: Annotated[str, Query(max_length=32)] = "",
     error: Annotated[str, Query(max_length=128)] = "",
     stop: Annotated[str, Query(max_length=64)] = "",
-    example: Annotated[int | None, Query(ge=0)] = None,
+    example: Annotated[int | None, Query(ge=0, le=MAX_STORED_INT)] = None,
     page_number: Annotated[int, Query(alias="page", ge=1, le=1_000_000)] = 1,
 ) -> Response:
     if name == "files":
         # `/{owner}/files/evals/{filename}` is a download from a project named "evals"; this
         # router is matched before the index's, so hand the request to the index route.
         return index_routes.download(
-            owner, "evals", evaluation_id, request, background, hub, session, principal
+            owner, "evals", evaluation_id, request, hub, session, principal
         )
     try:
         own, env, evaluation = _run(session, principal, owner, name, evaluation_id)
@@ -139,13 +136,15 @@ def evaluation_page(
             "created_at": evaluation.created_at,
             "finalized_at": evaluation.finalized_at,
             "sample_count": evaluation.sample_count,
+            "verification": evaluation.verification,
+            "verification_detail": evaluation.verification_detail,
             "summary": service.summary_of(evaluation) or Summary(),
         },
         metadata=_metadata_rows(evaluation),
         histogram=histogram_svg(overview.bars, label="Scored samples by reward"),
         facets=overview.facets,
         filters=filters,
-        samples=shown.samples,
+        samples=[sample_view(record) for record in shown.samples],
         total=shown.total,
         page=page_number,
         pages=pages,

@@ -6,6 +6,8 @@ tables and task lists; CommonMark when the variant says so), reStructuredText, o
 each with Pygments highlighting and sanitised by nh3 before anything is marked safe. The
 `Description-Content-Type` decides, as on PyPI: a missing one means reStructuredText, and a
 README that is not valid reStructuredText is shown as plain text rather than not at all.
+A README longer than `MAX_README_CHARS` is rendered up to there, with a note: the page stays
+small whatever was uploaded.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ with warnings.catch_warnings():  # readme_renderer warns at import when an optio
     import readme_renderer.txt
 
 
+MAX_README_CHARS = 256 * 1024
+
+
 @dataclass(frozen=True)
 class VersionMetadata:
     readme: Markup | None
@@ -49,6 +54,9 @@ def render_readme(text: str | None, content_type: str | None) -> Markup | None:
     """`text` as sanitised HTML by its Description-Content-Type, or None when empty."""
     if not text or not text.strip():
         return None
+    cut = len(text) - MAX_README_CHARS
+    if cut > 0:
+        text = text[:MAX_README_CHARS]
     kind, params = _content_type(content_type)
     html: str | None = None
     if kind == "text/markdown":
@@ -62,7 +70,9 @@ def render_readme(text: str | None, content_type: str | None) -> Markup | None:
             html = readme_renderer.rst.render(text, stream=None)
     if html is None:  # text/plain, an unknown type, or reStructuredText that does not parse
         html = readme_renderer.txt.render(text)
-    return Markup(html)  # safe: readme_renderer sanitises its output with nh3
+    if cut > 0:
+        html = f'{html}<p class="muted small">The README is cut here: {cut} more characters.</p>'
+    return Markup(html)  # safe: readme_renderer sanitises its output with nh3; the note is ours
 
 
 class MetadataCache:

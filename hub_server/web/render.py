@@ -17,7 +17,7 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import Undefined
 from markupsafe import Markup, escape
 
-from hub_server.web.trace_view import trace_tree
+from hub_server.evals.integrity import finite_score
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 STATIC_DIR = Path(__file__).parent / "static"
@@ -32,9 +32,11 @@ def inline_code(text: str | None) -> Markup:
     return Markup(_BACKTICKS.sub(r"<code>\1</code>", escaped))  # safe: built from escaped text
 
 
-def score(value: float | None) -> str:
-    """Rewards to three decimals; a missing value as an em dash, never as 0."""
-    return "—" if value is None else f"{value:.3f}"
+def score(value: Any) -> str:
+    """Rewards to three decimals; a missing value, or one that is not a finite score (a row
+    stored before the hub's score rules), as an em dash, never as 0."""
+    number = finite_score(value)
+    return "—" if number is None else f"{number:.3f}"
 
 
 def filesize(value: int | None) -> str:
@@ -99,5 +101,4 @@ def build_templates() -> Jinja2Templates:
     templates.env.filters.update(
         score=score, day=day, messages=messages, inline_code=inline_code, filesize=filesize
     )
-    templates.env.filters["trace_tree"] = trace_tree
     return templates

@@ -1,21 +1,29 @@
-"""Browser sign-in: a signed session cookie that names a token, and CSRF tokens for every form.
+"""Browser sign-in: a signed session cookie naming a server-side session, and CSRF values
+bound to it.
 
 A browser cannot send `Authorization` headers on its own, so signing in with an API token
-stores that token's *id* (never the secret) in a cookie signed with the hub's session secret.
-Every request re-reads the token row, so revoking the token (or the user losing access) ends
-the session at once. The cookie only ever authenticates web pages: API routes read the
-`Authorization` header alone, so a cross-site request cannot use a browser's session there.
+opens a session row (`accounts.models.WebSession`, which names the token, never its secret)
+and the cookie carries that session's random secret, signed with the hub's session secret.
+Every request re-reads the session and the token, so signing out (the row is ended), revoking
+the token or the user losing access ends the session at once, for every copy of the cookie.
+The cookie only ever authenticates web pages: API routes read the `Authorization` header
+alone, so a cross-site request cannot use a browser's session there.
 
-Forms use the double-submit pattern: a random CSRF value lives in its own signed cookie and
-in a hidden field; a POST whose field does not match the cookie is refused. Both cookies are
-`SameSite=Lax` and `HttpOnly`, and `Secure` when the hub is served over HTTPS.
+Every form carries a CSRF value. In a signed-in browser it is derived from the session's
+secret (an HMAC under the hub's key), so it is bound to that session: a value from another
+session, or a CSRF cookie planted in the browser, is refused. A browser without a session
+(the sign-in form) uses the double-submit pattern: a random value in its own signed cookie
+and in the hidden field. Cookies are `SameSite=Lax` and `HttpOnly`, and `Secure` when the
+hub is served over HTTPS.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,8 +32,8 @@ from fastapi.responses import Response
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sqlmodel import Session
 
-from hub_server.accounts.auth import Principal, principal_for_token_id
-from hub_server.accounts.models import ApiToken
+from hub_server.accounts import service as accounts
+from hub_server.accounts.auth import Principal
 from hub_server.core.errors import Forbidden
 from hub_server.http.deps import HubDep, SessionDep
 from hub_server.http.principal import resolve_principal
@@ -86,30 +94,46 @@ def _secure(request: Request) -> bool:
     return request.url.scheme == "https"
 
 
-def start_session(request: Request, response: Response, hub: Hub, token: ApiToken) -> None:
-    """Sign the browser in as `token` (its id only) and rotate the CSRF value."""
+def start_session(
+    request: Request, response: Response, hub: Hub, session: Session, principal: Principal
+) -> None:
+    """Sign the browser in as `principal`'s token: a new server-side session, its secret in
+    the cookie. Forms rendered from now on carry a CSRF value bound to it."""
+    secret = accounts.open_web_session(session, principal)
     response.set_cookie(
         SESSION_COOKIE,
-        _serializer(hub).dumps({"token_id": token.id}),
+        _serializer(hub).dumps({"session": secret}),
         max_age=SESSION_MAX_AGE,
         httponly=True,
         samesite="lax",
         secure=_secure(request),
     )
-    set_csrf_cookie(request, response, hub, secrets.token_urlsafe(32))
 
 
-def end_session(response: Response) -> None:
+def _session_secret(request: Request, hub: Hub) -> str | None:
+    """The session secret of this browser's cookie (signature and age checked, not the row)."""
+    data = _load(hub, request.cookies.get(SESSION_COOKIE))
+    if not isinstance(data, dict) or not isinstance(data.get("session"), str):
+        return None
+    return str(data["session"])
+
+
+def end_session(request: Request, response: Response, hub: Hub, session: Session) -> None:
+    """Sign out: the session ends on the server (every copy of the cookie stops working) and
+    the browser drops the cookie."""
+    secret = _session_secret(request, hub)
+    if secret is not None:
+        accounts.end_web_session(session, secret)
     response.delete_cookie(SESSION_COOKIE)
 
 
 def _session_principal(request: Request, hub: Hub, session: Session) -> Principal | None:
     if request.headers.get("authorization"):
         return resolve_principal(request, hub, session)
-    data = _load(hub, request.cookies.get(SESSION_COOKIE))
-    if not isinstance(data, dict) or not isinstance(data.get("token_id"), str):
+    secret = _session_secret(request, hub)
+    if secret is None:
         return None
-    return principal_for_token_id(session, data["token_id"])
+    return accounts.web_session_principal(session, secret, timedelta(seconds=SESSION_MAX_AGE))
 
 
 def web_principal(request: Request, hub: HubDep, session: SessionDep) -> Principal | None:
@@ -124,8 +148,18 @@ def web_principal(request: Request, hub: HubDep, session: SessionDep) -> Princip
 WebPrincipalDep = Annotated[Principal | None, Depends(web_principal)]
 
 
+def _bound_csrf(hub: Hub, secret: str) -> str:
+    """The CSRF value of a signed-in session: an HMAC of its secret under the hub's key."""
+    key = session_secret(hub).encode()
+    return hmac.new(key, b"csrf:" + secret.encode(), hashlib.sha256).hexdigest()
+
+
 def csrf_value(request: Request, hub: Hub) -> str:
-    """This browser's CSRF value (from its cookie), or a new one to be set on the response."""
+    """The CSRF value this browser's forms carry: bound to its session when it has one, else
+    its CSRF cookie's value, or a new one to be set on the response."""
+    secret = _session_secret(request, hub)
+    if secret is not None:
+        return _bound_csrf(hub, secret)
     current = _load(hub, request.cookies.get(CSRF_COOKIE))
     if isinstance(current, str) and current:
         return current
@@ -153,8 +187,13 @@ def remember_csrf(request: Request, response: Response, hub: Hub) -> None:
 
 
 def check_csrf(request: Request, hub: Hub, submitted: str | None) -> None:
-    """Refuse a form POST whose hidden field does not match this browser's CSRF cookie."""
-    expected = _load(hub, request.cookies.get(CSRF_COOKIE))
+    """Refuse a form POST whose hidden field is not this browser's CSRF value (`csrf_value`:
+    bound to its session when it has one, so a planted CSRF cookie does not help)."""
+    secret = _session_secret(request, hub)
+    if secret is not None:
+        expected: object = _bound_csrf(hub, secret)
+    else:
+        expected = _load(hub, request.cookies.get(CSRF_COOKIE))
     if (
         not isinstance(expected, str)
         or not submitted

@@ -14,7 +14,6 @@ import io
 import re
 import tarfile
 import tempfile
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,9 +22,12 @@ from typing import Literal
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+from pydantic import ValidationError
 from pyproject_hooks import quiet_subprocess_runner
 
 from registry_index.names import module_name
+from registry_index.rubric_spec import RubricSpec, rubric_from_pyproject
+from registry_index.toml_text import TomlError, parse_toml
 
 
 class ProjectError(Exception):
@@ -45,6 +47,8 @@ class EnvProject:
     dependencies: list[str]
     requires_python: str | None
     entry_points: dict[str, str] = field(default_factory=dict)
+    # `[tool.prime.rubric]`: each reward function's weight and range, sent with the version.
+    rubric: RubricSpec | None = None
 
     @property
     def normalized_name(self) -> str:
@@ -83,9 +87,9 @@ def load_project(root: Path) -> EnvProject:
             "or pass the environment's directory"
         )
     try:
-        data = tomllib.loads(path.read_text("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ProjectError(f"{path} is not valid TOML: {exc}") from exc
+        data = parse_toml(path.read_bytes(), str(path))
+    except TomlError as exc:
+        raise ProjectError(str(exc)) from None
     project = data.get("project")
     if not isinstance(project, dict):
         raise ProjectError(f"{path} has no [project] table (PEP 621)")
@@ -112,6 +116,16 @@ def load_project(root: Path) -> EnvProject:
     if isinstance(license_value, dict):
         license_value = license_value.get("text")
     entry_points = project.get("entry-points", {}).get("prime.environments", {})
+    tool = data.get("tool", {}).get("prime", {})
+    try:
+        rubric = rubric_from_pyproject(tool) if isinstance(tool, dict) else None
+    except ValueError as exc:
+        first = exc.errors()[0] if isinstance(exc, ValidationError) else None
+        where = ".".join(str(p) for p in first["loc"]) if first else ""
+        why = str(first["msg"]).removeprefix("Value error, ") if first else str(exc)
+        raise ProjectError(
+            f"{path}: [tool.prime.rubric]{'.' + where if where else ''}: {why}"
+        ) from None
     return EnvProject(
         root=root,
         name=name,
@@ -122,6 +136,7 @@ def load_project(root: Path) -> EnvProject:
         dependencies=dependencies,
         requires_python=project.get("requires-python"),
         entry_points=dict(entry_points) if isinstance(entry_points, dict) else {},
+        rubric=rubric,
     )
 
 

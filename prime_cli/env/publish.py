@@ -243,6 +243,7 @@ def push_environment(
                 python_requires=project.requires_python,
                 original_filename=built.wheel.name,
                 requires_dist=list(wheel.metadata.requires_dist),
+                rubric=project.rubric,
             )
             wheel_body = UploadRequest(
                 content_hash=content_hash,

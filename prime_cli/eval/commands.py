@@ -725,6 +725,7 @@ def list_cmd(
         "rollouts",
         "errors",
         "status",
+        "verified",
         "created",
     ):
         table.add_column(column, overflow="fold")
@@ -735,6 +736,7 @@ def list_cmd(
             item.model_name,
             *_hub_summary_cells(item),
             item.status,
+            item.verification or "-",  # the hub's own re-scoring (docs/eval.md)
             item.created_at.isoformat()[:19],
         )
     console.print(table)

@@ -17,7 +17,6 @@ spec, so nothing that serialises a spec (metadata.json, logs) can leak one.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cache
@@ -29,6 +28,7 @@ from prime_env.clients.base import ModelClient
 from prime_env.clients.retry import RetryPolicy
 from prime_env.errors import ModelConfigError
 from prime_env.reference import REFERENCE_MODEL, ReferenceClient, WithReference
+from registry_index.toml_text import TomlError, parse_toml
 
 DEFAULT_LOCAL_MODEL = "local/smollm2-135m"
 DEFAULT_HOSTED_MODEL = "openai/gpt-4.1-mini"
@@ -194,8 +194,8 @@ def load_endpoints(path: Path) -> dict[str, dict[str, Any]]:
     api_client_type` form is accepted too, so an existing configs/endpoints.toml works.
     """
     try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        data = parse_toml(path.read_bytes(), "it")
+    except (OSError, TomlError) as exc:
         raise ModelConfigError(f"cannot read endpoints file {path}: {exc}") from None
     aliases: dict[str, dict[str, Any]] = {}
     for entry in data.pop("endpoint", []):

@@ -115,6 +115,9 @@ class EvaluationInfo(BaseModel):
     finalized_at: datetime | None
     third_party: bool = False  # pushed by someone outside the environment's owner
     hidden: bool = False  # hidden from the leaderboard by the environment's owner
+    # The hub's own re-scoring: pending, running, verified, disagreed, failed (None: not asked).
+    verification: str | None = None
+    verification_detail: str | None = None
 
 
 class EvaluationEnvelope(BaseModel):

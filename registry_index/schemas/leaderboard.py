@@ -25,9 +25,13 @@ class LeaderboardRow(BaseModel):
     date: datetime
     user: str
     third_party: bool
-    ci_low: float  # 95% confidence interval of mean_reward (mean ± 1.96 stderr)
+    # 95% interval of mean_reward, as the board ranks it: mean ± 1.96·max(stderr, σ/√n), σ the
+    # board's pooled per-example spread (docs/eval.md, "Reading a leaderboard"); ranked by
+    # ci_low.
+    ci_low: float
     ci_high: float
-    tied: bool  # its interval overlaps another row's of the same rank
+    tied: bool  # its interval reaches its rank's first row's ci_low: not told apart
+    verified: bool = False  # the hub re-scored the run itself and every score matched
 
 
 class Leaderboard(BaseModel):

@@ -6,6 +6,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field, model_validator
 
+from registry_index.bounds import MAX_STORED_INT
+from registry_index.rubric_spec import RubricSpec
 from registry_index.schemas.environments import OwnerOut, Tags, Visibility, VisibilityIn
 from registry_index.schemas.versions import VersionInfo
 
@@ -44,6 +46,9 @@ class PushMetadata(BaseModel):
     requires_dist: list[str] | None = None
     # [low, high]: the hub refuses eval samples whose reward falls outside (integrity).
     reward_range: tuple[float, float] | None = None
+    # pyproject's [tool.prime.rubric]: each function's weight and range; kept with the version,
+    # and every sample of a run of it must be what that rubric can produce.
+    rubric: RubricSpec | None = None
 
     @model_validator(mode="after")
     def _ordered_range(self) -> PushMetadata:
@@ -58,7 +63,7 @@ class UploadRequest(BaseModel):
     content_hash: str | None = Field(default=None, pattern=SHA256_HEX)
     filename: str = Field(min_length=1, max_length=255)
     sha256: str = Field(pattern=SHA256_HEX)
-    size: int | None = Field(default=None, ge=0)
+    size: int | None = Field(default=None, ge=0, le=MAX_STORED_INT)
     semantic_version: str = Field(min_length=1, max_length=64)
     metadata: PushMetadata = Field(default_factory=PushMetadata)
 

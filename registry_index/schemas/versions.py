@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
+from registry_index.rubric_spec import RubricSpec
 from registry_index.schemas.environments import Visibility
 
 
@@ -38,6 +39,8 @@ class VersionInfo(BaseModel):
     created_at: datetime
     downloads: int
     files: list[FileOut]
+    # The rubric the version declares ([tool.prime.rubric]: name -> {weight, range}), if any.
+    rubric: RubricSpec | None = None
 
 
 class InstallRecord(BaseModel):

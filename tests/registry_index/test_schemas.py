@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 import registry_index
+from registry_index.bounds import MAX_ABS_SCORE
+from registry_index.rubric_spec import RubricSpec, RubricTerm
 from registry_index.schemas.accounts import WhoAmI
 from registry_index.schemas.envelope import Envelope, Page
 from registry_index.schemas.environments import (
@@ -90,8 +92,29 @@ TIMESTAMPS = st.datetimes(
 ) | st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(9999, 1, 1))
 
 
+# A declared rubric's validators refuse what field-by-field values would mostly be (a range
+# low > high, no weighted function), so it is drawn from the declarations it accepts.
+_SCORES = st.floats(-MAX_ABS_SCORE, MAX_ABS_SCORE, allow_nan=False)
+RUBRICS = (
+    st.dictionaries(
+        st.text(min_size=1, max_size=12),
+        st.builds(
+            RubricTerm,
+            weight=st.floats(-1e6, 1e6, allow_nan=False),
+            range=st.tuples(_SCORES, _SCORES).map(lambda ends: tuple(sorted(ends))),
+        ),
+        min_size=1,
+        max_size=3,
+    )
+    .filter(lambda terms: any(term.weight for term in terms.values()))
+    .map(RubricSpec)
+)
+
+
 def wire(annotation: Any) -> st.SearchStrategy[Any]:
     """Values of `annotation` as a hub could send them, built field by field from the models."""
+    if annotation is RubricSpec:
+        return RUBRICS
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         fields = {name: wire(info.annotation) for name, info in annotation.model_fields.items()}
         return st.builds(annotation, **fields)

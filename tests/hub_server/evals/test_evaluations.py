@@ -314,7 +314,9 @@ def test_best_run_per_model_and_only_finalized_public_runs_rank(hub: Hub) -> Non
         anonymous = leaderboard(session, env, None)
         as_bob = leaderboard(session, env, hub.principal("bob"))
     assert [(r.model, r.evaluation_id) for r in anonymous] == [("big", big), ("small", best_small)]
-    assert [r.model for r in as_bob] == ["big", "hidden", "small"]
+    # Ranked by the interval's lower end: bob's 1-example run at 1.0 comes after the
+    # 4-example one at 0.75 (docs/eval.md, "Reading a leaderboard").
+    assert [r.model for r in as_bob] == ["big", "small", "hidden"]
 
 
 def test_leaderboard_can_be_limited_to_one_version(hub: Hub) -> None:
@@ -1000,3 +1002,38 @@ def test_migration_is_on_one_linear_history_and_downgrades(tmp_path: Path) -> No
     migrate(engine)
     assert "evaluationbatch" in inspect(engine).get_table_names()
     engine.dispose()
+
+
+def test_the_revisions_since_hub_0005_downgrade_with_runs_and_versions_stored(
+    tmp_path: Path,
+) -> None:
+    """Batch mode copied `version` and `evaluation` and dropped the old tables, which the files,
+    batches and samples pointing at them refused (FOREIGN KEY constraint failed)."""
+    from alembic import command
+    from sqlalchemy import inspect
+
+    from hub_server.core.db import alembic_config, migrate
+    from tests.hub_server.hardening_hub import HardenedHub
+
+    hub = HardenedHub(tmp_path)
+    token = {"Authorization": f"Bearer {hub.tokens['alice']}"}
+    with hub.client() as client:
+        run = client.post("/api/v1/evaluations/", headers=token, json={
+            "name": "r", "environments": [{"slug": "alice/wordle"}], "model_name": "m"}).json()  # fmt: skip
+        run_id = run["data"]["id"]
+        samples = {"samples": [{"example_index": 0, "rollout_index": 0, "reward": 1.0}]}
+        assert client.post(f"/api/v1/evaluations/{run_id}/samples", headers=token,
+                           json=samples).status_code == 200  # fmt: skip
+        assert client.post(f"/api/v1/evaluations/{run_id}/finalize", headers=token,
+                           json={}).status_code == 200  # fmt: skip
+    config = alembic_config()
+    with hub.engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "hub_0005")
+    columns = {c["name"] for c in inspect(hub.engine).get_columns("evaluation")}
+    assert "verification" not in columns
+    assert "rubric_json" not in {c["name"] for c in inspect(hub.engine).get_columns("version")}
+    with hub.engine.connect() as connection:
+        assert connection.exec_driver_sql("SELECT id FROM evaluation").scalars().all() == [run_id]
+    migrate(hub.engine)
+    assert "verification" in {c["name"] for c in inspect(hub.engine).get_columns("evaluation")}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -63,7 +64,13 @@ def test_twine_upload_then_pip_and_uv_install(hub: HubProcess, tmp_path: Path) -
         "--index-url", index, "tina-env==0.1.0")  # fmt: skip
     out = run(str(uv_python), "-c", "import tina_env; print(tina_env.ANSWER)")
     assert out.stdout.strip() == "42"
-    info = httpx.get(f"{hub.url}/api/v1/environmentshub/tina/tina-env").json()["data"]
+    # Downloads are written in batches (every second): wait for both to land.
+    deadline = time.monotonic() + 60
+    while True:
+        info = httpx.get(f"{hub.url}/api/v1/environmentshub/tina/tina-env").json()["data"]
+        if info["downloads"] >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert info["downloads"] >= 2
 
 

@@ -46,7 +46,9 @@ def test_push_errors_are_clear_and_leave_nothing(fresh_hub: InProcessHub) -> Non
         "local version": ({"semantic_version": "1.0.0+dev"}, 400, "local"),
         "bad sha": ({"sha256": "xyz"}, 400, "sha256"),
         # over the file limit (413), or first over the per-user quota of unfinished uploads (429)
-        "too large": ({"size": 10**12}, (413, 429), "limit|quota"),
+        "too large": ({"size": 2**31 - 1}, (413, 429), "limit|quota"),
+        # more than a size column stores (registry_index.bounds.MAX_STORED_INT)
+        "far too large": ({"size": 10**12}, 400, "size"),
         "unknown env": ({}, 404, "resolve"),
     }
     for label, (overrides, status, text) in cases.items():

@@ -370,7 +370,8 @@ def _api_routes(routes: list[Any]) -> Iterator[APIRoute]:
 
 def test_api_routes_speak_only_the_shared_wire_schemas(hub: InProcessHub) -> None:
     """One definition per wire shape: every REST route's request body and answer is a model from
-    `registry_index.schemas` (which the CLI's client parses), none defined in hub_server."""
+    `registry_index.schemas` (or the shared `summary` and `rubric_spec` models; the CLI's client
+    parses them all), none defined in hub_server."""
     routes = [r for r in _api_routes(hub.http.app.routes) if r.path.startswith("/api/v1")]
     seen: set[type[BaseModel]] = set()
     for route in routes:
@@ -379,7 +380,7 @@ def test_api_routes_speak_only_the_shared_wire_schemas(hub: InProcessHub) -> Non
             declared.append(route.body_field.field_info.annotation)
         for model in (m for d in declared for m in _models(d, seen)):
             assert model.__module__.startswith(
-                ("registry_index.schemas.", "registry_index.summary")
+                ("registry_index.schemas.", "registry_index.summary", "registry_index.rubric_spec")
             ), f"{route.path} declares {model.__module__}.{model.__name__}"
     names = {model.__name__ for model in seen}
     assert {"Envelope", "Page", "WhoAmI", "EnvironmentDetail", "InstallRecord", "ResolveRequest",

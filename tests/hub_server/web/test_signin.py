@@ -188,7 +188,7 @@ def test_narrow_token_session_cannot_mint_tokens_and_revoked_session_ends(
     refused = client.post(
         "/settings/tokens", data={"csrf_token": _csrf(page.text), "name": "x", "scope": "all"}
     )
-    assert refused.status_code == 400 and "to create tokens" in refused.text
+    assert refused.status_code == 403 and "to create tokens" in refused.text
     assert client.get("/alice/hidden-env").status_code == 200
     # Revoking the session's own token signs the browser out.
     ids = re.findall(r"/settings/tokens/([0-9a-f]{32})/revoke", page.text)
@@ -204,3 +204,28 @@ def test_narrow_token_session_cannot_mint_tokens_and_revoked_session_ends(
         follow_redirects=False,
     )
     assert client.get("/alice/hidden-env").status_code == 404
+
+
+@pytest.mark.parametrize("scope", ["read", "upload:alice"])
+def test_a_narrow_session_cannot_revoke_another_token(
+    hub: tuple[TestClient, dict[str, str]], scope: str
+) -> None:
+    """Issue 26, class 3: a `read` token signed in on the web revoked the user's `all` token.
+    The form now takes the API's scope rule: revoking another token needs `all`."""
+    client, _tokens = hub
+    engine = open_database(HubSettings(data_dir=Path(client.app.state.hub.settings.data_dir)))
+    narrow, _ = create_token(engine, "alice", f"narrow-{scope}", [scope])
+    strong, row = create_token(engine, "alice", f"strong-{scope}")
+    strong_id = row.id
+    engine.dispose()
+    _sign_in(client, narrow)
+    page = client.get("/settings/tokens")
+    assert f"/settings/tokens/{strong_id}/revoke" not in page.text  # no button for it
+    refused = client.post(
+        f"/settings/tokens/{strong_id}/revoke",
+        data={"csrf_token": _csrf(page.text)},
+        follow_redirects=False,
+    )
+    assert refused.status_code == 403 and "revoke other tokens" in refused.text
+    still = client.get("/api/v1/user/whoami", headers={"Authorization": f"Bearer {strong}"})
+    assert still.status_code == 200, still.text

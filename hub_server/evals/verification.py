@@ -1,0 +1,401 @@
+"""Verified runs: the hub re-scores a finalized run itself and says whether it agrees.
+
+A run's scores are whatever its pusher sent. A verified run is one whose every scored sample
+the hub re-scored with the run's exact environment version and found equal: a worker in the
+hub process installs that version's wheel (and the SDK this hub serves) with uv into a
+directory of its own, wheels only (`--only-binary :all:`: installing runs no package code on
+the host), for the sandbox's Python; then, in a fresh sandbox (no network, `sandbox`'s
+public API), it loads the environment and runs its rubric on the pushed prompts and
+completions (`prime_env.rescore`: no model call), and compares.
+
+- `verified`: every scored sample's reward and components match (within 1e-6, relative);
+- `disagreed`: some do not, some samples are not the environment's own tasks (their prompt,
+  answer or info is not what the environment gives that example), or the environment's
+  rubric is not the one its version declares: the detail says how many and gives an example;
+- `failed`: the hub could not re-score (not installable, no sandbox, the environment does not
+  load, too large): never shown as verified, and the detail says why.
+
+Status lives in the database (`Evaluation.verification*`), so it survives restarts: runs are
+claimed with a conditional update (one worker each, across processes), and a run left
+`running` past twice the timeout (a worker that died) is claimed again, up to three attempts.
+The worker runs in the hub process with bounded concurrency (`PRIME_HUB_VERIFY_CONCURRENCY`)
+and is off unless `PRIME_HUB_VERIFY_SANDBOX` names a backend (docs/security.md).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import platform
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy.engine import CursorResult, Engine
+from sqlmodel import Session, col, select
+
+from hub_server.core.blobstore import BlobStorage
+from hub_server.core.ids import utcnow
+from hub_server.core.settings import HubSettings
+from hub_server.evals.models import Evaluation, EvaluationStatus, VerificationStatus
+from hub_server.evals.samples import decode_batch
+from hub_server.index.sdk import sdk_wheel
+from hub_server.registry.models import DistFile, Version
+from hub_server.registry.views import declared_rubric
+from registry_index.rubric_spec import RubricSpec
+from registry_index.schemas.versions import FileKind
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+_TOLERANCE = 1e-6
+_MAX_DETAIL = 2000
+# The sandbox of one verification: room for the environment's install (the SDK's
+# dependencies are ~60 MiB) and the run's samples.
+_TRANSFER_BYTES = 256 << 20
+_RESCORE = (
+    "import site, sys; site.addsitedir('/work/site'); "
+    "from prime_env.rescore import main; sys.exit(main(['/work/rescore/request.json']))"
+)
+
+
+class NotVerifiable(Exception):
+    """The run cannot be re-scored; the message says why (a `failed` verification)."""
+
+
+# -- asking for one -------------------------------------------------------------------------
+
+
+def enabled(settings: HubSettings) -> bool:
+    return settings.verify_sandbox != "off"
+
+
+def request_verification(session: Session, settings: HubSettings, evaluation: Evaluation) -> None:
+    """Mark a run just finalized for re-scoring (in the caller's transaction), when
+    verification is on and its version has a wheel to install."""
+    if not enabled(settings) or evaluation.n_rollouts == 0:
+        return
+    wheel = session.exec(
+        select(DistFile.id).where(
+            DistFile.version_id == evaluation.version_id, DistFile.kind == FileKind.WHEEL
+        )
+    ).first()
+    if wheel is None:
+        return
+    evaluation.verification = VerificationStatus.PENDING
+    evaluation.verification_detail = None
+
+
+# -- claiming -------------------------------------------------------------------------------
+
+
+def claim_next(engine: Engine, settings: HubSettings) -> str | None:
+    """Take the oldest run waiting (or left running by a worker that died); its id, or None.
+    A conditional update decides between workers: one claim wins, the others look again."""
+    stale = utcnow() - timedelta(seconds=2 * settings.verify_timeout_seconds)
+    waiting = sa.or_(
+        col(Evaluation.verification) == VerificationStatus.PENDING,
+        sa.and_(
+            col(Evaluation.verification) == VerificationStatus.RUNNING,
+            col(Evaluation.verification_started_at) < stale,
+        ),
+    )
+    with Session(engine) as session:
+        for _ in range(5):
+            candidate = session.exec(
+                select(Evaluation.id, Evaluation.verification_attempts)
+                .where(waiting)
+                .order_by(col(Evaluation.finalized_at))
+                .limit(1)
+            ).first()
+            if candidate is None:
+                return None
+            run_id, attempts = candidate
+            if attempts >= MAX_ATTEMPTS:
+                _finish(engine, run_id, VerificationStatus.FAILED,
+                        f"gave up after {attempts} attempts (the worker stopped each time)")  # fmt: skip
+                continue
+            claimed = session.execute(
+                sa.update(Evaluation)
+                .where(col(Evaluation.id) == run_id, waiting)
+                .values(
+                    verification=VerificationStatus.RUNNING,
+                    verification_started_at=utcnow(),
+                    verification_attempts=col(Evaluation.verification_attempts) + 1,
+                )
+            )
+            session.commit()
+            if cast(CursorResult[Any], claimed).rowcount == 1:
+                return str(run_id)
+    return None
+
+
+def _finish(engine: Engine, run_id: str, status: VerificationStatus, detail: str) -> None:
+    with Session(engine) as session:
+        session.execute(
+            sa.update(Evaluation)
+            .where(col(Evaluation.id) == run_id)
+            .values(
+                verification=status,
+                verification_detail=detail[:_MAX_DETAIL],
+                verified_at=utcnow(),
+            )
+        )
+        session.commit()
+
+
+# -- re-scoring -----------------------------------------------------------------------------
+
+
+def verify(engine: Engine, store: BlobStorage, settings: HubSettings, run_id: str) -> None:
+    """Re-score one claimed run and record the outcome (never raises for the run's sake)."""
+    try:
+        status, detail = _verify(engine, store, settings, run_id)
+    except NotVerifiable as exc:
+        status, detail = VerificationStatus.FAILED, str(exc)
+    except Exception as exc:
+        log.exception("verification of evaluation %s failed", run_id)
+        status, detail = VerificationStatus.FAILED, f"the hub could not re-score it: {exc}"
+    _finish(engine, run_id, status, detail)
+
+
+def _verify(
+    engine: Engine, store: BlobStorage, settings: HubSettings, run_id: str
+) -> tuple[VerificationStatus, str]:
+    with Session(engine, expire_on_commit=False) as session:
+        evaluation = session.get(Evaluation, run_id)
+        if evaluation is None or evaluation.status != EvaluationStatus.COMPLETED:
+            raise NotVerifiable("the run is not a finalized run")
+        version = session.get(Version, evaluation.version_id)
+        wheel = session.exec(
+            select(DistFile).where(
+                DistFile.version_id == evaluation.version_id, DistFile.kind == FileKind.WHEEL
+            )
+        ).first()
+        if version is None or wheel is None:
+            raise NotVerifiable("its environment version has no wheel to install")
+        env = evaluation.environment
+        spec = f"{env.owner.name}/{env.name}@{version.version}"
+        batches = list(evaluation.batches)
+        metadata = evaluation.metadata_json
+        declared = declared_rubric(version)
+    records = [
+        record
+        for batch in batches
+        for record in _batch_records(store, batch.blob_key)
+        if record.get("error") is None and record.get("reward") is not None
+    ]
+    if not records:
+        raise NotVerifiable("the run has no scored sample")
+    env_args = _env_args(records, metadata)
+    with tempfile.TemporaryDirectory(prefix="hub-verify-") as scratch:
+        work = Path(scratch)
+        wheel_path = work / wheel.filename
+        with store.open(wheel.blob_key) as source, wheel_path.open("wb") as target:
+            shutil.copyfileobj(source, target)
+        rescored = _rescore_in_sandbox(settings, work, wheel_path, spec, env_args, records)
+    return compare(records, rescored, declared)
+
+
+def _batch_records(store: BlobStorage, key: str) -> list[dict[str, Any]]:
+    with store.open(key) as handle:
+        return list(decode_batch(handle.read()))
+
+
+def _env_args(records: Sequence[dict[str, Any]], metadata_json: str) -> dict[str, Any]:
+    """The arguments the run loaded its environment with: the records', else the run's."""
+    first = records[0].get("env_args")
+    if isinstance(first, dict):
+        return first
+    try:
+        stored = json.loads(metadata_json).get("env_args")
+    except (ValueError, AttributeError):
+        stored = None
+    return stored if isinstance(stored, dict) else {}
+
+
+_FIELDS = ("task_id", "example_index", "rollout_index", "prompt", "completion", "answer", "info",
+           "stop_reason")  # fmt: skip
+
+
+def _rescore_in_sandbox(
+    settings: HubSettings, work: Path, wheel: Path, spec: str, env_args: dict[str, Any],
+    records: Sequence[dict[str, Any]],
+) -> dict[str, Any]:  # fmt: skip
+    from sandbox import SandboxError, SandboxLimits, open_sandbox, resolve_backend
+
+    limits = SandboxLimits(
+        memory_mb=1536, workdir_mb=640, file_size_mb=256, transfer_bytes=_TRANSFER_BYTES,
+        timeout_s=settings.verify_timeout_seconds,
+    )  # fmt: skip
+    lines = "".join(
+        json.dumps({k: r.get(k) for k in _FIELDS}, ensure_ascii=False) + "\n" for r in records
+    ).encode()
+    if len(lines) > _TRANSFER_BYTES // 2:
+        raise NotVerifiable(f"its samples are {len(lines)} bytes; the hub re-scores at most "
+                            f"{_TRANSFER_BYTES // 2}")  # fmt: skip
+    try:
+        # The rubric is anyone's code: never where it sees the hub's host, whatever
+        # PRIME_SANDBOX_ALLOW_UNISOLATED lets `auto` fall back to.
+        backend = resolve_backend(settings.verify_sandbox)
+        if backend == "unisolated":
+            raise NotVerifiable("no isolating sandbox (Docker or bubblewrap) is available")
+        with open_sandbox(backend, limits=limits) as box:
+            python = box.exec(
+                ["python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], timeout=60
+            )
+            if python.exit_code != 0:
+                raise NotVerifiable("the sandbox has no python3")
+            site = work / "site"
+            _install(wheel, work, site, python.stdout.decode().strip(), settings)
+            box.upload_dir(site, "site")
+            box.write_file("rescore/samples.jsonl", lines)
+            request = {"env": spec, "env_args": env_args, "samples": "/work/rescore/samples.jsonl",
+                       "out": "/work/rescore/out.json"}  # fmt: skip
+            box.write_file("rescore/request.json", json.dumps(request))
+            ran = box.exec(["python3", "-I", "-c", _RESCORE],
+                           timeout=settings.verify_timeout_seconds)  # fmt: skip
+            if ran.timed_out:
+                raise NotVerifiable(
+                    f"re-scoring took more than {settings.verify_timeout_seconds:g} s"
+                )
+            if ran.exit_code != 0:
+                tail = (ran.stderr or ran.stdout).decode(errors="replace").strip().splitlines()[-3:]
+                raise NotVerifiable("the environment could not be re-scored: " + " | ".join(tail))
+            return dict(json.loads(box.read_file("rescore/out.json")))
+    except SandboxError as exc:
+        raise NotVerifiable(f"no sandbox to re-score in: {exc}") from None
+
+
+def _install(wheel: Path, work: Path, site: Path, python: str, settings: HubSettings) -> None:
+    """The environment's wheel and this hub's SDK, with their dependencies, into `site`, for
+    the sandbox's Python on Linux; wheels only, so nothing is built (or run) here."""
+    sdk = sdk_wheel()
+    sdk_path = work / sdk.filename
+    sdk_path.write_bytes(sdk.data)
+    import uv
+
+    command = [
+        uv.find_uv_bin(), "pip", "install", "--quiet", "--target", str(site),
+        "--python-version", python, "--python-platform", f"{platform.machine()}-manylinux_2_28",
+        "--only-binary", ":all:", str(wheel), str(sdk_path),
+    ]  # fmt: skip
+    try:
+        done = subprocess.run(command, capture_output=True, text=True,
+                              timeout=settings.verify_timeout_seconds, check=False)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise NotVerifiable("installing the environment took too long") from None
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-2:]
+        raise NotVerifiable("the environment could not be installed: " + " | ".join(tail))
+
+
+# -- comparing ------------------------------------------------------------------------------
+
+
+def _close(a: Any, b: Any) -> bool:
+    if not isinstance(a, int | float) or not isinstance(b, int | float):
+        return False
+    return math.isclose(float(a), float(b), rel_tol=_TOLERANCE, abs_tol=_TOLERANCE)
+
+
+def _same_scores(pushed: dict[str, Any], ours: dict[str, Any]) -> bool:
+    if not _close(pushed.get("reward"), ours.get("reward")):
+        return False
+    for group in ("rewards", "metrics"):
+        mine, theirs = ours.get(group) or {}, pushed.get(group) or {}
+        if set(mine) != set(theirs) or not all(_close(theirs[k], mine[k]) for k in mine):
+            return False
+    return True
+
+
+def compare(
+    records: Sequence[dict[str, Any]], rescored: dict[str, Any], declared: RubricSpec | None
+) -> tuple[VerificationStatus, str]:
+    """The verdict on `records` (as pushed) against the hub's own scores of them."""
+    scores = rescored.get("scores") or []
+    if len(scores) != len(records):
+        return VerificationStatus.FAILED, "the re-scoring answered for another number of samples"
+    if declared is not None:
+        weights = {name: float(w) for name, w in (rescored.get("weights") or {}).items()}
+        said = {name: term.weight for name, term in declared.root.items()}
+        if weights != said:
+            return VerificationStatus.DISAGREED, (
+                f"the environment's rubric weighs {weights}, but its version declares {said}"
+            )
+    foreign = [i for i, s in enumerate(scores) if s.get("mismatch")]
+    unscored = [i for i, s in enumerate(scores) if s.get("error")]
+    wrong = [
+        i
+        for i, s in enumerate(scores)
+        if not s.get("error") and not s.get("mismatch") and not _same_scores(records[i], s)
+    ]
+    total = len(records)
+    if not foreign and not unscored and not wrong:
+        return VerificationStatus.VERIFIED, f"re-scored {total} samples: every score matches"
+    parts = []
+    if foreign:
+        i = foreign[0]
+        parts.append(
+            f"{len(foreign)} of {total} samples are not the environment's own tasks (e.g. "
+            f"example {records[i].get('example_index')}: {scores[i]['mismatch']})"
+        )
+    if wrong:
+        i = wrong[0]
+        parts.append(
+            f"{len(wrong)} of {total} samples score differently (e.g. example "
+            f"{records[i].get('example_index')}, rollout {records[i].get('rollout_index')}: "
+            f"pushed reward {records[i].get('reward')}, re-scored {scores[i].get('reward')})"
+        )
+    if unscored:
+        i = unscored[0]
+        parts.append(
+            f"{len(unscored)} could not be re-scored (e.g. example "
+            f"{records[i].get('example_index')}: {scores[i]['error']})"
+        )
+    return VerificationStatus.DISAGREED, "; ".join(parts)
+
+
+# -- the worker -----------------------------------------------------------------------------
+
+
+async def run_worker(engine: Engine, store: BlobStorage, settings: HubSettings) -> None:
+    """Claim and verify runs until cancelled, at most `verify_concurrency` at a time (each in a
+    thread: installing and sandboxing block)."""
+    import asyncio
+
+    from starlette.concurrency import run_in_threadpool
+
+    slots = asyncio.Semaphore(settings.verify_concurrency)
+    running: set[asyncio.Task[None]] = set()
+
+    async def one(run_id: str) -> None:
+        try:
+            await run_in_threadpool(verify, engine, store, settings, run_id)
+        finally:
+            slots.release()
+
+    try:
+        while True:
+            await slots.acquire()
+            try:
+                run_id = await run_in_threadpool(claim_next, engine, settings)
+            except Exception:
+                log.exception("verification worker could not claim a run")
+                run_id = None
+            if run_id is None:
+                slots.release()
+                await asyncio.sleep(settings.verify_poll_seconds)
+                continue
+            task = asyncio.create_task(one(run_id))
+            running.add(task)
+            task.add_done_callback(running.discard)
+    finally:
+        for task in running:
+            task.cancel()
