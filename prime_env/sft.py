@@ -24,6 +24,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from registry_index.errors import InvalidEnvRef
+from registry_index.resolve import parse_env_id
+
 from .chat_template import rendered_messages, template_messages, tools_as_text
 from .clients.base import Message, ToolSpec
 from .record import RolloutRecord
@@ -103,9 +106,19 @@ def transcript_key(record: RolloutRecord) -> str:
         if message.get("tool_call_id") is not None:
             message["tool_call_id"] = ids.get(str(message["tool_call_id"]), "?")
         messages.append(message)
-    payload = [record.env.split("@")[0], record.task_id, messages, record.tools]
+    payload = [_unversioned(record.env), record.task_id, messages, record.tools]
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _unversioned(env: str) -> str:
+    """The environment without its version (the same transcript under two versions is one);
+    an id that is not a reference (a local path) as it is."""
+    try:
+        owner, name, _ = parse_env_id(env)
+    except InvalidEnvRef:
+        return env
+    return f"{owner}/{name}" if owner else name
 
 
 def conversations(record: RolloutRecord) -> list[list[Message]]:

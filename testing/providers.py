@@ -139,9 +139,15 @@ class FakeOpenAI(FakeProvider):
     logprobs from `scorer`, a real model the test supplies; one token generated: EOS)."""
 
     def __init__(
-        self, plan: FaultPlan, api_key: str | None, scorer: PromptScorer | None = None
+        self,
+        plan: FaultPlan,
+        api_key: str | None,
+        scorer: PromptScorer | None = None,
+        *,
+        served_model: str | None = None,
+        replies: list[str] | None = None,
     ) -> None:
-        super().__init__(plan, api_key)
+        super().__init__(plan, api_key, served_model=served_model, replies=replies)
         self.scorer = scorer
 
     def route(self, request: Request) -> bool:
