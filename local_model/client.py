@@ -257,6 +257,7 @@ class LocalClient:
             prompt_token_ids=prompt,
             completion_token_ids=tokens,
             completion_logprobs=logprobs,
+            model=self.model,
         )
 
     def _decode(self, tokens: list[int]) -> str:

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from hub_client import settings as cfg
 from hub_client.client import HubClient, HubError
 from prime_cli.errors import CliError, expected
 from prime_cli.feedback import console_feedback
-from prime_cli.messages import say
+from prime_cli.messages import output_console, say
 from prime_cli.options import echo_json, output_option
 
 expected(HubError, cfg.ConfigError)
 
-console = Console()
+console = output_console()
 
 
 @click.command()
@@ -32,7 +31,9 @@ def login(url: str | None, token: str | None) -> None:
     if not token:
         raise CliError("the token is empty; pass --token or paste it when prompted")
     try:
-        with HubClient(hub_url, token, feedback=console_feedback(Console(stderr=True))) as client:
+        with HubClient(
+            hub_url, token, feedback=console_feedback(output_console(stderr=True))
+        ) as client:
             who = client.whoami()
     except HubError as exc:
         raise CliError(f"login failed, nothing saved: {exc}") from exc

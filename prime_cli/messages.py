@@ -1,14 +1,29 @@
-"""One-line messages, printed whole.
+"""Consoles and one-line messages that read well anywhere.
 
-rich wraps what it prints at the console's width, 80 columns where the output is not a terminal
-(a log, a pipe, CI), which cut a message holding a path or a URL in two. With soft wrap a message
-stays one line, to be copied or grepped; a terminal still wraps it on screen. Tables and live
-displays keep rich's own layout.
+rich lays out what it prints at the console's width, and where the output is not a terminal (a
+log, a pipe, CI) it assumes 80 columns: tables folded every cell into one word a line, the
+progress display elided its fields (`0:… eta 0:…`), a message holding a path or a URL was cut in
+two. `output_console` gives a console that, off a terminal, is as wide as what it prints (unless
+COLUMNS says otherwise): tables and progress keep their full width, messages their one line. On
+a terminal rich keeps the window's width, and `say` still keeps a message whole.
 """
 
 from __future__ import annotations
 
+import os
+
 from rich.console import Console
+
+UNFOLDED_WIDTH = 4096
+"""The width of a console that is not a terminal: wider than any table or line we print."""
+
+
+def output_console(*, stderr: bool = False, soft_wrap: bool = False) -> Console:
+    """A console for stdout (or stderr) that never folds at 80 columns when not a terminal."""
+    console = Console(stderr=stderr, soft_wrap=soft_wrap)
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        console.width = UNFOLDED_WIDTH
+    return console
 
 
 def say(console: Console, message: str) -> None:
@@ -19,4 +34,4 @@ def say(console: Console, message: str) -> None:
 def message_console(*, stderr: bool = False) -> Console:
     """A console for messages and one-line rows only (no tables): every line it prints stays
     whole, as `say` keeps one (`prime train`'s, whose step lines and stop messages hold paths)."""
-    return Console(stderr=stderr, soft_wrap=True)
+    return output_console(stderr=stderr, soft_wrap=True)

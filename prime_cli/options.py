@@ -64,7 +64,8 @@ def echo_json(payload: Any) -> None:
 
 
 def json_object(text: str | None, what: str) -> dict[str, Any]:
-    """The JSON object an option holds (`-a/--env-args`, `-S/--sampling-args`); {} when not given."""
+    """The JSON object an option holds (`-a/--env-args`, `-S/--sampling-args`); {} when not
+    given, a usage error saying what is wrong when it is not an object."""
     if text is None:
         return {}
     try:

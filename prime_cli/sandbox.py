@@ -91,14 +91,15 @@ def _rows(backend: str) -> list[dict[str, str]]:
 @click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True)
 def list_command(backend: str) -> None:
     """List sandboxes on this machine (running, and orphans whose owner is gone)."""
-    from rich.console import Console
     from rich.table import Table
+
+    from prime_cli.messages import output_console
 
     rows = _rows(backend)
     table = Table("backend", "id", "owner pid", "status")
     for row in rows:
         table.add_row(row["backend"], row["id"], row["owner_pid"], row["status"])
-    Console().print(table if rows else "no sandboxes")
+    output_console().print(table if rows else "no sandboxes")
 
 
 @sandbox.command()

@@ -6,7 +6,14 @@ here; submodules are implementation detail.
 
 from .clients.base import ChatResponse, ModelClient, SamplingArgs, Usage
 from .environment import Environment
-from .errors import EnvironmentNotFound, InfraError, JudgeError, ModelError, RubricError
+from .errors import (
+    DatasetError,
+    EnvironmentNotFound,
+    InfraError,
+    JudgeError,
+    ModelError,
+    RubricError,
+)
 from .harnesses import (
     COMPLETED,
     ENV_DONE,
@@ -47,6 +54,7 @@ __all__ = [
     "BoxedParser",
     "ChatResponse",
     "Conversation",
+    "DatasetError",
     "Environment",
     "EnvironmentNotFound",
     "ErrorInfo",

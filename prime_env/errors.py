@@ -60,6 +60,11 @@ class RubricError(ValueError):
     """A rubric is mis-declared (unknown argument name, duplicate function name, bad weights)."""
 
 
+class DatasetError(ValueError):
+    """A dataset a task set is read from cannot be used (not in the local Hugging Face cache, no
+    such split or column); the message says what to do."""
+
+
 class EvalError(Exception):
     """A run cannot start or resume; the message says what is wrong and how to fix it."""
 

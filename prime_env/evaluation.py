@@ -26,6 +26,7 @@ from typing import IO, Any
 from registry_index.resolve import parse_env_id
 
 from .clients.base import ModelClient, SamplingArgs
+from .clients.model_paths import looks_like_path
 from .clients.model_specs import ModelSpec
 from .environment import Environment
 from .errors import EnvironmentNotFound, EvalError
@@ -74,10 +75,14 @@ def _load_env(
     env_args: dict[str, Any],
     install: Callable[[str], None] | None,
 ) -> Environment:
-    path = Path(spec)
-    if path.suffix == ".py" or path.is_dir() or os.sep in spec and path.exists():
+    path = Path(spec).expanduser()
+    spelled_as_path = looks_like_path(spec) or path.suffix == ".py"
+    if spelled_as_path or path.is_dir() or os.sep in spec and path.exists():
         if not path.exists():
-            raise EvalError(f"environment path {spec} does not exist")
+            raise EvalError(
+                f"environment path {spec} does not exist; ENV is a .py file, an environment "
+                "project directory, an installed name or OWNER/NAME[@VERSION]"
+            )
         try:
             return load(str(path), **env_args)
         except EnvironmentNotFound as exc:
@@ -121,6 +126,16 @@ class RunConfig:
     n: int
     r: int
     sampling: dict[str, Any]
+    api: str | None = None  # the wire format of the server at base_url (--api), None: openai
+
+    @property
+    def envs(self) -> list[str]:
+        """As an eval set's config names them (`prime eval run --resume` reads either)."""
+        return [self.env]
+
+    @property
+    def models(self) -> list[str]:
+        return [self.model]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -132,6 +147,7 @@ class RunConfig:
             "n": self.n,
             "r": self.r,
             "sampling": self.sampling,
+            "api": self.api,
         }
 
     @classmethod
@@ -145,6 +161,7 @@ class RunConfig:
             n=int(data["n"]),
             r=int(data["r"]),
             sampling=dict(data.get("sampling") or {}),
+            api=data.get("api"),
         )
 
     def differences(self, other: RunConfig) -> list[str]:
@@ -157,7 +174,11 @@ class RunConfig:
 
 
 def sampling_to_json(sampling: SamplingArgs) -> dict[str, Any]:
-    data = {k: v for k, v in vars(sampling).items() if v not in (None, False) and k != "extra"}
+    """The settings that were set. `v is not False`, not `v not in (None, False)`: 0.0 == False,
+    and a temperature of 0 (greedy) is a setting, not an absence."""
+    data = {
+        k: v for k, v in vars(sampling).items() if v is not None and v is not False and k != "extra"
+    }
     data.update(sampling.extra)
     return data
 
@@ -198,11 +219,16 @@ def hub_slug(spec: str) -> str | None:
 
 
 def _slug(text: str) -> str:
-    return text.replace("/", "--").replace("@", "-").replace(" ", "_")
+    return text.lstrip("./~").replace("/", "--").replace("@", "-").replace(" ", "_")
+
+
+def run_name(env: Environment, model: str) -> str:
+    """`<env>--<model>`, as directory names go: what run directories are grouped under."""
+    return f"{_slug(env.name or 'env')}--{_slug(model)}"
 
 
 def run_dir_for(output_root: Path, env: Environment, model: str, run_id: str) -> Path:
-    return output_root / "evals" / f"{_slug(env.name or 'env')}--{_slug(model)}" / run_id
+    return output_root / "evals" / run_name(env, model) / run_id
 
 
 # ------------------------------------------------------------------ results file
@@ -262,6 +288,11 @@ class EvalRun:
     env: Environment
     started_at: str
     done: list[RolloutRecord] = field(default_factory=list)
+    served_models: set[str] = field(default_factory=set)
+    """The names the server answered under (records' `served_model`), for metadata.json."""
+    extra_metadata: dict[str, Any] = field(default_factory=dict)
+    """More of metadata.json: what links this run to others (a replay's `replay_of`, an eval
+    set's `eval_set`)."""
 
     @property
     def results_path(self) -> Path:
@@ -291,6 +322,7 @@ class EvalRun:
             "hub_env": hub_slug(self.config.env),
             "env_args": self.config.env_args,
             "model": self.spec.name,
+            "served_model": ", ".join(sorted(self.served_models)) or None,
             "provider": self.spec.provider,
             "base_url": self.spec.base_url,
             "model_info": self.spec.describe(),
@@ -300,6 +332,7 @@ class EvalRun:
             "config": self.config.to_json(),
             "started_at": self.started_at,
             "ended_at": _now() if status == "completed" else None,
+            **self.extra_metadata,
         }
         if summary is not None:
             cost = self.spec.cost(summary.prompt_tokens, summary.completion_tokens)
@@ -440,12 +473,16 @@ async def _run_missing(
     summary = SummaryBuilder()
     for rec in run.done:
         summary.add(rec)
+        if rec.served_model:
+            run.served_models.add(rec.served_model)
     skip = {rec.key for rec in run.done}
     fh: IO[bytes]
     with run.results_path.open("ab") as fh, rollout_gc(concurrency):
 
         def keep(record: RolloutRecord) -> None:
             summary.add(record)
+            if record.served_model:
+                run.served_models.add(record.served_model)
             if on_record is not None:
                 on_record(record)
 

@@ -344,6 +344,9 @@ def _record(
         example_index=rollout.example_index,
         rollout_index=rollout.rollout_index,
         model=client.model,
+        served_model=next((resp.model for resp in reversed(state.responses) if resp.model), None)
+        if state is not None
+        else None,
         prompt=state.prompt if state is not None else [dict(m) for m in task.prompt],
         completion=state.completion if state is not None else [],
         answer=task.answer,

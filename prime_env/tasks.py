@@ -12,10 +12,13 @@ import hashlib
 import json
 import random
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any, overload
+
+from .errors import DatasetError
 
 Message = dict[str, Any]
 
@@ -153,27 +156,35 @@ class TaskSet(Sequence[Task]):
             return cls.from_records(list(csv.DictReader(fh)))
 
     @classmethod
-    def from_hf(cls, dataset: Any, split: str | None = None) -> TaskSet:
-        """A local Hugging Face `datasets` Dataset/DatasetDict, or a directory saved with save_to_disk.
+    def from_hf(
+        cls,
+        dataset: Any,
+        split: str | None = None,
+        columns: Mapping[str, str] | None = None,
+        subset: str | None = None,
+    ) -> TaskSet:
+        """A Hugging Face dataset: a `datasets` Dataset/DatasetDict, a directory saved with
+        `save_to_disk`, or a Hub name (`"org/name"`, `subset` its config) read from the local
+        Hugging Face cache (`HF_DATASETS_CACHE`) offline: nothing is ever downloaded.
 
-        Nothing is downloaded: a string must be a local path.
-        """
+        `columns` maps dataset columns to task fields, as `rename_columns` does:
+        `{"problem": "question", "solution": "answer"}`; other columns go to `info`. `split`
+        defaults to "train" when there is one, else the first."""
         if isinstance(dataset, (str, Path)):
-            path = Path(dataset)
-            if not path.exists():
-                raise ValueError(
-                    f"{dataset}: no such directory; from_hf takes a Dataset object or a local "
-                    "directory written by Dataset.save_to_disk (nothing is downloaded)"
-                )
-            import datasets  # optional extra: only needed for this loader
-
-            dataset = datasets.load_from_disk(str(path))
+            dataset = _read_hf(str(dataset), subset)
         if isinstance(getattr(dataset, "column_names", None), dict):  # a DatasetDict
             splits = list(dataset.keys())
             chosen = split or ("train" if "train" in splits else splits[0])
             if chosen not in splits:
-                raise ValueError(f"split {chosen!r} not in dataset; available: {splits}")
+                raise DatasetError(f"split {chosen!r} not in dataset; available: {splits}")
             dataset = dataset[chosen]
+        if columns:
+            missing = sorted(set(columns) - set(dataset.column_names))
+            if missing:
+                raise DatasetError(
+                    f"columns {missing} are not in the dataset; its columns: {dataset.column_names}"
+                )
+            dataset = dataset.rename_columns(dict(columns))
         return cls.from_records(dataset)
 
     @classmethod
@@ -238,3 +249,49 @@ def as_taskset(tasks: TaskSet | Iterable[Task | Mapping[str, Any]]) -> TaskSet:
     if isinstance(tasks, TaskSet):
         return tasks
     return TaskSet(t if isinstance(t, Task) else Task.from_record(t) for t in tasks)
+
+
+def _read_hf(name: str, subset: str | None) -> Any:
+    """A local `save_to_disk` directory, or the Hub dataset `name` from the local cache only."""
+    import datasets  # optional extra: only needed for this loader
+
+    if Path(name).exists():
+        return datasets.load_from_disk(name)
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise DatasetError(
+            f"{name}: no such directory; from_hf takes a Dataset object, a directory written by "
+            "Dataset.save_to_disk, or a Hugging Face dataset name such as 'org/name'"
+        )
+    with _hf_offline():
+        try:
+            return datasets.load_dataset(name, subset)
+        except (ConnectionError, FileNotFoundError) as exc:
+            cache = datasets.config.HF_DATASETS_CACHE
+            raise DatasetError(
+                f"the Hugging Face dataset {name!r}{f' ({subset})' if subset else ''} is not in "
+                f"the local cache ({cache}); nothing is downloaded here. Fetch it once where the "
+                f"Hub is reachable (python -c \"import datasets; datasets.load_dataset('{name}')\"),"
+                " then point HF_DATASETS_CACHE at that cache, or pass a local directory"
+            ) from exc
+
+
+@contextmanager
+def _hf_offline() -> Iterator[None]:
+    """HF_HUB_OFFLINE for one load, whatever the process set: `datasets` and `huggingface_hub`
+    read their offline switch at call time from these module attributes. Their "using the
+    cached version" notes are silenced meanwhile: being offline is the point."""
+    import logging
+
+    import datasets
+    import huggingface_hub.constants as hub_constants
+
+    saved = (datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE)
+    log = logging.getLogger("datasets")
+    level = log.level
+    datasets.config.HF_HUB_OFFLINE = hub_constants.HF_HUB_OFFLINE = True
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE = saved
+        log.setLevel(level)

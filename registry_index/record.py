@@ -164,6 +164,9 @@ class RolloutRecord(ScoredRollout):
     task_id: str
     rollout_index: int = Field(ge=0)
     model: str
+    served_model: str | None = None
+    """The model that answered, as the server named it (the API's `model` field; the last
+    turn's), beside `model`, the name it was asked for."""
     prompt: list[Message]
     completion: list[Message] = Field(default_factory=list)
     answer: Any = None

@@ -113,7 +113,9 @@ if not rows:
     sys.exit("the pushed run is not on the leaderboard")
 for row in rows:
     stderr = "n/a" if row["stderr"] is None else f"{row['stderr']:.3f}"
-    print(f"  #{row['rank']} {row['model']}: mean reward {row['mean_reward']:.3f} ± {stderr} "
+    served = row.get("served_model")
+    served = f" (served as {served})" if served and served != row["model"] else ""
+    print(f"  #{row['rank']} {row['model']}{served}: mean reward {row['mean_reward']:.3f} ± {stderr} "
           f"(n={row['n']}, rollouts={row['rollouts']}, errors={row['errors']}, "
           f"env version {row['env_version']})")
 page = httpx.get(f"{hub}/prime/reverse-text", timeout=30)

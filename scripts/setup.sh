@@ -27,6 +27,19 @@ step "installing CPU torch 2.13.0 and uv (pip; torch comes from this machine's d
 step "installing prime-envhub-sdk and prime-envhub, editable, with every extra and the test tools (uv)"
 .venv/bin/uv pip install --python .venv/bin/python --compile-bytecode --overrides scripts/uv-overrides.txt \
   --constraints scripts/constraints.txt -e ./sdk -e ".[all,dev]"
+STOCK=.venv/wheelhouse/stock-prime-0.18.0
+if [ ! -f "$STOCK/.complete" ]; then
+  # The stock `prime` client (PyPI prime 0.18.0) and what an environment's SDK needs, as files:
+  # tests/e2e/test_stock_client.py serves them as the "normal index" on loopback and installs the
+  # stock client into a venv of its own (it is never installed here: its package is also named
+  # prime_cli). docs/cli.md says what it does against this hub.
+  step "fetching the stock prime 0.18.0 client and the SDK's dependencies as wheels (pip wheel) for its test"
+  .venv/bin/python -c 'import tomllib; print("\n".join(tomllib.load(open("sdk/pyproject.toml", "rb"))["project"]["dependencies"]))' \
+    > .venv/wheelhouse-sdk-requirements.txt
+  .venv/bin/python -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$STOCK" \
+    "prime==0.18.0" -r .venv/wheelhouse-sdk-requirements.txt
+  touch "$STOCK/.complete"
+fi
 step "compiling the editable packages' bytecode"
 .venv/bin/python -m compileall -q -j 0 prime_cli hub_client prime_env hub_server registry_index sandbox \
   trainer_bridge builtin_envs local_model testing >/dev/null

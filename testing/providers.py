@@ -12,7 +12,7 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from testing.behaviour import FaultPlan, Reply, logprob, reply, token_id
@@ -21,6 +21,8 @@ from testing.http_server import Request, Responder
 _JSON = {"content-type": "application/json"}
 _SSE = {"content-type": "text/event-stream", "cache-control": "no-cache"}
 _ids = itertools.count(1)
+EOS_ID = 2
+"""The token a /completions request generates after its echoed prompt (SmolLM2's EOS)."""
 
 
 def _dumps(obj: Any) -> bytes:
@@ -30,9 +32,34 @@ def _dumps(obj: Any) -> bytes:
 class FakeProvider:
     """Shared plumbing: auth, control routes, latency, fault injection."""
 
-    def __init__(self, plan: FaultPlan, api_key: str | None) -> None:
+    def __init__(
+        self,
+        plan: FaultPlan,
+        api_key: str | None,
+        *,
+        served_model: str | None = None,
+        replies: list[str] | None = None,
+    ) -> None:
         self.plan = plan
         self.api_key = api_key
+        self.served_model = served_model
+        """The name answers carry in `model` (a real server's dated snapshot); default: the
+        requested name."""
+        self.replies = list(replies or [])
+        """Scripted answers, one per model request in arrival order, before the rules apply."""
+
+    def served(self, body: dict[str, Any]) -> str:
+        return self.served_model or str(body.get("model", "fake"))
+
+    def reply(
+        self, turns: list[tuple[str, Any]], tool_names: set[str], max_tokens: int | None
+    ) -> Reply:
+        """The next scripted reply if any is left, else what the fake model's rules answer."""
+        if self.replies:
+            text = self.replies.pop(0)
+            prompt_words = " ".join(str(content) for _, content in turns).split()
+            return Reply(text, None, "stop", prompt_words, text.split())
+        return reply(turns, tool_names, max_tokens)
 
     async def __call__(self, request: Request, out: Responder) -> None:
         if request.path == "/_fake/stats":
@@ -40,6 +67,10 @@ class FakeProvider:
             return
         if request.path == "/_fake/arrivals":
             out.send(200, _dumps(self.plan.arrivals), _JSON)
+            return
+        if request.path == "/_fake/replies" and request.method == "POST":
+            self.replies = [str(text) for text in json.loads(request.body)]
+            out.send(200, _dumps({"replies": len(self.replies)}), _JSON)
             return
         if request.path == "/_fake/config" and request.method == "POST":
             try:
@@ -98,11 +129,23 @@ class FakeProvider:
         raise NotImplementedError
 
 
+PromptScorer = Callable[[list[int]], list[float]]
+"""log p(ids[i] | ids[:i]) for i ≥ 1: a real model's, given by the test that starts the fake."""
+
+
 class FakeOpenAI(FakeProvider):
-    """POST /v1/chat/completions (also /chat/completions for base URLs without /v1)."""
+    """POST /v1/chat/completions (also /chat/completions for base URLs without /v1), and
+    /v1/completions with token-id prompts, `echo` and `logprobs` as vLLM answers them (prompt
+    logprobs from `scorer`, a real model the test supplies; one token generated: EOS)."""
+
+    def __init__(
+        self, plan: FaultPlan, api_key: str | None, scorer: PromptScorer | None = None
+    ) -> None:
+        super().__init__(plan, api_key)
+        self.scorer = scorer
 
     def route(self, request: Request) -> bool:
-        return request.method == "POST" and request.path.endswith("/chat/completions")
+        return request.method == "POST" and request.path.endswith("/completions")
 
     def presented_key(self, request: Request) -> str | None:
         auth = request.headers.get("authorization", "")
@@ -112,10 +155,13 @@ class FakeOpenAI(FakeProvider):
         return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
     def answer(self, body: dict[str, Any], out: Responder, malformed: bool) -> None:
+        if "prompt" in body and "messages" not in body:
+            self._prompt_completion(body, out)
+            return
         turns = [(m["role"], m.get("content")) for m in body.get("messages", [])]
         tools = {t["function"]["name"] for t in body.get("tools") or []}
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
-        rep = reply(turns, tools, limit)
+        rep = self.reply(turns, tools, limit)
         rid = f"chatcmpl-{next(_ids)}"
         if body.get("stream"):
             out.start_stream(200, _SSE)
@@ -128,6 +174,50 @@ class FakeOpenAI(FakeProvider):
             return
         payload = _dumps(self._completion(rid, body, rep))
         out.send(200, payload[: len(payload) // 2] if malformed else payload, _JSON)
+
+    def _prompt_completion(self, body: dict[str, Any], out: Responder) -> None:
+        """vLLM's /v1/completions for `prompt` = token ids with `echo`: `token_logprobs` is
+        None for the first prompt token, then each prompt token's and the generated one's."""
+        ids = body.get("prompt")
+        if self.scorer is None or not body.get("echo") or body.get("logprobs") is None:
+            message = "this fake answers /completions only with echo, logprobs and a scorer"
+            out.send(400, _dumps(self.error_body("invalid_request_error", message)), _JSON)
+            return
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, int) for i in ids):
+            message = "prompt must be a non-empty list of token ids"
+            out.send(400, _dumps(self.error_body("invalid_request_error", message)), _JSON)
+            return
+        generated = [EOS_ID] if int(body.get("max_tokens", 16)) > 0 else []
+        scored = self.scorer([*ids, *generated])
+        as_ids = body.get("return_tokens_as_token_ids")
+        tokens = [f"token_id:{i}" if as_ids else f"<{i}>" for i in [*ids, *generated]]
+        values: list[float | None] = [None, *scored]
+        choice = {
+            "index": 0,
+            "text": "".join(tokens),
+            "logprobs": {
+                "text_offset": list(itertools.accumulate([0, *(len(t) for t in tokens[:-1])])),
+                "token_logprobs": values,
+                "tokens": tokens,
+                "top_logprobs": [None if v is None else {t: v} for t, v in zip(tokens, values)],
+            },
+            "finish_reason": "length",
+            "stop_reason": None,
+            "prompt_logprobs": None,
+        }
+        result = {
+            "id": f"cmpl-{next(_ids)}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": body.get("model", "fake"),
+            "choices": [choice],
+            "usage": {
+                "prompt_tokens": len(ids),
+                "completion_tokens": len(generated),
+                "total_tokens": len(ids) + len(generated),
+            },
+        }
+        out.send(200, _dumps(result), _JSON)
 
     def _message(self, rep: Reply) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": rep.text, "refusal": None}
@@ -174,7 +264,7 @@ class FakeOpenAI(FakeProvider):
             "id": rid,
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": body.get("model", "fake"),
+            "model": self.served(body),
             "choices": [choice],
             "usage": self._usage(rep),
         }
@@ -188,7 +278,7 @@ class FakeOpenAI(FakeProvider):
             "id": rid,
             "object": "chat.completion.chunk",
             "created": int(time.time()),
-            "model": body.get("model", "fake"),
+            "model": self.served(body),
         }
 
         def chunk(delta: dict[str, Any], finish: str | None = None, lp: Any = None) -> bytes:
@@ -261,7 +351,7 @@ class FakeAnthropic(FakeProvider):
             )
             turns.append(("tool" if is_result else m["role"], content))
         tools = {t["name"] for t in body.get("tools") or []}
-        rep = reply(turns, tools, body.get("max_tokens"))
+        rep = self.reply(turns, tools, body.get("max_tokens"))
         stop = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}[
             rep.finish_reason
         ]
@@ -281,7 +371,7 @@ class FakeAnthropic(FakeProvider):
             "id": f"msg_{next(_ids)}",
             "type": "message",
             "role": "assistant",
-            "model": body.get("model", "fake"),
+            "model": self.served(body),
             "content": blocks,
             "stop_reason": stop,
             "stop_sequence": None,

@@ -42,6 +42,7 @@ class FakeServer:
         faults: dict[str, float] | None = None,
         seed: int = 0,
         api_key: str | None = None,
+        served_model: str | None = None,
     ) -> None:
         self.provider = provider
         self.port = 0  # chosen by the child (port 0) and reported in its readiness line
@@ -63,6 +64,8 @@ class FakeServer:
             args += ["--fault", f"{name}={rate}"]
         if api_key:
             args += ["--api-key", api_key]
+        if served_model:
+            args += ["--served-model", served_model]
         self._args = args
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -117,6 +120,11 @@ class FakeServer:
         resp = httpx.post(f"http://127.0.0.1:{self.port}/_fake/config", json=plan, timeout=5)
         resp.raise_for_status()
         return dict(resp.json())
+
+    def script_replies(self, replies: list[str]) -> None:
+        """Answer the next len(replies) model requests with these texts, in arrival order."""
+        resp = httpx.post(f"http://127.0.0.1:{self.port}/_fake/replies", json=replies, timeout=5)
+        resp.raise_for_status()
 
     def stats(self) -> dict[str, Any]:
         resp = httpx.get(f"http://127.0.0.1:{self.port}/_fake/stats", timeout=5)
@@ -174,6 +182,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--api-key", default=None)
+    parser.add_argument(
+        "--served-model", default=None, help="the model name answers carry (default: the asked)"
+    )
     args = parser.parse_args(argv)
     plan = FaultPlan(
         rates=dict(args.fault),
@@ -181,7 +192,9 @@ def main(argv: list[str] | None = None) -> None:
         seed=args.seed,
         latency_ms=args.latency_ms,
     )
-    handler = (FakeOpenAI if args.provider == "openai" else FakeAnthropic)(plan, args.api_key)
+    handler = (FakeOpenAI if args.provider == "openai" else FakeAnthropic)(
+        plan, args.api_key, served_model=args.served_model
+    )
     # Room for a benchmark's thousands of connections before any thread starts: a table grown
     # later stalls the server for an RCU grace period at its 256th and 512th (prime_env.process.fd_table).
     reserve_fds(BACKLOG)

@@ -85,3 +85,28 @@ def imported_packages(root: Path) -> dict[str, set[str]]:
                 names.add(node.module.split(".")[0])
         found[str(path.relative_to(root.parent))] = names
     return found
+
+
+def suite_site_view(directory: Path) -> Path:
+    """`directory`, filled with links to this venv's site-packages minus the environments a
+    user installed into it (`prime env install`, `prime train`): what a fresh venv given this
+    checkout's packages through a `.pth` should see, whatever that user installed."""
+    import sysconfig
+
+    site = Path(sysconfig.get_paths()["purelib"])
+    hidden: set[str] = set()
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if name in ("prime-envhub", "prime-envhub-sdk") or not any(
+            ep.group == "prime.environments" for ep in dist.entry_points
+        ):
+            continue
+        for file in dist.files or []:
+            top = file.parts[0] if file.parts else ""
+            if top and top != "..":
+                hidden.add(top)
+    directory.mkdir(parents=True, exist_ok=True)
+    for entry in site.iterdir():
+        if entry.name not in hidden:
+            (directory / entry.name).symlink_to(entry)
+    return directory

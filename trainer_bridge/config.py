@@ -14,6 +14,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal, TypeGuard
 
@@ -214,14 +215,72 @@ class AdvantageConfig(Strict):
     """Divide by the group's reward std (GRPO); off = Dr. GRPO (reward − group mean)."""
 
 
-AlgoType = Literal["grpo"]
-"""The algorithms that turn rollouts into training samples (orchestrator/algorithms.py)."""
+BUILTIN_ALGOS = ("grpo", "sft", "rft", "opd")
+"""The built-in algorithms (orchestrator/algorithms.py); a package may register more under
+the ALGORITHM_GROUP entry points."""
+ALGORITHM_GROUP = "prime.algorithms"
+
+
+def registered_algorithms() -> list[str]:
+    """The names `algo.type` accepts: the built-ins, then those packages register."""
+    plugins = {ep.name for ep in metadata.entry_points(group=ALGORITHM_GROUP)}
+    return [*BUILTIN_ALGOS, *sorted(plugins - set(BUILTIN_ALGOS))]
+
+
+class TeacherConfig(Strict):
+    """`[orchestrator.algo.teacher]`: a frozen model, any spec `prime eval run -m` takes, a
+    policy directory (`prime train export`'s adapter or merged model) or `reference` (the
+    environment's reference policy). `opd` needs its logprobs of the student's tokens."""
+
+    model: str
+    base_url: str | None = None
+    """An OpenAI-compatible server (vLLM): chats for `sft`/`rft`, `/v1/completions` with
+    `echo` + `logprobs` for `opd`."""
+    api_key_var: str | None = None
 
 
 class AlgoConfig(Strict):
     """`[orchestrator.algo]`: how rollouts become samples with advantages (prime-rl's key)."""
 
-    type: AlgoType = "grpo"
+    type: str = "grpo"
+    """grpo, sft, rft, opd, or one registered under `prime.algorithms`."""
+    data: str | None = None
+    """`sft`: a JSONL file of traces (`prime eval export` rows, or rollout records)."""
+    teacher: TeacherConfig | None = None
+    """`sft` without data, `rft`, `opd`: the model whose traces or logprobs are learnt."""
+    min_reward: float | None = None
+    """`sft`/`rft`: a teacher's rollouts below this reward are never trained (`rft`: 1.0)."""
+    best_of: int | None = Field(default=None, ge=1)
+    """`rft`: the best K rollouts of each task's group are kept (default 1)."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Settings of an algorithm registered by entry point (its own keys)."""
+
+    @field_validator("type")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        known = registered_algorithms()
+        if value not in known:
+            raise ValueError(
+                f"{value!r} is not an algorithm: use one of {', '.join(known)}, or install "
+                f"a package that registers it under the {ALGORITHM_GROUP!r} entry points"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _needs(self) -> AlgoConfig:
+        if self.type == "sft" and (self.data is None) == (self.teacher is None):
+            raise ValueError(
+                "algo.type = 'sft' trains on given traces: set exactly one of algo.data "
+                "(a JSONL file, prime train --data) or algo.teacher.model (traces it generates)"
+            )
+        if self.type in ("rft", "opd") and self.teacher is None:
+            raise ValueError(
+                f"algo.type = {self.type!r} needs a teacher: set algo.teacher.model "
+                "(prime train --teacher MODEL)"
+            )
+        if self.data is not None and self.type != "sft":
+            raise ValueError(f"algo.data is for algo.type = 'sft', not {self.type!r}")
+        return self
 
 
 class EvalConfig(Strict):

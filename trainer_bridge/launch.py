@@ -37,6 +37,8 @@ from trainer_bridge.inference.factory import (
     vllm_command,
     vllm_urls,
 )
+from trainer_bridge.inference.local_teacher import LocalTeacher
+from trainer_bridge.inference.teachers import Teachers
 from trainer_bridge.metrics import Monitor, plot
 from trainer_bridge.orchestrator.errors import TrainingStopped
 from trainer_bridge.orchestrator.evals import evaluate
@@ -213,6 +215,7 @@ def execute(
             log=lambda text: console.print(text),
             load_env=load_env,
             progress=Progress(run, console if config.monitors.live else None),
+            teachers=Teachers(config.model, local=LocalTeacher),
         )
         try:
             event_loop.run(until_signalled(orchestrator.run_training(), guard))

@@ -20,6 +20,7 @@ those (`evals.verification`); a run it re-scored differently (`disagreed`) never
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -145,6 +146,7 @@ def leaderboard(
             *(picked.c[name].desc() for name in ("lower", "n_rollouts", "finalized_at", "id"))
         )
     ).all()
+    served = _served_models(session, [run.id for run in ordered])
     intervals = [_interval(run) for run in ordered]
     ranks = _tie_ranks(intervals)
     sizes: dict[int, int] = {}
@@ -154,6 +156,7 @@ def leaderboard(
         LeaderboardRow(
             rank=rank,
             model=run.model_name,
+            served_model=served.get(run.id),
             evaluation_id=run.id,
             mean_reward=float(run.reward_mean),
             stderr=_stderr(run),
@@ -171,6 +174,24 @@ def leaderboard(
         )
         for run, rank, interval in zip(ordered, ranks, intervals, strict=True)
     ]
+
+
+def _served_models(session: Session, ids: list[str]) -> dict[str, str]:
+    """The `served_model` each ranked run's metadata records (the name the model's server
+    answered as, beside the alias it was asked by): read for the board's rows only."""
+    if not ids:
+        return {}
+    rows = session.execute(
+        sa.select(col(Evaluation.id), col(Evaluation.metadata_json)).where(
+            col(Evaluation.id).in_(ids)
+        )
+    ).all()
+    served = {}
+    for evaluation_id, metadata_json in rows:
+        name = json.loads(metadata_json or "{}").get("served_model")
+        if isinstance(name, str) and name:
+            served[evaluation_id] = name
+    return served
 
 
 def _stderr(run: Any) -> float | None:

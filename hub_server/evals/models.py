@@ -19,11 +19,13 @@ from hub_server.registry.models import Environment
 
 
 class EvaluationStatus(StrEnum):
-    """A run is open while pushed to, then completed (finalized: it may rank) or abandoned
+    """A run is open while pushed to, then completed (finalized: it may rank), failed
+    (finalized with every rollout an error: nothing to rank, it never does) or abandoned
     (left running past the hub's timeout: it never ranks and is listed only when asked for)."""
 
     RUNNING = "running"
     COMPLETED = "completed"
+    FAILED = "failed"
     ABANDONED = "abandoned"
 
 

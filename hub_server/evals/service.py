@@ -347,12 +347,15 @@ def finalize_evaluation(
     """Close the run: merge the batches' partial sums into the summary; only now can it rank."""
     try:
         evaluation = _writable(session, evaluation_id, principal, check_open=False)
-        if evaluation.status == EvaluationStatus.COMPLETED and evaluation.client_run_id is not None:
+        finished = (EvaluationStatus.COMPLETED, EvaluationStatus.FAILED)
+        if evaluation.status in finished and evaluation.client_run_id is not None:
             session.rollback()  # a retried push finalizing its run again: already done
             return evaluation
         _require_open(evaluation)
         summary = _recompute_summary(store, evaluation)
-        evaluation.status = EvaluationStatus.COMPLETED
+        evaluation.status = (
+            EvaluationStatus.COMPLETED if summary.scored else EvaluationStatus.FAILED
+        )
         evaluation.finalized_at = utcnow()
         evaluation.summary_json = summary.model_dump_json()
         evaluation.reward_mean = summary.reward_mean

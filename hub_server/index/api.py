@@ -152,6 +152,14 @@ async def simple_project(owner_name: str, project: str, request: Request) -> Res
     normalized = normalize(project)
     if normalized != project:
         return RedirectResponse(f"/{owner_name}/simple/{normalized}/", status_code=301)
+    if normalized == SDK_DISTRIBUTION:
+        # The SDK every environment depends on is on each owner's index too (its files stay
+        # the `_sdk` owner's; the name is reserved, so no owner's project can shadow it): an
+        # installer given this one index, as the stock `prime env install` is
+        # (`--extra-index-url HUB/OWNER/simple/`), finds the environment's SDK as well.
+        if service.owner_serial(hub.engine, owner_name) is None:
+            raise NotFound(f"No owner named {owner_name!r} on this hub.")
+        return _page(sdk_project_page(fmt, files=f"../../../{SDK_OWNER}/files"), content_type)
     if "authorization" not in request.headers:
         row = service.project_serial(hub.engine, owner_name, normalized)
         if row is None or row.visibility != Visibility.PUBLIC:

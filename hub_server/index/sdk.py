@@ -150,12 +150,13 @@ def sdk_index_page(fmt: Format) -> str:
     return render_index_page([SDK_DISTRIBUTION], fmt)
 
 
-def sdk_project_page(fmt: Format) -> str:
-    """The SDK's project page: the one wheel this hub runs with."""
+def sdk_project_page(fmt: Format, files: str = "../../files") -> str:
+    """The SDK's project page: the one wheel this hub runs with. `files` is the SDK's files
+    directory relative to the page (the default: from `/_sdk/simple/prime-envhub-sdk/`)."""
     wheel = sdk_wheel()
     entry = ProjectFile(
         filename=wheel.filename,
-        url=f"../../files/{SDK_DISTRIBUTION}/{wheel.filename}",
+        url=f"{files}/{SDK_DISTRIBUTION}/{wheel.filename}",
         sha256=wheel.sha256,
         size=len(wheel.data),
         upload_time=wheel.packed_at,

@@ -16,7 +16,6 @@ from typing import Any
 
 import click
 from pydantic import TypeAdapter
-from rich.console import Console
 from rich.table import Table
 
 from hub_client import settings as cfg
@@ -52,7 +51,7 @@ from prime_cli.env.status import (
 )
 from prime_cli.errors import CliError, expected
 from prime_cli.feedback import console_feedback
-from prime_cli.messages import say
+from prime_cli.messages import output_console, say
 from prime_cli.options import echo_json, output_option, page_of, paging_options
 from registry_index.resolve import EnvRef, parse_env_ref
 from registry_index.schemas.versions import InstallRecord
@@ -60,8 +59,8 @@ from registry_index.schemas.versions import InstallRecord
 expected(HubError, ProjectError, PushRefused, InstallError, ScaffoldError, PullError)
 expected(cfg.ConfigError)
 
-console = Console()
-err_console = Console(stderr=True)
+console = output_console()
+err_console = output_console(stderr=True)
 
 SORTS = ("name", "created_at", "updated_at", "downloads", "stars")
 

@@ -11,53 +11,41 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import time
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import click
 from click.core import ParameterSource
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
-from rich.text import Text
 
 from hub_client import settings as cfg
 from hub_client.client import HubClient, HubError
 from hub_client.install import InstallError, ensure_installed
 from prime_cli.errors import CliError, expected
 from prime_cli.eval.export import export_cmd
-from prime_cli.eval.runs import find_run, local_runs, push_run, unpushed_runs
+from prime_cli.eval.live import progress_display, run_all
+from prime_cli.eval.local_cap import cap_local_tokens
+from prime_cli.eval.optimize import optimize_cmd
+from prime_cli.eval.replay import replay_cmd
+from prime_cli.eval.runs import find_run, local_runs, open_hub, push_run, unpushed_runs
+from prime_cli.eval.sets import SetRequest, run_set
+from prime_cli.eval.tables import fmt, summary_row, summary_table, zero_reward_notes
 from prime_cli.eval.validate import validate_cmd
 from prime_cli.feedback import console_feedback
-from prime_cli.messages import say
-from prime_cli.options import echo_json, output_option, page_of, paging_options
-from prime_cli.options import json_object as _json_option
+from prime_cli.messages import output_console, say
+from prime_cli.options import echo_json, json_object, output_option, page_of, paging_options
 from prime_cli.program_host import program_on_host_option
-from prime_env.clients.base import ModelClient
-from prime_env.clients.model_specs import ModelConfigError, default_model, resolve_model
+from prime_env.clients.model_paths import check_adapter_dir
+from prime_env.clients.model_specs import APIS, ModelConfigError, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
-from prime_env.errors import EnvironmentNotFound
+from prime_env.errors import DatasetError, EnvironmentNotFound
+from prime_env.eval_sets import SetConfig, is_set_dir, read_set
 from prime_env.evaluation import (
     METADATA,
     RESULTS,
     EvalError,
-    EvalRun,
     RunConfig,
-    execute,
     load_env,
     normalize_sampling,
     read_results,
@@ -67,23 +55,13 @@ from prime_env.evaluation import (
     stored_config,
 )
 from prime_env.process import event_loop
-from prime_env.process.parallel import ClientFactory
-from prime_env.record import RolloutRecord
-from prime_env.summary import Summary
 from registry_index.schemas.evals import EvaluationInfo
 
-console = Console()
-err_console = Console(stderr=True)
+console = output_console()
+err_console = output_console(stderr=True)
 
-expected(EvalError, ModelConfigError, EnvironmentNotFound, HubError, InstallError)
+expected(EvalError, ModelConfigError, EnvironmentNotFound, HubError, InstallError, DatasetError)
 expected(cfg.ConfigError)
-
-LIVE_RATE_WINDOW_S = 5.0
-"""A local model's tokens/s on the live display is measured over this many recent seconds."""
-
-LOCAL_MAX_TOKENS = 256
-"""Per-turn token cap for the built-in CPU model when none is given: SmolLM2-135M rarely needs
-more for these tasks, and uncapped it can ramble for minutes per rollout."""
 
 
 class _EvalGroup(click.Group):
@@ -116,222 +94,21 @@ def _explicit(ctx: click.Context, name: str) -> bool:
     )
 
 
-@dataclass
-class _Tracker:
-    """Running numbers for one model's live display line."""
-
-    total: int
-    done: int = 0
-    reward_sum: float = 0.0
-    scored: int = 0
-    errors: int = 0
-    tokens: int = 0
-    resumed: int = 0  # rollouts already done when this invocation started
-    started: float = field(default_factory=time.perf_counter)
-    live: Callable[[], int] | None = None  # tokens sampled so far (a local model in-process)
-    live_base: int = 0
-    window: deque[tuple[float, int]] = field(default_factory=deque)
-
-    def tokens_per_s(self) -> float:
-        """Completion tokens per second. For a local model, counted as it samples and over the
-        last few seconds (its current speed, not diluted by the model's loading time)."""
-        now = time.perf_counter()
-        if self.live is None:
-            return self.tokens / max(now - self.started, 1e-6)
-        made = self.live() - self.live_base
-        self.window.append((now, made))
-        while len(self.window) > 2 and now - self.window[1][0] >= LIVE_RATE_WINDOW_S:
-            self.window.popleft()
-        then, before = self.window[0]
-        return (made - before) / (now - then) if now - then > 0.2 else 0.0
-
-    def add(self, record: RolloutRecord) -> None:
-        self.done += 1
-        self.tokens += record.usage.completion_tokens
-        if record.error is not None:
-            self.errors += 1
-        elif record.reward is not None:
-            self.scored += 1
-            self.reward_sum += record.reward
-
-    def fields(self) -> dict[str, Any]:
-        mean = f"{self.reward_sum / self.scored:.3f}" if self.scored else "-"
-        elapsed = max(time.perf_counter() - self.started, 1e-6)
-        return {
-            "reward": mean,
-            "errors": str(self.errors),
-            "rate": f"{(self.done - self.resumed) / elapsed:.2f}",
-        }
-
-
-class _TokensPerSecond(ProgressColumn):
-    """Rendered on every refresh (rich's own thread), so it moves between finished rollouts."""
-
-    def render(self, task: Task) -> Text:
-        tracker = task.fields.get("tracker")
-        rate = tracker.tokens_per_s() if isinstance(tracker, _Tracker) else 0.0
-        return Text(f"{rate:,.0f} tok/s")
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    summary: Summary
-    new_rollouts: int
-    elapsed_s: float  # wall time of this invocation's rollouts (start-up excluded)
-
-
-async def _run_all(
-    runs: list[tuple[EvalRun, ModelClient, ClientFactory]],
-    concurrency: int,
-    workers: int,
-    progress: Progress,
-) -> list[_Outcome]:
-    async def one(run: EvalRun, client: ModelClient, factory: ClientFactory) -> _Outcome:
-        tracker = _Tracker(total=run.total)
-        for rec in run.done:
-            tracker.add(rec)
-        tracker.resumed, tracker.tokens = tracker.done, 0
-        if run.spec.client == "local" and workers == 1:
-            from local_model.decode import sampled_tokens
-
-            tracker.live, tracker.live_base = sampled_tokens, sampled_tokens()
-        task = progress.add_task(
-            run.spec.name,
-            total=run.total,
-            completed=tracker.done,
-            tracker=tracker,
-            **tracker.fields(),
-        )
-
-        def on_record(record: RolloutRecord) -> None:
-            tracker.add(record)
-            progress.update(task, advance=1, **tracker.fields())
-
-        before, start = tracker.done, time.perf_counter()
-        try:
-            summary = await execute(
-                run,
-                client,
-                concurrency=concurrency,
-                on_record=on_record,
-                workers=workers,
-                client_factory=factory,
-            )
-        finally:
-            await client.aclose()
-        return _Outcome(summary, tracker.done - before, time.perf_counter() - start)
-
-    # SIGTERM (a scheduler, `kill`) stops the runs as Ctrl-C does: cancelled, each writes
-    # `interrupted` to its metadata.json and stays resumable (the default action writes nothing).
-    loop, main = asyncio.get_running_loop(), asyncio.current_task()
-    assert main is not None
-    loop.add_signal_handler(signal.SIGTERM, main.cancel)
-    try:
-        return list(await asyncio.gather(*(one(*run) for run in runs)))
-    finally:
-        loop.remove_signal_handler(signal.SIGTERM)
-
-
-def _progress(disable: bool) -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("reward {task.fields[reward]}"),
-        TextColumn("errors {task.fields[errors]}"),
-        TextColumn("{task.fields[rate]} rollouts/s"),
-        _TokensPerSecond(),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-        console=err_console,
-        disable=disable,
-        refresh_per_second=4,
-    )
-
-
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def _summary_row(spec_name: str, summary: Summary, cost: float | None) -> dict[str, Any]:
-    return {"model": spec_name, "summary": summary.model_dump(), "cost_usd": cost}
-
-
-def _table(rows: list[tuple[EvalRun, Summary]], width: int) -> Table:
-    """One row per model; transposed (one row per figure, a column per model) when that is
-    too wide for the terminal, so an 80-column window stays readable."""
-    metric_names = sorted({name for _, s in rows for name in [*s.rewards, *s.metrics]})
-    ks = sorted({k for _, s in rows for k in s.pass_at_k}, key=int)
-    title = f"{rows[0][0].env.id}: n={rows[0][0].config.n}, r={rows[0][0].config.r}"
-    headers = [
-        "model",
-        "reward (mean ± se)",
-        *[f"pass@{k}" for k in ks],
-        *metric_names,
-        "errors",
-        "tokens in/out",
-        "cost",
-    ]
-    cells: list[list[str]] = []
-    for run, s in rows:
-        cost = run.spec.cost(s.prompt_tokens, s.completion_tokens)
-        means = {**s.rewards, **s.metrics}
-        errors = str(s.errors) + (
-            f" ({', '.join(f'{t}: {c}' for t, c in s.error_types.items())})" if s.errors else ""
-        )
-        cells.append(
-            [
-                run.spec.name,
-                f"{_fmt(s.reward_mean)} ± {_fmt(s.reward_stderr)}",
-                *[_fmt(s.pass_at_k.get(k)) for k in ks],
-                *[_fmt(means.get(m)) for m in metric_names],
-                errors,
-                f"{s.prompt_tokens:,}/{s.completion_tokens:,}",
-                "-" if cost is None else f"${cost:.4f}",
-            ]
-        )
-    wide = Table(title=title)
-    for header in headers:
-        wide.add_column(header, no_wrap=True)
-    for row in cells:
-        wide.add_row(*row)
-    if Console(width=10_000).measure(wide).maximum <= width:
-        return wide
-    narrow = Table(title=title)
-    narrow.add_column("", style="bold", no_wrap=True)
-    for row in cells:
-        narrow.add_column(row[0], overflow="fold")
-    for index, header in enumerate(headers[1:], start=1):
-        narrow.add_row(header, *[row[index] for row in cells])
-    return narrow
-
-
-def _zero_reward_notes(rows: list[tuple[EvalRun, Summary]]) -> list[str]:
-    """When every scored rollout got 0, say whether that is the model or infrastructure."""
-    notes = []
-    for run, s in rows:
-        if not s.scored or s.reward_mean != 0:
-            continue
-        errored = f"; {s.errors} more errored and are not counted" if s.errors else ""
-        notes.append(
-            f"{run.spec.name}: all {s.scored} scored rollouts got reward 0 — the model's answers "
-            f"were graded wrong, not errors{errored}. Read a few with "
-            f"`prime eval show {run.directory} --samples 3`"
-        )
-    return notes
-
-
 @eval_group.command("run")
-@click.argument("env_spec", metavar="ENV", required=False)
+@click.argument("env_specs", metavar="ENV...", nargs=-1)
 @click.option(
     "-m",
     "--model",
     "models",
     multiple=True,
-    help="provider/model, an endpoints.toml alias, or any name with --base-url "
-    "(repeat to compare models). Default: openai/gpt-4.1-mini when OPENAI_API_KEY "
-    "is set, else local/smollm2-135m.",
+    help="provider/model, an endpoints.toml alias, a Hugging Face model directory (run "
+    "in-process), or any name with --base-url (repeat to compare models). Default: "
+    "openai/gpt-4.1-mini when OPENAI_API_KEY is set, else local/smollm2-135m.",
+)
+@click.option(
+    "--adapter",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="a LoRA adapter directory (prime train export) to run on each -m (in-process models)",
 )
 @click.option(
     "-n",
@@ -366,7 +143,14 @@ def _zero_reward_notes(rows: list[tuple[EvalRun, Summary]]) -> list[str]:
 )
 @click.option("-t", "--max-tokens", type=click.IntRange(min=1))
 @click.option("-T", "--temperature", type=click.FloatRange(min=0))
-@click.option("-b", "--base-url", help="an OpenAI-compatible server to send -m NAME to")
+@click.option(
+    "-b", "--base-url", help="a server to send -m NAME to (OpenAI-compatible unless --api says)"
+)
+@click.option(
+    "--api",
+    type=click.Choice(APIS),
+    help="the API the server at -b URL speaks (default openai; anthropic: Messages API)",
+)
 @click.option("-k", "--api-key-var", help="environment variable holding the API key")
 @click.option(
     "--endpoints",
@@ -402,6 +186,13 @@ def _zero_reward_notes(rows: list[tuple[EvalRun, Summary]]) -> list[str]:
     show_default=True,
     help="seconds per model call",
 )
+@click.option(
+    "--retries",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="eval sets (several ENVs): reruns of a cell that crashed or holds errored rollouts",
+)
 @click.option("--push", is_flag=True, help="upload the results to the hub when done")
 @click.option("--public", is_flag=True, help="with --push: make the run public (leaderboard)")
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
@@ -409,8 +200,9 @@ def _zero_reward_notes(rows: list[tuple[EvalRun, Summary]]) -> list[str]:
 @click.pass_context
 def run(
     ctx: click.Context,
-    env_spec: str | None,
+    env_specs: tuple[str, ...],
     models: tuple[str, ...],
+    adapter: Path | None,
     n: int,
     r: int,
     concurrency: int,
@@ -420,6 +212,7 @@ def run(
     max_tokens: int | None,
     temperature: float | None,
     base_url: str | None,
+    api: str | None,
     api_key_var: str | None,
     endpoints: Path | None,
     output_dir: Path,
@@ -427,11 +220,15 @@ def run(
     stream: bool,
     max_retries: int,
     timeout_s: float,
+    retries: int,
     push: bool,
     public: bool,
     output: str,
 ) -> None:
-    """Evaluate ENV (a path, an installed name, or OWNER/NAME[@VERSION] from the hub)."""
+    """Evaluate ENV (a path, an installed name, or OWNER/NAME[@VERSION] from the hub).
+
+    Several ENVs make an eval set: every ENV × every -m, in one resumable set directory, with
+    per-cell retries and one summary table."""
     if r < 1:
         raise click.BadParameter("must be at least 1", param_hint="-r")
     if workers > concurrency:
@@ -440,18 +237,19 @@ def run(
             "give at most -c worker processes",
             param_hint="-w",
         )
-    args = _json_option(env_args, "--env-args")
-    sampling = _json_option(sampling_args, "--sampling-args")
+    args = json_object(env_args, "--env-args")
+    sampling = json_object(sampling_args, "--sampling-args")
     if max_tokens is not None:
         sampling["max_tokens"] = max_tokens
     if temperature is not None:
         sampling["temperature"] = temperature
+    in_set = len(env_specs) > 1 or (resume_dir is not None and is_set_dir(resume_dir))
     if resume_dir is not None:
-        if len(models) > 1:
+        if len(models) > 1 and not in_set:
             raise click.UsageError("--resume continues one run; give at most one -m")
-        stored = stored_config(resume_dir)
-        env_spec = env_spec or stored.env
-        models = models or (stored.model,)
+        stored = read_set(resume_dir).config if in_set else stored_config(resume_dir)
+        env_specs = env_specs or tuple(stored.envs)
+        models = models or tuple(stored.models)
         n = n if _explicit(ctx, "n") else stored.n
         r = r if _explicit(ctx, "r") else stored.r
         args = args if env_args is not None else stored.env_args
@@ -461,26 +259,36 @@ def run(
             else stored.sampling
         )
         base_url = base_url if base_url is not None else stored.base_url
-    if env_spec is None:
+        api = api if api is not None else stored.api
+    if not env_specs:
         raise click.UsageError("missing ENV: a path, an installed environment or OWNER/NAME")
+    if adapter is not None:  # `-m BASE --adapter DIR` is the model `BASE+DIR`
+        check_adapter_dir(adapter)
+        models = tuple(f"{m}+{adapter}" for m in (models or (default_model(),)))
     specs = [
-        resolve_model(m, base_url=base_url, api_key_var=api_key_var, endpoints=endpoints)
+        resolve_model(m, base_url=base_url, api_key_var=api_key_var, endpoints=endpoints, api=api)
         for m in (models or (default_model(),))
     ]
     if len({s.name for s in specs}) != len(specs):
         raise click.UsageError("the same -m is given twice")
     for spec in specs:
         spec.api_key()  # a missing key fails here, before anything is installed or written
-    if (
-        resume_dir is None
-        and "max_tokens" not in sampling
-        and all(spec.client == "local" for spec in specs)
-    ):
-        sampling["max_tokens"] = LOCAL_MAX_TOKENS
-        err_console.print(
-            f"{', '.join(spec.name for spec in specs)} runs on this CPU: each turn is capped at "
-            f"{LOCAL_MAX_TOKENS} tokens (pass -t N to change)"
-        )
+    if resume_dir is None:
+        cap_local_tokens(specs, sampling, err_console)
+    policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
+    if in_set:
+        if len(set(env_specs)) != len(env_specs):
+            raise click.UsageError("the same ENV is given twice")
+        config = SetConfig(
+            list(env_specs), [s.name for s in specs], args, n, r, normalize_sampling(sampling),
+            base_url, api,
+        )  # fmt: skip
+        request = SetRequest(
+            config, specs, output_dir, resume_dir, concurrency, workers, stream, policy,
+            retries, push, public, output,
+        )  # fmt: skip
+        return run_set(request)
+    [env_spec] = env_specs
     env = load_env(
         env_spec, args, install=partial(ensure_installed, feedback=console_feedback(err_console))
     )
@@ -494,12 +302,12 @@ def run(
             n=n,
             r=r,
             sampling=normalize_sampling(sampling),
+            api=api,
         )
         for spec in specs
     ]
     # made before any run directory is: a client that cannot be made (-m reference of an
     # environment without one) leaves nothing on disk
-    policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
     clients = [spec.create_client(stream=stream, policy=policy, env=env) for spec in specs]
     factories = [
         partial(spec.create_client, stream=stream, policy=policy, env=env) for spec in specs
@@ -513,11 +321,11 @@ def run(
     for run_ in runs:
         verb = "resuming" if resume_dir else "writing"
         say(err_console, f"{verb} {run_.directory} ({len(run_.done)}/{run_.total} done)")
-    progress = _progress(disable=output == "json")
+    progress = progress_display(err_console, disable=output == "json")
     try:
         with progress:
             outcomes = event_loop.run(
-                _run_all(list(zip(runs, clients, factories)), concurrency, workers, progress)
+                run_all(list(zip(runs, clients, factories)), concurrency, workers, progress)
             )
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:  # Ctrl-C, SIGTERM
         dirs = " ".join(str(run_.directory) for run_ in runs)
@@ -526,18 +334,20 @@ def run(
             status=1 if isinstance(exc, KeyboardInterrupt) else 128 + signal.SIGTERM,
         ) from None
     rows = [(run_, outcome.summary) for run_, outcome in zip(runs, outcomes)]
+    failed = [run_.spec.name for run_, s in rows if s.rollouts and s.scored == 0]
     pushed: dict[Path, str] = {}
-    if push:
+    if push and len(failed) < len(rows):
         with _hub() as hub:
-            for run_, _ in rows:
-                pushed[run_.directory] = push_run(hub, run_.directory, public=public)
+            for run_, s in rows:
+                if s.scored:  # a run of errors only has nothing to rank: never pushed
+                    pushed[run_.directory] = push_run(hub, run_.directory, public=public)
     if output == "json":
         click.echo(
             json.dumps(
                 {
                     "runs": [
                         {
-                            **_summary_row(
+                            **summary_row(
                                 run_.spec.name,
                                 s,
                                 run_.spec.cost(s.prompt_tokens, s.completion_tokens),
@@ -557,18 +367,18 @@ def run(
             )
         )
     else:
-        console.print(_table(rows, console.width))
-        for note in _zero_reward_notes(rows):
+        console.print(summary_table(rows, console.width))
+        for note in zero_reward_notes(rows):
             console.print(note)
         for run_, _ in rows:
             say(console, f"{run_.spec.name}: {run_.directory}")
         for directory, evaluation_id in pushed.items():
             say(console, f"pushed {directory} as evaluation {evaluation_id}")
-    failed = [run_.spec.name for run_, s in rows if s.rollouts and s.scored == 0]
     if failed:
         raise CliError(
             f"every rollout of {', '.join(failed)} failed (see the errors column), so nothing "
-            "was scored; fix the cause (key, URL, model name) and start a new run"
+            f"was scored{' and nothing of it was pushed' if push else ''}; fix the cause (key, "
+            "URL, model name) and start a new run"
         )
 
 
@@ -576,7 +386,7 @@ def run(
 
 
 def _hub() -> HubClient:
-    return HubClient.from_settings(cfg.load_settings(), feedback=console_feedback(err_console))
+    return open_hub(err_console)
 
 
 @eval_group.command("push")
@@ -647,8 +457,8 @@ def _hub_summary_cells(item: EvaluationInfo) -> list[str]:
     if summary is None:  # not finalized yet: the hub computes it at finalize
         return ["-", "-", "-", "-"]
     return [
-        _fmt(summary.reward_mean),
-        _fmt(summary.reward_stderr),
+        fmt(summary.reward_mean),
+        fmt(summary.reward_stderr),
         str(summary.rollouts),
         str(summary.errors),
     ]
@@ -697,7 +507,7 @@ def list_cmd(
                 str(m.get("env_id")),
                 str(m.get("model")),
                 f"{m.get('num_examples')}×{m.get('rollouts_per_example')}",
-                f"{_fmt(s.get('reward_mean'))} ± {_fmt(s.get('reward_stderr'))}",
+                f"{fmt(s.get('reward_mean'))} ± {fmt(s.get('reward_stderr'))}",
                 str(s.get("errors", "-")),
                 str(m.get("status")),
             )
@@ -809,5 +619,7 @@ def samples_cmd(target: str, num: int, page: int, offset: int | None, output: st
     )
 
 
+eval_group.add_command(replay_cmd)
+eval_group.add_command(optimize_cmd)
 eval_group.add_command(validate_cmd)
 eval_group.add_command(export_cmd)

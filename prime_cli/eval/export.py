@@ -113,7 +113,7 @@ def export_cmd(
         raise click.UsageError("--tokens renders the chats with a tokenizer: pass --tokenizer")
     if tokenizer and not tokens:
         raise click.UsageError("--tokenizer is for --tokens; chats are written untokenised")
-    records = _read_runs(runs, runs_dir)
+    records = read_runs(runs, runs_dir)
     selection = select_records(records, min_reward=min_reward, best_of=best_of, dedup=dedup)
     if not selection.kept:
         raise CliError(
@@ -160,7 +160,7 @@ def export_cmd(
     )
 
 
-def _read_runs(targets: tuple[str, ...], runs_dir: Path) -> list[RolloutRecord]:
+def read_runs(targets: tuple[str, ...], runs_dir: Path) -> list[RolloutRecord]:
     """The records of every RUN, in the order given; the hub is asked only for what is not on
     disk, and only when a RUN needs it."""
     hub: HubClient | None = None

@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from rich.console import Console
 
+from hub_client import settings as cfg
 from hub_client.client import HubClient, NotFound, checked_request
 from prime_cli.errors import CliError
+from prime_cli.feedback import console_feedback
 from prime_env.evaluation import METADATA, RESULTS, read_results, read_run_metadata
 from prime_env.record import RolloutRecord
 from prime_env.run_status import COMPLETED, RUNNING, describe_owner
@@ -29,6 +32,11 @@ SAMPLE_BATCH_BYTES = 8 * 1024 * 1024
 """Pushed sample batches stay well under the hub's 32 MiB request limit."""
 
 PREFIX_SCAN_PAGES = 20  # hub evaluations scanned (×100) to expand a short id
+
+
+def open_hub(err_console: Console) -> HubClient:
+    """The hub `prime login` / PRIME_HUB_URL + PRIME_API_KEY name, reporting retries on stderr."""
+    return HubClient.from_settings(cfg.load_settings(), feedback=console_feedback(err_console))
 
 
 def local_runs(root: Path) -> list[dict[str, Any]]:
@@ -104,13 +112,31 @@ def _hub_ids(hub: HubClient) -> Iterator[str]:
 
 
 def unpushed_runs(root: Path, hub_url: str) -> list[Path]:
-    """Finished local runs not yet pushed to `hub_url` (for `prime eval push` with no DIR)."""
+    """Finished local runs not yet pushed to `hub_url` (for `prime eval push` with no DIR);
+    runs whose every rollout failed are not among them (`all_failed`)."""
     return [
         Path(meta["directory"])
         for meta in local_runs(root)
         if meta.get("status") == COMPLETED
+        and all_failed(meta) is None
         and not any(p.get("hub") == hub_url for p in meta.get("pushes") or [])
     ]
+
+
+def all_failed(meta: dict[str, Any]) -> str | None:
+    """Why a finished run is not pushed when every one of its rollouts failed (nothing was
+    scored, so there is nothing to rank: an outage, a bad key or URL), else None."""
+    summary = meta.get("summary") or {}
+    if not summary.get("rollouts") or summary.get("scored"):
+        return None
+    kinds = ", ".join(
+        f"{kind}: {count}" for kind, count in (summary.get("error_types") or {}).items()
+    )
+    return (
+        f"every rollout of this run failed ({kinds or 'errors only'}), so nothing was scored "
+        "and there is nothing to rank; it is not pushed. Fix the cause (key, URL, model name) "
+        "and start a new run"
+    )
 
 
 def _batches(records: list[RolloutRecord]) -> Iterator[list[dict[str, Any]]]:
@@ -180,6 +206,9 @@ def push_run(
     meta = read_run_metadata(directory)
     if meta.get("status") != COMPLETED:
         raise CliError(_unfinished(directory, meta))
+    failed = all_failed(meta)
+    if failed is not None:
+        raise CliError(f"{directory}: {failed}")
     env_slug = _hub_slug(env or meta.get("hub_env") or meta.get("env") or "")
     records = read_results(directory / RESULTS)
     metrics = {k: v for k, v in meta.items() if k.startswith("avg_") and v is not None}
@@ -208,6 +237,8 @@ def push_run(
                     "sampling_args",
                     "env_args",
                     "model_info",
+                    "served_model",  # what the server answered as, beside the alias
+                    "replay_of",  # prime eval replay: the run whose completions were re-scored
                     "started_at",
                     "ended_at",
                     "pass_at_k",

@@ -33,6 +33,7 @@ from prime_cli.errors import CliError
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import message_console
 from prime_cli.program_host import program_on_host_option
+from prime_cli.train.algo import algo_flags, check_whole_run
 from prime_cli.train.recipes import choose_recipe
 
 console = message_console(stderr=True)
@@ -99,6 +100,19 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
     is_flag=True,
     help="ignore the recipe the environment ships for the model (train/<model>.toml)",
 )
+@click.option(
+    "--algo",
+    help="orchestrator.algo.type for the whole run: grpo, sft, rft, opd, or a registered one",
+)
+@click.option(
+    "--data",
+    help="--algo sft: a JSONL file (prime eval export's), an eval run directory, a run id or a "
+    "hub evaluation id",
+)
+@click.option(
+    "--teacher",
+    help="orchestrator.algo.teacher.model: any -m model spec, a policy directory, or reference",
+)
 @click.option("--dry-run", is_flag=True, help="validate, print each host's command, start nothing")
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @program_on_host_option
@@ -116,6 +130,9 @@ def run_cmd(
     push: bool,
     public: bool,
     no_env_recipe: bool,
+    algo: str | None,
+    data: str | None,
+    teacher: str | None,
     dry_run: bool,
     output: str,
 ) -> None:
@@ -132,6 +149,7 @@ def run_cmd(
             ("inference.backend", backend),
             ("output_dir", str(output_dir) if output_dir else None),
             ("run_name", run_name),
+            *algo_flags(algo, data, teacher, output_dir),
         ):
             if value is not None:
                 flags.append((key, value))
@@ -144,6 +162,8 @@ def run_cmd(
         config = build_config(
             [*([recipe] if recipe else []), *files], layers[1], env_id=env_spec, env_args=args
         )
+        if algo is not None:
+            check_whole_run(config)
         spec = config.env.id
     except ConfigError as exc:
         raise config_exit(str(exc)) from None

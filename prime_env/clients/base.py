@@ -49,6 +49,9 @@ class ChatResponse:
     completion_logprobs: list[float] | None = None
     policy_version: int | None = None
     """The trained policy that sampled this turn (set by `prime train`'s backends)."""
+    model: str | None = None
+    """The model that answered, as the server names it (the API's `model` field): an alias
+    or a moving name such as `gpt-4.1-mini` is served by a dated snapshot."""
 
 
 @runtime_checkable

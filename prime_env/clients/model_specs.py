@@ -5,10 +5,16 @@ Accepted forms (what vf-eval and prime users type):
   `together/…`, `deepseek/…`, `gemini/…` (Gemini's OpenAI-compatible endpoint), `prime/…`;
 - `local/smollm2-135m`: a model run in this process, by a provider registered under the
   `prime.model_providers` entry-point group (`local` is local_model's, the SDK's `local` extra);
+- a Hugging Face model directory (`./my-policy`, `/models/x`): run in this process by `local`;
+- any in-process model with `+ADAPTER_DIR` (what `--adapter DIR` writes): a LoRA adapter on it;
 - an alias from `endpoints.toml` (./endpoints.toml, else ~/.config/prime/endpoints.toml);
-- any name together with `--base-url URL` (vLLM, a proxy, a self-hosted server);
+- any name together with `--base-url URL` (vLLM, a proxy, a self-hosted server), spoken to
+  as OpenAI chat completions or, with `--api anthropic`, as Anthropic Messages;
 - `reference`: the environment's own reference policy (prime_env.reference), which needs the
   environment to make its client.
+
+`OPENAI_BASE_URL` and `ANTHROPIC_BASE_URL` are honoured as the providers' SDKs honour them:
+`openai/<model>` and `anthropic/<model>` go there instead of the public APIs.
 
 Keys are read from environment variables only, at client creation, and never stored on the
 spec, so nothing that serialises a spec (metadata.json, logs) can leak one.
@@ -18,19 +24,27 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
 from prime_env.clients.base import ModelClient
+from prime_env.clients.model_paths import (
+    ADAPTER_CONFIG,
+    check_adapter_dir,
+    check_model_dir,
+    looks_like_path,
+)
 from prime_env.clients.retry import RetryPolicy
 from prime_env.errors import ModelConfigError
 from prime_env.reference import REFERENCE_MODEL, ReferenceClient, WithReference
 from registry_index.toml_text import TomlError, parse_toml
 
 DEFAULT_LOCAL_MODEL = "local/smollm2-135m"
+PATH_PROVIDER = "local"
+"""The in-process provider that runs `-m DIR` (a Hugging Face model directory)."""
 DEFAULT_HOSTED_MODEL = "openai/gpt-4.1-mini"
 PROVIDER_GROUP = "prime.model_providers"
 
@@ -41,6 +55,12 @@ class Provider:
     key_var: str
     client: str = "openai"
 
+
+APIS = ("openai", "anthropic")
+"""The wire formats a server at a URL may speak (`--api`)."""
+
+BASE_URL_VARS = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+"""The variables the providers' SDKs read their base URL from; we read them the same way."""
 
 PROVIDERS: dict[str, Provider] = {
     "openai": Provider("https://api.openai.com/v1", "OPENAI_API_KEY"),
@@ -62,8 +82,10 @@ class ModelProvider(Protocol):
         """The names accepted after `<provider>/`."""
         ...
 
-    def create_client(self, model: str) -> ModelClient:
-        """A client for `model` (one of `models()`); may import the provider's engine."""
+    def create_client(self, model: str, adapter: str | None = None) -> ModelClient:
+        """A client for `model` (one of `models()`, or for `local` a model directory's absolute
+        path), with the LoRA adapter directory `adapter` on it when given; may import the
+        provider's engine."""
         ...
 
 
@@ -106,6 +128,7 @@ class ModelSpec:
     base_url: str | None
     key_var: str | None
     price_per_mtok: tuple[float, float] | None = None
+    adapter: str | None = None  # a LoRA adapter directory on an in-process model
 
     def describe(self) -> dict[str, Any]:
         """What metadata.json records about the model (no key, only the variable's name)."""
@@ -116,6 +139,7 @@ class ModelSpec:
             "client": self.client,
             "base_url": self.base_url,
             "api_key_var": self.key_var,
+            "adapter": self.adapter,
         }
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
@@ -151,6 +175,8 @@ class ModelSpec:
             provider = in_process_provider(self.client)
             if provider is None:
                 raise ModelConfigError(f"no model provider {self.client!r} is installed")
+            if self.adapter is not None:
+                return provider.create_client(self.model, adapter=self.adapter)
             return provider.create_client(self.model)
         if self.client == "anthropic":
             from prime_env.clients.anthropic_client import AnthropicClient
@@ -228,18 +254,53 @@ def resolve_model(
     base_url: str | None = None,
     api_key_var: str | None = None,
     endpoints: Path | None = None,
+    api: str | None = None,
 ) -> ModelSpec:
-    """Turn what the user typed into a ModelSpec, or raise ModelConfigError saying why not."""
+    """Turn what the user typed into a ModelSpec, or raise ModelConfigError saying why not.
+
+    `api` ("openai" | "anthropic") is the wire format of the server at `base_url`; without a
+    `base_url` it takes that API's base-URL variable (OPENAI_BASE_URL, ANTHROPIC_BASE_URL)."""
     name = name.strip()
     if not name:
         raise ModelConfigError(
             "empty model name; pass -m provider/model, e.g. -m openai/gpt-4.1-mini"
         )
+    if api is not None:
+        if api not in APIS:
+            raise ModelConfigError(f"--api {api!r}: use one of {', '.join(APIS)}")
+        base_url = base_url or os.environ.get(BASE_URL_VARS[api])
+        if not base_url:
+            raise ModelConfigError(
+                f"--api {api} names the wire format of a server: give its URL with -b URL "
+                f"(or set {BASE_URL_VARS[api]})"
+            )
+    base_name, adapter = split_adapter(name)
     if base_url:
-        return ModelSpec(name, name, "custom", "openai", base_url.rstrip("/"), api_key_var)
+        if adapter is not None:
+            raise ModelConfigError(
+                "--adapter runs a LoRA adapter in this process; a server at -b URL loads its "
+                "adapters itself (vLLM: --lora-modules NAME=DIR), then pass -m NAME"
+            )
+        return ModelSpec(name, name, "custom", api or "openai", base_url.rstrip("/"), api_key_var)
     if name == REFERENCE_MODEL:  # reserved: no alias or provider is asked
         ref = REFERENCE_MODEL
         return ModelSpec(ref, ref, ref, ref, None, None, (0.0, 0.0))
+    if adapter is not None:
+        base = resolve_model(base_name, endpoints=endpoints)
+        if base.base_url is not None or in_process_provider(base.client) is None:
+            raise ModelConfigError(
+                f"--adapter needs a model run in this process (-m local/… or -m DIR), not "
+                f"{base_name}; a server loads its adapters itself, then pass -m ADAPTER_NAME"
+            )
+        return replace(base, name=name, adapter=adapter)
+    if looks_like_path(name) or Path(name).expanduser().is_dir():
+        if in_process_provider(PATH_PROVIDER) is None:
+            raise ModelConfigError(
+                f"-m {name}: a model directory runs in this process, which needs the local "
+                "model engine: pip install 'prime-envhub-sdk[local]'"
+            )
+        directory = check_model_dir(Path(name))
+        return ModelSpec(name, str(directory), PATH_PROVIDER, PATH_PROVIDER, None, None, (0.0, 0.0))
     path = endpoints or endpoints_file()
     if path is not None:
         aliases = load_endpoints(path)
@@ -282,10 +343,21 @@ def resolve_model(
         model,
         provider,
         known.client,
-        known.base_url,
+        (os.environ.get(BASE_URL_VARS.get(provider, "")) or known.base_url).rstrip("/"),
         api_key_var or known.key_var,
         PRICES_PER_MTOK.get(name),
     )
+
+
+def split_adapter(name: str) -> tuple[str, str | None]:
+    """`BASE+ADAPTER_DIR` (what `--adapter DIR` makes of `-m BASE`) -> (BASE, the adapter's
+    absolute path); any other name -> (name, None)."""
+    base, plus, adapter = name.rpartition("+")
+    if not plus or not base or not adapter:
+        return name, None
+    if not (Path(adapter).expanduser() / ADAPTER_CONFIG).is_file():
+        return name, None
+    return base, str(check_adapter_dir(Path(adapter)))
 
 
 def default_model() -> str:

@@ -64,7 +64,13 @@ def from_openai(data: dict[str, Any]) -> ChatResponse:
         prompt_token_ids=data.get("prompt_token_ids"),
         completion_token_ids=completion_ids,
         completion_logprobs=[float(e["logprob"]) for e in entries] if entries else None,
+        model=_served(data),
     )
+
+
+def _served(data: dict[str, Any]) -> str | None:
+    model = data.get("model")
+    return model if isinstance(model, str) and model else None
 
 
 async def from_openai_stream(chunks: AsyncIterable[object]) -> ChatResponse:
@@ -76,10 +82,12 @@ async def from_openai_stream(chunks: AsyncIterable[object]) -> ChatResponse:
     logprobs: list[dict[str, Any]] = []
     finish: str | None = None
     usage: dict[str, Any] = {}
+    served: str | None = None
     async for data in chunks:
         if not isinstance(data, dict):
             raise MalformedResponse(f"stream chunk is not an object: {data!r:.200}")
         usage = data.get("usage") or usage
+        served = _served(data) or served
         for choice in data.get("choices") or []:
             delta = choice.get("delta") or {}
             content.append(delta.get("content") or "")
@@ -112,6 +120,7 @@ async def from_openai_stream(chunks: AsyncIterable[object]) -> ChatResponse:
                 }
             ],
             "usage": usage,
+            "model": served,
         }
     )
 
@@ -243,4 +252,5 @@ def from_anthropic(data: dict[str, Any]) -> ChatResponse:
             prompt_tokens=int(usage.get("input_tokens") or 0),
             completion_tokens=int(usage.get("output_tokens") or 0),
         ),
+        model=_served(data),
     )

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 class LeaderboardRow(BaseModel):
     rank: int
     model: str
+    served_model: str | None = None  # what the server answered as (its `model` field), if sent
     evaluation_id: str
     mean_reward: float  # Summary.reward_mean of the run
     stderr: float | None  # Summary.reward_stderr of the run

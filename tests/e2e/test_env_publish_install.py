@@ -18,8 +18,6 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,12 +25,12 @@ import httpx
 import pytest
 
 from hub_client.install import find_uv
+from tests.e2e.package_index import serve_packages
 from tests.hub_server.hubproc import HubProcess, start_hub
 from tests.hub_server.wheels import write_wheel
-from tests.support import free_port, require
+from tests.support import free_port, require, suite_site_view
 
 PRIME = Path(sys.executable).with_name("prime")
-PYPI_SERVER = Path(sys.executable).with_name("pypi-server")
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -51,48 +49,11 @@ def tokens(hub: HubProcess) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def normal_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A pypiserver standing in for PyPI: it has `tiny-dep` and a `ghost-env` the hub lacks."""
-    require(PYPI_SERVER.exists(), "pypiserver (dev extra)")
     packages = tmp_path_factory.mktemp("normal-index")
     write_wheel(packages, "tiny-dep", "1.0", module_source='ORIGIN = "normal-index"\n')
     write_wheel(packages, "ghost-env", "1.0", module_source='ORIGIN = "normal-index"\n')
-    port = free_port()
-    log = (packages.parent / "pypiserver.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            str(PYPI_SERVER),
-            "run",
-            "-i",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "-a",
-            ".",
-            "-P",
-            ".",
-            "--disable-fallback",
-            "--backend",
-            "simple-dir",
-            str(packages),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}/simple/"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(url, timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("pypiserver did not start")
-            time.sleep(0.1)
+    with serve_packages(packages, packages.parent / "pypiserver.log") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @pytest.fixture
@@ -167,7 +128,7 @@ def fresh_venv(
         capture_output=True,
         text=True,
     ).stdout.strip()
-    sdk_site = sysconfig.get_paths()["purelib"]
+    sdk_site = str(suite_site_view(path.parent / f"{path.name}-suite-site"))
     Path(site, "_prime_sdk.pth").write_text(f"import site; site.addsitedir({sdk_site!r})\n")
     return python
 

@@ -8,7 +8,6 @@ import hashlib
 import json
 import subprocess
 import sys
-import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from testing.server import FakeServer
 from tests.e2e.eval_support import SAY_ENV, prime_env, run_dirs
 from tests.hub_server.hubproc import HubProcess, start_hub
 from tests.hub_server.wheels import write_wheel
-from tests.support import require
+from tests.support import require, suite_site_view
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -62,7 +61,8 @@ def publish_say_env(hub: HubProcess, token: str, directory: Path) -> None:
 
 
 def fresh_python(path: Path) -> Path:
-    """A venv that sees this checkout (prime_cli, prime_env) but not the environment."""
+    """A venv that sees this checkout (prime_cli, prime_env) but no environment, not even one a
+    user installed into the checkout's own venv."""
     uv = find_uv()
     require(uv is not None, "uv")
     subprocess.run([str(uv), "venv", "-q", "--python", sys.executable, str(path)], check=True)
@@ -73,7 +73,7 @@ def fresh_python(path: Path) -> Path:
         capture_output=True,
         text=True,
     ).stdout.strip()
-    ours = sysconfig.get_paths()["purelib"]
+    ours = str(suite_site_view(path.parent / f"{path.name}-suite-site"))
     Path(site, "_prime_sdk.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
     return python
 

@@ -60,6 +60,7 @@ async def test_record_has_exactly_the_schema_fields_and_round_trips() -> None:
         "example_index",
         "rollout_index",
         "model",
+        "served_model",
         "prompt",
         "completion",
         "answer",

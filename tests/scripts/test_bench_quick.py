@@ -96,6 +96,12 @@ def test_bench_train_quick() -> None:
     assert "load" in out
 
 
+@pytest.mark.slow  # SmolLM2 on CPU answers and reflects: a few tiny generations
+def test_bench_optimize_quick() -> None:
+    out = run_quick("bench_optimize.py", "--quick")
+    assert "Gain on held-out" in out and "the environment's" in out and "load average" in out
+
+
 @pytest.mark.slow
 def test_bench_downloads_quick() -> None:
     """64 concurrent downloads from a real hub: no 5xx (the script's figure is 300, p99 < 5 s;

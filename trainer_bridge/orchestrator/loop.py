@@ -23,13 +23,15 @@ from typing import Any
 
 from prime_env.environment import Environment
 from prime_env.record import RolloutRecord
-from prime_env.runner import run_rollouts
 from prime_env.tasks import Task
 from trainer_bridge.checkpoints import layout, orchestrator_state
 from trainer_bridge.config import TrainConfig
 from trainer_bridge.inference.base import BackendFactory, InferenceBackend
+from trainer_bridge.inference.teachers import Teachers
 from trainer_bridge.metrics import Monitor
 from trainer_bridge.orchestrator import unbatched
+from trainer_bridge.orchestrator.algorithm_api import GroupRequest, MakesGroups
+from trainer_bridge.orchestrator.algorithms import make_group
 from trainer_bridge.orchestrator.batches import Batches, StepStats
 from trainer_bridge.orchestrator.dispatch import TaskOrder, target_step
 from trainer_bridge.orchestrator.groups import Group
@@ -62,6 +64,7 @@ class Orchestrator:
         log: Callable[[str], None] = print,
         load_env: EnvLoader | None = None,
         progress: Progress | None = None,
+        teachers: Teachers | None = None,
     ) -> None:
         self.config = config
         self.oc = config.orchestrator
@@ -71,7 +74,8 @@ class Orchestrator:
         self.monitor = monitor
         self.evaluate = evaluate
         self.log = log
-        self.stages = stage_runs(config, env, load_env)
+        self.teachers = teachers or Teachers(config.model)
+        self.stages = stage_runs(config, env, load_env, self.teachers)
         self.tasks = TaskOrder(config.seed, resume.task_cursor if resume else 0)
         self.step = resume.step if resume else 0
         self.version = resume.policy_version if resume else 0
@@ -112,6 +116,8 @@ class Orchestrator:
             if saved.stage >= len(self.stages) or saved.stage < run_at(self.stages, step).index:
                 continue
             algorithm = self.stages[saved.stage].algorithm
+            if isinstance(algorithm, MakesGroups):
+                continue  # it samples or scores by itself: its groups are made again
             group = algorithm.screen(saved.key, saved.dispatch_version, saved.records, saved.order)
             group.stage, group.reused = saved.stage, True
             if group.dropped is None:
@@ -170,18 +176,13 @@ class Orchestrator:
         client = self.sampler.client()
         version = self.version
         sampling = replace(stage.sampling, seed=seed) if seed is not None else stage.sampling
-        group_size = stage.oc.rollouts_per_example
+        request = GroupRequest(
+            key, version, order, stage.oc.rollouts_per_example, task, client, sampling,
+            self.run.run_id,
+        )  # fmt: skip
         try:
-            records = await run_rollouts(
-                stage.env,
-                client,
-                tasks=[task],
-                r=group_size,
-                concurrency=group_size,
-                sampling=sampling,
-                run_id=self.run.run_id,
-            )
-            group = stage.algorithm.screen(key, version, records, order)
+            group = await make_group(stage.algorithm, stage.env, request)
+            records = group.records
             group.stage = stage.index
             self.batches.stats.errors.update(group.sample_errors)
             if any(r.error is not None and r.error.type == SAMPLER_ERROR for r in records):
@@ -387,3 +388,4 @@ class Orchestrator:
         if jobs:
             await asyncio.wait(jobs, timeout=5)
         await self.sampler.close()
+        await self.teachers.close()

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from prime_env.clients.base import SamplingArgs
 from prime_env.environment import Environment
 from trainer_bridge.config import ConfigError, OrchestratorConfig, Stage, TrainConfig, stage_at
+from trainer_bridge.inference.teachers import Teachers
+from trainer_bridge.orchestrator.algorithm_api import AlgoContext
 from trainer_bridge.orchestrator.algorithms import Algorithm, make_algorithm
 from trainer_bridge.orchestrator.rewards import reward_weights
 
@@ -38,10 +41,16 @@ class StageRun:
 
 
 def stage_runs(
-    config: TrainConfig, env: Environment, load_env: EnvLoader | None = None
+    config: TrainConfig,
+    env: Environment,
+    load_env: EnvLoader | None = None,
+    teachers: Teachers | None = None,
 ) -> list[StageRun]:
-    """One StageRun per stage that runs; an unknown reward name or an empty split is a
-    ConfigError naming the stage."""
+    """One StageRun per stage that runs; an unknown reward name or algorithm, a teacher that
+    cannot serve its algorithm, unreadable data or an empty split is a ConfigError naming the
+    stage. Nothing loads a model here (teachers and the tokenizer load when first used)."""
+    teachers = teachers or Teachers(config.model)
+    tokenizer = _student_tokenizer(config.model.name)
     runs: list[StageRun] = []
     loaded: dict[str, Environment] = {repr(sorted(config.env.args.items())): env}
     for stage in config.stage_plan():
@@ -68,8 +77,26 @@ def stage_runs(
             stop=oc.sampling.stop,
             logprobs=True,
         )
-        runs.append(StageRun(stage, stage_env, weights, make_algorithm(oc, weights), sampling))
+        context = AlgoContext(oc, weights, stage_env, config.model, teachers, tokenizer)
+        try:
+            algorithm = make_algorithm(context)
+        except ConfigError as exc:
+            where = f"stage {stage.name!r}: " if config.stages else ""
+            raise ConfigError(f"{where}{exc}") from None
+        runs.append(StageRun(stage, stage_env, weights, algorithm, sampling))
     return runs
+
+
+def _student_tokenizer(name: str) -> Callable[[], Any]:
+    """The student's tokenizer, loaded on the first call (traces are rendered with it)."""
+
+    @cache
+    def load() -> Any:
+        from local_model.models import load_tokenizer
+
+        return load_tokenizer(name)
+
+    return load
 
 
 def run_at(runs: list[StageRun], step: int) -> StageRun:

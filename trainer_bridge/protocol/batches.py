@@ -1,7 +1,8 @@
 """Batch files: `batches/step_N/` ({samples.jsonl, meta.json}, `STABLE` last), the trainer's whole input.
 
 A `TrainSample` is one token sequence with its loss mask, the sampler's logprobs and its
-advantage: what the orchestrator writes and the trainer reads, nothing about environments.
+advantage (or per-token advantages, or cross-entropy weights): what the orchestrator writes and
+the trainer reads, nothing about environments or the algorithm that made it.
 """
 
 from __future__ import annotations
@@ -29,10 +30,15 @@ class TrainSample(BaseModel):
 
     input_ids: list[int]
     loss_mask: list[int]
-    """1 where the policy sampled `input_ids[i]`, else 0."""
+    """1 where `input_ids[i]` is trained (sampled by the policy, or a given trace's), else 0."""
     sampler_logprobs: list[float]
     """μ: the sampler's logprob of `input_ids[i]` (tempered, as sampled); 0.0 where mask is 0."""
     advantage: float
+    advantages: list[float] | None = None
+    """Per-token advantages of the `rl` part (`opd`); None: `advantage` on every loss token."""
+    ce_weights: list[float] | None = None
+    """Per-token weights of the `ce` part (cross-entropy on given traces: `sft`, `rft`): such a
+    sample feeds the `ce` part only, on the tokens its loss mask marks."""
     temperature: float = 1.0
     """The sampling temperature: the trainer's π_θ is tempered the same way."""
     truncated: bool = False
@@ -51,6 +57,10 @@ class TrainSample(BaseModel):
                 f"input_ids ({n}), loss_mask ({len(self.loss_mask)}) and sampler_logprobs "
                 f"({len(self.sampler_logprobs)}) must have one entry per token"
             )
+        for name in ("advantages", "ce_weights"):
+            values = getattr(self, name)
+            if values is not None and len(values) != n:
+                raise ValueError(f"{name} ({len(values)}) must have one entry per token ({n})")
         if n and self.loss_mask[0]:
             raise ValueError("loss_mask[0] must be 0: the first token has no prefix to predict it")
         return self

@@ -9,7 +9,7 @@ Sharded checkpoints are checkpoints/trainer_state.py's.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, cast
 
 import torch
@@ -61,12 +61,13 @@ def max_over_ranks(value: int) -> int:
 
 def sum_over_ranks(stats: LossStats, loss: float, samples: float) -> tuple[LossStats, float, float]:
     """The step's statistics over the whole batch, not just this rank's share."""
-    values = [stats.tokens, stats.clipped, stats.mismatch_kl, stats.entropy, stats.ref_kl]
+    names = [f.name for f in fields(LossStats)]
+    values = [getattr(stats, name) for name in names]
     tensor = torch.tensor([*values, loss, samples], dtype=torch.float64)
     dist.all_reduce(tensor)
-    total = tensor.tolist()
+    *total, loss_sum, samples_sum = tensor.tolist()
     # each rank's loss was scaled by the world size (see loss.py): the sum over-counts by it
-    return LossStats(*total[:5]), total[5] / dist.get_world_size(), total[6]
+    return LossStats(**dict(zip(names, total))), loss_sum / dist.get_world_size(), samples_sum
 
 
 def _full_trainable_state(model: Any) -> dict[str, torch.Tensor]:

@@ -41,7 +41,8 @@ class LossInputs:
     loss_mask: Tensor
     """1.0 on sampled tokens that are trained (truncated samples already removed if masked)."""
     advantages: Tensor
-    """[rows]: one advantage per sequence."""
+    """[rows, positions]: each token's advantage (a sequence's one advantage repeated, or
+    `opd`'s per-token ones); [rows] (one per sequence) is accepted too."""
     ref_logprobs: Tensor | None = None
     """log π_ref (the base model) when kl_coef > 0."""
     entropy: Tensor | None = None
@@ -59,6 +60,8 @@ class Normaliser:
     constant: float
     """dr_grpo's per-sequence constant (e.g. max completion tokens)."""
     world_size: int = 1
+    ce_tokens: float = 0.0
+    """Σ loss_mask of the `ce` samples (given traces) over the global batch."""
 
     def per_rank(self, count: float) -> float:
         return max(count, 1.0) / self.world_size
@@ -73,8 +76,13 @@ class LossStats:
     mismatch_kl: float = 0.0
     entropy: float = 0.0
     ref_kl: float = 0.0
+    ce_tokens: float = 0.0
+    ce_nll: float = 0.0
+    """Σ −log π_θ over the `ce` tokens (unweighted)."""
 
     def add(self, other: LossStats) -> None:
+        self.ce_tokens += other.ce_tokens
+        self.ce_nll += other.ce_nll
         self.tokens += other.tokens
         self.clipped += other.clipped
         self.mismatch_kl += other.mismatch_kl
@@ -118,7 +126,7 @@ def _clipped_objective(
     """PPO's clipped surrogate (asymmetric ε, DAPO's clip-higher), weighted by w (`proximal`)
     or dual-clipped at `is_cap`·A for A < 0 (`sampler`). Returns (objective, indicator of
     tokens whose gradient the clip or the cap changed)."""
-    adv = advantages[:, None]
+    adv = advantages if advantages.dim() == 2 else advantages[:, None]
     unclipped = pr.ratio * adv
     clipped = pr.ratio.clamp(1 - cfg.eps_low, 1 + cfg.eps_high) * adv
     objective = torch.minimum(unclipped, clipped)

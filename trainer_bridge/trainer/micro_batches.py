@@ -85,12 +85,20 @@ def effective_mask(sample: TrainSample, mask_truncated: bool) -> list[int]:
 
 
 def normaliser(samples: list[TrainSample], config: TrainerConfig, world_size: int) -> Normaliser:
-    masks = [effective_mask(s, config.loss.mask_truncated) for s in samples]
-    counts = [sum(m) for m in masks]
-    constant = config.loss.norm_constant or max(counts, default=1)
+    """The `rl` part's counts over the samples it trains, the `ce` part's over the given traces:
+    each part is normalised by its own global token count (trainer/loss_parts.py)."""
+    rl = [sum(effective_mask(s, config.loss.mask_truncated)) for s in samples if not is_ce(s)]
+    ce = [s.num_loss_tokens for s in samples if is_ce(s)]
+    constant = config.loss.norm_constant or max(rl, default=1)
     return Normaliser(
-        tokens=float(sum(counts)),
-        sequences=float(sum(1 for c in counts if c)),
+        tokens=float(sum(rl)),
+        sequences=float(sum(1 for c in rl if c)),
         constant=float(constant),
         world_size=world_size,
+        ce_tokens=float(sum(ce)),
     )
+
+
+def is_ce(sample: TrainSample) -> bool:
+    """A given trace's sample: it feeds the `ce` part, never the policy gradient."""
+    return sample.ce_weights is not None

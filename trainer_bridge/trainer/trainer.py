@@ -44,7 +44,8 @@ from trainer_bridge.trainer.distributed import (
     shard_model,
     sum_over_ranks,
 )
-from trainer_bridge.trainer.loss import LossInputs, LossStats, Normaliser, resolve_loss
+from trainer_bridge.trainer.loss import LossStats, Normaliser, resolve_loss
+from trainer_bridge.trainer.loss_parts import composed_loss, token_streams
 from trainer_bridge.trainer.micro_batches import (
     MicroBatch,
     effective_mask,
@@ -182,6 +183,8 @@ class Trainer:
             "clip_fraction": stats.clipped / tokens,
             "ref_kl": stats.ref_kl / tokens,
             "loss_tokens": stats.tokens,
+            "ce_loss": stats.ce_nll / max(stats.ce_tokens, 1.0),
+            "ce_tokens": stats.ce_tokens,
             "samples": accumulated.samples,
             "micro_batches": float(accumulated.micro_batches),
             "train_s": time.perf_counter() - started,
@@ -239,12 +242,14 @@ class Trainer:
             return out.to(self.device)
 
         masks = [effective_mask(s, tc.loss.mask_truncated) for s in group]
-        mask = rows(masks, torch.float32) * (0.0 if dummy else 1.0)
+        if dummy:
+            masks = [[0] * len(m) for m in masks]
+        streams = token_streams(group, masks, rows)
         temperature = torch.tensor([s.temperature for s in group], device=self.device)
         # The LM head runs on trained positions only. With none (a filler micro-batch, or all
         # masked out) it runs on all, so the loss still has a graph (0, with FSDP's hooks).
         positions = rows(masks, torch.bool)
-        trained = None if dummy or not bool(positions.any()) else positions
+        trained = None if not bool(positions.any()) else positions
         ref = None
         if tc.loss.kl_coef > 0:
             with torch.no_grad(), self.model.disable_adapter():
@@ -263,15 +268,16 @@ class Trainer:
             only=trained,
             prefix_len=micro.prefix_len,
         )
-        inputs = LossInputs(
+        loss, stats = composed_loss(
+            self.loss_fn,
+            tc.loss,
+            norm,
+            streams,
             logprobs=logprobs,
             sampler_logprobs=rows([s.sampler_logprobs for s in group], torch.float32),
-            loss_mask=mask,
-            advantages=torch.tensor([s.advantage for s in group], device=self.device),
             ref_logprobs=ref,
             entropy=entropy if tc.loss.entropy_coef > 0 else entropy.detach(),
         )
-        loss, stats = self.loss_fn(inputs, tc.loss, norm)
         loss.backward()
         return float(loss.detach()), stats
 

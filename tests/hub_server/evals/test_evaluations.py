@@ -319,6 +319,35 @@ def test_best_run_per_model_and_only_finalized_public_runs_rank(hub: Hub) -> Non
     assert [r.model for r in as_bob] == ["big", "small", "hidden"]
 
 
+def test_a_run_of_errors_only_is_failed_and_never_ranks(hub: Hub) -> None:
+    """A client that pushes a run whose every rollout failed (the stock client does) gets it
+    finalized as `failed`: nothing was scored, so it never reaches the leaderboard."""
+    broken = create(hub, "alice", "alice/wordle", model_name="down", is_public=True)
+    push(hub, "alice", broken.id, [failed(0, 0), failed(1, 0)])
+    assert finalize(hub, "alice", broken.id).status == "failed"
+    fine = create(hub, "alice", "alice/wordle", model_name="up", is_public=True)
+    push(hub, "alice", fine.id, [rollout(0, 0, 1.0), failed(1, 0)])
+    assert finalize(hub, "alice", fine.id).status == "completed"
+    with hub.session() as session:
+        env = service.find_environment(session, "alice", "wordle", None)
+        assert [r.model for r in leaderboard(session, env, None)] == ["up"]
+
+
+def test_the_board_names_the_served_model_beside_the_alias(hub: Hub) -> None:
+    served = create(
+        hub, "alice", "alice/wordle", model_name="my-alias", is_public=True,
+        metadata={"served_model": "gpt-4.1-mini-2025-04-14"},
+    )  # fmt: skip
+    plain = create(hub, "alice", "alice/wordle", model_name="other", is_public=True)
+    for run in (served, plain):
+        push(hub, "alice", run.id, [rollout(0, 0, 1.0)])
+        finalize(hub, "alice", run.id)
+    with hub.session() as session:
+        env = service.find_environment(session, "alice", "wordle", None)
+        rows = {r.model: r.served_model for r in leaderboard(session, env, None)}
+    assert rows == {"my-alias": "gpt-4.1-mini-2025-04-14", "other": None}
+
+
 def test_leaderboard_can_be_limited_to_one_version(hub: Hub) -> None:
     for version, reward in (("0.1.0", 1.0), ("0.2.0", 0.5)):
         run = create(hub, "alice", "alice/wordle", version, is_public=True)

@@ -94,6 +94,23 @@ def test_a_fresh_hub_serves_the_sdk_it_runs_with(
     assert redirect.status_code == 301
 
 
+def test_every_owners_index_answers_the_sdk_too(hub: tuple[TestClient, str]) -> None:
+    """An installer given only `HUB/alice/simple/` (the stock client's --extra-index-url)
+    resolves an environment's SDK there: the same wheel, downloaded from `/_sdk/files/`."""
+    client, _ = hub
+    own = client.get(f"/{SDK_OWNER}/simple/{SDK_DISTRIBUTION}/", headers=JSON).json()
+    base = f"/alice/simple/{SDK_DISTRIBUTION}/"
+    page = client.get(base, headers=JSON).json()
+    (entry,) = page["files"]
+    assert page["versions"] == own["versions"]
+    assert entry["hashes"] == own["files"][0]["hashes"]
+    assert entry["url"].startswith(f"../../../{SDK_OWNER}/files/")
+    wheel = client.get(base + entry["url"])
+    assert hashlib.sha256(wheel.content).hexdigest() == entry["hashes"]["sha256"]
+    assert f"#sha256={entry['hashes']['sha256']}" in client.get(base).text
+    assert client.get(f"/nobody/simple/{SDK_DISTRIBUTION}/", headers=JSON).status_code == 404
+
+
 def test_packing_is_deterministic() -> None:
     first, second = pack_sdk_wheel(), pack_sdk_wheel()
     assert first.sha256 == second.sha256 and first.data == second.data
@@ -127,4 +144,6 @@ def test_no_one_may_upload_under_the_sdk_name(hub: tuple[TestClient, str], name:
         files={"content": (filename, data, "application/octet-stream")},
     )
     assert legacy.status_code == 400 and "reserved" in legacy.text
-    assert client.get(f"/alice/simple/{SDK_DISTRIBUTION}/", headers=JSON).status_code == 404
+    # alice's index answers the SDK's name with the hub's own SDK, never an upload of hers
+    served = client.get(f"/alice/simple/{SDK_DISTRIBUTION}/", headers=JSON).json()
+    assert served["versions"] == [importlib.metadata.version(SDK_DISTRIBUTION)] != ["9.0.0"]

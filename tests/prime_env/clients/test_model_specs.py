@@ -94,3 +94,12 @@ def test_default_model(monkeypatch: pytest.MonkeyPatch) -> None:
     assert default_model() == "local/smollm2-135m"
     monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
     assert default_model() == "openai/gpt-4.1-mini"
+
+
+@pytest.mark.parametrize("base", ["reference", "openai/gpt-4.1-mini"])
+def test_an_adapter_needs_a_model_run_in_this_process(base: str, tmp_path: Path) -> None:
+    (tmp_path / "adapter_config.json").write_text("{}")
+    with pytest.raises(ModelConfigError, match="--adapter needs a model run in this process"):
+        resolve_model(f"{base}+{tmp_path}", endpoints=None)
+    on_local = resolve_model(f"local/smollm2-135m+{tmp_path}", endpoints=None)
+    assert (on_local.client, on_local.adapter) == ("local", str(tmp_path.resolve()))

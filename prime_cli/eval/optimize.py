@@ -1,0 +1,176 @@
+"""`prime eval optimize ENV -m MODEL --reflection-model M`: GEPA-style search for ENV's system
+prompt (`prime_env.prompt_optimizer` does the work; this is the shell: models, budget, the
+before/after table and where the result is written)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from functools import partial
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from hub_client.install import ensure_installed
+from prime_cli.errors import CliError
+from prime_cli.eval.local_cap import cap_local_tokens
+from prime_cli.eval.tables import fmt
+from prime_cli.feedback import console_feedback
+from prime_cli.messages import output_console, say
+from prime_cli.options import json_object
+from prime_env.clients.base import SamplingArgs
+from prime_env.clients.model_specs import APIS, default_model, resolve_model
+from prime_env.clients.retry import RetryPolicy
+from prime_env.evaluation import load_env, normalize_sampling, run_name, sampling_from_json
+from prime_env.process import event_loop
+from prime_env.prompt_optimizer import OptimizeConfig, OptimizeResult, optimize_prompt
+from prime_env.reference import REFERENCE_MODEL
+from prime_env.summary import Summary
+
+console = output_console()
+err_console = output_console(stderr=True)
+
+
+@click.command("optimize")
+@click.argument("env_spec", metavar="ENV")
+@click.option("-m", "--model", help="the model whose prompt is optimised (as prime eval run -m)")
+@click.option("-b", "--base-url", help="a server to send -m to")
+@click.option("--api", type=click.Choice(APIS), help="the API the server at -b speaks")
+@click.option("-k", "--api-key-var", help="environment variable holding -m's key")
+@click.option(
+    "--reflection-model", required=True, help="the model that reads failures and writes prompts"
+)
+@click.option("--reflection-base-url", help="a server to send --reflection-model to")
+@click.option(
+    "--reflection-max-tokens", type=click.IntRange(min=1), default=1024, show_default=True
+)
+@click.option(
+    "--budget",
+    type=click.IntRange(min=1),
+    default=200,
+    show_default=True,
+    help="rollouts the search may spend (held-out evaluation not included)",
+)
+@click.option("--minibatch", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--val-size", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--test-size", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("-r", "--rollouts-per-example", "r", type=click.IntRange(min=1), default=1)
+@click.option("-c", "--max-concurrent", "concurrency", type=click.IntRange(min=1), default=32)
+@click.option("-a", "--env-args", help="JSON object passed to load_environment")
+@click.option("-t", "--max-tokens", type=click.IntRange(min=1))
+@click.option("-T", "--temperature", type=click.FloatRange(min=0))
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--max-retries", type=click.IntRange(min=0), default=5, show_default=True)
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=120.0)
+@click.option(
+    "-o",
+    "--output-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("outputs"),
+    show_default=True,
+)
+@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def optimize_cmd(
+    env_spec: str,
+    model: str | None,
+    base_url: str | None,
+    api: str | None,
+    api_key_var: str | None,
+    reflection_model: str,
+    reflection_base_url: str | None,
+    reflection_max_tokens: int,
+    budget: int,
+    minibatch: int,
+    val_size: int,
+    test_size: int,
+    r: int,
+    concurrency: int,
+    env_args: str | None,
+    max_tokens: int | None,
+    temperature: float | None,
+    seed: int,
+    max_retries: int,
+    timeout_s: float,
+    output_dir: Path,
+    output: str,
+) -> None:
+    """Search ENV's system prompt for MODEL: a reflection model reads failed rollouts and
+    proposes prompts, scored on a validation split within --budget rollouts; the best is
+    compared with ENV's own prompt on held-out tasks."""
+    spec = resolve_model(
+        model or default_model(), base_url=base_url, api=api, api_key_var=api_key_var
+    )
+    reflector = resolve_model(reflection_model, base_url=reflection_base_url)
+    if REFERENCE_MODEL in (spec.client, reflector.client):
+        raise CliError(
+            "-m reference plays the environment's own policy, which reads no system prompt: "
+            "optimise the prompt of a model (-m provider/model, -m DIR) with a model reflecting"
+        )
+    for each in (spec, reflector):
+        each.api_key()  # a missing key fails here, before anything runs
+    sampling: dict[str, object] = {}
+    if max_tokens is not None:
+        sampling["max_tokens"] = max_tokens
+    if temperature is not None:
+        sampling["temperature"] = temperature
+    cap_local_tokens([spec], sampling, err_console)
+    env = load_env(
+        env_spec,
+        json_object(env_args, "--env-args"),
+        install=partial(ensure_installed, feedback=console_feedback(err_console)),
+    )
+    config = OptimizeConfig(
+        budget=budget,
+        minibatch=minibatch,
+        val_size=val_size,
+        test_size=test_size,
+        r=r,
+        concurrency=concurrency,
+        seed=seed,
+        sampling=sampling_from_json(normalize_sampling(sampling)),
+        reflection_sampling=SamplingArgs(max_tokens=reflection_max_tokens),
+    )
+    policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
+    client = spec.create_client(policy=policy)
+    # one in-process model serves both roles rather than being loaded twice
+    reflection = client if reflector == spec else reflector.create_client(policy=policy)
+
+    async def search() -> OptimizeResult:
+        try:
+            return await optimize_prompt(
+                env, client, reflection, config, on_event=lambda line: say(err_console, line)
+            )
+        finally:
+            await client.aclose()
+            if reflection is not client:
+                await reflection.aclose()
+
+    result = event_loop.run(search())
+    directory = output_dir / "optimize" / run_name(env, spec.name) / uuid.uuid4().hex[:8]
+    result.write(directory)
+    if output == "json":
+        click.echo(json.dumps({"directory": str(directory), **result.summary()}, indent=2))
+        return
+    console.print(_table(env.id, spec.name, result))
+    say(console, f"best prompt (candidate {result.best.index} of {len(result.candidates)}):")
+    console.print(result.best.prompt, soft_wrap=True, markup=False, highlight=False)
+    say(console, f"written to {directory} ({result.rollouts_used} rollouts of {budget} spent)")
+
+
+def _table(env_id: str, model: str, result: OptimizeResult) -> Table:
+    table = Table(title=f"{env_id} with {model}: held-out tasks ({result.splits['heldout']})")
+    for column in ("prompt", "held-out reward (mean ± se)", "validation", "errors"):
+        table.add_column(column, no_wrap=True)
+    rows: list[tuple[str, Summary, float | None]] = [
+        ("the environment's", result.before, result.candidates[0].val_mean),
+        (f"optimised (candidate {result.best.index})", result.after, result.best.val_mean),
+    ]
+    for label, summary, val in rows:
+        table.add_row(
+            label,
+            f"{fmt(summary.reward_mean)} ± {fmt(summary.reward_stderr)}",
+            fmt(val),
+            str(summary.errors),
+        )
+    return table

@@ -1,0 +1,97 @@
+"""`prime eval replay RUN [--env ENV@VERSION]`: re-score a finished run's saved completions with
+another rubric version, no model calls, into a new run linked to the first
+(`prime_env.replay` does the work; this is the shell)."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+
+import click
+
+from hub_client.install import ensure_installed
+from prime_cli.eval.runs import find_run, open_hub, push_run
+from prime_cli.eval.tables import fmt, summary_table
+from prime_cli.feedback import console_feedback
+from prime_cli.messages import output_console, say
+from prime_cli.options import json_object
+from prime_env.evaluation import load_env, read_run_metadata, stored_config
+from prime_env.process import event_loop
+from prime_env.replay import replay_run
+
+console = output_console()
+err_console = output_console(stderr=True)
+
+
+@click.command("replay")
+@click.argument("target", metavar="RUN")
+@click.option(
+    "--env",
+    "env_spec",
+    help="the environment to score with, e.g. OWNER/NAME@VERSION (default: the run's own)",
+)
+@click.option("-a", "--env-args", help="JSON object for load_environment (default: the run's)")
+@click.option(
+    "-o",
+    "--output-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("outputs"),
+    show_default=True,
+)
+@click.option("--push", is_flag=True, help="upload the new run to the hub")
+@click.option("--public", is_flag=True, help="with --push: make it public (leaderboard)")
+@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def replay_cmd(
+    target: str,
+    env_spec: str | None,
+    env_args: str | None,
+    output_dir: Path,
+    push: bool,
+    public: bool,
+    output: str,
+) -> None:
+    """Re-score RUN (a run directory, run id or prefix) with ENV's rubric, without calling the
+    model: a new run under OUTPUT_DIR whose metadata.json names RUN (`replay_of`)."""
+    source = find_run(target, None, output_dir).directory
+    assert source is not None  # find_run without a hub finds local runs only
+    stored = stored_config(source)
+    args = stored.env_args if env_args is None else json_object(env_args, "--env-args")
+    spec = env_spec or stored.env
+    env = load_env(
+        spec, args, install=partial(ensure_installed, feedback=console_feedback(err_console))
+    )
+    before = read_run_metadata(source)
+    run, summary = event_loop.run(replay_run(source, env, spec, output_dir))
+    evaluation_id = None
+    if push:
+        with open_hub(err_console) as hub:
+            evaluation_id = push_run(hub, run.directory, public=public)
+    old = before.get("summary") or {}
+    if output == "json":
+        click.echo(
+            json.dumps(
+                {
+                    "source": str(source),
+                    "directory": str(run.directory),
+                    "run_id": run.run_id,
+                    "env": env.id,
+                    "source_env": before.get("env_id"),
+                    "summary": summary.model_dump(),
+                    "source_summary": old,
+                    "evaluation_id": evaluation_id,
+                },
+                indent=2,
+            )
+        )
+        return
+    console.print(summary_table([(run, summary)], console.width))
+    say(
+        console,
+        f"replayed {summary.rollouts} rollouts of {source} ({before.get('env_id')}) with "
+        f"{env.id}, no model calls: reward {fmt(old.get('reward_mean'))} -> "
+        f"{fmt(summary.reward_mean)}",
+    )
+    say(console, f"{run.spec.name}: {run.directory}")
+    if evaluation_id is not None:
+        say(console, f"pushed {run.directory} as evaluation {evaluation_id}")
