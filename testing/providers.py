@@ -139,9 +139,13 @@ class FakeOpenAI(FakeProvider):
     logprobs from `scorer`, a real model the test supplies; one token generated: EOS)."""
 
     def __init__(
-        self, plan: FaultPlan, api_key: str | None, scorer: PromptScorer | None = None
+        self,
+        plan: FaultPlan,
+        api_key: str | None,
+        scorer: PromptScorer | None = None,
+        **shared: Any,
     ) -> None:
-        super().__init__(plan, api_key)
+        super().__init__(plan, api_key, **shared)  # served_model, replies
         self.scorer = scorer
 
     def route(self, request: Request) -> bool:
