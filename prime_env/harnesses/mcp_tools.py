@@ -172,11 +172,11 @@ class MCPConnection:
         except MCPError as exc:
             if exc.code in _MODEL_ERROR_CODES:
                 raise ToolCallError(str(exc)) from exc
-            self._break()
+            await self._break()
             kind = "mcp_server_timeout" if "timed out" in str(exc) else "mcp_server_crashed"
             raise InfraError(kind, f"MCP server {self.source.name}: {exc}") from exc
         except Exception as exc:  # the transport broke: infrastructure
-            self._break()
+            await self._break()
             raise InfraError(
                 "mcp_server_crashed", f"MCP server {self.source.name}: {_describe(exc)}"
             ) from exc
@@ -185,15 +185,19 @@ class MCPConnection:
             raise ToolCallError(text or f"tool {name} failed")
         return text
 
-    def _break(self) -> None:
-        """Stop a server that crashed or hung; the next rollout of a run gets a fresh one."""
+    async def _break(self) -> None:
+        """Stop a server that crashed or hung before its rollout's error is raised; the next
+        rollout of a run gets a fresh one. A shutdown left running could be cut short by the
+        end of the run's event loop, which orphans a hung server and blocks the loop's close."""
         self._broken = True
-        self._closing.set()
+        await self.close()
 
     async def close(self) -> None:
+        """Stop the server and wait until it is gone. `asyncio.wait`, not `gather`: a caller
+        cancelled meanwhile must not cancel the shutdown itself."""
         self._closing.set()
         if self._task is not None:
-            await asyncio.gather(self._task, return_exceptions=True)
+            await asyncio.wait({self._task})
 
 
 def _tool_spec(tool: Any) -> ToolSpec:

@@ -4,10 +4,12 @@ tool's own error goes back to the model, a crashed or hung server is an error re
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -24,6 +26,20 @@ from .scripted import ScriptedClient, tool_call
 pytestmark = pytest.mark.xdist_group("mcp")  # one worker: each server start imports the SDK
 SERVER = [sys.executable, mcp_env.SERVER]
 TASK = Task(prompt=[{"role": "user", "content": "divide"}], id="t")
+
+
+def servers_running() -> list[int]:
+    """The calc servers this test process has started and not yet stopped (read from /proc)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue  # the process ended while it was read
+        if ppid == os.getpid() and mcp_env.SERVER.encode() in cmdline:
+            pids.append(int(stat.parent.name))
+    return pids
 
 
 def calls_then_answer(name: str, arguments: str):
@@ -74,6 +90,7 @@ async def test_a_broken_server_is_an_error_record_not_a_zero(tool: str, error_ty
     assert record.reward is None and record.rewards == {}
     assert record.error is not None and record.error.type == error_type, record.error
     assert record.stop_reason == "error"
+    assert servers_running() == [], "the broken server outlived its rollout's error"
     # the run's next rollout gets a fresh server
     ok = mcp_env.load_environment(num_tasks=1)
     ok.harness.mcp = env.harness.mcp
