@@ -13,6 +13,8 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
+from .nesting import nests_deeper_than
+
 MAX_DEPTH = 32
 
 
@@ -33,25 +35,10 @@ def parse_toml(text: str | bytes, what: str) -> dict[str, Any]:
         raise TomlError(f"{what} is not valid TOML: {exc}") from None
     except RecursionError:
         raise TomlError(_too_deep(what)) from None
-    _check_depth(data, what)
+    if nests_deeper_than(data, MAX_DEPTH):
+        raise TomlError(_too_deep(what))
     return data
 
 
 def _too_deep(what: str) -> str:
     return f"{what} is nested more than {MAX_DEPTH} levels deep; no setting needs that many"
-
-
-def _check_depth(data: dict[str, Any], what: str) -> None:
-    """Refuse tables and arrays nested deeper than MAX_DEPTH (checked without recursion)."""
-    stack: list[tuple[Any, int]] = [(data, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > MAX_DEPTH:
-            raise TomlError(_too_deep(what))
-        stack.extend((child, depth + 1) for child in children)

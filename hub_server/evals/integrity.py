@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from registry_index.bounds import MAX_ABS_SCORE, MAX_STORED_INT
+from registry_index.nesting import nests_deeper_than
 from registry_index.rubric_spec import RubricSpec
 
 # The example and rollout index columns (PostgreSQL INTEGER).
@@ -68,24 +69,9 @@ def loads_strict(data: bytes | bytearray, max_depth: int) -> Any:
         )
     except RecursionError:
         raise IntegrityError(f"the JSON is nested deeper than {max_depth} levels") from None
-    check_depth(value, max_depth)
+    if nests_deeper_than(value, max_depth):
+        raise IntegrityError(f"the JSON is nested deeper than {max_depth} levels")
     return value
-
-
-def check_depth(value: Any, max_depth: int) -> None:
-    """Refuse a document nested deeper than `max_depth` (checked without recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > max_depth:
-            raise IntegrityError(f"the JSON is nested deeper than {max_depth} levels")
-        stack.extend((child, depth + 1) for child in children)
 
 
 def _kind(value: Any) -> str:
