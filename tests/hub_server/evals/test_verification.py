@@ -257,10 +257,11 @@ def test_an_honest_run_is_verified_a_forged_one_disagrees_and_the_board_can_show
     rigged = finished_run(hub, "rigged", [("It is 41", 1.0), ("It is 70", 1.0), ("62", 1.0)],
                           answers=["41", "70", "62"])  # fmt: skip
     states = settled(hub, [honest, forged, rigged])
-    assert states[honest]["verification"] == "verified", states[honest]
-    assert states[forged]["verification"] == "disagreed", states[forged]
+    detail = {run: state["verification_detail"] for run, state in states.items()}
+    assert states[honest]["verification"] == "verified", detail
+    assert states[forged]["verification"] == "disagreed", detail
     assert "3 of 3 samples score differently" in states[forged]["verification_detail"]
-    assert states[rigged]["verification"] == "disagreed", states[rigged]
+    assert states[rigged]["verification"] == "disagreed", detail
     assert (
         "3 of 3 samples are not the environment's own tasks"
         in (states[rigged]["verification_detail"])

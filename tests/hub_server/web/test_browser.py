@@ -188,9 +188,9 @@ def test_environment_page_and_its_copied_install_command_work(
         assert files.count() == 1 and "sha256" in files.first.inner_text()
         assert page.locator("ul.versions a").all_inner_texts() == ["1.0.0"]
         page.click("button[data-copy=cmd-uv]")
-        page.wait_for_function(
-            "document.querySelector('button[data-copy=cmd-uv]').textContent === 'Copied'"
-        )
+        from playwright.sync_api import expect  # a locator assertion: the CSP refuses string eval
+
+        expect(page.locator("button[data-copy=cmd-uv]")).to_have_text("Copied")
         command = page.evaluate("navigator.clipboard.readText()")
         shot(page, "environment-page")
     finally:
