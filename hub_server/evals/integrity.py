@@ -63,14 +63,15 @@ def _bounded_int(text: str) -> int:
 
 def loads_strict(data: bytes | bytearray, max_depth: int) -> Any:
     """Parse a JSON body: NaN/Infinity/overflowing numbers and deep nesting are refused."""
+    too_deep = f"the JSON is nested deeper than {max_depth} levels"
     try:
         value = json.loads(
             data, parse_constant=_no_constants, parse_float=_finite_float, parse_int=_bounded_int
         )
     except RecursionError:
-        raise IntegrityError(f"the JSON is nested deeper than {max_depth} levels") from None
+        raise IntegrityError(too_deep) from None
     if nests_deeper_than(value, max_depth):
-        raise IntegrityError(f"the JSON is nested deeper than {max_depth} levels")
+        raise IntegrityError(too_deep)
     return value
 
 
