@@ -73,9 +73,10 @@ def test_concurrent_downloads_get_no_5xx_and_do_not_starve_reads(fresh_hub: HubP
         )
     )
     # Served one after the other, the burst would take CONCURRENCY idle downloads; at once it
-    # may take a few times that on a shared host, never a pool timeout.
+    # may take several times that on a shared host (4.3x in a loaded CI run), never the 30 s
+    # pool timeout that the old code's starved requests waited for (about 90x).
     serial = CONCURRENCY * statistics.median(times["idle download"])
-    budget = 4 * serial + 10 * statistics.median(times["idle read"])
+    budget = 10 * serial + 10 * statistics.median(times["idle read"])
     assert times["burst"][0] < budget, (times["burst"], serial)
     assert times["read"] and max(times["read"]) < budget, (max(times["read"]), serial)
     # Every download was counted, none with a connection of its own (written in a batch).
