@@ -126,7 +126,11 @@ def optimize(
     if proc.returncode != 0:
         sys.exit(f"prime eval optimize {name} failed:\n{proc.stderr[-3000:]}")
     print(proc.stderr, file=sys.stderr)
-    return json.loads(proc.stdout), elapsed, cpu_s, max_tokens
+    result = json.loads(proc.stdout)
+    for line in (Path(result["directory"]) / "candidates.jsonl").open():  # what was proposed
+        candidate = json.loads(line)
+        print(f"kept={candidate['kept']}: {candidate['prompt']!r}", file=sys.stderr)
+    return result, elapsed, cpu_s, max_tokens
 
 
 def fmt(value: float | None) -> str:
