@@ -19,6 +19,7 @@ from prime_cli.eval.tables import fmt
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import output_console, say
 from prime_cli.options import json_object
+from prime_cli.program_host import program_on_host_option
 from prime_env.clients.base import SamplingArgs
 from prime_env.clients.model_specs import APIS, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
@@ -71,6 +72,7 @@ err_console = output_console(stderr=True)
     show_default=True,
 )
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@program_on_host_option
 def optimize_cmd(
     env_spec: str,
     model: str | None,

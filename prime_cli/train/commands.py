@@ -32,6 +32,7 @@ from hub_client.install import InstallError, ensure_installed
 from prime_cli.errors import CliError
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import message_console
+from prime_cli.options import json_object
 from prime_cli.program_host import program_on_host_option
 from prime_cli.train.algo import algo_flags, check_whole_run
 from prime_cli.train.recipes import choose_recipe
@@ -62,18 +63,6 @@ def train() -> None:
     prime train OWNER/NAME[@VER] [-m MODEL] [-c FILE.toml]... [--dotted.key VALUE]...
     (`prime train OWNER/NAME --help` lists the options; docs/training.md the config keys)
     """
-
-
-def _json_object(text: str, what: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise config_exit(
-            f"{what} is not valid JSON ({exc.msg}); example: '{{\"key\": 1}}'"
-        ) from None
-    if not isinstance(value, dict):
-        raise config_exit(f"{what} must be a JSON object")
-    return value
 
 
 @train.command(
@@ -155,7 +144,7 @@ def run_cmd(
                 flags.append((key, value))
         files = [*configs, *extra_files]
         layers = (files, [*overrides, *flags])
-        args = _json_object(env_args, "--env-args") if env_args is not None else None
+        args = json_object(env_args, "--env-args") if env_args is not None else None
         recipe = None
         if not no_env_recipe:
             recipe = choose_recipe(*layers, env_id=env_spec, env_args=args, console=console)

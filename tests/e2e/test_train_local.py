@@ -83,6 +83,8 @@ def test_refusals_exit_2_before_any_model_loads(tmp_path: Path) -> None:
         (["--orchestrator.bogus", "1"], "unknown key 'orchestrator.bogus'"),
         (["--orchestrator.batch-size", "6"], "not a multiple of rollouts_per_example"),
         (["-a", '{"num_tasks": 0}'], "empty train split"),
+        (["-a", "{not json"], "--env-args is not valid JSON"),
+        (["-a", "[1]"], "--env-args must be a JSON object, got list"),
         (["--orchestrator.reward.weights", "{nope = 1.0}"], "'nope', which"),
     ]
     for args, message in cases:

@@ -1,9 +1,12 @@
-"""`--program-on-host`: `prime eval run` runs agent programs in sandboxes unless told otherwise."""
+"""`--program-on-host`: `prime eval run` and `prime eval optimize` run agent programs in sandboxes
+unless told otherwise."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from testing.server import FakeServer
 from tests.e2e.eval_support import prime, records, run_dirs
 
 ENV = """
@@ -18,7 +21,7 @@ def on_host(state) -> float:
 
 def load_environment() -> pe.Environment:
     return pe.Environment(
-        [{"question": "where are you?", "answer": ""}],
+        [{"question": f"where are you? ({i})", "answer": ""} for i in range(6)],
         pe.Program(["python3", "-c", WHERE], sandbox="local"),
         pe.Rubric([on_host]),
         name="where",
@@ -55,3 +58,23 @@ def test_programs_run_in_a_sandbox_unless_on_host_is_asked(tmp_path: Path) -> No
         assert row["error"] is None, row["error"]
         rewards[bool(flag)] = row["reward"]
     assert rewards == {False: 0.0, True: 1.0}
+
+
+def test_optimize_runs_programs_on_host_when_asked(tmp_path: Path) -> None:
+    env = tmp_path / "where_env.py"
+    env.write_text(ENV)
+    heldout = {}
+    with FakeServer("openai") as reflection:
+        reflection.script_replies(["```\nBe somewhere else.\n```"] * 4)
+        for flag in ([], ["--program-on-host"]):
+            result = prime(
+                "eval", "optimize", str(env), "-m", "fake", "-b", "http://127.0.0.1:9/v1",
+                "--reflection-model", "r", "--reflection-base-url", reflection.url,
+                "--budget", "4", "--minibatch", "1", "--val-size", "2", "--test-size", "2",
+                "--output", "json", "-o", str(tmp_path / "out"), *flag, cwd=tmp_path,
+            )  # fmt: skip
+            assert result.returncode == 0, result.stderr[-2000:]
+            before = json.loads(result.stdout)["heldout"]["before"]
+            assert before["errors"] == 0, before
+            heldout[bool(flag)] = before["reward_mean"]
+    assert heldout == {False: 0.0, True: 1.0}
