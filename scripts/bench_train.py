@@ -215,13 +215,19 @@ def finish_ours(name: str, process: subprocess.Popen[str], log: Path, started: f
     if process.returncode not in (0, 143):
         sys.exit(f"prime train failed (exit {process.returncode}):\n{log.read_text()[-3000:]}")
     run = Path(json.loads(log.with_suffix(".json").read_text())["run_dir"])
+    return read_run(name, run, cpu, time.monotonic() - started, rss)
+
+
+def read_run(name: str, run: Path, cpu: float, wall: float, rss_gb: float) -> Run:
+    """One of our finished runs from its directory: the held-out curve of `evals.jsonl`, the
+    peak RSS the larger of `rss_gb` and the trainer's own (`metrics.jsonl`)."""
     evals = [
         (int(e["policy"]), float(e["eval/correct"]), float(e["cpu_s"]))
         for e in rows(run, "evals.jsonl")
     ]
     metrics = rows(run, "metrics.jsonl")
     trainer_rss = max((m.get("trainer/peak_rss_mb") or 0.0 for m in metrics), default=0.0)
-    return Run(name, evals, cpu, time.monotonic() - started, max(rss, trainer_rss / 1024), run)
+    return Run(name, evals, cpu, wall, max(rss_gb, trainer_rss / 1024), run)
 
 
 def trl_venv(work: Path) -> Path:
