@@ -74,15 +74,20 @@ def earlier_run(directory: Path) -> Run:
 
 
 def export_adapter(run: Run, out: Path) -> tuple[Path, int, float]:
-    """The teacher's last evaluated policy as a PEFT adapter: (directory, step, its held-out
-    `correct`)."""
+    """The teacher's last evaluated policy as a PEFT adapter, exported once per teacher run:
+    (directory, step, its held-out `correct`)."""
     step, correct, _ = max(run.evals)
-    adapter = out / f"teacher-adapter-step{step}"
-    shutil.rmtree(adapter, ignore_errors=True)
-    command = [str(PRIME), "train", "export", str(run.directory), "--step", str(step), "-o", str(adapter)]  # fmt: skip
-    result = subprocess.run(command, text=True, capture_output=True, check=False)
-    if result.returncode != 0:
-        sys.exit(f"prime train export failed:\n{result.stderr[-3000:]}")
+    adapter = out / f"teacher-adapter-{run.directory.name}-step{step}"
+    if not adapter.is_dir():  # exported to a directory of its own, then renamed: whole or absent
+        fresh = out / f"{adapter.name}.{os.getpid()}"
+        command = [str(PRIME), "train", "export", str(run.directory), "--step", str(step), "-o", str(fresh)]  # fmt: skip
+        result = subprocess.run(command, text=True, capture_output=True, check=False)
+        if result.returncode != 0:
+            sys.exit(f"prime train export failed:\n{result.stderr[-3000:]}")
+        try:
+            fresh.rename(adapter)
+        except OSError:  # another bench of the same teacher exported it meanwhile
+            shutil.rmtree(fresh)
     return adapter, step, correct
 
 
