@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -91,13 +92,22 @@ def export_adapter(run: Run, out: Path) -> tuple[Path, int, float]:
     return adapter, step, correct
 
 
-def student(method: str, adapter: Path, bar: float, out: Path, extra: list[str]) -> Run:
-    """`prime train ARITHMETIC --algo METHOD --teacher ADAPTER`, stopped at the bar."""
+def student(
+    method: str, adapter: Path, bar: float, out: Path, extra: list[str], wall_limit: float | None
+) -> Run:
+    """`prime train ARITHMETIC --algo METHOD --teacher ADAPTER`, stopped at the bar (or,
+    with `wall_limit`, SIGTERMed that many seconds in: it stops as a Ctrl-C would)."""
     started = time.monotonic()
     log = out / f"student-{method}.log"
     args = [str(ARITHMETIC), "-o", str(out), "--algo", method, "--teacher", str(adapter), *extra]
     process = start_ours(args, log)
+    timer = None
+    if wall_limit is not None:
+        timer = threading.Timer(wall_limit, process.terminate)  # a no-op once it has exited
+        timer.start()
     stop_when_reached({method: (process, log)}, bar)
+    if timer is not None:
+        timer.cancel()
     return finish_ours(method, process, log, started)
 
 
@@ -129,6 +139,7 @@ def main() -> None:
     parser.add_argument("--share", type=float, default=0.9, help="of the teacher's accuracy")
     parser.add_argument("--out", type=Path, default=Path("outputs/bench-distill"))
     parser.add_argument("--quick", action="store_true", help="tiny model, a step each")
+    parser.add_argument("--wall-limit", type=float, help="stop each student after this many s")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-distill-")) if args.quick else None
     out = (work / "out" if work else args.out).resolve()
@@ -139,7 +150,9 @@ def main() -> None:
         teacher = earlier_run(args.teacher.resolve()) if args.teacher else teacher_run(out, extra)
         adapter, step, correct = export_adapter(teacher, out)
         bar = args.share * correct
-        students = [student(m, adapter, bar, out, extra) for m in args.methods.split(",")]
+        students = [
+            student(m, adapter, bar, out, extra, args.wall_limit) for m in args.methods.split(",")
+        ]
         table(teacher, students, bar, step, correct)
         print(load.stop())
     finally:

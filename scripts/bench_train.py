@@ -434,10 +434,16 @@ def stop_when_reached(going: dict[str, tuple[subprocess.Popen[str], Path]], bar:
             scores = [
                 float(e.get("eval/correct", 0.0)) for f in found for e in rows(f.parent, f.name)
             ]
-            if process.poll() is not None or any(c >= bar for c in scores):
-                if process.poll() is None:
+            if exited(process) or any(c >= bar for c in scores):
+                if not exited(process):
                     process.send_signal(signal.SIGTERM)
                 del live[name]
+
+
+def exited(process: subprocess.Popen[str]) -> bool:
+    """Whether the child has exited, without reaping it (wait_run's wait4 still has to)."""
+    found = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    return found is not None
 
 
 def bench_trl(out: Path, seeds: list[int], threads: int) -> None:
