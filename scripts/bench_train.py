@@ -215,13 +215,19 @@ def finish_ours(name: str, process: subprocess.Popen[str], log: Path, started: f
     if process.returncode not in (0, 143):
         sys.exit(f"prime train failed (exit {process.returncode}):\n{log.read_text()[-3000:]}")
     run = Path(json.loads(log.with_suffix(".json").read_text())["run_dir"])
+    return read_run(name, run, cpu, time.monotonic() - started, rss)
+
+
+def read_run(name: str, run: Path, cpu: float, wall: float, rss_gb: float) -> Run:
+    """One of our finished runs from its directory: the held-out curve of `evals.jsonl`, the
+    peak RSS the larger of `rss_gb` and the trainer's own (`metrics.jsonl`)."""
     evals = [
         (int(e["policy"]), float(e["eval/correct"]), float(e["cpu_s"]))
         for e in rows(run, "evals.jsonl")
     ]
     metrics = rows(run, "metrics.jsonl")
     trainer_rss = max((m.get("trainer/peak_rss_mb") or 0.0 for m in metrics), default=0.0)
-    return Run(name, evals, cpu, time.monotonic() - started, max(rss, trainer_rss / 1024), run)
+    return Run(name, evals, cpu, wall, max(rss_gb, trainer_rss / 1024), run)
 
 
 def trl_venv(work: Path) -> Path:
@@ -428,10 +434,16 @@ def stop_when_reached(going: dict[str, tuple[subprocess.Popen[str], Path]], bar:
             scores = [
                 float(e.get("eval/correct", 0.0)) for f in found for e in rows(f.parent, f.name)
             ]
-            if process.poll() is not None or any(c >= bar for c in scores):
-                if process.poll() is None:
+            if exited(process) or any(c >= bar for c in scores):
+                if not exited(process):
                     process.send_signal(signal.SIGTERM)
                 del live[name]
+
+
+def exited(process: subprocess.Popen[str]) -> bool:
+    """Whether the child has exited, without reaping it (wait_run's wait4 still has to)."""
+    found = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    return found is not None
 
 
 def bench_trl(out: Path, seeds: list[int], threads: int) -> None:

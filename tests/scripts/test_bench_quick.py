@@ -108,3 +108,11 @@ def test_bench_downloads_quick() -> None:
     the budget is lifted here, so nothing is timed)."""
     out = run_quick("bench_downloads.py", "--quick", "--p99-budget", "1e9")
     assert "5xx answers: 0" in out and "load average" in out and "idle median" in out
+
+
+@pytest.mark.slow
+def test_bench_distill_quick() -> None:
+    """A teacher, its adapter and one student per method on a tiny model: the table prints."""
+    out = run_quick("bench_distill.py", "--quick")
+    assert "| grpo (teacher) |" in out and "| rft |" in out and "| opd |" in out, out
+    assert re.search(r"GRPO's CPU-s to the bar: [\d.]+", out) and "load" in out

@@ -116,10 +116,13 @@ class Orchestrator:
             if saved.stage >= len(self.stages) or saved.stage < run_at(self.stages, step).index:
                 continue
             algorithm = self.stages[saved.stage].algorithm
-            if isinstance(algorithm, MakesGroups):
-                continue  # it samples or scores by itself: its groups are made again
-            group = algorithm.screen(saved.key, saved.dispatch_version, saved.records, saved.order)
-            group.stage, group.reused = saved.stage, True
+            if isinstance(algorithm, MakesGroups):  # its samples as it made them (a teacher's)
+                group = saved.group()
+            else:
+                group = algorithm.screen(
+                    saved.key, saved.dispatch_version, saved.records, saved.order
+                )
+                group.stage, group.reused = saved.stage, True
             if group.dropped is None:
                 self.batches.ready.append(group)
                 self.reused.add(saved.order)

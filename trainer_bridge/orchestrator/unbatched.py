@@ -7,6 +7,10 @@ step S, where policies 0..S are the ones the stopped run had, so a group whose e
 was sampled by a policy <= S is as valid as one sampled again: it is screened anew and batched,
 and its task is not dispatched again. Groups sampled by a policy > S are dropped (that
 policy is trained again, differently). A SIGKILLed run writes nothing.
+
+Each line also holds the group's samples as made: an algorithm that makes its groups itself
+(a teacher's traces, a teacher's scores of the policy's tokens) cannot screen records again
+without its teacher, so its resume takes those samples back as they were.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 
 from prime_env.record import RolloutRecord
 from trainer_bridge.orchestrator.groups import Group
+from trainer_bridge.protocol.batches import TrainSample
 from trainer_bridge.protocol.run_dir import RunDir, write_text_atomic
 
 
@@ -27,6 +32,17 @@ class SavedGroup:
     stage: int
     dispatch_version: int
     records: list[RolloutRecord]
+    samples: list[TrainSample]
+    version: int
+    rollouts: int
+    train_rewards: list[float]
+
+    def group(self) -> Group:
+        """The group as the stopped run had made it (samples and all), marked reused."""
+        return Group(
+            self.key, self.dispatch_version, self.records, self.order, self.stage, True,
+            self.train_rewards, self.samples, self.rollouts, self.version,
+        )  # fmt: skip
 
 
 def newest_policy(records: Iterable[RolloutRecord], dispatched: int) -> int:
@@ -51,6 +67,10 @@ def save(run: RunDir, groups: Iterable[Group]) -> int:
             "stage": group.stage,
             "dispatch_version": group.dispatch_version,
             "records": [json.loads(r.to_json()) for r in group.records],
+            "samples": [s.model_dump(mode="json") for s in group.samples],
+            "version": group.version,
+            "rollouts": group.rollouts,
+            "train_rewards": group.train_rewards,
         }
         lines.append(json.dumps(body))
     if lines:
@@ -77,6 +97,10 @@ def take(run: RunDir, step: int) -> list[SavedGroup]:
                 int(data["stage"]),
                 int(data["dispatch_version"]),
                 records,
+                [TrainSample.model_validate(s) for s in data["samples"]],
+                int(data["version"]),
+                int(data["rollouts"]),
+                [float(r) for r in data["train_rewards"]],
             )
         except (ValueError, KeyError, TypeError):
             continue  # a torn line: those rollouts are sampled again
