@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -34,6 +35,7 @@ from scripts.bench_train import (
     Load,
     Run,
     finish_ours,
+    our_scores,
     read_run,
     rows,
     start_ours,
@@ -105,7 +107,7 @@ def student(
     if wall_limit is not None:
         timer = threading.Timer(wall_limit, process.terminate)  # a no-op once it has exited
         timer.start()
-    stop_when_reached({method: (process, log)}, bar)
+    stop_when_reached({method: (process, partial(our_scores, log))}, bar)
     if timer is not None:
         timer.cancel()
     return finish_ours(method, process, log, started)

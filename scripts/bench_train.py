@@ -2,7 +2,7 @@
 
     python scripts/bench_train.py async  [--steps 6] [--quick]  # A=1 vs A=0, log-normal latency
     python scripts/bench_train.py learn  [--plot PNG]           # the arithmetic recipe (long)
-    python scripts/bench_train.py trl    [--seeds 0,1]          # ours beside TRL's GRPOTrainer
+    python scripts/bench_train.py trl    [--seeds 0,1] [--sides ours,trl] [--stop-at 0.8]
     python scripts/bench_train.py ablate [--variants a,b] [--stop-at 0.8]
 
 `async`: the fast test env with scoring latency ~ LogNormal(median 1 s, σ 1) (a judge or tool
@@ -17,8 +17,9 @@ peak RSS, the load meanwhile, and the bars: the last two evals >= step 0 + 0.5 w
 2,400 CPU-s and 8 GB, <= 2% of training rollouts copying the prompt's example, cores busy.
 
 `trl`: per seed, ours (as `learn`) and TRL 1.16's GRPOTrainer (scripts/bench_train_trl.py,
-in a virtualenv of the bench's own) on the recipe's settings, at the same time: CPU-s to
-held-out 0.5 and 0.8 for both, and ours' bars. `ablate`: recipe variants, two at a time.
+in a virtualenv of the bench's own) on the recipe's settings, one run at a time, interleaved
+(ours seed 0, TRL seed 0, ours seed 1, …): CPU-s to held-out 0.5 and 0.8 for both, and ours'
+bars. `ablate`: recipe variants, two at a time.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +162,9 @@ class Load:
     def _sample(self) -> None:
         while not self._stop.wait(10):
             self.samples.append(os.getloadavg()[0])
+
+    def now(self) -> str:
+        return f"load {os.getloadavg()[0]:.1f}"
 
     def stop(self) -> str:
         self._stop.set()
@@ -288,9 +294,11 @@ def start_trl(python: Path, settings: dict[str, Any], out: Path) -> subprocess.P
         )  # fmt: skip
 
 
-def finish_trl(name: str, process: subprocess.Popen[str], out: Path, started: float) -> Run:
+def finish_trl(
+    name: str, process: subprocess.Popen[str], out: Path, started: float, stopped: bool = False
+) -> Run:
     cpu, rss = wait_run(process, started)
-    if process.returncode != 0:
+    if process.returncode != 0 and not (stopped and process.returncode == -15):
         sys.exit(
             f"TRL failed (exit {process.returncode}):\n{(out / 'trl.log').read_text()[-3000:]}"
         )
@@ -397,6 +405,14 @@ ABLATIONS: dict[str, list[str]] = {
         "--orchestrator.max-async-level",
         "0",
     ],
+    "bound4-stdnorm-sync": [
+        "--orchestrator.max-groups-per-step",
+        "4",
+        "--orchestrator.advantage.std-norm",
+        "true",
+        "--orchestrator.max-async-level",
+        "0",
+    ],
     "sync": ["--orchestrator.max-async-level", "0"],
     "noshare": ["--trainer.share-prefix", "false"],
     "cores": ["--trainer.idle-sampler-threads", "2", "--inference.idle-trainer-threads", "2"],
@@ -417,59 +433,89 @@ def bench_ablate(out: Path, names: list[str], seed: int, stop_at: float | None) 
             args = [str(ARITHMETIC), "-o", str(out), "--seed", str(seed), *ABLATIONS[name]]
             going[name] = (start_ours(args, log), log)
         if stop_at is not None:
-            stop_when_reached(going, stop_at)
+            scored = {n: (p, partial(our_scores, log)) for n, (p, log) in going.items()}
+            stop_when_reached(scored, stop_at)
         runs += [finish_ours(n, p, log, started) for n, (p, log) in going.items()]
     report(runs, load.stop())
 
 
-def stop_when_reached(going: dict[str, tuple[subprocess.Popen[str], Path]], bar: float) -> None:
-    """SIGTERM each run once an eval reaches `bar` (its CPU-s to the bar are then known)."""
+def our_scores(log: Path) -> list[float]:
+    """Held-out `correct` so far of the run `start_ours` named after LOG."""
+    found = list(log.parent.glob(f"train/*/{log.stem}-*/evals.jsonl"))
+    return [float(e.get("eval/correct", 0.0)) for f in found for e in rows(f.parent, f.name)]
+
+
+def trl_scores(out: Path) -> list[float]:
+    """Held-out `correct` so far of the TRL run writing to OUT."""
+    return [float(e["correct"]) for e in rows(out, "evals.jsonl")]
+
+
+def stop_when_reached(
+    going: Mapping[str, tuple[subprocess.Popen[str], Callable[[], list[float]]]], bar: float
+) -> set[str]:
+    """SIGTERM each run once an eval reaches `bar` (its CPU-s to the bar are then known);
+    returns the names of those stopped."""
     import signal
 
-    live = dict(going)
+    live, stopped = dict(going), set()
     while live:
         time.sleep(20)
-        for name, (process, log) in list(live.items()):
-            found = list(log.parent.glob(f"train/*/{log.stem}-*/evals.jsonl"))
-            scores = [
-                float(e.get("eval/correct", 0.0)) for f in found for e in rows(f.parent, f.name)
-            ]
-            if exited(process) or any(c >= bar for c in scores):
-                if not exited(process):
-                    process.send_signal(signal.SIGTERM)
+        for name, (process, scores) in list(live.items()):
+            if not alive(process):
                 del live[name]
+            elif any(c >= bar for c in scores()):
+                process.send_signal(signal.SIGTERM)
+                stopped.add(name)
+                del live[name]
+    return stopped
 
 
-def exited(process: subprocess.Popen[str]) -> bool:
-    """Whether the child has exited, without reaping it (wait_run's wait4 still has to)."""
-    found = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    return found is not None
+def alive(process: subprocess.Popen[str]) -> bool:
+    """Whether the child still runs, without reaping it (wait_run's wait4 reads its rusage)."""
+    return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
 
 
-def bench_trl(out: Path, seeds: list[int], threads: int) -> None:
+def bench_trl(
+    out: Path, seeds: list[int], threads: int, sides: list[str], stop_at: float | None
+) -> None:
     """Ours (the recipe, as `prime train prime/arithmetic` runs it) and TRL's GRPOTrainer on
-    the same settings, side by side, seed by seed: CPU-s to held-out correct >= 0.5 and 0.8."""
+    the same settings, one run at a time, interleaved (ours seed 0, TRL seed 0, ours seed 1,
+    …): CPU-s to held-out correct >= 0.5 and 0.8. `stop_at` stops each run at that score."""
     out.mkdir(parents=True, exist_ok=True)
-    python = trl_venv(out)
+    python = trl_venv(out) if "trl" in sides else None
     load = Load()
     runs: list[Run] = []
     for seed in seeds:
-        started = time.monotonic()
-        log = out / f"ours-s{seed}.log"
-        ours = start_ours([str(ARITHMETIC), "-o", str(out), "--seed", str(seed)], log)
-        trl_out = out / f"trl-s{seed}"
-        trl = start_trl(python, recipe_settings(seed, threads), trl_out)
-        runs.append(finish_trl(f"TRL seed {seed}", trl, trl_out, started))
-        runs.append(finish_ours(f"ours seed {seed}", ours, log, started))
+        for side in sides:
+            started = time.monotonic()
+            if side == "ours":
+                log = out / f"ours-s{seed}.log"
+                ours = start_ours([str(ARITHMETIC), "-o", str(out), "--seed", str(seed)], log)
+                if stop_at is not None:
+                    stop_when_reached({side: (ours, partial(our_scores, log))}, stop_at)
+                runs.append(finish_ours(f"ours seed {seed}", ours, log, started))
+            else:
+                assert python is not None
+                trl_out = out / f"trl-s{seed}"
+                shutil.rmtree(trl_out, ignore_errors=True)
+                trl = start_trl(python, recipe_settings(seed, threads), trl_out)
+                stopped = stop_when_reached(
+                    {side: (trl, partial(trl_scores, trl_out))}, stop_at if stop_at else 2.0
+                )
+                runs.append(finish_trl(f"TRL seed {seed}", trl, trl_out, started, bool(stopped)))
+            print(f"{runs[-1].name} done {time.strftime('%H:%M:%S')}, {load.now()}", flush=True)
     report(runs, load.stop())
     for bar in (0.5, 0.8):
         line = []
         for seed in seeds:
-            trl_run, our_run = [r for r in runs if r.name.endswith(f"seed {seed}")]
-            a, b = our_run.cpu_to(bar), trl_run.cpu_to(bar)
+            pair = {r.name.split()[0]: r for r in runs if r.name.endswith(f"seed {seed}")}
+            if len(pair) < 2:
+                continue
+            a, b = pair["ours"].cpu_to(bar), pair["TRL"].cpu_to(bar)
             ratio = f"{a / b:.2f}x" if a is not None and b is not None else "n/a"
             line.append(f"seed {seed}: ours {a} vs TRL {b} ({ratio})")
-        print(f"CPU-s to held-out >= {bar}: " + "; ".join(line))
+        if line:
+            print(f"CPU-s to held-out >= {bar}: " + "; ".join(line))
     for run in runs:
         if run.name.startswith("ours"):
             bars(run)
@@ -490,7 +536,10 @@ def main() -> None:
     parser.add_argument("--trl-threads", type=int, default=1, help="trl: TRL's torch threads")
     parser.add_argument("--variants", default=",".join(ABLATIONS), help="ablate: which, by name")
     parser.add_argument("--seed", type=int, default=0, help="ablate: the seed")
-    parser.add_argument("--stop-at", type=float, help="ablate: stop a run at this held-out score")
+    parser.add_argument("--sides", default="ours,trl", help="trl: which runs per seed, in order")
+    parser.add_argument(
+        "--stop-at", type=float, help="ablate, trl: stop a run at this held-out score"
+    )
     args, extra = parser.parse_known_args()
     if args.which == "async":
         if args.quick:  # the fewest steps steps_per_hour can measure, latency cut 5x
@@ -500,7 +549,11 @@ def main() -> None:
     elif args.which == "learn":
         bench_learn(args.out.resolve(), extra, args.plot)
     elif args.which == "trl":
-        bench_trl(args.out.resolve(), [int(s) for s in args.seeds.split(",")], args.trl_threads)
+        seeds = [int(s) for s in args.seeds.split(",")]
+        sides = args.sides.split(",")
+        if not set(sides) <= {"ours", "trl"}:
+            sys.exit(f"--sides takes ours and/or trl, comma-separated; got {args.sides!r}")
+        bench_trl(args.out.resolve(), seeds, args.trl_threads, sides, args.stop_at)
     else:
         bench_ablate(args.out.resolve(), args.variants.split(","), args.seed, args.stop_at)
 
