@@ -147,6 +147,11 @@ def start_hub(work: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes],
     sys.exit("the hub did not answer within 120 s")
 
 
+def run_dirs(out: Path) -> set[Path]:
+    """The training runs under OUT's ./outputs (outputs/train/ENV--MODEL/RUN_ID)."""
+    return {p.parent for p in (out / "outputs").rglob("run.json")}
+
+
 def bench(out: Path) -> Result:
     """The hub, seeded; then the bare command in OUT, measured with wait4."""
     out.mkdir(parents=True, exist_ok=True)
@@ -165,14 +170,14 @@ def bench(out: Path) -> Result:
         print(f"hub {url} seeded; running `prime {' '.join(COMMAND)}` in {out}", flush=True)
         load = Load()
         started = time.monotonic()
-        before = {p.name for p in (out / "outputs").glob("*")}
+        before = run_dirs(out)
         with (out / "train.out").open("w") as stdout, (out / "train.log").open("w") as stderr:
             process = subprocess.Popen([str(PRIME), *COMMAND], cwd=out, env=env, stdout=stdout, stderr=stderr)  # fmt: skip
             _, status, usage = os.wait4(process.pid, 0)
         wall = time.monotonic() - started
         code = os.waitstatus_to_exitcode(status)
         load_text = load.stop()
-        runs = [p for p in (out / "outputs").glob("*") if p.name not in before and (p / "run.json").is_file()]  # fmt: skip
+        runs = sorted(run_dirs(out) - before)
         if code != 0 or len(runs) != 1:
             sys.exit(f"prime train exited {code}:\n{(out / 'train.log').read_text()[-3000:]}")
         result = read_result(
