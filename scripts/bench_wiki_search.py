@@ -44,6 +44,8 @@ DOCS = ROOT / "docs" / "benchmarks.md"
 HEADING = "### Issue 24: `prime train prime/wiki-search` with no flags"
 BEFORE = "### Issue 23: the recipe with no flags"
 """The section goes before this one when it is not in the file yet."""
+MEASURED = "bench_wiki_search.json"
+"""What the bench measured around the run (wait4, load), kept in the run dir for --report."""
 CPU_BAR, RSS_BAR_GB, GAIN_BAR, TOOL_BAR = 3600.0, 8.0, 0.25, 0.8
 
 
@@ -66,6 +68,7 @@ class Result:
     trainer_rss_gb: float
     wall_s: float
     status: str
+    ended: str = ""
     load: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -102,9 +105,10 @@ def read_result(run: Path, cpu_s: float | None, rss_gb: float, wall_s: float) ->
     evals = read_evals(run)
     if cpu_s is None:  # --report: the run's own account (the last step's, or the last eval's)
         cpu_s = max([float(m.get("perf/cpu_s_total") or 0.0) for m in steps] + [e.cpu_s for e in evals])  # fmt: skip
-    status = json.loads((run / "run.json").read_text()).get("status", "?")
+    meta = json.loads((run / "run.json").read_text())
+    status, ended = meta.get("status", "?"), meta.get("updated_at", "?")
     peak = max(rss_gb, trainer_rss / 1024, orchestrator_rss / 1024)
-    return Result(run, evals, steps, cpu_s, peak, trainer_rss / 1024, wall_s, status)
+    return Result(run, evals, steps, cpu_s, peak, trainer_rss / 1024, wall_s, status, ended)
 
 
 def free_port() -> int:
@@ -185,6 +189,9 @@ def bench(out: Path) -> Result:
         )
         result.load = load_text
         result.notes.append(f"user {usage.ru_utime:.0f} + system {usage.ru_stime:.0f} CPU-s")
+        measured: dict[str, Any] = {"cpu_s": result.cpu_s, "peak_rss_gb": result.peak_rss_gb}
+        measured |= {"wall_s": wall, "load": result.load, "notes": result.notes}
+        (result.run / MEASURED).write_text(json.dumps(measured, indent=1) + "\n")
         return result
     finally:
         hub.terminate()
@@ -228,7 +235,7 @@ def report(result: Result, command: str) -> str:
         HEADING,
         "",
         (
-            f"`{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
+            f"`{command}`, run `{result.run.name}` (ended {result.ended}): "
             f"`prime {' '.join(COMMAND)}` with no flags, from a local hub seeded with the built-ins "
             f"(it installed the environment and used its recipe for `local/smollm2-135m`); run "
             f"status `{result.status}`, {result.wall_s / 60:.0f} min wall; {result.load}."
@@ -241,15 +248,15 @@ def report(result: Result, command: str) -> str:
         lines.append(f"| {e.step} | {e.exact_match:.2f} | {e.tool_share:.0%} ({round(e.tool_share * e.rollouts)} of {e.rollouts}) | {e.cpu_s:,.0f} |")  # fmt: skip
     lines += [
         "",
-        "| step | stage | trainer CPU-s | loss tokens | trained rollouts | train reward | ce_loss |",
-        "|---|---|---|---|---|---|---|",
+        "| step | stage | groups sampled | trained rollouts | trainer CPU-s | run CPU-s at its end (orchestrator) | train reward | ce_loss |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for m in result.steps:
         lines.append(
-            f"| {m['step']} | {m.get('stage/name', m.get('stage', ''))} | "
-            f"{float(m.get('trainer/train_cpu_s') or 0):.0f} | {int(m.get('batch/loss_tokens') or 0)} | "
-            f"{int(m.get('batch/rollouts') or 0)} | {float(m.get('reward/train_mean') or 0):.2f} | "
-            f"{float(m.get('trainer/ce_loss') or 0):.3f} |"
+            f"| {m['step']} | {m.get('stage/name', '')} | {int(m.get('batch/groups_seen') or 0)} | "
+            f"{int(m.get('batch/rollouts') or 0)} | {float(m.get('trainer/train_cpu_s') or 0):.0f} | "
+            f"{float(m.get('perf/cpu_s_total') or 0):,.0f} ({float(m.get('perf/cpu_s_orchestrator') or 0):,.0f}) | "
+            f"{float(m.get('reward/train_mean') or 0):.2f} | {float(m.get('trainer/ce_loss') or 0):.3f} |"
         )
     lines += [
         "",
@@ -288,8 +295,14 @@ def main() -> None:
     parser.add_argument("--write-docs", action="store_true", help=f"update {DOCS.name}")
     args = parser.parse_args()
     if args.report is not None:
-        result = read_result(args.report.resolve(), None, 0.0, float("nan"))
+        run = args.report.resolve()
+        result = read_result(run, None, 0.0, float("nan"))
         result.notes.append("the run's own `perf/cpu_s_total`")
+        if (run / MEASURED).is_file():  # the bench's own wait4 figures for this run
+            measured = json.loads((run / MEASURED).read_text())
+            result.cpu_s, result.wall_s = measured["cpu_s"], measured["wall_s"]
+            result.peak_rss_gb = max(result.peak_rss_gb, measured["peak_rss_gb"])
+            result.load, result.notes = measured["load"], measured["notes"]
         command = f"python scripts/bench_wiki_search.py --report {args.report}"
     else:
         result = bench(args.out.resolve())
