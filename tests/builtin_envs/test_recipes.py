@@ -27,7 +27,7 @@ def test_each_builtin_ships_a_valid_recipe_for_the_local_model(name: str) -> Non
     check_env(config, env)  # reward names, split sizes, every stage
     assert env.correctness is not None  # and the env names its correctness metric
     assert config.orchestrator.batch_size % config.orchestrator.rollouts_per_example == 0
-    assert config.model.lora is not None and config.max_steps >= 20
+    assert config.model.lora is not None and config.max_steps >= 10
 
 
 def test_arithmetic_recipe_pays_no_copied_example() -> None:

@@ -34,9 +34,10 @@ def test_default_corpus_is_the_vital_articles(index: SearchIndex) -> None:
 
 def test_every_question_is_answerable_from_the_corpus_with_the_tools(index: SearchIndex) -> None:
     """For all shipped questions: the answer is in the cited section, the cloze is that sentence
-    with the answer blanked, and search_pages on the question lists the source page."""
+    with the answer blanked, and search_pages on the question lists the source page, even
+    with the 3 hits of 100 characters that the SmolLM2 recipe sets."""
     corpus = index.corpus
-    search_pages, _, read_section = make_tools(index)
+    search_pages, _, read_section = make_tools(index, results=3, snippet_chars=100)
     rows = default_questions()
     assert len(rows) >= 300 and len({r["id"] for r in rows}) == len(rows)
     unreachable = []
@@ -46,7 +47,9 @@ def test_every_question_is_answerable_from_the_corpus_with_the_tools(index: Sear
         cloze = row["question"].split('"', 1)[1].rsplit('"', 1)[0]
         assert cloze.replace(BLANK, row["answer"]) == row["sentence"]
         assert row["section_id"].startswith(row["page_id"] + ":") and row["page_id"] in corpus.pages
-        hits = [hit["page_id"] for hit in json.loads(search_pages(cloze))]
+        listed = json.loads(search_pages(cloze))
+        assert len(listed) <= 3 and all(len(hit["snippet"]) <= 100 for hit in listed)
+        hits = [hit["page_id"] for hit in listed]
         if row["page_id"] not in hits:
             unreachable.append(row["id"])
     assert unreachable == []
@@ -206,6 +209,8 @@ def test_bad_corpus_and_arguments_are_rejected_clearly(tmp_path: Path) -> None:
         load_corpus(bad)
     with pytest.raises(ValueError, match="max_turns must be at least 2"):
         load_environment(max_turns=1)
+    with pytest.raises(ValueError, match="search_results must be at least 1"):
+        load_environment(search_results=0)
 
 
 async def test_judge_rubric_scores_with_the_judge_and_keeps_exact_match_as_a_metric() -> None:
@@ -228,8 +233,9 @@ async def test_judge_rubric_scores_with_the_judge_and_keeps_exact_match_as_a_met
 
 async def test_the_same_tools_served_over_mcp() -> None:
     """tools="mcp": the reference policy validates unchanged through the MCP server (the tools
-    offered are the server's), and a bad id's message reaches the model from there as well."""
-    env = load_environment(tools="mcp", num_eval_examples=10)
+    offered are the server's, listing as many hits as `search_results` says), and a bad id's
+    message reaches the model from there as well."""
+    env = load_environment(tools="mcp", num_eval_examples=10, search_results=2)
     report = await validate_reference(env)
     assert report.passed and report.errors == 0 and len(report.records) == 10, report.shortfalls
     records = report.records
@@ -238,6 +244,8 @@ async def test_the_same_tools_served_over_mcp() -> None:
         "view_sections",
         "read_section",
     ]
+    first_search = next(m["content"] for m in records[0].completion if m["role"] == "tool")
+    assert len(json.loads(first_search)) == 2
     assert records[0].tools is not None
     assert sorted(t["function"]["name"] for t in records[0].tools) == [
         "read_section",

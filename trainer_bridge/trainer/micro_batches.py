@@ -3,7 +3,9 @@
 With `share_prefix`, the rollouts of one group that start with the same prompt go together,
 and the decoder runs that prompt once for all of them (modeling.token_logprobs' `prefix_len`):
 on a short-answer env the prompt is most of each sequence (arithmetic: ~50 prompt tokens,
-~25 sampled), so the trainer's tokens per group drop by half or more. Every rank reads the
+~25 sampled), so the trainer's tokens per group drop by half or more. The samples left over (one per group:
+an `sft` trace, a group of one) share what their prompts have in common, as the system prompt
+and tool schemas of a tool env (wiki-search: ~470 of ~1,050 tokens). Every rank reads the
 whole batch, so the normalisers are counts over all of it and need no communication
 (trainer/loss.py divides them by the world size).
 """
@@ -53,6 +55,9 @@ def micro_batches(
         rest = [s for s in samples if id(s) not in taken]
         for bucket in shared:
             out += _shared(bucket, prompt_len(bucket[0]), budget)
+        common = _common_prompt(rest)
+        if len(rest) > 1 and common >= MIN_SHARED_PREFIX:
+            return out + _shared(rest, common, budget)
     ordered = sorted(rest, key=lambda s: len(s.input_ids), reverse=True)
     packed: list[list[TrainSample]] = []
     for sample in ordered:
@@ -61,6 +66,18 @@ def micro_batches(
         else:
             packed.append([sample])
     return out + [MicroBatch(group) for group in packed]
+
+
+def _common_prompt(samples: list[TrainSample]) -> int:
+    """How many first tokens every sample has in common, within each one's prompt."""
+    if not samples:
+        return 0
+    limit = min(min(prompt_len(s), len(s.input_ids) - 1) for s in samples)
+    first = samples[0].input_ids
+    for i in range(limit):
+        if any(s.input_ids[i] != first[i] for s in samples):
+            return i
+    return limit
 
 
 def _shared(bucket: list[TrainSample], prefix: int, budget: int) -> list[MicroBatch]:

@@ -34,7 +34,7 @@ from prime_env import (
 from .corpus import Corpus, load_corpus
 from .questions import load_questions, normalize
 from .reference import solve
-from .search import SearchIndex, make_tools
+from .search import SEARCH_RESULTS, SNIPPET_CHARS, SearchIndex, make_tools
 
 __all__ = [
     "PARSER",
@@ -96,11 +96,12 @@ def _judge_client(judge: str | ModelClient) -> ModelClient:
     return resolve_model(judge).create_client()
 
 
-def _mcp_server(corpus: Any) -> MCPTools:
+def _mcp_server(corpus: Any, search_results: int, snippet_chars: int) -> MCPTools:
     """The tools' MCP server, one per run: this interpreter, with this package importable."""
     here = str(Path(__file__).resolve().parents[1])
     path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
-    argv = [sys.executable, "-m", "wiki_search.mcp_server"]
+    argv = [sys.executable, "-m", "wiki_search.mcp_server", "--search-results", str(search_results)]
+    argv += ["--snippet-chars", str(snippet_chars)]
     if corpus is not None:
         argv += ["--corpus", os.fspath(corpus)]
     return MCPTools(argv, env={"PYTHONPATH": path}, name="wiki-search")
@@ -114,6 +115,8 @@ def load_environment(
     judge: str | ModelClient | None = None,
     seed: int = 0,
     tools: str = "python",
+    search_results: int = SEARCH_RESULTS,
+    snippet_chars: int = SNIPPET_CHARS,
 ) -> Environment:
     """`corpus`: None (Wikipedia Vital Articles), a directory, a .jsonl file or a datasets Dataset.
     `questions`: a .jsonl/.json/.csv of {question, answer}; required with a custom corpus.
@@ -121,6 +124,8 @@ def load_environment(
     the judge's verdict and exact match becomes a metric.
     `tools`: "python" (in-process functions) or "mcp" (the same tools from an MCP server; needs
     the `mcp` extra, and `corpus` as a path).
+    `search_results`, `snippet_chars`: how many hits a search lists and how much of each page
+    it shows (fewer tokens per turn, for a small model's context and a CPU trainer).
     """
     if tools not in ("python", "mcp"):
         raise ValueError(f'tools must be "python" or "mcp", got {tools!r}')
@@ -132,6 +137,11 @@ def load_environment(
         )
     if max_turns < 2:
         raise ValueError(f"max_turns must be at least 2 (search, then answer), got {max_turns}")
+    if search_results < 1 or snippet_chars < 0:
+        raise ValueError(
+            f"search_results must be at least 1 and snippet_chars at least 0, got "
+            f"{search_results} and {snippet_chars}"
+        )
     loaded = load_corpus(corpus)
     tasks = load_questions(questions)
     if not 1 <= num_eval_examples < len(tasks):
@@ -151,11 +161,15 @@ def load_environment(
         )
     if tools == "mcp":
         harness = ToolLoop(
-            mcp=[_mcp_server(corpus)], max_turns=max_turns, system_prompt=SYSTEM_PROMPT
+            mcp=[_mcp_server(corpus, search_results, snippet_chars)],
+            max_turns=max_turns,
+            system_prompt=SYSTEM_PROMPT,
         )
     else:
         harness = ToolLoop(
-            make_tools(_index_for(loaded)), max_turns=max_turns, system_prompt=SYSTEM_PROMPT
+            make_tools(_index_for(loaded), search_results, snippet_chars),
+            max_turns=max_turns,
+            system_prompt=SYSTEM_PROMPT,
         )
     correctness = "exact_match" if judge is None else "judge_correct"
     return Environment(

@@ -1,6 +1,6 @@
 """wiki-search's three tools served over MCP (stdio), for `load_environment(tools="mcp")`.
 
-    python -m wiki_search.mcp_server [--corpus PATH]
+    python -m wiki_search.mcp_server [--corpus PATH] [--search-results N] [--snippet-chars N]
 
 The same functions as the in-process tools (search.make_tools) on the same index; a bad id's
 message reaches the model as the tool's error, as it does in-process.
@@ -18,7 +18,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from .corpus import load_corpus
-from .search import SearchIndex, make_tools
+from .search import SEARCH_RESULTS, SNIPPET_CHARS, SearchIndex, make_tools
 
 
 def _reported(tool: Callable[..., str]) -> Callable[..., str]:
@@ -34,11 +34,15 @@ def _reported(tool: Callable[..., str]) -> Callable[..., str]:
     return run
 
 
-def build_server(corpus: str | None = None) -> MCPServer:
+def build_server(
+    corpus: str | None = None,
+    search_results: int = SEARCH_RESULTS,
+    snippet_chars: int = SNIPPET_CHARS,
+) -> MCPServer:
     # The server's stderr is the user's terminal: no library's debug lines there.
     server = MCPServer("wiki-search", log_level="WARNING")
     logging.getLogger("bm25s").setLevel(logging.WARNING)
-    for tool in make_tools(SearchIndex(load_corpus(corpus))):
+    for tool in make_tools(SearchIndex(load_corpus(corpus)), search_results, snippet_chars):
         server.add_tool(_reported(tool))
     return server
 
@@ -46,4 +50,7 @@ def build_server(corpus: str | None = None) -> MCPServer:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--corpus", default=None, help="a directory or .jsonl (default: Wikipedia)")
-    build_server(parser.parse_args().corpus).run()
+    parser.add_argument("--search-results", type=int, default=SEARCH_RESULTS)
+    parser.add_argument("--snippet-chars", type=int, default=SNIPPET_CHARS)
+    args = parser.parse_args()
+    build_server(args.corpus, args.search_results, args.snippet_chars).run()

@@ -14,6 +14,8 @@ from bm25s.tokenization import Tokenizer
 from .corpus import Corpus
 
 SNIPPET_CHARS = 200
+"""How much of each hit's text `search_pages` shows by default (`snippet_chars`)."""
+SEARCH_RESULTS = 5
 
 
 class SearchIndex:
@@ -39,9 +41,13 @@ class SearchIndex:
         return [(self.page_ids[int(d)], float(s)) for d, s in zip(docs[0], scores[0]) if s > 0]
 
 
-def make_tools(index: SearchIndex, results: int = 5) -> list[Any]:
-    """The three tools the model gets, bound to one index. Bad ids raise with a helpful message,
-    which the ToolLoop returns to the model as the tool's reply."""
+def make_tools(
+    index: SearchIndex, results: int = SEARCH_RESULTS, snippet_chars: int = SNIPPET_CHARS
+) -> list[Any]:
+    """The three tools the model gets, bound to one index: `search_pages` lists up to `results`
+    hits with the first `snippet_chars` characters of each (fewer tokens per search for a small
+    model's context). Bad ids raise with a helpful message, which the ToolLoop returns to the
+    model as the tool's reply."""
     corpus = index.corpus
 
     def search_pages(query: str) -> str:
@@ -51,7 +57,7 @@ def make_tools(index: SearchIndex, results: int = 5) -> list[Any]:
             query: Keywords or a phrase to search for.
 
         Returns:
-            A JSON list of up to 5 pages: page_id, title and the start of the page.
+            A JSON list of the best pages: page_id, title and the start of the page.
         """
         if not query.strip():
             raise ValueError("the query is empty; search for some keywords")
@@ -59,7 +65,7 @@ def make_tools(index: SearchIndex, results: int = 5) -> list[Any]:
         for page_id, _score in index.search(query, results):
             page = corpus.pages[page_id]
             hits.append(
-                {"page_id": page_id, "title": page.title, "snippet": page.text[:SNIPPET_CHARS]}
+                {"page_id": page_id, "title": page.title, "snippet": page.text[:snippet_chars]}
             )
         return json.dumps(hits) if hits else "No pages matched; try other keywords."
 
