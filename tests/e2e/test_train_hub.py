@@ -103,11 +103,12 @@ def _verbatim_call_questions(path: Path) -> Path:
     SmolLM2-135M never calls a tool on the shipped questions: its chat template ignores `tools`,
     and 0 of 40 samples had a parseable call (the prose tool list, a Hermes-style tool block, or
     SmolLM2's function-calling prompt). Asked to output a call verbatim it makes one in about
-    half its rollouts at T=0.5 (13 of 16, 4 of 8 and 3 of 8 in three training runs), so one
-    batch of 4 groups of 2 holds multi-turn ones, and --deterministic pins which (the same
-    rollouts every run on one machine); every token of them is still sampled by the model, and
-    the search runs over the real corpus. The cost is the trainer's: each turn is a sample of ~550-1000 tokens
-    (the tool list, then the search results), 12-15 CPU-s each."""
+    half its rollouts at T=0.5 (13 of 16, 4 of 8 and 3 of 8 in three training runs; 1 of 4 in
+    one step), so one batch of 4 groups of 2 holds multi-turn ones, and --deterministic pins
+    which (the same rollouts every run on one machine); every token of them is still sampled by
+    the model, and the search runs over the real corpus. The cost is the trainer's: each turn is
+    a sample of ~550-1000 tokens (the tool list, then the search results), 12-15 CPU-s each, so
+    the search lists one hit with a short snippet."""
     subjects = [
         "Queen",
         "Eiffel Tower",
@@ -145,11 +146,14 @@ def test_train_wiki_search_masks_tool_results(
     token = seeded_hub.add_user("bob")
     env = prime_env(PRIME_HUB_URL=seeded_hub.url, PRIME_API_KEY=token, HOME=str(tmp_path))
     questions = _verbatim_call_questions(tmp_path / "questions.jsonl")
-    env_args = {"questions": str(questions), "num_eval_examples": 1, "max_turns": 2}
+    env_args = {
+        "questions": str(questions), "num_eval_examples": 1, "max_turns": 2,
+        "search_results": 1, "snippet_chars": 80,
+    }  # fmt: skip
     result = subprocess.run(
         [str(python), "-m", "prime_cli.main", "train", "prime/wiki-search",
          "-a", json.dumps(env_args), "--max-steps", "1", "--output", "json",
-         "--orchestrator.batch-size", "4", "--orchestrator.rollouts-per-example", "2",
+         "--orchestrator.batch-size", "8", "--orchestrator.rollouts-per-example", "2",
          "--orchestrator.sampling.max-tokens", "40", "--orchestrator.sampling.temperature", "0.5",
          "--orchestrator.reward.weights", "{tool_calls = 0.5}", "--no-env-recipe",
          "--deterministic", "--orchestrator.max-async-level", "0",
