@@ -109,37 +109,48 @@ def group_of(sample: TrainSample, completions: list[list[int]], key: str) -> lis
     ]
 
 
-def test_a_groups_shared_prompt_runs_once_and_gives_the_same_gradient(
-    tiny_model_dir: Path, tmp_path: Path, sampled: list[TrainSample]
-) -> None:
-    """The prompt once, each rollout's remainder on its KV cache: the loss and every LoRA
-    gradient as with every sequence run in full (fp32: within 1e-5 relative)."""
-    completions = [[17, 3000, 2], [4, 5, 6, 7, 2], [900, 2], [11, 12, 13, 14, 15, 16, 2]]
-    batch = group_of(sampled[0], completions, "g0") + group_of(sampled[1], completions[:2], "g1")
-    grads = {}
-    for share in (False, True):
-        run = make_run(tmp_path / str(share), tiny_model_dir, 1)
-        config = load_run_config(run)
-        config.trainer.activation_checkpointing = False
-        config.trainer.share_prefix = share
-        trainer = Trainer(run, config)
-        with torch.no_grad():  # a trained-looking adapter, so the prompt's KV depends on it
-            for name, param in trainer.model.named_parameters():
-                if "lora_B" in name:
-                    param.copy_(torch.randn_like(param) * 0.05)
-        shared = micro_batches(batch, 4096, share_prefix=share)
-        assert [m.prefix_len > 0 for m in shared] == ([True, True] if share else [False])
-        result = trainer.backward(batch)
-        grads[share] = (
-            result.loss,
-            {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None},
-        )
-    (loss_a, a), (loss_b, b) = grads[False], grads[True]
+def _loss_and_grads(
+    batch: list[TrainSample], tiny_model_dir: Path, tmp_path: Path, share: bool
+) -> tuple[float, dict[str, torch.Tensor]]:
+    """One backward pass over `batch` with prompt sharing on or off, from the same
+    trained-looking adapter (so a shared prompt's KV depends on it): the loss and the grads."""
+    run = make_run(tmp_path / str(share), tiny_model_dir, 1)
+    config = load_run_config(run)
+    config.trainer.activation_checkpointing = False
+    config.trainer.share_prefix = share
+    trainer = Trainer(run, config)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, param in trainer.model.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.05)
+    result = trainer.backward(batch)
+    grads = {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
+    return result.loss, grads
+
+
+def _same_loss_and_grads(batch: list[TrainSample], tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Sharing on and off: the same loss (1e-5 relative) and LoRA gradients (1e-4 relative)."""
+    loss_a, a = _loss_and_grads(batch, tiny_model_dir, tmp_path, share=False)
+    loss_b, b = _loss_and_grads(batch, tiny_model_dir, tmp_path, share=True)
     assert loss_b == pytest.approx(loss_a, rel=1e-5)
     assert a.keys() == b.keys() and len(a) > 0
     for name in a:
         scale = float(a[name].norm())
-        assert float((a[name] - b[name]).norm()) <= 1e-5 * max(scale, 1e-12), name
+        assert float((a[name] - b[name]).norm()) <= 1e-4 * max(scale, 1e-12), name
+
+
+def test_a_groups_shared_prompt_runs_once_and_gives_the_same_gradient(
+    tiny_model_dir: Path, tmp_path: Path, sampled: list[TrainSample]
+) -> None:
+    """The prompt once, each rollout's remainder on its KV cache: the loss and every LoRA
+    gradient as with every sequence run in full (fp32: within 1e-4 relative, as below; the
+    loss within 1e-5)."""
+    completions = [[17, 3000, 2], [4, 5, 6, 7, 2], [900, 2], [11, 12, 13, 14, 15, 16, 2]]
+    batch = group_of(sampled[0], completions, "g0") + group_of(sampled[1], completions[:2], "g1")
+    assert [m.prefix_len > 0 for m in micro_batches(batch, 4096, share_prefix=True)] == [True, True]
+    assert [m.prefix_len > 0 for m in micro_batches(batch, 4096, share_prefix=False)] == [False]
+    _same_loss_and_grads(batch, tiny_model_dir, tmp_path)
 
 
 def test_traces_of_different_groups_share_their_common_prompt_head(
@@ -165,36 +176,7 @@ def test_traces_of_different_groups_share_their_common_prompt_head(
     ]
     assert [m.prefix_len for m in micro_batches(batch, 4096, share_prefix=True)] == [12]
     assert [m.prefix_len for m in micro_batches(batch[:1], 4096, share_prefix=True)] == [0]
-    results = []
-    for share in (False, True):
-        run = make_run(tmp_path / str(share), tiny_model_dir, 1)
-        config = load_run_config(run)
-        config.trainer.activation_checkpointing = False
-        config.trainer.share_prefix = share
-        trainer = Trainer(run, config)
-        with torch.no_grad():
-            for name, param in trainer.model.named_parameters():
-                if "lora_B" in name:
-                    param.copy_(
-                        torch.randn(param.shape, generator=torch.Generator().manual_seed(1)) * 0.05
-                    )
-        result = trainer.backward(batch)
-        results.append(
-            (
-                result.loss,
-                {
-                    n: p.grad.clone()
-                    for n, p in trainer.model.named_parameters()
-                    if p.grad is not None
-                },
-            )
-        )
-    (loss_a, a), (loss_b, b) = results
-    assert loss_b == pytest.approx(loss_a, rel=1e-5)
-    assert a.keys() == b.keys() and len(a) > 0
-    for name in a:
-        scale = float(a[name].norm())
-        assert float((a[name] - b[name]).norm()) <= 1e-4 * max(scale, 1e-12), name
+    _same_loss_and_grads(batch, tiny_model_dir, tmp_path)
 
 
 @pytest.mark.slow  # three trainer runs: about a minute on two busy cores
