@@ -120,6 +120,8 @@ def optimize(
         "--budget", str(args.budget), "--minibatch", str(args.minibatch),
         "--val-size", str(args.val_size), "--test-size", str(args.test_size),
         "-t", str(max_tokens), "-T", "0", "--reflection-max-tokens", str(args.reflection_tokens),
+        "--reflection-temperature", str(args.reflection_temperature),
+        "--mode", args.mode, "--proposals", str(args.proposals),
         "--seed", str(args.seed), "-o", str(out), "--output", "json", cwd=out,
     )  # fmt: skip
     elapsed, cpu_s = time.monotonic() - started, children_cpu_s() - cpu
@@ -183,7 +185,9 @@ def report(parts: list[str], args: argparse.Namespace, loads: str) -> str:
         "python scripts/bench_optimize.py "
         + " ".join(f"--env {env}" for env in args.env)
         + f" --budget {args.budget} --minibatch {args.minibatch} --val-size {args.val_size} "
-        f"--test-size {args.test_size}"
+        f"--test-size {args.test_size} --mode {args.mode} --proposals {args.proposals} "
+        f"--reflection-temperature {args.reflection_temperature:g} "
+        f"--reflection-tokens {args.reflection_tokens}"
         + (f" --max-tokens {args.max_tokens}" if args.max_tokens else "")
         + policy
         + (" --write-docs" if args.write_docs else "")
@@ -218,6 +222,9 @@ def main() -> None:
     parser.add_argument("--test-size", type=int, default=16)
     parser.add_argument("--max-tokens", type=int, help="per answer (default: the env's)")
     parser.add_argument("--reflection-tokens", type=int, default=160)
+    parser.add_argument("--reflection-temperature", type=float, default=1.0)
+    parser.add_argument("--mode", choices=("rewrite", "append"), default="rewrite")
+    parser.add_argument("--proposals", type=int, default=1, help="prompts per minibatch")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--train-steps", type=int, default=4, help="arithmetic-trained: steps of the recipe"
