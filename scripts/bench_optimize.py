@@ -11,8 +11,13 @@ on the same held-out tasks: the environment's own system prompt. Printed per tar
 reward and `correct` before and after (mean ± SE), their difference, what the search kept and
 dropped, rollouts spent, wall time, CPU-s; and the load.
 
+`--mode append --proposals N` has the reflection model add one sentence to the parent's prompt,
+N sampled proposals per minibatch (what a 135M reflection model can do: its whole prompts are
+off-task and score 0); `--mode rewrite` asks for a whole new prompt (GEPA's meta-prompt).
+
 Usage: `python scripts/bench_optimize.py [--env arithmetic-trained] [--budget 48]
-[--train-steps 4 | --policy-run RUN_DIR --policy-step N] [--quick] [--write-docs]`; with
+[--train-steps 4 | --policy-run RUN_DIR --policy-step N] [--mode append --proposals 4]
+[--quick] [--write-docs]`; with
 `--write-docs` it replaces the `## Prompt optimisation` section of docs/benchmarks.md.
 """
 
@@ -195,7 +200,7 @@ def report(parts: list[str], args: argparse.Namespace, loads: str) -> str:
     body = "\n".join(parts)
     return f"""{SECTION}
 
-`{command}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC (CPython {sys.version.split()[0]}, 2 CPUs shared with other work; 1-minute load average {loads}). `prime eval optimize` on CPU, the model answering greedily, SmolLM2-135M-Instruct (`local/smollm2-135m`) reflecting (sampled, {args.reflection_tokens} tokens): a floor, the weakest reflection model there is. Budget {args.budget} rollouts per target, minibatch {args.minibatch}. The baseline is the environment's own system prompt on the same held-out tasks in the same run. The CLI's own gain (0.000 -> 1.000 held-out) is tested with a scripted reflection model on a prompt-sensitive environment (`tests/e2e/test_eval_optimize.py`); this measures what the local model alone gets.
+`{command}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC (CPython {sys.version.split()[0]}, 2 CPUs shared with other work; 1-minute load average {loads}). `prime eval optimize` on CPU, the model answering greedily, SmolLM2-135M-Instruct (`local/smollm2-135m`) reflecting ({args.mode} mode, {args.proposals} proposals a minibatch sampled at temperature {args.reflection_temperature:g}, {args.reflection_tokens} tokens): a floor, the weakest reflection model there is. Budget {args.budget} rollouts per target, minibatch {args.minibatch}. The baseline is the environment's own system prompt on the same held-out tasks in the same run. The CLI's own gain (0.000 -> 1.000 held-out) is tested with a scripted reflection model on a prompt-sensitive environment (`tests/e2e/test_eval_optimize.py`); this measures what the local model alone gets.
 
 {body}"""
 
