@@ -8,13 +8,18 @@ task, drawn by how many tasks they are best on), run it on a minibatch of traini
 the reflection model the minibatch's rollouts (input, answer, expected answer, reward and its
 parts) and take the new prompt it writes between ``` fences; a child that beats its parent on
 that minibatch is scored on the whole validation split and joins the pool, any other is
-dropped. Errored rollouts are infrastructure failures: they count against the budget and are
+dropped. With `proposals` above 1 the reflection model writes that many children of one
+parent from the same minibatch (sampled, so they differ) and only the best of them that beats
+the parent is scored on validation. `mode="append"` asks for one sentence to add to the
+parent's prompt instead of a whole new prompt: an edit a small reflection model can write,
+which keeps what the parent already says. Errored rollouts are infrastructure failures: they count against the budget and are
 left out of every score, never read as 0. A candidate is applied as the harness's system prompt
 (tasks that bring their own system message would override it, so they are refused).
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import math
@@ -48,6 +53,21 @@ Read the inputs carefully and identify the input format and infer a detailed des
 
 Provide the new instruction within ``` blocks."""
 
+APPEND_PROMPT = """An assistant was given this instruction:
+```
+{instruction}
+```
+
+Here are some of its responses, each with the expected answer and the score it got (1 is best):
+
+{examples}
+
+Write one short sentence to add to the instruction so that the assistant gets these right. Reply with that sentence only."""
+
+MODES = ("rewrite", "append")
+"""How a proposal is made: a whole new prompt (REFLECTION_PROMPT), or a sentence added to the
+parent's (APPEND_PROMPT)."""
+
 _FENCED = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 
 
@@ -59,6 +79,9 @@ class OptimizeConfig:
     val_size: int = 8
     test_size: int = 8
     r: int = 1
+    proposals: int = 1
+    """Children proposed per minibatch; the best that beats its parent is kept."""
+    mode: str = "rewrite"
     concurrency: int = 32
     seed: int = 0
     sampling: SamplingArgs = field(default_factory=SamplingArgs)
@@ -173,6 +196,15 @@ def parse_instruction(reply: str) -> str | None:
     return text or None
 
 
+def parse_sentence(reply: str) -> str | None:
+    """The sentence an append-mode reply proposes: its first non-empty line, unquoted."""
+    for line in reply.splitlines():
+        text = line.strip().strip("`\"' ").strip()
+        if text:
+            return text
+    return None
+
+
 def reflection_examples(records: Sequence[RolloutRecord]) -> str:
     parts = []
     for number, record in enumerate(records, start=1):
@@ -238,17 +270,34 @@ class _Search:
             return pool[0]
         return self.rng.choices(pool, weights=wins)[0]
 
-    async def propose(self, parent: Candidate, records: list[RolloutRecord]) -> str | None:
-        prompt = REFLECTION_PROMPT.format(
-            instruction=parent.prompt, examples=reflection_examples(records)
-        )
+    async def propose(self, parent: Candidate, records: list[RolloutRecord]) -> list[str]:
+        """`config.proposals` new prompts from `parent` and its minibatch, distinct, new to
+        the pool's prompts."""
+        meta = APPEND_PROMPT if self.config.mode == "append" else REFLECTION_PROMPT
+        prompt = meta.format(instruction=parent.prompt, examples=reflection_examples(records))
         try:
-            reply = await self.reflection.chat(
-                [{"role": "user", "content": prompt}], sampling=self.config.reflection_sampling
+            replies = await asyncio.gather(
+                *(
+                    self.reflection.chat(
+                        [{"role": "user", "content": prompt}],
+                        sampling=self.config.reflection_sampling,
+                    )
+                    for _ in range(self.config.proposals)
+                )
             )
         except ModelError as exc:
             raise EvalError(f"the reflection model failed: {exc}") from exc
-        return parse_instruction(str(reply.message.get("content") or ""))
+        found: list[str] = []
+        for reply in replies:
+            text = str(reply.message.get("content") or "")
+            if self.config.mode == "append":
+                sentence = parse_sentence(text)
+                proposal = f"{parent.prompt} {sentence}".strip() if sentence else None
+            else:
+                proposal = parse_instruction(text)
+            if proposal is not None and proposal not in found:
+                found.append(proposal)
+        return found
 
 
 async def optimize_prompt(
@@ -270,7 +319,7 @@ async def optimize_prompt(
     pool = [Candidate(0, seed_prompt, None, await search.task_scores(seed_prompt, val))]
     rejected: list[Rejected] = []
     on_event(f"candidate 0 (the environment's prompt): validation {_fmt(pool[0].val_mean)}")
-    step_cost = 2 * config.minibatch * config.r
+    step_cost = (1 + config.proposals) * config.minibatch * config.r
     offset = 0
     while search.used + step_cost + len(val) * config.r <= config.budget:
         parent = search.parent(pool)
@@ -283,19 +332,28 @@ async def optimize_prompt(
         if not scored:
             on_event(f"minibatch of candidate {parent.index}: every rollout errored; skipped")
             continue
-        proposal = await search.propose(parent, scored)
-        if proposal is None or proposal in {c.prompt for c in pool}:
+        known = {c.prompt for c in pool}
+        proposals = [p for p in await search.propose(parent, scored) if p not in known]
+        if not proposals:
             continue
         before = sum(rec.reward or 0.0 for rec in scored)
-        child = await search.rollouts(proposal, batch)
-        after = sum(rec.reward or 0.0 for rec in child if rec.reward is not None)
-        minibatch = {"parent": before, "child": after}
-        if after <= before:
-            rejected.append(Rejected(proposal, parent.index, minibatch))
+        children = [await _minibatch_sum(search, proposal, batch) for proposal in proposals]
+        winner = max(range(len(proposals)), key=lambda i: (children[i], -i))
+        for index, (proposal, after) in enumerate(zip(proposals, children)):
+            if index == winner and after > before:
+                continue
+            rejected.append(Rejected(proposal, parent.index, {"parent": before, "child": after}))
             on_event(f"proposal from {parent.index}: minibatch {before:g} -> {after:g}; dropped")
+        after = children[winner]
+        if after <= before:
             continue
+        minibatch = {"parent": before, "child": after}
         candidate = Candidate(
-            len(pool), proposal, parent.index, await search.task_scores(proposal, val), minibatch
+            len(pool),
+            proposals[winner],
+            parent.index,
+            await search.task_scores(proposals[winner], val),
+            minibatch,
         )
         pool.append(candidate)
         on_event(
@@ -321,6 +379,12 @@ async def optimize_prompt(
         after_records,
         {"train": len(train), "validation": len(val), "heldout": len(test)},
     )
+
+
+async def _minibatch_sum(search: _Search, prompt: str, batch: list[Task]) -> float:
+    """The summed reward of `prompt`'s scored rollouts on `batch` (errored ones left out)."""
+    records = await search.rollouts(prompt, batch)
+    return sum(rec.reward for rec in records if rec.reward is not None)
 
 
 async def _heldout(

@@ -11,8 +11,13 @@ on the same held-out tasks: the environment's own system prompt. Printed per tar
 reward and `correct` before and after (mean ± SE), their difference, what the search kept and
 dropped, rollouts spent, wall time, CPU-s; and the load.
 
+`--mode append --proposals N` has the reflection model add one sentence to the parent's prompt,
+N sampled proposals per minibatch (what a 135M reflection model can do: its whole prompts are
+off-task and score 0); `--mode rewrite` asks for a whole new prompt (GEPA's meta-prompt).
+
 Usage: `python scripts/bench_optimize.py [--env arithmetic-trained] [--budget 48]
-[--train-steps 4 | --policy-run RUN_DIR --policy-step N] [--quick] [--write-docs]`; with
+[--train-steps 4 | --policy-run RUN_DIR --policy-step N] [--mode append --proposals 4]
+[--quick] [--write-docs]`; with
 `--write-docs` it replaces the `## Prompt optimisation` section of docs/benchmarks.md.
 """
 
@@ -120,6 +125,8 @@ def optimize(
         "--budget", str(args.budget), "--minibatch", str(args.minibatch),
         "--val-size", str(args.val_size), "--test-size", str(args.test_size),
         "-t", str(max_tokens), "-T", "0", "--reflection-max-tokens", str(args.reflection_tokens),
+        "--reflection-temperature", str(args.reflection_temperature),
+        "--mode", args.mode, "--proposals", str(args.proposals),
         "--seed", str(args.seed), "-o", str(out), "--output", "json", cwd=out,
     )  # fmt: skip
     elapsed, cpu_s = time.monotonic() - started, children_cpu_s() - cpu
@@ -183,7 +190,9 @@ def report(parts: list[str], args: argparse.Namespace, loads: str) -> str:
         "python scripts/bench_optimize.py "
         + " ".join(f"--env {env}" for env in args.env)
         + f" --budget {args.budget} --minibatch {args.minibatch} --val-size {args.val_size} "
-        f"--test-size {args.test_size}"
+        f"--test-size {args.test_size} --mode {args.mode} --proposals {args.proposals} "
+        f"--reflection-temperature {args.reflection_temperature:g} "
+        f"--reflection-tokens {args.reflection_tokens}"
         + (f" --max-tokens {args.max_tokens}" if args.max_tokens else "")
         + policy
         + (" --write-docs" if args.write_docs else "")
@@ -191,7 +200,7 @@ def report(parts: list[str], args: argparse.Namespace, loads: str) -> str:
     body = "\n".join(parts)
     return f"""{SECTION}
 
-`{command}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC (CPython {sys.version.split()[0]}, 2 CPUs shared with other work; 1-minute load average {loads}). `prime eval optimize` on CPU, the model answering greedily, SmolLM2-135M-Instruct (`local/smollm2-135m`) reflecting (sampled, {args.reflection_tokens} tokens): a floor, the weakest reflection model there is. Budget {args.budget} rollouts per target, minibatch {args.minibatch}. The baseline is the environment's own system prompt on the same held-out tasks in the same run. The CLI's own gain (0.000 -> 1.000 held-out) is tested with a scripted reflection model on a prompt-sensitive environment (`tests/e2e/test_eval_optimize.py`); this measures what the local model alone gets.
+`{command}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC (CPython {sys.version.split()[0]}, 2 CPUs shared with other work; 1-minute load average {loads}). `prime eval optimize` on CPU, the model answering greedily, SmolLM2-135M-Instruct (`local/smollm2-135m`) reflecting ({args.mode} mode, {args.proposals} proposals a minibatch sampled at temperature {args.reflection_temperature:g}, {args.reflection_tokens} tokens): a floor, the weakest reflection model there is. Budget {args.budget} rollouts per target, minibatch {args.minibatch}. The baseline is the environment's own system prompt on the same held-out tasks in the same run. The CLI's own gain (0.000 -> 1.000 held-out) is tested with a scripted reflection model on a prompt-sensitive environment (`tests/e2e/test_eval_optimize.py`); this measures what the local model alone gets.
 
 {body}"""
 
@@ -218,6 +227,9 @@ def main() -> None:
     parser.add_argument("--test-size", type=int, default=16)
     parser.add_argument("--max-tokens", type=int, help="per answer (default: the env's)")
     parser.add_argument("--reflection-tokens", type=int, default=160)
+    parser.add_argument("--reflection-temperature", type=float, default=1.0)
+    parser.add_argument("--mode", choices=("rewrite", "append"), default="rewrite")
+    parser.add_argument("--proposals", type=int, default=1, help="prompts per minibatch")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--train-steps", type=int, default=4, help="arithmetic-trained: steps of the recipe"

@@ -25,7 +25,7 @@ from prime_env.clients.model_specs import APIS, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
 from prime_env.evaluation import load_env, normalize_sampling, run_name, sampling_from_json
 from prime_env.process import event_loop
-from prime_env.prompt_optimizer import OptimizeConfig, OptimizeResult, optimize_prompt
+from prime_env.prompt_optimizer import MODES, OptimizeConfig, OptimizeResult, optimize_prompt
 from prime_env.reference import REFERENCE_MODEL
 from prime_env.summary import Summary
 
@@ -45,6 +45,25 @@ err_console = output_console(stderr=True)
 @click.option("--reflection-base-url", help="a server to send --reflection-model to")
 @click.option(
     "--reflection-max-tokens", type=click.IntRange(min=1), default=1024, show_default=True
+)
+@click.option(
+    "--reflection-temperature",
+    type=click.FloatRange(min=0),
+    help="sampling temperature of the reflection model (default: its own)",
+)
+@click.option(
+    "--proposals",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="prompts proposed per minibatch; the best that beats its parent is kept",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(MODES),
+    default="rewrite",
+    show_default=True,
+    help="rewrite: the reflection model writes a whole prompt; append: one sentence added",
 )
 @click.option(
     "--budget",
@@ -82,6 +101,9 @@ def optimize_cmd(
     reflection_model: str,
     reflection_base_url: str | None,
     reflection_max_tokens: int,
+    reflection_temperature: float | None,
+    proposals: int,
+    mode: str,
     budget: int,
     minibatch: int,
     val_size: int,
@@ -128,10 +150,15 @@ def optimize_cmd(
         val_size=val_size,
         test_size=test_size,
         r=r,
+        proposals=proposals,
+        mode=mode,
         concurrency=concurrency,
         seed=seed,
         sampling=sampling_from_json(normalize_sampling(sampling)),
-        reflection_sampling=SamplingArgs(max_tokens=reflection_max_tokens),
+        # no seed: the proposals of one minibatch are sampled together and must differ
+        reflection_sampling=SamplingArgs(
+            max_tokens=reflection_max_tokens, temperature=reflection_temperature
+        ),
     )
     policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
     client = spec.create_client(policy=policy)
