@@ -2,7 +2,7 @@
 
     python scripts/bench_train.py async  [--steps 6] [--quick]  # A=1 vs A=0, log-normal latency
     python scripts/bench_train.py learn  [--plot PNG]           # the arithmetic recipe (long)
-    python scripts/bench_train.py trl    [--seeds 0,1] [--sides ours,trl] [--stop-at 0.8]
+    python scripts/bench_train.py trl    [--seeds 0,1] [--sides ours,trl] [--stop-at 0.8] [--variant V]
     python scripts/bench_train.py ablate [--variants a,b] [--stop-at 0.8]
 
 `async`: the fast test env with scoring latency ~ LogNormal(median 1 s, σ 1) (a judge or tool
@@ -476,11 +476,17 @@ def alive(process: subprocess.Popen[str]) -> bool:
 
 
 def bench_trl(
-    out: Path, seeds: list[int], threads: int, sides: list[str], stop_at: float | None
+    out: Path,
+    seeds: list[int],
+    threads: int,
+    sides: list[str],
+    stop_at: float | None,
+    variant: str = "recipe",
 ) -> None:
-    """Ours (the recipe, as `prime train prime/arithmetic` runs it) and TRL's GRPOTrainer on
-    the same settings, one run at a time, interleaved (ours seed 0, TRL seed 0, ours seed 1,
-    …): CPU-s to held-out correct >= 0.5 and 0.8. `stop_at` stops each run at that score."""
+    """Ours (the recipe, as `prime train prime/arithmetic` runs it, or one of ABLATIONS) and
+    TRL's GRPOTrainer on the same settings, one run at a time, interleaved (ours seed 0, TRL
+    seed 0, ours seed 1, …): CPU-s to held-out correct >= 0.5 and 0.8. `stop_at` stops each
+    run at that score."""
     out.mkdir(parents=True, exist_ok=True)
     python = trl_venv(out) if "trl" in sides else None
     load = Load()
@@ -489,8 +495,9 @@ def bench_trl(
         for side in sides:
             started = time.monotonic()
             if side == "ours":
-                log = out / f"ours-s{seed}.log"
-                ours = start_ours([str(ARITHMETIC), "-o", str(out), "--seed", str(seed)], log)
+                log = out / f"ours-{variant}-s{seed}.log"
+                flags = ["-o", str(out), "--seed", str(seed), *ABLATIONS[variant]]
+                ours = start_ours([str(ARITHMETIC), *flags], log)
                 if stop_at is not None:
                     stop_when_reached({side: (ours, partial(our_scores, log))}, stop_at)
                 runs.append(finish_ours(f"ours seed {seed}", ours, log, started))
@@ -535,6 +542,9 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1", help="trl: seeds, one pair of runs each")
     parser.add_argument("--trl-threads", type=int, default=1, help="trl: TRL's torch threads")
     parser.add_argument("--variants", default=",".join(ABLATIONS), help="ablate: which, by name")
+    parser.add_argument(
+        "--variant", default="recipe", choices=ABLATIONS, help="trl: ours as this ablation"
+    )
     parser.add_argument("--seed", type=int, default=0, help="ablate: the seed")
     parser.add_argument("--sides", default="ours,trl", help="trl: which runs per seed, in order")
     parser.add_argument(
@@ -553,7 +563,7 @@ def main() -> None:
         sides = args.sides.split(",")
         if not set(sides) <= {"ours", "trl"}:
             sys.exit(f"--sides takes ours and/or trl, comma-separated; got {args.sides!r}")
-        bench_trl(args.out.resolve(), seeds, args.trl_threads, sides, args.stop_at)
+        bench_trl(args.out.resolve(), seeds, args.trl_threads, sides, args.stop_at, args.variant)
     else:
         bench_ablate(args.out.resolve(), args.variants.split(","), args.seed, args.stop_at)
 
