@@ -388,34 +388,30 @@ def bench_learn(out: Path, extra: list[str], png: Path | None) -> None:
         print(f"curve: {png}")
 
 
+def algorithm(bound: int, std_norm: bool, async_level: int) -> list[str]:
+    """Flags for the three settings issue 23 ablated: the step's group bound, advantage ÷
+    group std, the async level (each variant sets all three: it means the same whatever the
+    recipe's defaults)."""
+    return [
+        "--orchestrator.max-groups-per-step", str(bound),
+        "--orchestrator.advantage.std-norm", str(std_norm).lower(),
+        "--orchestrator.max-async-level", str(async_level),
+    ]  # fmt: skip
+
+
+LENT = ["--trainer.idle-sampler-threads", "2", "--inference.idle-trainer-threads", "2"]
 ABLATIONS: dict[str, list[str]] = {
     "recipe": [],
-    "bound16": ["--orchestrator.max-groups-per-step", "16"],
-    "bound4": ["--orchestrator.max-groups-per-step", "4"],
-    "stdnorm": ["--orchestrator.advantage.std-norm", "true"],
-    "bound4-stdnorm": [
-        "--orchestrator.max-groups-per-step",
-        "4",
-        "--orchestrator.advantage.std-norm",
-        "true",
-    ],
-    "bound4-sync": [
-        "--orchestrator.max-groups-per-step",
-        "4",
-        "--orchestrator.max-async-level",
-        "0",
-    ],
-    "bound4-stdnorm-sync": [
-        "--orchestrator.max-groups-per-step",
-        "4",
-        "--orchestrator.advantage.std-norm",
-        "true",
-        "--orchestrator.max-async-level",
-        "0",
-    ],
-    "sync": ["--orchestrator.max-async-level", "0"],
+    "old-recipe": [*algorithm(16, False, 1), "--orchestrator.max-empty-steps", "3"],
+    "bound4": algorithm(4, False, 1),
+    "stdnorm": algorithm(16, True, 1),
+    "bound4-stdnorm": algorithm(4, True, 1),
+    "bound4-sync": algorithm(4, False, 0),
+    "bound4-stdnorm-sync": algorithm(4, True, 0),
+    "sync": algorithm(16, False, 0),
     "noshare": ["--trainer.share-prefix", "false"],
-    "cores": ["--trainer.idle-sampler-threads", "2", "--inference.idle-trainer-threads", "2"],
+    "async": algorithm(4, True, 1),  # the recipe, one batch sampled ahead
+    "cores": [*algorithm(4, True, 1), *LENT],  # async, with the lent threads
 }
 """Variants of the arithmetic recipe, as flags over it (`ablate --variants a,b,…`)."""
 
@@ -437,6 +433,8 @@ def bench_ablate(out: Path, names: list[str], seed: int, stop_at: float | None) 
             stop_when_reached(scored, stop_at)
         runs += [finish_ours(n, p, log, started) for n, (p, log) in going.items()]
     report(runs, load.stop())
+    for run in runs:
+        print(f"{run.name}: {cores_busy(run.directory)}")
 
 
 def our_scores(log: Path) -> list[float]:
