@@ -217,11 +217,20 @@ def start_ours(args: list[str], log: Path) -> subprocess.Popen[str]:
 
 
 def finish_ours(name: str, process: subprocess.Popen[str], log: Path, started: float) -> Run:
+    """Wait for one of our runs; one the run itself stopped (e.g. steps in a row with no
+    update: `prime train` exits 1 with the run's error) is kept, its error in `notes`, so an
+    interleaved bench goes on; one that left no run dir ends the bench."""
     cpu, rss = wait_run(process, started)
-    if process.returncode not in (0, 143):
+    try:
+        answer = json.loads(log.with_suffix(".json").read_text())
+    except (OSError, json.JSONDecodeError):
+        answer = {}
+    if process.returncode not in (0, 143) and not answer.get("run_dir"):
         sys.exit(f"prime train failed (exit {process.returncode}):\n{log.read_text()[-3000:]}")
-    run = Path(json.loads(log.with_suffix(".json").read_text())["run_dir"])
-    return read_run(name, run, cpu, time.monotonic() - started, rss)
+    run = read_run(name, Path(answer["run_dir"]), cpu, time.monotonic() - started, rss)
+    if process.returncode not in (0, 143):
+        run.notes = f"stopped itself (exit {process.returncode}): {answer.get('error')}"
+    return run
 
 
 def read_run(name: str, run: Path, cpu: float, wall: float, rss_gb: float) -> Run:
@@ -316,6 +325,7 @@ def report(runs: list[Run], load: str) -> None:
             f"      CPU-s to >= 0.5: {to5 if to5 is not None else 'never'}, to >= 0.8: "
             f"{to8 if to8 is not None else 'never'}; {run.cpu_s:.0f} CPU-s in all, "
             f"{run.wall_s:.0f} s wall, peak RSS {run.peak_rss_gb:.2f} GB; {run.directory}"
+            + (f"\n      {run.notes}" if run.notes else "")
         )
     print(load)
 
@@ -324,8 +334,8 @@ def cores_busy(run: Path) -> str:
     """CPU-s per wall-s of the run's process tree over its steps (2.0 = both cores, all
     the time); the sampler's and trainer's waits, each a share of the step's wall."""
     metrics = [m for m in rows(run, "metrics.jsonl") if "trainer/loss" in m]
-    if not metrics:
-        return "no steps"
+    if len(metrics) < 2:
+        return "cores busy: fewer than 2 steps with an update"
     busy = [m["perf/cores_busy"] for m in metrics[1:]]
     walls = [m["time/step_s"] for m in metrics]
     trainer_wait = [m.get("trainer/wait_s", 0.0) / w for m, w in zip(metrics, walls)]
@@ -353,6 +363,9 @@ def bars(run: Run) -> None:
     """Acceptance 2's bars for one of our runs: the gain of the last two evals over step 0,
     CPU-s, peak RSS, the share of training rollouts copying the prompt's example, cores busy."""
     scores = [c for _, c, _ in run.evals]
+    if not scores:
+        print(f"{run.name}: no eval")
+        return
     gain = min(scores[-2:]) - scores[0]
     print(
         f"{run.name}: last two evals {', '.join(f'{c:.2f}' for c in scores[-2:])} vs step 0 "
