@@ -2,7 +2,7 @@
 
     python scripts/bench_train.py async  [--steps 6] [--quick]  # A=1 vs A=0, log-normal latency
     python scripts/bench_train.py learn  [--plot PNG]           # the arithmetic recipe (long)
-    python scripts/bench_train.py trl    [--seeds 0,1] [--sides ours,trl] [--stop-at 0.8]
+    python scripts/bench_train.py trl    [--seeds 0,1] [--sides ours,trl] [--stop-at 0.8] [--variant V]
     python scripts/bench_train.py ablate [--variants a,b] [--stop-at 0.8]
 
 `async`: the fast test env with scoring latency ~ LogNormal(median 1 s, σ 1) (a judge or tool
@@ -217,11 +217,20 @@ def start_ours(args: list[str], log: Path) -> subprocess.Popen[str]:
 
 
 def finish_ours(name: str, process: subprocess.Popen[str], log: Path, started: float) -> Run:
+    """Wait for one of our runs; one the run itself stopped (e.g. steps in a row with no
+    update: `prime train` exits 1 with the run's error) is kept, its error in `notes`, so an
+    interleaved bench goes on; one that left no run dir ends the bench."""
     cpu, rss = wait_run(process, started)
-    if process.returncode not in (0, 143):
+    try:
+        answer = json.loads(log.with_suffix(".json").read_text())
+    except (OSError, json.JSONDecodeError):
+        answer = {}
+    if process.returncode not in (0, 143) and not answer.get("run_dir"):
         sys.exit(f"prime train failed (exit {process.returncode}):\n{log.read_text()[-3000:]}")
-    run = Path(json.loads(log.with_suffix(".json").read_text())["run_dir"])
-    return read_run(name, run, cpu, time.monotonic() - started, rss)
+    run = read_run(name, Path(answer["run_dir"]), cpu, time.monotonic() - started, rss)
+    if process.returncode not in (0, 143):
+        run.notes = f"stopped itself (exit {process.returncode}): {answer.get('error')}"
+    return run
 
 
 def read_run(name: str, run: Path, cpu: float, wall: float, rss_gb: float) -> Run:
@@ -316,6 +325,7 @@ def report(runs: list[Run], load: str) -> None:
             f"      CPU-s to >= 0.5: {to5 if to5 is not None else 'never'}, to >= 0.8: "
             f"{to8 if to8 is not None else 'never'}; {run.cpu_s:.0f} CPU-s in all, "
             f"{run.wall_s:.0f} s wall, peak RSS {run.peak_rss_gb:.2f} GB; {run.directory}"
+            + (f"\n      {run.notes}" if run.notes else "")
         )
     print(load)
 
@@ -324,8 +334,8 @@ def cores_busy(run: Path) -> str:
     """CPU-s per wall-s of the run's process tree over its steps (2.0 = both cores, all
     the time); the sampler's and trainer's waits, each a share of the step's wall."""
     metrics = [m for m in rows(run, "metrics.jsonl") if "trainer/loss" in m]
-    if not metrics:
-        return "no steps"
+    if len(metrics) < 2:
+        return "cores busy: fewer than 2 steps with an update"
     busy = [m["perf/cores_busy"] for m in metrics[1:]]
     walls = [m["time/step_s"] for m in metrics]
     trainer_wait = [m.get("trainer/wait_s", 0.0) / w for m, w in zip(metrics, walls)]
@@ -353,6 +363,9 @@ def bars(run: Run) -> None:
     """Acceptance 2's bars for one of our runs: the gain of the last two evals over step 0,
     CPU-s, peak RSS, the share of training rollouts copying the prompt's example, cores busy."""
     scores = [c for _, c, _ in run.evals]
+    if not scores:
+        print(f"{run.name}: no eval")
+        return
     gain = min(scores[-2:]) - scores[0]
     print(
         f"{run.name}: last two evals {', '.join(f'{c:.2f}' for c in scores[-2:])} vs step 0 "
@@ -388,32 +401,27 @@ def bench_learn(out: Path, extra: list[str], png: Path | None) -> None:
         print(f"curve: {png}")
 
 
+def algorithm(bound: int, std_norm: bool, async_level: int) -> list[str]:
+    """Flags for the three settings issue 23 ablated: the step's group bound, advantage ÷
+    group std, the async level; each variant sets all three, so it means the same whatever
+    the recipe's defaults. 16 steps with no update in a row before a stop: with 4 groups a
+    step, 3 (the default) stopped a seed-1 run at step 5 (5 of its first 6 steps tied)."""
+    return [
+        "--orchestrator.max-groups-per-step", str(bound),
+        "--orchestrator.advantage.std-norm", str(std_norm).lower(),
+        "--orchestrator.max-async-level", str(async_level),
+        "--orchestrator.max-empty-steps", "16",
+    ]  # fmt: skip
+
+
 ABLATIONS: dict[str, list[str]] = {
     "recipe": [],
-    "bound16": ["--orchestrator.max-groups-per-step", "16"],
-    "bound4": ["--orchestrator.max-groups-per-step", "4"],
-    "stdnorm": ["--orchestrator.advantage.std-norm", "true"],
-    "bound4-stdnorm": [
-        "--orchestrator.max-groups-per-step",
-        "4",
-        "--orchestrator.advantage.std-norm",
-        "true",
-    ],
-    "bound4-sync": [
-        "--orchestrator.max-groups-per-step",
-        "4",
-        "--orchestrator.max-async-level",
-        "0",
-    ],
-    "bound4-stdnorm-sync": [
-        "--orchestrator.max-groups-per-step",
-        "4",
-        "--orchestrator.advantage.std-norm",
-        "true",
-        "--orchestrator.max-async-level",
-        "0",
-    ],
-    "sync": ["--orchestrator.max-async-level", "0"],
+    "bound4": algorithm(4, False, 1),
+    "stdnorm": algorithm(16, True, 1),
+    "bound4-stdnorm": algorithm(4, True, 1),
+    "bound4-sync": algorithm(4, False, 0),
+    "bound4-stdnorm-sync": algorithm(4, True, 0),
+    "sync": algorithm(16, False, 0),
     "noshare": ["--trainer.share-prefix", "false"],
     "cores": ["--trainer.idle-sampler-threads", "2", "--inference.idle-trainer-threads", "2"],
 }
@@ -437,6 +445,8 @@ def bench_ablate(out: Path, names: list[str], seed: int, stop_at: float | None) 
             stop_when_reached(scored, stop_at)
         runs += [finish_ours(n, p, log, started) for n, (p, log) in going.items()]
     report(runs, load.stop())
+    for run in runs:
+        print(f"{run.name}: {cores_busy(run.directory)}")
 
 
 def our_scores(log: Path) -> list[float]:
@@ -476,11 +486,17 @@ def alive(process: subprocess.Popen[str]) -> bool:
 
 
 def bench_trl(
-    out: Path, seeds: list[int], threads: int, sides: list[str], stop_at: float | None
+    out: Path,
+    seeds: list[int],
+    threads: int,
+    sides: list[str],
+    stop_at: float | None,
+    variant: str = "recipe",
 ) -> None:
-    """Ours (the recipe, as `prime train prime/arithmetic` runs it) and TRL's GRPOTrainer on
-    the same settings, one run at a time, interleaved (ours seed 0, TRL seed 0, ours seed 1,
-    …): CPU-s to held-out correct >= 0.5 and 0.8. `stop_at` stops each run at that score."""
+    """Ours (the recipe, as `prime train prime/arithmetic` runs it, or one of ABLATIONS) and
+    TRL's GRPOTrainer on the same settings, one run at a time, interleaved (ours seed 0, TRL
+    seed 0, ours seed 1, …): CPU-s to held-out correct >= 0.5 and 0.8. `stop_at` stops each
+    run at that score."""
     out.mkdir(parents=True, exist_ok=True)
     python = trl_venv(out) if "trl" in sides else None
     load = Load()
@@ -489,8 +505,9 @@ def bench_trl(
         for side in sides:
             started = time.monotonic()
             if side == "ours":
-                log = out / f"ours-s{seed}.log"
-                ours = start_ours([str(ARITHMETIC), "-o", str(out), "--seed", str(seed)], log)
+                log = out / f"ours-{variant}-s{seed}.log"
+                flags = ["-o", str(out), "--seed", str(seed), *ABLATIONS[variant]]
+                ours = start_ours([str(ARITHMETIC), *flags], log)
                 if stop_at is not None:
                     stop_when_reached({side: (ours, partial(our_scores, log))}, stop_at)
                 runs.append(finish_ours(f"ours seed {seed}", ours, log, started))
@@ -535,6 +552,9 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1", help="trl: seeds, one pair of runs each")
     parser.add_argument("--trl-threads", type=int, default=1, help="trl: TRL's torch threads")
     parser.add_argument("--variants", default=",".join(ABLATIONS), help="ablate: which, by name")
+    parser.add_argument(
+        "--variant", default="recipe", choices=ABLATIONS, help="trl: ours as this ablation"
+    )
     parser.add_argument("--seed", type=int, default=0, help="ablate: the seed")
     parser.add_argument("--sides", default="ours,trl", help="trl: which runs per seed, in order")
     parser.add_argument(
@@ -553,7 +573,7 @@ def main() -> None:
         sides = args.sides.split(",")
         if not set(sides) <= {"ours", "trl"}:
             sys.exit(f"--sides takes ours and/or trl, comma-separated; got {args.sides!r}")
-        bench_trl(args.out.resolve(), seeds, args.trl_threads, sides, args.stop_at)
+        bench_trl(args.out.resolve(), seeds, args.trl_threads, sides, args.stop_at, args.variant)
     else:
         bench_ablate(args.out.resolve(), args.variants.split(","), args.seed, args.stop_at)
 
