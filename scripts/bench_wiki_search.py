@@ -21,6 +21,7 @@ instead (its CPU-s then from the run's own `perf/cpu_s_total` and evals).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -141,11 +142,9 @@ def start_hub(work: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes],
     while time.monotonic() < deadline:
         if hub.poll() is not None:
             sys.exit(f"the hub exited during start-up:\n{(work / 'hub.log').read_text()[-3000:]}")
-        try:
+        with contextlib.suppress(httpx.HTTPError):  # not listening yet: ask again
             if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
                 return hub, url
-        except httpx.HTTPError:
-            pass
         time.sleep(0.3)
     hub.kill()
     sys.exit("the hub did not answer within 120 s")
