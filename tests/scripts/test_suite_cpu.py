@@ -24,10 +24,12 @@ def test_the_plugin_records_each_test_and_the_report_sums_units(tmp_path: Path) 
         "    pass\n"
     )  # fmt: skip
     record = tmp_path / "record"
+    # not an xdist worker itself, whatever runs this test: its file is main.jsonl
+    environ = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "scripts.suite_cpu", "-p", "no:cacheprovider",
          str(tmp_path / "test_busy.py")],
-        cwd=ROOT, env={**os.environ, "SUITE_CPU_DIR": str(record), "PYTHONPATH": str(ROOT)},
+        cwd=ROOT, env={**environ, "SUITE_CPU_DIR": str(record), "PYTHONPATH": str(ROOT)},
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
