@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import time
 from collections import defaultdict
@@ -53,8 +54,12 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     _out.flush()
 
 
+_XDIST_GROUP = re.compile(r"@([^@]+)$")  # pytest-xdist's `--dist loadgroup` suffix
+
+
 def _unit(nodeid: str) -> str:
-    return nodeid.split("@", 1)[1] if "@" in nodeid else nodeid.split("::", 1)[0]
+    group = _XDIST_GROUP.search(nodeid)
+    return group.group(1) if group else nodeid.split("::", 1)[0]
 
 
 def report(directory: Path, top: int) -> None:
