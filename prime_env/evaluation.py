@@ -29,7 +29,7 @@ from .clients.base import ModelClient, SamplingArgs
 from .clients.model_paths import looks_like_path
 from .clients.model_specs import ModelSpec
 from .environment import Environment
-from .errors import EnvironmentNotFound, EvalError
+from .errors import DatasetError, EnvironmentNotFound, EvalError
 from .loading import load
 from .process.gc_tuning import rollout_gc
 from .process.parallel import ClientFactory, run_in_processes
@@ -63,11 +63,16 @@ def load_env(
     """Load ENV given as a .py file, an environment project directory, an installed name, or
     `owner/name[@version]` (installed through `install` when missing or at another version).
 
-    Wrong `env_args` become an EvalError naming the arguments load_environment accepts."""
+    Wrong `env_args` become an EvalError: an unknown name lists the arguments load_environment
+    accepts, a value it refuses (its ValueError) is quoted with the environment's name."""
     try:
         return _load_env(spec, env_args, install)
     except TypeError as exc:
         raise EvalError(str(exc)) from None
+    except DatasetError:
+        raise  # says which dataset and what to do
+    except ValueError as exc:  # load_environment refused an argument's value
+        raise EvalError(f"{spec}: {exc}") from None
 
 
 def _load_env(

@@ -15,9 +15,12 @@ dropped, rollouts spent, wall time, CPU-s; and the load.
 N sampled proposals per minibatch (what a 135M reflection model can do: its whole prompts are
 off-task and score 0); `--mode rewrite` asks for a whole new prompt (GEPA's meta-prompt).
 
+The policy is trained with `--deterministic` (sync, per-rollout seeds), so the same flags give
+the same policy on a machine; `--searches N` repeats the search with N seeds on it.
+
 Usage: `python scripts/bench_optimize.py [--env arithmetic-trained] [--budget 48]
-[--train-steps 4 | --policy-run RUN_DIR --policy-step N] [--mode append --proposals 4]
-[--quick] [--write-docs]`; with
+[--train-steps 4 [--policy-step K] | --policy-run RUN_DIR --policy-step N]
+[--mode append --proposals 4] [--seed 0 --searches 2] [--quick] [--write-docs]`; with
 `--write-docs` it replaces the `## Prompt optimisation` section of docs/benchmarks.md.
 """
 
@@ -80,8 +83,9 @@ def trained_policy(args: argparse.Namespace, work: Path) -> tuple[Path, str]:
         proc = prime(
             "train", str(ROOT / "builtin_envs" / "arithmetic"),
             "--max-steps", str(args.train_steps), "--trainer.scheduler.type", "constant",
-            "--seed", str(args.seed), "--monitors.live", "false",
-            "-o", str(work / "outputs"), "--run-name", "policy", cwd=work,
+            "--seed", str(args.seed), "--deterministic", "--orchestrator.max-async-level", "0",
+            "--monitors.live", "false", "-o", str(work / "outputs"), "--run-name", "policy",
+            cwd=work,
         )  # fmt: skip
         if proc.returncode != 0:
             sys.exit(f"prime train failed:\n{proc.stderr[-3000:]}")
@@ -104,7 +108,8 @@ def trained_policy(args: argparse.Namespace, work: Path) -> tuple[Path, str]:
     seen = ", ".join(f"{v:.2f} at step {k}" for k, v in sorted(evals.items()) if v is not None)
     origin = (
         f"policy {step} of `prime train builtin_envs/arithmetic --max-steps {args.train_steps} "
-        f"--trainer.scheduler.type constant --seed {args.seed}` (the recipe, constant lr"
+        f"--trainer.scheduler.type constant --seed {args.seed} --deterministic "
+        f"--orchestrator.max-async-level 0` (the recipe, constant lr, repeatable bit for bit"
         f"{cost}; its trainer's greedy held-out `correct` on the 50 eval problems: {seen})"
         if args.policy_run is None
         else f"policy {step} of the run {run.name} (trainer's held-out `correct`: {seen})"
@@ -113,7 +118,7 @@ def trained_policy(args: argparse.Namespace, work: Path) -> tuple[Path, str]:
 
 
 def optimize(
-    name: str, model: str, args: argparse.Namespace, out: Path
+    name: str, model: str, args: argparse.Namespace, out: Path, seed: int
 ) -> tuple[dict[str, Any], float, float, int]:
     target = TARGETS[name]
     max_tokens = args.max_tokens or target.max_tokens
@@ -127,7 +132,7 @@ def optimize(
         "-t", str(max_tokens), "-T", "0", "--reflection-max-tokens", str(args.reflection_tokens),
         "--reflection-temperature", str(args.reflection_temperature),
         "--mode", args.mode, "--proposals", str(args.proposals),
-        "--seed", str(args.seed), "-o", str(out), "--output", "json", cwd=out,
+        "--seed", str(seed), "-o", str(out), "--output", "json", cwd=out,
     )  # fmt: skip
     elapsed, cpu_s = time.monotonic() - started, children_cpu_s() - cpu
     if proc.returncode != 0:
@@ -150,7 +155,13 @@ def correct(summary: dict[str, Any]) -> str:
 
 
 def env_report(
-    name: str, result: dict[str, Any], elapsed: float, cpu_s: float, max_tokens: int, model: str
+    name: str,
+    result: dict[str, Any],
+    elapsed: float,
+    cpu_s: float,
+    max_tokens: int,
+    model: str,
+    seed: int,
 ) -> str:
     target = TARGETS[name]
     before, after = result["heldout"]["before"], result["heldout"]["after"]
@@ -165,7 +176,7 @@ def env_report(
         if not b and not a and result["candidates"] == 1
         else ""
     )
-    return f"""### {name}: prime/{target.env} (`-a '{json.dumps(target.env_args)}'`, {max_tokens} tokens an answer)
+    return f"""### {name}: prime/{target.env} (`-a '{json.dumps(target.env_args)}'`, {max_tokens} tokens an answer), search seed {seed}
 
 Model: {model}. Splits: {splits["train"]} train, {splits["validation"]} validation, {splits["heldout"]} held-out tasks.
 
@@ -183,6 +194,7 @@ def report(parts: list[str], args: argparse.Namespace, loads: str) -> str:
         f" --policy-run {args.policy_run} --policy-step {args.policy_step}"
         if args.policy_run
         else f" --train-steps {args.train_steps}"
+        + (f" --policy-step {args.policy_step}" if args.policy_step is not None else "")
         if "arithmetic-trained" in args.env
         else ""
     )
@@ -195,6 +207,7 @@ def report(parts: list[str], args: argparse.Namespace, loads: str) -> str:
         f"--reflection-tokens {args.reflection_tokens}"
         + (f" --max-tokens {args.max_tokens}" if args.max_tokens else "")
         + policy
+        + f" --seed {args.seed} --searches {args.searches}"
         + (" --write-docs" if args.write_docs else "")
     )
     body = "\n".join(parts)
@@ -232,6 +245,10 @@ def main() -> None:
     parser.add_argument("--proposals", type=int, default=1, help="prompts per minibatch")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--searches", type=int, default=1,
+        help="optimise each target this many times (search seeds SEED, SEED+1, ...)",
+    )  # fmt: skip
+    parser.add_argument(
         "--train-steps", type=int, default=4, help="arithmetic-trained: steps of the recipe"
     )
     parser.add_argument(
@@ -242,6 +259,8 @@ def main() -> None:
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
     args = parser.parse_args()
     args.env = args.env or ["reverse-text", "arithmetic"]
+    if args.searches < 1:
+        parser.error("--searches must be at least 1")
     if args.policy_run is not None and args.policy_step is None:
         parser.error("--policy-run needs --policy-step (the policy version to export)")
     if args.quick:
@@ -251,7 +270,7 @@ def main() -> None:
         args.budget, args.minibatch, args.val_size, args.test_size = 6, 1, 2, 2
         args.max_tokens, args.reflection_tokens, args.train_steps = 8, 16, 1
     load_start = os.getloadavg()[0]
-    parts = []
+    parts, gains = [], []
     for name in args.env:
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp)
@@ -259,8 +278,15 @@ def main() -> None:
             if TARGETS[name].trained:
                 policy, origin = trained_policy(args, work)
                 model = str(policy)
-            result, elapsed, cpu_s, max_tokens = optimize(name, model, args, work)
-        parts.append(env_report(name, result, elapsed, cpu_s, max_tokens, origin))
+            for seed in range(args.seed, args.seed + args.searches):
+                out = work / f"search-{seed}"
+                out.mkdir()
+                result, elapsed, cpu_s, max_tokens = optimize(name, model, args, out, seed)
+                parts.append(env_report(name, result, elapsed, cpu_s, max_tokens, origin, seed))
+                held = result["heldout"]
+                gain = held["after"]["reward_mean"] - held["before"]["reward_mean"]
+                gains.append(f"{name} seed {seed}: {gain:+.3f}")
+    parts.append("Gains on held-out, per search: " + "; ".join(gains) + ".")
     loads = f"{load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
     section = report(parts, args, loads)
     print(section)

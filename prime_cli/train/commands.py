@@ -196,17 +196,17 @@ def _stage_loader(spec: str, run_args: dict[str, Any], env: Any) -> Callable[[di
 
 
 def _load_env(spec: str, args: dict[str, Any]) -> Any:
-    from prime_env.errors import EnvironmentNotFound
+    from prime_env.errors import DatasetError, EnvironmentNotFound
     from prime_env.evaluation import EvalError, load_env
 
     try:
         return load_env(
             spec, args, install=partial(ensure_installed, feedback=console_feedback(console))
         )
-    except (EnvironmentNotFound, EvalError, InstallError, HubError, cfg.ConfigError) as exc:
+    except (
+        EnvironmentNotFound, EvalError, DatasetError, InstallError, HubError, cfg.ConfigError
+    ) as exc:
         raise config_exit(str(exc)) from None
-    except ValueError as exc:  # load_environment rejected its arguments
-        raise config_exit(f"{spec}: {exc}") from None
 
 
 def _reap_sandboxes() -> None:

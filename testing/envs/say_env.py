@@ -19,6 +19,8 @@ async def length(completion: list[dict]) -> float:
 
 
 def load_environment(num_tasks: int = 200, wrong_every: int = 0) -> pe.Environment:
+    if num_tasks < 1:
+        raise ValueError(f"num_tasks must be at least 1, got {num_tasks}")
     records = []
     for i in range(num_tasks):
         word = f"w{i}"

@@ -88,6 +88,8 @@ def test_two_providers_side_by_side(tmp_path: Path) -> None:
         (["-m", "gpt-4"], "cannot tell which provider serves 'gpt-4'"),
         (["-m", "openai/gpt-4.1-mini"], "OPENAI_API_KEY is not set"),
         (["-a", '{"no_such_arg": 1}'], "unexpected keyword argument"),
+        # load_environment's own ValueError, quoted with the environment, never a traceback
+        (["-a", '{"num_tasks": 0}'], "say_env.py: num_tasks must be at least 1, got 0"),
     ],
 )
 def test_bad_input_fails_cleanly(tmp_path: Path, args: list[str], message: str) -> None:

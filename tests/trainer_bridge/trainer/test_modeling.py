@@ -69,5 +69,6 @@ def test_only_restricts_the_head_to_the_given_positions(tiny_model_dir: Path) ->
     with torch.no_grad():
         full, _ = token_logprobs(model, padded.input_ids, padded.attention_mask)
         part, _ = token_logprobs(model, padded.input_ids, padded.attention_mask, only=only)
-    assert torch.equal(part[only], full[only])
+    # the same rows of the head, computed as a smaller matmul: equal up to float rounding
+    torch.testing.assert_close(part[only], full[only], rtol=0, atol=1e-5)
     assert part[~only].abs().sum() == 0
