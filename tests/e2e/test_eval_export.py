@@ -137,6 +137,9 @@ def test_the_export_trains_with_trl_unchanged(
             output_dir=str(tmp_path / f"trl-{path.stem}"), max_steps=steps, learning_rate=3e-3,
             per_device_train_batch_size=1, logging_steps=1, save_strategy="no", report_to=[],
             use_cpu=True, max_length=2048, seed=0, dataloader_num_workers=0,
+            # TRL's defaults are for a GPU: bf16 autocast and gradient checkpointing made a
+            # step of this tiny model ~7 CPU-s here (fp32 without recomputation: a fraction)
+            bf16=False, gradient_checkpointing=False,
         )  # fmt: skip
         model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
         trainer = SFTTrainer(model, args=config, train_dataset=dataset, processing_class=tokenizer)

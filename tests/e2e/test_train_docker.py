@@ -31,14 +31,15 @@ PYTHON_CODE = [
     "train", str(ROOT / "builtin_envs" / "python-code"), "-m", "local/smollm2-135m",
     "-a", json.dumps({"backend": "docker", "num_eval_examples": 2}),
     "--no-orchestrator.filter-zero-advantages",
-    "--orchestrator.batch-size", "4", "--orchestrator.rollouts-per-example", "2",
+    "--orchestrator.batch-size", "6", "--orchestrator.rollouts-per-example", "2",
     "--orchestrator.sampling.max-tokens", "160", "--orchestrator.sampling.temperature", "0.3",
     "--orchestrator.eval.at-start", "false", "--orchestrator.eval.at-end", "false",
 ]  # fmt: skip
-"""SmolLM2 on python-code, 2 groups of 2 a step. At T=1 about a third of its answers hold a
-complete code block (11 of 32 in an eval), so a run could hold none and prove nothing; at
-T=0.3 three quarters do (24 of 32 in an eval; 5 and 6 of 8 in two runs at this batch). The
-test asserts that code was submitted before it counts the containers that ran it.
+"""SmolLM2 on python-code, one step of 3 groups of 2. At T=1 about a third of its answers hold
+a complete code block (11 of 32 in an eval), so a run could hold none and prove nothing; at
+T=0.3 three quarters do (24 of 32 in an eval; 5 and 6 of 8 in two runs of 2 steps of 4): none
+of 6 has odds of ~1 in 4,000. The test asserts that code was submitted before it counts the
+containers that ran it.
 (--deterministic would pin the rollouts, but each group then decodes alone and A=0 samples
 one batch at a time: 73 orchestrator CPU-s against 27.)"""
 CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)\n```", re.DOTALL)
@@ -67,7 +68,7 @@ def labelled() -> list[str]:
     return out.split()
 
 
-@pytest.mark.slow  # SmolLM2 writing code for 2 steps, each answer run in a container
+@pytest.mark.slow  # SmolLM2 writing code for a step, each answer run in a container
 @pytest.mark.docker
 def test_python_code_trains_in_labelled_containers(tmp_path: Path) -> None:
     require(docker_ok(), "a Docker daemon")
@@ -78,7 +79,7 @@ def test_python_code_trains_in_labelled_containers(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         result = prime(
-            *PYTHON_CODE, "--max-steps", "2", "-o", str(tmp_path / "out"), "--output", "json",
+            *PYTHON_CODE, "--max-steps", "1", "-o", str(tmp_path / "out"), "--output", "json",
             cwd=tmp_path,
         )  # fmt: skip
     finally:
@@ -86,7 +87,7 @@ def test_python_code_trains_in_labelled_containers(tmp_path: Path) -> None:
         started, _ = events.communicate(timeout=10)
     assert result.returncode == 0, result.stderr[-3000:]
     run = Path(json.loads(result.stdout)["run_dir"])
-    assert [r["step"] for r in metrics(run)] == [0, 1]
+    assert [r["step"] for r in metrics(run)] == [0]
     records = [
         json.loads(line)
         for path in sorted((run / "rollouts").glob("step_*.jsonl"))

@@ -102,13 +102,14 @@ def _verbatim_call_questions(path: Path) -> Path:
 
     SmolLM2-135M never calls a tool on the shipped questions: its chat template ignores `tools`,
     and 0 of 40 samples had a parseable call (the prose tool list, a Hermes-style tool block, or
-    SmolLM2's function-calling prompt). Asked to output a call verbatim it makes one in about
-    half its rollouts at T=0.5 (13 of 16, 4 of 8 and 3 of 8 in three training runs; 1 of 4 in
-    one step), so one batch of 4 groups of 2 holds multi-turn ones, and --deterministic pins
-    which (the same rollouts every run on one machine); every token of them is still sampled by
-    the model, and the search runs over the real corpus. The cost is the trainer's: each turn is
-    a sample of ~550-1000 tokens (the tool list, then the search results), 12-15 CPU-s each, so
-    the search lists one hit with a short snippet."""
+    SmolLM2's function-calling prompt). Asked to output a call verbatim it makes one in most
+    rollouts at T=0.5: 13 of 18 in an eval with this wording (12 of 21 with a "Text: " before
+    the call, 7 of 21 with "Repeat this line exactly"), so one batch of 2 groups of 2 holds
+    multi-turn ones, and --deterministic pins which (the same rollouts every run on one
+    machine); every token of them is still sampled by the model, and the search runs over the
+    real corpus. The cost is the trainer's: each turn is a sample of ~550-1000 tokens (the tool
+    list, then the search results), 12-15 CPU-s each, so the batch is small and the search
+    lists one hit with a short snippet."""
     subjects = [
         "Queen",
         "Eiffel Tower",
@@ -121,7 +122,7 @@ def _verbatim_call_questions(path: Path) -> Path:
     with path.open("w") as out:
         for subject in subjects:
             call = json.dumps({"name": "search_pages", "arguments": {"query": subject}})
-            question = f"Output the following text verbatim.\nText: <tool_call>{call}</tool_call>"
+            question = f"Output the following text verbatim.\n<tool_call>{call}</tool_call>"
             out.write(json.dumps({"question": question, "answer": subject}) + "\n")
     return path
 
@@ -153,7 +154,7 @@ def test_train_wiki_search_masks_tool_results(
     result = subprocess.run(
         [str(python), "-m", "prime_cli.main", "train", "prime/wiki-search",
          "-a", json.dumps(env_args), "--max-steps", "1", "--output", "json",
-         "--orchestrator.batch-size", "8", "--orchestrator.rollouts-per-example", "2",
+         "--orchestrator.batch-size", "4", "--orchestrator.rollouts-per-example", "2",
          "--orchestrator.sampling.max-tokens", "40", "--orchestrator.sampling.temperature", "0.5",
          "--orchestrator.reward.weights", "{tool_calls = 0.5}", "--no-env-recipe",
          "--deterministic", "--orchestrator.max-async-level", "0",
@@ -190,7 +191,7 @@ def test_train_wiki_search_masks_tool_results(
         trained: dict[tuple[str, int], list[dict[str, Any]]] = {}
         for sample in samples:
             trained.setdefault((sample["task_id"], sample["rollout_index"]), []).append(sample)
-        assert len(trained) == row["batch/rollouts"] >= 4
+        assert len(trained) == row["batch/rollouts"] >= 2
         sampled_tokens = 0
         for key, pieces in trained.items():
             record = by_rollout[key]
