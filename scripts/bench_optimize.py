@@ -84,6 +84,7 @@ def trained_policy(args: argparse.Namespace, work: Path) -> tuple[Path, str]:
             "train", str(ROOT / "builtin_envs" / "arithmetic"),
             "--max-steps", str(args.train_steps), "--trainer.scheduler.type", "constant",
             "--seed", str(args.seed), "--deterministic", "--orchestrator.max-async-level", "0",
+            "--orchestrator.eval.interval", "1",  # each policy's held-out `correct`, printed
             "--monitors.live", "false", "-o", str(work / "outputs"), "--run-name", "policy",
             cwd=work,
         )  # fmt: skip
@@ -109,7 +110,8 @@ def trained_policy(args: argparse.Namespace, work: Path) -> tuple[Path, str]:
     origin = (
         f"policy {step} of `prime train builtin_envs/arithmetic --max-steps {args.train_steps} "
         f"--trainer.scheduler.type constant --seed {args.seed} --deterministic "
-        f"--orchestrator.max-async-level 0` (the recipe, constant lr, repeatable bit for bit"
+        f"--orchestrator.max-async-level 0 --orchestrator.eval.interval 1` (the recipe, "
+        f"constant lr, repeatable bit for bit"
         f"{cost}; its trainer's greedy held-out `correct` on the 50 eval problems: {seen})"
         if args.policy_run is None
         else f"policy {step} of the run {run.name} (trainer's held-out `correct`: {seen})"

@@ -23,6 +23,11 @@ from local_model.models import CACHE_ENV, cache_root
 # before any test changes HOME, and inherited by every subprocess the tests start. Workers
 # converting it at once is safe: the conversion is written aside and renamed into place.
 os.environ.setdefault(CACHE_ENV, str(cache_root()))
+# One OpenMP thread per torch process (the workers and every process they start, as pytest-xdist
+# suites of numeric code do): the workers already fill the cores, and a second thread per test
+# spins against them (in-process torch tests: 18% less CPU for 14% more wall, measured alone).
+# The trainer and the local model set their own thread counts from their configs regardless.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -204,7 +204,12 @@ def _load_env(spec: str, args: dict[str, Any]) -> Any:
             spec, args, install=partial(ensure_installed, feedback=console_feedback(console))
         )
     except (
-        EnvironmentNotFound, EvalError, DatasetError, InstallError, HubError, cfg.ConfigError
+        EnvironmentNotFound,
+        EvalError,
+        DatasetError,
+        InstallError,
+        HubError,
+        cfg.ConfigError,
     ) as exc:
         raise config_exit(str(exc)) from None
 

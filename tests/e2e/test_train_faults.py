@@ -43,54 +43,6 @@ def start_training(tmp_path: Path, model: Path, *extra: str) -> subprocess.Popen
     )  # fmt: skip
 
 
-@pytest.mark.slow  # two runs of the tiny model, ~2 min on 2 shared cores
-def test_sigkill_mid_step_then_resume(tmp_path: Path, tiny_model_dir: Path) -> None:  # noqa: F811
-    proc = start_training(tmp_path, tiny_model_dir, "--max-steps", "5", "--ckpt.interval", "2")
-    try:
-        wait_for(lambda: len(train_dirs(tmp_path / "out")) == 1, 120, "the run dir")
-        run = train_dirs(tmp_path / "out")[0]
-        # A checkpoint is STABLE once the trainer has written its half too, which under load
-        # comes seconds after the orchestrator's metrics row; the orchestrator marks it on a
-        # later poll, sometimes steps 2 and 4 in the same one. So: kill once one is there, and
-        # expect the resume from the newest the killed run left.
-        wait_for(
-            lambda: len(metrics(run)) >= 3 and stable_steps(run / "checkpoints"),
-            300,
-            "three steps and a checkpoint",
-        )
-        trainer = children_of_run(run)
-        assert trainer, "the trainer child is running"
-        proc.send_signal(signal.SIGKILL)  # mid-run: no handler of ours runs
-        proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    killed_at = time.monotonic()
-    wait_for(
-        lambda: not any(alive(pid) for pid in trainer), 10, "the trainer to die with its parent"
-    )
-    assert time.monotonic() - killed_at <= 10
-    assert json.loads((run / "run.json").read_text())["status"] == "running"  # nothing wrote it
-    assert RunDir(run).status() == "interrupted"  # what every reader says
-    newest = stable_steps(run / "checkpoints")[-1]  # only the killed orchestrator marked them
-    assert newest >= 2
-    result = prime("train", "resume", str(run), "--output", "json", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    # One line from "resuming" to "at step N", the run's directory in it: its path is over 80
-    # characters, which rich folded onto the next lines where stderr is not a terminal.
-    assert any(
-        text.startswith("resuming ") and text.endswith(f" at step {newest}") and run.name in text
-        for text in result.stderr.splitlines()
-    ), result.stderr[:3000]
-    assert [r["step"] for r in metrics(run)] == [0, 1, 2, 3, 4]  # each step exactly once
-    trainer_steps = [
-        json.loads(x)["step"] for x in (run / "trainer_metrics.jsonl").read_text().splitlines()
-    ]
-    assert trainer_steps == [0, 1, 2, 3, 4]
-    assert json.loads((run / "run.json").read_text())["status"] == "completed"
-    assert children_of_run(run) == []
-
-
 def adapter(run: Path, step: int) -> dict[str, Any]:
     from safetensors.torch import load_file
 
@@ -104,13 +56,15 @@ def completions(run: Path, step: int) -> list[str]:
 
 
 @pytest.mark.slow  # two 2-step runs side by side and a resume, ~1-2 min on 2 shared cores
-def test_deterministic_resume_after_sigkill_equals_an_uninterrupted_run(
+def test_sigkill_then_resume_equals_an_uninterrupted_run(
     tmp_path: Path,
     tiny_model_dir: Path,  # noqa: F811
 ) -> None:
-    """Acceptance 5, second half: with --deterministic (A=0, per-rollout seeds) the adapters of
-    a run SIGKILLed right after its step-1 checkpoint (in step 1: weights, AdamW moments,
-    scheduler and RNG restored) and resumed are bit-identical to an uninterrupted run's. Both runs share the machine, so their timing differs throughout."""
+    """Acceptance 5: a run SIGKILLed right after its step-1 checkpoint (in step 1: no handler of
+    ours runs) takes its trainer down with it, reads as interrupted, and resumes from that
+    checkpoint, each step once. With --deterministic (A=0, per-rollout seeds) the resumed
+    adapters (weights, AdamW moments, scheduler and RNG restored) are bit-identical to an
+    uninterrupted run's. Both runs share the machine, so their timing differs throughout."""
     flags = ("--deterministic", "--orchestrator.max-async-level", "0",
              "--max-steps", "2", "--ckpt.interval", "1")  # fmt: skip
     whole_dir, killed_dir = tmp_path / "whole", tmp_path / "killed"
@@ -123,21 +77,41 @@ def test_deterministic_resume_after_sigkill_equals_an_uninterrupted_run(
         run = train_dirs(killed_dir / "out")[0]
         stable = run / "checkpoints" / "step_1" / "STABLE"
         wait_for(stable.exists, 300, "the step-1 checkpoint")
+        trainer = children_of_run(run)
+        assert trainer, "the trainer child is running"
         killed.send_signal(signal.SIGKILL)  # sampling (or training) step 1
         killed.wait(10)
+        killed_at = time.monotonic()
         assert len(metrics(run)) < 2, "the run finished before the kill"
+        wait_for(
+            lambda: not any(alive(pid) for pid in trainer), 10, "the trainer to die with its parent"
+        )
+        assert time.monotonic() - killed_at <= 10
         _, stderr = whole.communicate(timeout=300)
         assert whole.returncode == 0, stderr[-3000:]
     finally:
         for proc in (whole, killed):
             if proc.poll() is None:
                 proc.kill()
-    wait_for(lambda: children_of_run(run) == [], 10, "the trainer to die with its parent")
+    assert json.loads((run / "run.json").read_text())["status"] == "running"  # nothing wrote it
+    assert RunDir(run).status() == "interrupted"  # what every reader says
+    assert stable_steps(run / "checkpoints")[-1] == 1  # marked by the killed orchestrator
     result = prime("train", "resume", str(run), "--output", "json", cwd=killed_dir)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "at step 1" in result.stderr
+    # One line from "resuming" to "at step N", the run's directory in it: its path is over 80
+    # characters, which rich folded onto the next lines where stderr is not a terminal.
+    assert any(
+        text.startswith("resuming ") and text.endswith(" at step 1") and run.name in text
+        for text in result.stderr.splitlines()
+    ), result.stderr[:3000]
     reference = train_dirs(whole_dir / "out")[0]
-    assert [r["step"] for r in metrics(run)] == [0, 1]
+    assert [r["step"] for r in metrics(run)] == [0, 1]  # each step exactly once
+    trainer_steps = [
+        json.loads(x)["step"] for x in (run / "trainer_metrics.jsonl").read_text().splitlines()
+    ]
+    assert trainer_steps == [0, 1]
+    assert json.loads((run / "run.json").read_text())["status"] == "completed"
+    assert children_of_run(run) == []
     for step in range(2):  # the same samples, hence the same batches
         assert completions(run, step) == completions(reference, step), f"step {step}"
     for step in range(1, 3):
