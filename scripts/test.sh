@@ -7,12 +7,13 @@ if [ "$(id -u)" = "0" ]; then
   bash scripts/system_deps.sh
 fi
 bash scripts/start_services.sh
-# Two workers, one per core (pytest-xdist): most tests wait on servers, subprocesses, Docker
-# or uv, so the two overlap; more workers than cores would slow the CPU-bound ones (torch
-# training, mypy) and stretch their start-ups. Each test module is one unit of work and an
-# xdist_group mark keeps tests that share global state in one worker (tests/conftest.py).
+# Three workers on two cores (pytest-xdist): a third of a worker's time is spent waiting on
+# servers, subprocesses, Docker or uv, and a third worker fills it (26:20 against 29:18 for
+# two on 2 cores, docs/benchmarks.md "The test suite"); each torch process runs one thread
+# (tests/conftest.py). Each test module is one unit of work and an xdist_group mark keeps
+# tests that share global state in one worker (tests/conftest.py).
 # `-n 0` or `-p no:xdist` among the arguments runs the suite in this one process.
-parallel=(-n 2 --dist loadgroup)
+parallel=(-n 3 --dist loadgroup)
 for arg in "$@"; do
   case "$arg" in *no:xdist) parallel=() ;; esac
 done
