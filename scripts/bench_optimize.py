@@ -15,8 +15,10 @@ dropped, rollouts spent, wall time, CPU-s; and the load.
 N sampled proposals per minibatch (what a 135M reflection model can do: its whole prompts are
 off-task and score 0); `--mode rewrite` asks for a whole new prompt (GEPA's meta-prompt).
 
-The policy is trained with `--deterministic` (sync, per-rollout seeds), so the same flags give
-the same policy on a machine; `--searches N` repeats the search with N seeds on it.
+Training is evaluated after every step, and without `--policy-step` the bench takes the first
+policy whose held-out `correct` lies in 0.2-0.8 (a target above 0 and below its ceiling: one
+that scores 0 everywhere leaves nothing to improve); async training is not bit-repeatable, so
+the policy is chosen by its score. `--searches N` repeats the search with N seeds on it.
 
 Usage: `python scripts/bench_optimize.py [--env arithmetic-trained] [--budget 48]
 [--train-steps 4 [--policy-step K] | --policy-run RUN_DIR --policy-step N]
@@ -73,9 +75,25 @@ def prime(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+SENSITIVE = (0.2, 0.8)
+"""Held-out `correct` of a policy whose answers can move with its prompt either way."""
+
+
+def pick_policy(evals: dict[int, float]) -> int:
+    """The first policy past step 0 whose trainer eval is inside SENSITIVE, else the one
+    nearest its middle: the search needs a target that scores above 0 (nothing to improve on
+    otherwise) and below its ceiling. Training is not bit-repeatable in async mode, so the
+    policy is chosen by its score, not by its step."""
+    trained = {step: value for step, value in evals.items() if step > 0}
+    inside = [step for step in sorted(trained) if SENSITIVE[0] <= trained[step] <= SENSITIVE[1]]
+    middle = sum(SENSITIVE) / 2
+    return inside[0] if inside else min(trained, key=lambda step: abs(trained[step] - middle))
+
+
 def trained_policy(args: argparse.Namespace, work: Path) -> tuple[Path, str]:
     """A merged model directory of a policy trained with arithmetic's recipe (`--train-steps`
-    steps here, or `--policy-run`'s), and a line saying where it comes from."""
+    steps here, an eval after each, or `--policy-run`'s), and a line saying where it comes
+    from. Without `--policy-step` the policy is `pick_policy`'s."""
     run = args.policy_run
     cost = ""
     if run is None:
@@ -83,8 +101,7 @@ def trained_policy(args: argparse.Namespace, work: Path) -> tuple[Path, str]:
         proc = prime(
             "train", str(ROOT / "builtin_envs" / "arithmetic"),
             "--max-steps", str(args.train_steps), "--trainer.scheduler.type", "constant",
-            "--seed", str(args.seed), "--deterministic", "--orchestrator.max-async-level", "0",
-            "--orchestrator.eval.interval", "1",  # each policy's held-out `correct`, printed
+            "--seed", str(args.seed), "--orchestrator.eval.interval", "1",
             "--monitors.live", "false", "-o", str(work / "outputs"), "--run-name", "policy",
             cwd=work,
         )  # fmt: skip
@@ -95,24 +112,29 @@ def trained_policy(args: argparse.Namespace, work: Path) -> tuple[Path, str]:
             f", {children_cpu_s() - cpu:.0f} CPU-s and {time.monotonic() - started:.0f} s wall "
             "to train"
         )
-    step = args.policy_step if args.policy_step is not None else args.train_steps
+    evals = {
+        int(row["policy"]): float(row["eval/correct"])
+        for row in map(json.loads, (run / "evals.jsonl").read_text().splitlines())
+        if row.get("eval/correct") is not None
+    }
+    step = args.policy_step if args.policy_step is not None else pick_policy(evals)
     out = work / "policy"
     proc = prime(
         "train", "export", str(run), "--step", str(step), "--merge", "-o", str(out), cwd=work
     )
     if proc.returncode != 0:
         sys.exit(f"prime train export failed:\n{proc.stderr[-3000:]}")
-    evals = {
-        row["policy"]: row.get("eval/correct")
-        for row in map(json.loads, (run / "evals.jsonl").read_text().splitlines())
-    }
-    seen = ", ".join(f"{v:.2f} at step {k}" for k, v in sorted(evals.items()) if v is not None)
+    seen = ", ".join(f"{v:.2f} at step {k}" for k, v in sorted(evals.items()))
+    chosen = (
+        "" if args.policy_step is not None
+        else f"; chosen as the first with held-out `correct` in {SENSITIVE[0]}-{SENSITIVE[1]}, "
+        "else the nearest"
+    )  # fmt: skip
     origin = (
         f"policy {step} of `prime train builtin_envs/arithmetic --max-steps {args.train_steps} "
-        f"--trainer.scheduler.type constant --seed {args.seed} --deterministic "
-        f"--orchestrator.max-async-level 0 --orchestrator.eval.interval 1` (the recipe, "
-        f"constant lr, repeatable bit for bit"
-        f"{cost}; its trainer's greedy held-out `correct` on the 50 eval problems: {seen})"
+        f"--trainer.scheduler.type constant --seed {args.seed} --orchestrator.eval.interval 1` "
+        f"(the recipe, constant lr{cost}; its trainer's greedy held-out `correct` on the 50 eval "
+        f"problems: {seen}{chosen})"
         if args.policy_run is None
         else f"policy {step} of the run {run.name} (trainer's held-out `correct`: {seen})"
     )
