@@ -284,6 +284,25 @@ def test_deep_json_sample_is_a_400_not_a_500(hub: HardenedHub) -> None:
 _WORKER = 'mkdir -p "$0" && exec flock "$0/.live-$$" sh -c "echo ready && exec sleep 120"'
 
 
+def _wait_for_unlocked(path: Path, timeout: float = 30.0) -> None:
+    """Wait until no process holds `path` locked: `wait()` reaps flock(1), but its killed
+    child, which shares the lock, may exit (and so release it) a moment later."""
+    deadline = time.monotonic() + timeout
+    fd = os.open(path, os.O_RDWR)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                assert time.monotonic() < deadline, f"{path} is still locked after {timeout} s"
+                time.sleep(0.01)
+            else:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return
+    finally:
+        os.close(fd)
+
+
 def test_restarting_worker_keeps_other_workers_scratch_files(tmp_path: Path) -> None:
     root = str(tmp_path / "blobs")
     store = BlobStore(root)
@@ -309,6 +328,7 @@ def test_restarting_worker_keeps_other_workers_scratch_files(tmp_path: Path) -> 
         assert not reused.exists()
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
+        _wait_for_unlocked(tmp / f".live-{worker.pid}")
         BlobStore(root)
         assert not theirs.exists()  # its writer is gone now
     finally:
