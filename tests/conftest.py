@@ -1,6 +1,6 @@
 """Shared test configuration. Fixtures that belong to one layer live in that layer's conftest.
 
-Parallel runs (scripts/test.sh: `pytest -n 3 --dist loadgroup`; docs/architecture.md, Testing):
+Parallel runs (scripts/test.sh: `pytest -n 4 --dist loadgroup`; docs/architecture.md, Testing):
 a test module is one unit of work, as in a serial run: its module-scoped fixtures (hubs, a
 seeded hub, moto, PostgreSQL) start once and its tests run in order in one worker. A test that
 shares something global with tests of other modules (a Docker-wide count, the project's .venv)
