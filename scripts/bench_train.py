@@ -423,7 +423,7 @@ ABLATIONS: dict[str, list[str]] = {
     "bound4-stdnorm-sync": algorithm(4, True, 0),
     "sync": algorithm(16, False, 0),
     "noshare": ["--trainer.share-prefix", "false"],
-    "cores": ["--trainer.idle-sampler-threads", "2", "--inference.idle-trainer-threads", "2"],
+    "nolend": ["--trainer.idle-sampler-threads", "1", "--inference.idle-trainer-threads", "1"],
 }
 """Variants of the arithmetic recipe, as flags over it (`ablate --variants a,b,…`)."""
 

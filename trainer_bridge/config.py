@@ -153,10 +153,10 @@ class TrainerConfig(Strict):
     is ever materialised (recomputed in backward)."""
     threads: int = Field(default=1, ge=1)
     """torch intra-op threads on CPU: one leaves the other core to the sampler."""
-    idle_sampler_threads: int = Field(default=1, ge=1)
+    idle_sampler_threads: int = Field(default=2, ge=1)
     """Threads while the sampler waits for the policy being trained (its core is free), read
-    from progress.json before each micro-batch. 1 by default: on cores shared with other
-    work, 2 threads spin on each other (docs/benchmarks.md, "Issue 23")."""
+    from progress.json before each micro-batch; only while the 1-minute load average is below
+    the cores + 1 (trainer_bridge/cores.py: on busy cores lent threads spin on each other)."""
     world_size: int = Field(default=1, ge=1)
     """Trainer processes: more than 1 starts the trainer under torchrun (FSDP2; gloo on CPU,
     nccl on CUDA), one process per rank on this host."""
@@ -367,9 +367,9 @@ class InferenceConfig(Strict):
     extra_args: list[str] = Field(default_factory=list)
     threads: int = Field(default=1, ge=1)
     """The torch sampler's threads while the trainer trains (each process has one core)."""
-    idle_trainer_threads: int = Field(default=1, ge=1)
+    idle_trainer_threads: int = Field(default=2, ge=1)
     """The torch sampler's threads while the trainer waits for a batch (its core is free);
-    1 by default, as trainer.idle_sampler_threads."""
+    lent only on a machine with room, as trainer.idle_sampler_threads."""
 
 
 class WandbConfig(Strict):

@@ -26,6 +26,7 @@ from prime_env.record import RolloutRecord
 from prime_env.tasks import Task
 from trainer_bridge.checkpoints import layout, orchestrator_state
 from trainer_bridge.config import TrainConfig
+from trainer_bridge.cores import idle_threads
 from trainer_bridge.inference.base import BackendFactory, InferenceBackend
 from trainer_bridge.inference.teachers import Teachers
 from trainer_bridge.metrics import Monitor
@@ -320,12 +321,13 @@ class Orchestrator:
 
     def _share_cores(self) -> None:
         """The sampler takes the trainer's core while the trainer waits for a batch (every
-        batch written has its policy), and gives it back once a batch is being trained (not
+        batch written has its policy) and the machine has room (cores.idle_threads), and gives it back once a batch is being trained (not
         with --deterministic: the thread count changes the order of float sums)."""
         inference = self.config.inference
         trainer_idle = self.step == self.version and not self.config.deterministic
+        own = inference.threads
         self.sampler.set_threads(
-            inference.idle_trainer_threads if trainer_idle else inference.threads
+            idle_threads(inference.idle_trainer_threads, own) if trainer_idle else own
         )
 
     async def _wait_broadcast(self, version: int, watcher: asyncio.Task[None]) -> None:

@@ -33,6 +33,7 @@ from trainer_bridge.config import (
     load_resolved,
     stage_at,
 )
+from trainer_bridge.cores import idle_threads
 from trainer_bridge.protocol.batches import TrainSample, batch_ready, read_batch
 from trainer_bridge.protocol.policy import Probe, probe_token_ids, write_policy
 from trainer_bridge.protocol.run_dir import RunDir
@@ -218,12 +219,14 @@ class Trainer:
 
     def _share_cores(self) -> None:
         """On CPU, take the sampler's core while it waits for the policy being trained
-        (progress.json says so), give it back once it samples again. Not with --deterministic:
+        (progress.json says so) and the machine has room (cores.idle_threads), give it back once
+        it samples again. Not with --deterministic:
         the thread count changes the order of float sums."""
         if self.device.type != "cpu" or self.config.deterministic:
             return
         tc = self.config.trainer
-        threads = tc.idle_sampler_threads if sampler_waiting(self.paths) else tc.threads
+        waiting = sampler_waiting(self.paths)
+        threads = idle_threads(tc.idle_sampler_threads, tc.threads) if waiting else tc.threads
         if torch.get_num_threads() != threads:
             torch.set_num_threads(threads)
 
