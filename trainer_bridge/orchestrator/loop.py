@@ -321,8 +321,9 @@ class Orchestrator:
 
     def _share_cores(self) -> None:
         """The sampler takes the trainer's core while the trainer waits for a batch (every
-        batch written has its policy) and the machine has room (cores.idle_threads), and gives it back once a batch is being trained (not
-        with --deterministic: the thread count changes the order of float sums)."""
+        batch written has its policy) and the machine has room (cores.idle_threads), and gives
+        it back once a batch is being trained (not with --deterministic: the thread count
+        changes the order of float sums)."""
         inference = self.config.inference
         trainer_idle = self.step == self.version and not self.config.deterministic
         own = inference.threads
