@@ -22,6 +22,8 @@ from registry_index.toml_text import TomlError, parse_toml
 
 from .environment import Environment
 from .errors import EnvironmentNotFound
+from .remote.isolated import find as find_isolated
+from .remote.isolated import load_isolated
 
 GROUP = "prime.environments"
 
@@ -57,6 +59,10 @@ def load(env_id: str, **env_args: Any) -> Environment:
         if entry.dist is not None:
             version = entry.dist.version
         module_name = entry.module
+    elif (isolated := find_isolated(name)) is not None:
+        env = load_isolated(isolated, dict(env_args), f"{owner}/{name}" if owner else name)
+        env.env_args = dict(env_args)
+        return env
     else:
         module_name = wanted
         try:
@@ -112,6 +118,8 @@ def package_dir(env_id: str) -> Path | None:
         return top if top.is_dir() else None
     _owner, name, _spec = parse_env_id(env_id)
     entry = _entry_point(name)
+    if entry is None and (isolated := find_isolated(name)) is not None:
+        return Path(isolated.package_dir) if isolated.package_dir else None
     module_name = entry.module if entry is not None else import_name(name)
     spec = importlib.util.find_spec(module_name.split(".")[0])
     if spec is None:
