@@ -30,6 +30,7 @@ from packaging.version import InvalidVersion, Version
 
 from hub_client.client import HubClient, HubError, NotFound
 from hub_client.feedback import Feedback
+from hub_client.isolated import IsolatedInstallError, clashes, framework, install_isolated
 from hub_client.settings import load_settings
 from registry_index.errors import InvalidUpload
 from registry_index.resolve import EnvRef, parse_env_ref
@@ -421,15 +422,61 @@ def install_environments(
     installer: str,
     *,
     prerelease: bool = False,
-) -> None:
+) -> dict[str, str]:
     """The one install routine (`prime env install`, `ensure_installed`): prepare the local
-    wheels, then run the installer on those files only (its output to the client's feedback)."""
+    wheels, then run the installer on those files only (its output to the client's feedback).
+
+    An environment that cannot share `python` (a verifiers or OpenEnv package, or one whose
+    dependencies would change what `python` has: hub_client.isolated) goes into a virtualenv
+    of its own. Returns `{package_name: the Python it was installed into}`."""
     plan = prepare_install(client, envs, python)
-    run_installer(
-        install_command(plan.wheels, python, installer, prerelease=prerelease),
-        plan.requires,
-        on_output=client.feedback.installer_output,
-    )
+    placed = {env.package_name: python for env in envs}
+    uv = find_uv()
+    shared = dict(plan.wheels)
+    for env in envs:
+        label = f"{env.ref.owner}/{env.ref.name} {env.version}"
+        kind = framework(plan.requires[label])
+        reason = f"it is a {kind} environment" if kind else None
+        if kind is None and uv is not None:
+            clash = clashes(uv, python, [plan.wheels[env.package_name]])
+            reason = f"its dependencies clash with {python}'s ({clash})" if clash else None
+        if reason is None:
+            continue
+        if uv is None:
+            raise InstallError(
+                f"{label} needs a virtualenv of its own ({reason}), which is made with uv; "
+                "install it (pip install uv)"
+            )
+        wheels = [shared.pop(env.package_name)]
+        if kind is None:  # an environment of this SDK: the SDK goes with it
+            wheels.append(plan.wheels.get(SDK_DISTRIBUTION) or fetch_sdk(client, sdk_need(
+                {label: plan.requires[label]})))
+        client.feedback.note(f"{label}: installing into a virtualenv of its own, as {reason}")
+
+        def run(cmd: list[str]) -> None:
+            run_installer(cmd, plan.requires, on_output=client.feedback.installer_output)
+
+        try:
+            record = install_isolated(
+                env=f"{env.ref.owner}/{env.ref.name}",
+                package=env.package_name,
+                version=env.version,
+                kind=kind or "prime_env",
+                wheels=wheels,
+                python=python,
+                uv=uv,
+                run=run,
+            )
+        except IsolatedInstallError as exc:
+            raise InstallError(str(exc)) from None
+        placed[env.package_name] = record.python
+    if set(shared) - {SDK_DISTRIBUTION}:
+        run_installer(
+            install_command(shared, python, installer, prerelease=prerelease),
+            plan.requires,
+            on_output=client.feedback.installer_output,
+        )
+    return placed
 
 
 def ensure_installed(spec: str, feedback: Feedback | None = None) -> None:

@@ -25,6 +25,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import ValidationError
 from pyproject_hooks import quiet_subprocess_runner
 
+from hub_client.isolated import framework
 from registry_index.names import module_name
 from registry_index.rubric_spec import RubricSpec, rubric_from_pyproject
 from registry_index.toml_text import TomlError, parse_toml
@@ -296,6 +297,19 @@ def check_environment(project: EnvProject) -> str:
         return f"{module.strip()}:{attr}"
     module = module_name(project.normalized_name)
     path = _module_file(project.root, module)
+    kind = framework(project.dependencies)
+    if kind == "verifiers":  # verifiers' contract: the package exports its Taskset in __all__
+        if path is None or not _defines(path, "__all__"):
+            raise ProjectError(
+                f"{project.root} depends on verifiers but module {module!r} does not define "
+                "`__all__`; a verifiers package exports its Taskset subclass (and its Env or "
+                "Harness, if any) in `__all__`"
+            )
+        return f"{module}:__all__"
+    if kind == "openenv":  # an OpenEnv server: the worker starts it (prime_env.remote)
+        if path is None:
+            raise ProjectError(f"{project.root} has no module {module!r} (its OpenEnv server)")
+        return f"{module}:server"
     hint = (
         f"define `def {FACTORY}(**kwargs) -> prime_env.Environment` in {module}.py, or declare "
         f'[project.entry-points."{ENTRY_POINT_GROUP}"] {project.name} = "MODULE:{FACTORY}" '
