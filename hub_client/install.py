@@ -449,8 +449,10 @@ def install_environments(
             )
         wheels = [shared.pop(env.package_name)]
         if kind is None:  # an environment of this SDK: the SDK goes with it
-            wheels.append(plan.wheels.get(SDK_DISTRIBUTION) or fetch_sdk(client, sdk_need(
-                {label: plan.requires[label]})))
+            wheels.append(
+                plan.wheels.get(SDK_DISTRIBUTION)
+                or fetch_sdk(client, sdk_need({label: plan.requires[label]}))
+            )
         client.feedback.note(f"{label}: installing into a virtualenv of its own, as {reason}")
 
         def run(cmd: list[str]) -> None:

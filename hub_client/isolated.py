@@ -34,7 +34,7 @@ class IsolatedInstallError(Exception):
 
 
 def framework(requires: list[str]) -> str | None:
-    """"verifiers" or "openenv" when the wheel's Requires-Dist names that framework."""
+    """ "verifiers" or "openenv" when the wheel's Requires-Dist names that framework."""
     for line in requires:
         try:
             requirement = Requirement(line)
@@ -120,13 +120,15 @@ def install_isolated(
         run([uv, "pip", "install", "--python", str(venv_python), *map(str, wheels)])
         site = subprocess.run(
             [str(venv_python), "-I", "-c",
-             "import importlib.util, sys; s = importlib.util.find_spec(sys.argv[1]); "
-             "print(next(iter(s.submodule_search_locations or []), ''))", module],
+             ("import importlib.util, sys; s = importlib.util.find_spec(sys.argv[1]); "
+             "print(next(iter(s.submodule_search_locations or []), ''))"), module],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
         located = site.stdout.strip()
         package_dir = (
-            str(final / Path(located).relative_to(staging)) if located.startswith(str(staging)) else None
+            str(final / Path(located).relative_to(staging))
+            if located.startswith(str(staging))
+            else None
         )
         record = IsolatedEnv(
             env=env,

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
+from testing.server import FakeServer
 from tests.e2e.cli_support import PRIME
 from tests.e2e.eval_support import run_dirs
 from tests.e2e.foreign_support import copy_project, foreign_env
-from tests.hub_server.hubproc import HubProcess, start_hub
-from testing.server import FakeServer
+from tests.hub_server.hubproc import start_hub
 
 pytestmark = [pytest.mark.timeout(1200), pytest.mark.xdist_group("foreign-verifiers")]
 
@@ -64,8 +64,8 @@ def test_install_gives_it_a_virtualenv_of_its_own(installed: dict[str, Any]) -> 
     assert record["kind"] == "verifiers" and record["module"] == "addition_v1"
     venv = Path(record["python"])
     versions = subprocess.run(
-        [str(venv), "-c", "import importlib.metadata as m; "
-         "print(m.version('verifiers'), m.version('openai'))"],
+        [str(venv), "-c", ("import importlib.metadata as m; "
+         "print(m.version('verifiers'), m.version('openai'))")],
         capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     assert versions[0] == "0.4.0" and versions[1].startswith("2.")
