@@ -10,7 +10,6 @@ those local files and no hub index (docs/cli.md, "Installing"). `prime env insta
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -32,6 +31,7 @@ from hub_client.client import HubClient, HubError, NotFound
 from hub_client.feedback import Feedback
 from hub_client.isolated import IsolatedInstallError, clashes, framework, install_isolated
 from hub_client.settings import load_settings
+from registry_index.content_hash import file_sha256
 from registry_index.errors import InvalidUpload
 from registry_index.resolve import EnvRef, parse_env_ref
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER, is_sdk_name
@@ -115,7 +115,7 @@ def fetch_wheel(client: HubClient, env: ResolvedEnv) -> Path:
     """The verified wheel on disk (downloaded once; cached by owner and sha256)."""
     _check_filename(env.wheel_filename)
     dest = cache_dir() / env.ref.owner / env.wheel_sha256[:16] / env.wheel_filename
-    if not (dest.is_file() and _sha256(dest) == env.wheel_sha256):
+    if not (dest.is_file() and file_sha256(dest) == env.wheel_sha256):
         client.download(env.wheel_url, dest, sha256=env.wheel_sha256)
     return dest
 
@@ -232,18 +232,10 @@ def fetch_sdk(client: HubClient, need: SdkNeed) -> Path:
     _version, filename, url, sha256 = max(usable, key=lambda f: f[0])
     _check_filename(filename)
     dest = cache_dir() / SDK_OWNER / sha256[:16] / filename
-    if not (dest.is_file() and _sha256(dest) == sha256):
+    if not (dest.is_file() and file_sha256(dest) == sha256):
         client.download(urljoin(page_url, url), dest, sha256=sha256)
     check_archive(dest, SDK_DISTRIBUTION)
     return dest
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def find_uv() -> str | None:

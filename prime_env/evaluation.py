@@ -13,16 +13,16 @@ and scripts get the same layout and resume rules.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import importlib
 import json
 import os
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from registry_index.files import slug, utc_now, write_json_atomic, write_lines_atomic
 from registry_index.resolve import parse_env_id
 
 from .clients.base import ModelClient, SamplingArgs
@@ -223,13 +223,9 @@ def hub_slug(spec: str) -> str | None:
     return f"{owner}/{name}" if owner else None
 
 
-def _slug(text: str) -> str:
-    return text.lstrip("./~").replace("/", "--").replace("@", "-").replace(" ", "_")
-
-
 def run_name(env: Environment, model: str) -> str:
     """`<env>--<model>`, as directory names go: what run directories are grouped under."""
-    return f"{_slug(env.name or 'env')}--{_slug(model)}"
+    return f"{slug(env.name or 'env')}--{slug(model)}"
 
 
 def run_dir_for(output_root: Path, env: Environment, model: str, run_id: str) -> Path:
@@ -267,16 +263,6 @@ def read_results(path: Path, repair: bool = False) -> list[RolloutRecord]:
         with path.open("r+b") as fh:
             fh.truncate(good_end)
     return sorted(records.values(), key=lambda rec: rec.key)
-
-
-def _write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 # ------------------------------------------------------------------ runs
@@ -336,7 +322,7 @@ class EvalRun:
             "rollouts_per_example": self.config.r,
             "config": self.config.to_json(),
             "started_at": self.started_at,
-            "ended_at": _now() if status == "completed" else None,
+            "ended_at": utc_now() if status == "completed" else None,
             **self.extra_metadata,
         }
         if summary is not None:
@@ -354,7 +340,7 @@ class EvalRun:
         payload = self.metadata(summary, status, error)
         if "pushes" in previous:
             payload["pushes"] = previous["pushes"]
-        _write_json_atomic(self.metadata_path, payload)
+        write_json_atomic(self.metadata_path, payload)
 
     def read_metadata(self) -> dict[str, Any]:
         if not self.metadata_path.exists():
@@ -374,7 +360,7 @@ def start_run(env: Environment, spec: ModelSpec, config: RunConfig, output_root:
     run_id = uuid.uuid4().hex[:8]
     directory = run_dir_for(output_root, env, spec.name, run_id)
     directory.mkdir(parents=True, exist_ok=False)
-    run = EvalRun(directory, run_id, config, spec, env, _now())
+    run = EvalRun(directory, run_id, config, spec, env, utc_now())
     run.write_metadata(None, RUNNING)
     run.results_path.touch()
     return run
@@ -409,7 +395,7 @@ def resume_run(directory: Path, env: Environment, spec: ModelSpec, config: RunCo
             f"refusing to resume {directory}: it is still running ({describe_owner(meta)}); "
             "let it finish, or stop it first"
         )
-    run = EvalRun(directory, meta["run_id"], config, spec, env, meta.get("started_at") or _now())
+    run = EvalRun(directory, meta["run_id"], config, spec, env, meta.get("started_at") or utc_now())
     records = read_results(run.results_path, repair=True)
     if env.rubric.has_group_funcs:
         sizes: dict[int, int] = {}
@@ -417,19 +403,11 @@ def resume_run(directory: Path, env: Environment, spec: ModelSpec, config: RunCo
             sizes[rec.example_index] = sizes.get(rec.example_index, 0) + 1
         complete = [rec for rec in records if sizes[rec.example_index] == config.r]
         if len(complete) != len(records):
-            _rewrite(run.results_path, complete)
+            write_lines_atomic(run.results_path, (rec.to_json() for rec in complete))
         records = complete
     run.done = records
     run.write_metadata(None, RUNNING)
     return run
-
-
-def _rewrite(path: Path, records: Iterable[RolloutRecord]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w") as fh:
-        for rec in records:
-            fh.write(rec.to_json() + "\n")
-    os.replace(tmp, path)
 
 
 async def execute(

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from pyproject_hooks import quiet_subprocess_runner
 
 from hub_client.isolated import framework
+from registry_index.files import write_atomic
 from registry_index.names import module_name
 from registry_index.rubric_spec import RubricSpec, rubric_from_pyproject
 from registry_index.toml_text import TomlError, parse_toml
@@ -372,7 +373,5 @@ def write_version(project: EnvProject, version: str) -> EnvProject:
         + f"{match.group(1)}{match.group(2)}{version}{match.group(2)}"
         + section[match.end() :]
     )
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text[: start.end()] + section + text[stop:], "utf-8")
-    tmp.replace(path)
+    write_atomic(path, text[: start.end()] + section + text[stop:])
     return load_project(project.root)

@@ -25,6 +25,7 @@ from prime_cli.feedback import console_feedback
 from prime_env.evaluation import METADATA, RESULTS, read_results, read_run_metadata
 from prime_env.record import RolloutRecord
 from prime_env.run_status import COMPLETED, RUNNING, describe_owner
+from registry_index.files import write_json_atomic
 from registry_index.resolve import parse_env_id
 from registry_index.schemas.evals import CreateEvaluation, EnvironmentRef
 
@@ -254,9 +255,7 @@ def push_run(
         hub.push_samples(evaluation_id, batch)
     hub.finalize_evaluation(evaluation_id, metrics)
     meta.setdefault("pushes", []).append({"hub": hub.base_url, "evaluation_id": evaluation_id})
-    tmp = meta_path.with_name(f".{METADATA}.tmp")
-    tmp.write_text(json.dumps(meta, indent=2) + "\n")
-    tmp.replace(meta_path)
+    write_json_atomic(meta_path, meta)
     return evaluation_id
 
 

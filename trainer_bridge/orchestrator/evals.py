@@ -16,9 +16,10 @@ from pathlib import Path
 from prime_env.clients.model_specs import ModelSpec
 from prime_env.environment import Environment
 from prime_env.evaluation import EvalRun, RunConfig, execute, normalize_sampling, read_results
+from registry_index.files import read_jsonl, utc_now, write_json_atomic
 from trainer_bridge.config import TrainConfig
 from trainer_bridge.inference.base import InferenceBackend
-from trainer_bridge.protocol.run_dir import RunDir, now, write_json_atomic
+from trainer_bridge.protocol.run_dir import RunDir
 from trainer_bridge.usage import tree_cpu_seconds
 
 EVALS_JSONL = "evals.jsonl"
@@ -60,7 +61,7 @@ async def evaluate(
     )
     directory = run.eval_dir(version)
     directory.mkdir(parents=True, exist_ok=True)
-    eval_run = EvalRun(directory, f"{run.run_id}-step{version}", run_config, spec, env, now())
+    eval_run = EvalRun(directory, f"{run.run_id}-step{version}", run_config, spec, env, utc_now())
     eval_run.done = read_results(eval_run.results_path, repair=True)
     eval_run.write_metadata(None, "running")
     summary = await execute(eval_run, backend.client(), concurrency=64)
@@ -87,13 +88,5 @@ async def evaluate(
 
 
 def read_evals(root: Path) -> list[dict[str, float]]:
-    path = root / EVALS_JSONL
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            continue
-    return rows
+    """The lines of a run's evals.jsonl (a torn last line skipped)."""
+    return read_jsonl(root / EVALS_JSONL)
