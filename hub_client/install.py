@@ -430,7 +430,15 @@ def install_environments(
         kind = framework(plan.requires[label])
         reason = f"it is a {kind} environment" if kind else None
         if kind is None and uv is not None:
-            clash = clashes(uv, python, [plan.wheels[env.package_name]])
+            clash = clashes(
+                uv,
+                python,
+                [
+                    w
+                    for name, w in plan.wheels.items()
+                    if name in (env.package_name, SDK_DISTRIBUTION)
+                ],
+            )
             reason = f"its dependencies clash with {python}'s ({clash})" if clash else None
         if reason is None:
             continue

@@ -50,8 +50,9 @@ def framework(requires: list[str]) -> str | None:
 
 def clashes(uv: str, python: str, wheels: list[Path]) -> str | None:
     """Why installing `wheels` into `python` would change what is installed there (uv's own
-    words), or None when it would only add packages. Every distribution installed there is
-    pinned for a dry run; an editable or local one keeps its place by name."""
+    words), or None when it would only add packages. A dry run with every distribution
+    installed there pinned must fail where one without the pins succeeds: a requirement no
+    index satisfies is not a clash (the real install names it)."""
     frozen = subprocess.run(
         [uv, "pip", "freeze", "--python", python], capture_output=True, text=True, check=False
     )
@@ -59,19 +60,20 @@ def clashes(uv: str, python: str, wheels: list[Path]) -> str | None:
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as handle:
         handle.write("\n".join(pins) + "\n")
         constraints = handle.name
+    dry = [uv, "pip", "install", "--dry-run", "--python", python, *map(str, wheels)]
     try:
-        proc = subprocess.run(
-            [uv, "pip", "install", "--dry-run", "--python", python, "--constraints",
-             constraints, *map(str, wheels)],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+        pinned = subprocess.run(
+            [*dry, "--constraints", constraints], capture_output=True, text=True, check=False
+        )
     finally:
         Path(constraints).unlink(missing_ok=True)
-    if proc.returncode == 0:
+    if pinned.returncode == 0:
         return None
-    lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+    if subprocess.run(dry, capture_output=True, text=True, check=False).returncode != 0:
+        return None
+    lines = [ln.strip() for ln in pinned.stderr.splitlines() if ln.strip()]
     reason = next((ln for ln in lines if "because" in ln.lower()), lines[-1] if lines else "")
-    return reason.removeprefix("╰─▶ ").strip() or f"uv exited with status {proc.returncode}"
+    return reason.removeprefix("╰─▶ ").strip() or f"uv exited with status {pinned.returncode}"
 
 
 def top_module(wheel: Path) -> str:

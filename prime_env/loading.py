@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import re
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -190,12 +191,35 @@ def _path_target(path: Path) -> tuple[Path, str, str, str, str | None]:
     )
 
 
+def _foreign_framework(path: Path) -> str | None:
+    """ "verifiers" or "openenv" when the project at `path` depends on that framework."""
+    pyproject = path / "pyproject.toml"
+    if not pyproject.is_file():
+        return None
+    try:
+        project = parse_toml(pyproject.read_bytes(), str(pyproject)).get("project", {})
+    except TomlError:
+        return None
+    for line in project.get("dependencies") or []:
+        name = re.split(r"[\s\[<>=!~;(@]", str(line), maxsplit=1)[0].lower().replace("_", "-")
+        if name in ("verifiers", "openenv-core", "openenv"):
+            return "verifiers" if name == "verifiers" else "OpenEnv"
+    return None
+
+
 def _load_path(path: Path, env_args: dict[str, Any]) -> Environment:
     """Import an environment from a working copy: the author's edit-run loop needs no install."""
     path = path.resolve()
     if not path.exists():
         raise EnvironmentNotFound(f"{path}: no such file or directory")
     root, module_name, attr, name, version = _path_target(path)
+    foreign = _foreign_framework(path)
+    if foreign is not None:
+        raise EnvironmentNotFound(
+            f"{path} is a {foreign} package, which runs in a virtualenv of its own: push it "
+            f"(`prime env push {path}`) and install it (`prime env install OWNER/{name}`), then "
+            f"evaluate OWNER/{name}"
+        )
     top = module_name.split(".")[0]
     existing = sys.modules.get(top)
     if existing is not None and not str(getattr(existing, "__file__", "") or "").startswith(

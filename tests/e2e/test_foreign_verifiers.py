@@ -21,6 +21,7 @@ from testing.server import FakeServer
 from tests.e2e.cli_support import PRIME
 from tests.e2e.eval_support import run_dirs
 from tests.e2e.foreign_support import copy_project, foreign_env
+from tests.e2e.train_support import NO_EVAL, metrics, train_dirs
 from tests.hub_server.hubproc import start_hub
 
 pytestmark = [pytest.mark.timeout(1200), pytest.mark.xdist_group("foreign-verifiers")]
@@ -129,3 +130,24 @@ def test_eval_with_the_local_model_keeps_its_token_ids(installed: dict[str, Any]
     [record] = records(run)
     assert record["error"] is None and record["reward"] in (0.0, 1.0)
     assert record["turns"] and record["turns"][0]["completion_token_ids"]
+
+
+def test_train_two_steps_on_it(installed: dict[str, Any]) -> None:
+    """`prime train` on the verifiers package: its rollouts run in its virtualenv, their model
+    calls come back to the trainer's sampler, and the samples are token-exact (the trainer's
+    logprobs of them match the sampler's)."""
+    env, root = installed["env"], installed["root"]
+    out = root / "train"
+    ok(prime(
+        env, "train", "alice/addition-v1", "-m", "local/smollm2-135m", "--max-steps", "2",
+        "--orchestrator.batch-size", "4", "--orchestrator.rollouts-per-example", "2",
+        "--orchestrator.sampling.max-tokens", "8", *NO_EVAL,
+        "--no-orchestrator.filter-zero-advantages", "-o", str(out), cwd=root,
+    ))  # fmt: skip
+    [run] = train_dirs(out)
+    steps = metrics(run)
+    assert [m["step"] for m in steps] == [0, 1]
+    for step in steps:
+        assert step["batch/samples"] == 4 and step["errors/total"] == 0
+        assert step["trainer/loss_tokens"] > 0
+        assert step["trainer/mismatch_kl"] < 1e-4  # token-exact: sampled ids, not re-rendered
