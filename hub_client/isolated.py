@@ -3,7 +3,6 @@
 Three cases get one (prime_env.remote.isolated says where, and how they are then run):
 - a verifiers package (it requires `verifiers`): verifiers pins `openai<3` and `mcp==2.0.0`,
   the SDK needs `openai>=3.57` and `mcp>=2.3`, and its rollouts run in verifiers' own machinery;
-- an OpenEnv package (it requires `openenv-core`): its server and client run there;
 - an environment of this SDK whose dependencies would change a package the target Python
   already has (a dry run of the install with everything installed there pinned fails).
 The virtualenv uses the target's interpreter version, is built under a temporary name and
@@ -25,7 +24,7 @@ from packaging.utils import canonicalize_name
 
 from prime_env.remote.isolated import RECORD, IsolatedEnv, envs_home
 
-FRAMEWORKS = {"verifiers": "verifiers", "openenv-core": "openenv", "openenv": "openenv"}
+FRAMEWORKS = {"verifiers": "verifiers"}
 """A requirement on one of these makes an environment of that kind (its worker's adapter)."""
 
 
@@ -34,7 +33,7 @@ class IsolatedInstallError(Exception):
 
 
 def framework(requires: list[str]) -> str | None:
-    """ "verifiers" or "openenv" when the wheel's Requires-Dist names that framework."""
+    """The framework the wheel's Requires-Dist names ("verifiers"), or None."""
     for line in requires:
         try:
             requirement = Requirement(line)

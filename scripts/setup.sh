@@ -43,7 +43,7 @@ fi
 FOREIGN=.venv/wheelhouse/foreign-1
 if [ ! -f "$FOREIGN/.complete" ]; then
   # Environments of other frameworks run in virtualenvs of their own (prime_env.remote); their
-  # tests install verifiers 0.4.0 and openenv-core 0.3.0 with every dependency from these
+  # tests install verifiers 0.4.0 (and, next, openenv-core 0.3.0) with every dependency from these
   # files (UV_FIND_LINKS, no index), and verifiers' chat harness builds its uv script
   # environment from them too, so nothing is downloaded while the tests run.
   step "fetching verifiers 0.4.0 and openenv-core 0.3.0 with their dependencies as wheels (pip wheel) for the foreign-environment tests"

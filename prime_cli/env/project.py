@@ -307,10 +307,6 @@ def check_environment(project: EnvProject) -> str:
                 "Harness, if any) in `__all__`"
             )
         return f"{module}:__all__"
-    if kind == "openenv":  # an OpenEnv server: the worker starts it (prime_env.remote)
-        if path is None:
-            raise ProjectError(f"{project.root} has no module {module!r} (its OpenEnv server)")
-        return f"{module}:server"
     hint = (
         f"define `def {FACTORY}(**kwargs) -> prime_env.Environment` in {module}.py, or declare "
         f'[project.entry-points."{ENTRY_POINT_GROUP}"] {project.name} = "MODULE:{FACTORY}" '

@@ -2,7 +2,7 @@
 
 `prime env install` puts an environment whose dependencies clash with this Python's (a
 verifiers package pins `openai<3`; the SDK needs `openai>=3.57`), or that is served by another
-framework (verifiers, OpenEnv), into `<home>/<package>/venv` and records it in
+framework (verifiers), into `<home>/<package>/venv` and records it in
 `<home>/<package>/environment.json` (schema `prime.isolated-env/1`); `prime_env.load` finds it
 there when the name is not importable here, and drives it through a worker (worker.py) started
 with that virtualenv's Python. `<home>` is `$PRIME_ENVS_HOME`, else `$XDG_DATA_HOME/prime/envs`
@@ -21,7 +21,7 @@ from registry_index.names import module_name
 
 SCHEMA = "prime.isolated-env/1"
 RECORD = "environment.json"
-KINDS = ("prime_env", "verifiers", "openenv")
+KINDS = ("prime_env", "verifiers")
 
 
 def envs_home() -> Path:

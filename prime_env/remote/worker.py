@@ -8,8 +8,7 @@ adapter imports:
   with verifiers' own `load_environment(EnvConfig)`; every rollout is one verifiers episode run
   by verifiers itself (its harness, runtime and interception), its model calls sent to the
   runner's interception server;
-- `prime_env`: an environment of this SDK whose other dependencies clash with the runner's;
-- `openenv` (openenv_adapter.py): an OpenEnv server, started from the package or given by URL.
+- `prime_env`: an environment of this SDK whose other dependencies clash with the runner's.
 
 The worker prints `READY <address>` on stdout once it listens (or `FAILED <json>` and exits 1),
 and exits when its stdin closes (the runner is gone), killing its process group with it.
@@ -369,8 +368,6 @@ def make_adapter(kind: str, env_id: str, env_args: dict[str, Any]) -> Adapter:
         return VerifiersAdapter(env_id, env_args)
     if kind == "prime_env":
         return PrimeEnvAdapter(env_id, env_args)
-    if kind == "openenv":
-        return _sibling("openenv_adapter").OpenEnvAdapter(env_id, env_args)
     raise WorkerError("unknown_kind", f"no adapter for environments of kind {kind!r}")
 
 
@@ -489,7 +486,7 @@ async def main(args: argparse.Namespace) -> int:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kind", required=True, choices=("verifiers", "prime_env", "openenv"))
+    parser.add_argument("--kind", required=True, choices=("verifiers", "prime_env"))
     parser.add_argument("--env", required=True, help="the environment's id or URL")
     parser.add_argument("--env-args", default="{}", help="its arguments, as a JSON object")
     parser.add_argument("--listen", required=True, help="unix:PATH or tcp:HOST:PORT")

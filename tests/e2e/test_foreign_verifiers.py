@@ -132,6 +132,7 @@ def test_eval_with_the_local_model_keeps_its_token_ids(installed: dict[str, Any]
     assert record["turns"] and record["turns"][0]["completion_token_ids"]
 
 
+@pytest.mark.slow  # starts the verifiers worker and trains the local model twice
 def test_train_two_steps_on_it(installed: dict[str, Any]) -> None:
     """`prime train` on the verifiers package: its rollouts run in its virtualenv, their model
     calls come back to the trainer's sampler, and the samples are token-exact (the trainer's
