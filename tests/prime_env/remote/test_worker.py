@@ -16,8 +16,8 @@ import prime_env as pe
 from prime_env.clients.openai_client import OpenAIClient
 from prime_env.remote import RemoteEnvironment, WorkerProcess
 from prime_env.remote.process import WORKER_DIED
-from tests.e2e.eval_support import SAY_ENV
 from testing.server import FakeServer
+from tests.e2e.eval_support import SAY_ENV
 
 
 @pytest.fixture(scope="module")
