@@ -25,12 +25,8 @@ from prime_env.run_status import RUNNING, describe_owner, held_by_another
 from registry_index.files import write_atomic
 from trainer_bridge.checkpoints import layout, orchestrator_state
 from trainer_bridge.children import ChildDied, ChildProcesses, StartFailed
-from trainer_bridge.config import (
-    ConfigError,
-    TrainConfig,
-    differences,
-    load_resolved,
-)
+from trainer_bridge.config import ConfigError, TrainConfig, differences
+from trainer_bridge.config_loader import load_resolved, to_toml
 from trainer_bridge.inference.base import InferenceBackend
 from trainer_bridge.inference.factory import (
     backend_kind,
@@ -124,7 +120,7 @@ def start(
         Path(config.model.name).name,
         config.run_name,
     )
-    write_atomic(run.resolved_config, config.to_toml())
+    write_atomic(run.resolved_config, to_toml(config))
     run.update_run_json(
         status="created",
         run_id=run.run_id,
@@ -173,7 +169,7 @@ def resume(
     step = state.step if state is not None else 0
     layout.discard_after(run, step)
     if config != stored:
-        write_atomic(run.resolved_config, config.to_toml())
+        write_atomic(run.resolved_config, to_toml(config))
     env_spec = str(info.get("env") or config.env.id)
     return Prepared(run, config, env_spec, state)
 

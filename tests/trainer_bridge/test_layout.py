@@ -87,8 +87,11 @@ def test_a_planted_cycle_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # part -> the trainer_bridge parts it must not import (docs/training.md, Code layout)
 FORBIDDEN = {
-    "trainer_bridge.config": ["protocol", "checkpoints", "orchestrator", "trainer", "inference",
+    "trainer_bridge.config": ["config_loader", "protocol", "checkpoints", "orchestrator", "trainer", "inference",
                               "launch", "metrics", "children", "shutdown", "export", "usage"],
+    "trainer_bridge.config_loader": ["protocol", "checkpoints", "orchestrator", "trainer",
+                                     "inference", "launch", "metrics", "children", "shutdown",
+                                     "export", "usage"],
     "trainer_bridge.protocol": ["checkpoints", "config", "orchestrator", "trainer", "inference",
                                 "launch", "metrics", "children", "shutdown", "export"],
     "trainer_bridge.checkpoints": ["orchestrator", "trainer", "inference", "launch"],

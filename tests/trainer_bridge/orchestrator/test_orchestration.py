@@ -14,7 +14,8 @@ from prime_env import Environment, Rubric, SingleTurn
 from prime_env.record import ErrorInfo, RolloutRecord, Turn
 from trainer_bridge.checkpoints import layout, orchestrator_state
 from trainer_bridge.children import ChildProcesses
-from trainer_bridge.config import ConfigError, build_config
+from trainer_bridge.config import ConfigError
+from trainer_bridge.config_loader import build_config, to_toml
 from trainer_bridge.metrics import Monitor
 from trainer_bridge.orchestrator.errors import TrainingStopped
 from trainer_bridge.orchestrator.loop import Orchestrator
@@ -230,7 +231,7 @@ def test_resume_refuses_a_changed_config_listing_the_keys(tmp_path: Path) -> Non
 
     config = build_config([], [("max_steps", 4)], env_id="x/y")
     run = RunDir.new(tmp_path, "x", "m")
-    write_atomic(run.resolved_config, config.to_toml())
+    write_atomic(run.resolved_config, to_toml(config))
     run.update_run_json(env="x/y")
     with pytest.raises(ConfigError) as caught:
         launch.resume(
