@@ -19,7 +19,7 @@ from typing import Any
 from registry_index.files import utc_now, write_json_atomic, write_lines_atomic
 
 from .errors import EvalError
-from .evaluation import RESULTS, read_results
+from .eval_run_dir import RESULTS, read_results
 
 SET_FILE = "set.json"
 SET_SCHEMA = "prime.eval_set/1"
