@@ -115,9 +115,13 @@ class EvaluationInfo(BaseModel):
     finalized_at: datetime | None
     third_party: bool = False  # pushed by someone outside the environment's owner
     hidden: bool = False  # hidden from the leaderboard by the environment's owner
-    # The hub's own re-scoring: pending, running, verified, disagreed, failed (None: not asked).
+    # The hub's own re-scoring: pending, running, verified, disagreed, failed, skipped (not
+    # queued) or None (not asked). While pending, the detail says where the run stands and
+    # `verification_position` is its place in the queue (1: next; None: its account is past
+    # its hourly budget).
     verification: str | None = None
     verification_detail: str | None = None
+    verification_position: int | None = None
 
 
 class EvaluationEnvelope(BaseModel):
