@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from registry_index.schemas.request import RequestBody
 from registry_index.summary import Summary
 
 
@@ -35,7 +36,7 @@ class EnvironmentRef(BaseModel):
         return self
 
 
-class CreateEvaluation(BaseModel):
+class CreateEvaluation(RequestBody):
     model_config = ConfigDict(extra="ignore")
 
     name: str = Field(min_length=1, max_length=256)
@@ -79,7 +80,7 @@ class CreateEvaluation(BaseModel):
         return {**extra, **self.metadata}
 
 
-class FinalizeEvaluation(BaseModel):
+class FinalizeEvaluation(RequestBody):
     model_config = ConfigDict(extra="ignore")
 
     metrics: dict[str, Any] | None = None
