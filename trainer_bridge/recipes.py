@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from registry_index.recipes import RECIPE_DIR, recipe_stem
-from trainer_bridge.config import NULL, ConfigError, flatten, read_toml
+from trainer_bridge.config import ConfigError, flatten
+from trainer_bridge.config_loader import NULL, read_toml
 
 _ORCHESTRATOR = (
     "batch_size", "rollouts_per_example", "max_async_level", "max_off_policy_steps",

@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from prime_cli.main import cli
-from trainer_bridge.config import ConfigError, build_config
+from trainer_bridge.config import ConfigError
+from trainer_bridge.config_loader import build_config
 from trainer_bridge.recipes import find_recipe
 
 ARITHMETIC = Path(__file__).resolve().parents[2] / "builtin_envs" / "arithmetic"
