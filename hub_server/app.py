@@ -21,7 +21,6 @@ from fastapi_offline import FastAPIOffline
 from sqlalchemy.exc import DBAPIError
 from starlette.concurrency import run_in_threadpool
 
-from hub_server.accounts import api as account_api
 from hub_server.accounts.admin import open_database
 from hub_server.core import log_redaction
 from hub_server.core.blobstore import BlobStore
@@ -42,6 +41,8 @@ from hub_server.index.download_counts import DownloadCounter
 from hub_server.registry import api as environments_api
 from hub_server.registry import push_api
 from hub_server.registry.pending_uploads import purge_expired
+from hub_server.search import api as search_api
+from hub_server.user import api as account_api
 from hub_server.web import account_pages, environment_pages, evaluation_pages, listing_pages
 from registry_index.schemas.errors import ErrorBody
 
@@ -137,6 +138,7 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
     app.include_router(upload_api.router)
     app.include_router(account_api.router)
     app.include_router(push_api.router)
+    app.include_router(search_api.router)
     app.include_router(environments_api.router)
     # The web pages before the package index: both claim paths under /{owner}/.
     for router in (

@@ -29,6 +29,11 @@ from registry_index.schemas.accounts import TokenOut, WhoAmI
 from registry_index.schemas.environments import OwnerKind
 
 
+def find_owner(session: Session, name: str) -> Owner | None:
+    """The user or organisation named `name` (owner names are case-insensitive)."""
+    return session.exec(select(Owner).where(Owner.name == name.lower())).first()
+
+
 def whoami(session: Session, principal: Principal) -> WhoAmI:
     """The caller, their organisations and the token they called with."""
     orgs = session.exec(
