@@ -4,7 +4,7 @@ sessions, an owner's people.
 Each operation checks the caller's scopes itself (`Principal`, over `registry_index.scopes`),
 so the web forms and any API route that calls it enforce the same rule.
 
-(Administration without a server, users and organisations included, is `accounts.admin`.)
+(Administration without a server, users and organisations included, is `admin`.)
 """
 
 from __future__ import annotations
