@@ -22,13 +22,11 @@ from rich.console import Console
 from prime_env.environment import Environment
 from prime_env.process import event_loop
 from prime_env.run_status import COMPLETED, RUNNING, describe_owner, held_by_another
+from registry_index.files import write_atomic
 from trainer_bridge.checkpoints import layout, orchestrator_state
-from trainer_bridge.config import (
-    ConfigError,
-    TrainConfig,
-    differences,
-    load_resolved,
-)
+from trainer_bridge.children import ChildDied, ChildProcesses, StartFailed
+from trainer_bridge.config import ConfigError, TrainConfig, differences
+from trainer_bridge.config_loader import load_resolved, to_toml
 from trainer_bridge.extend import Schedule, check_steps_left, extended
 from trainer_bridge.inference.base import InferenceBackend
 from trainer_bridge.inference.factory import (
@@ -47,9 +45,8 @@ from trainer_bridge.orchestrator.loop import Orchestrator
 from trainer_bridge.orchestrator.progress import Progress
 from trainer_bridge.orchestrator.rewards import reward_weights
 from trainer_bridge.orchestrator.stages import EnvLoader, stage_runs
-from trainer_bridge.protocol.run_dir import RunDir, write_text_atomic
+from trainer_bridge.protocol.run_dir import RunDir
 from trainer_bridge.shutdown import ShutdownGuard, until_signalled
-from trainer_bridge.supervisor import ChildDied, StartFailed, Supervisor
 
 
 def check_env(config: TrainConfig, env: Environment, load_env: EnvLoader | None = None) -> None:
@@ -124,7 +121,7 @@ def start(
         Path(config.model.name).name,
         config.run_name,
     )
-    write_text_atomic(run.resolved_config, config.to_toml())
+    write_atomic(run.resolved_config, to_toml(config))
     run.update_run_json(
         status="created",
         run_id=run.run_id,
@@ -187,7 +184,7 @@ def resume(
     config = extended(stored, config, run_root, schedule)
     layout.discard_after(run, step)
     if config != stored:
-        write_text_atomic(run.resolved_config, config.to_toml())
+        write_atomic(run.resolved_config, to_toml(config))
     if config.digest() != stored.digest():  # stages added: the checkpoints so far stay valid
         run.update_run_json(
             earlier_config_digests=sorted(digests),
@@ -205,21 +202,21 @@ def execute(
     failed to start, 128 + the signal when interrupted by SIGINT or SIGTERM). Whatever stops
     the run, the reason is run.json's `error`."""
     run, config = prepared.run, prepared.config
-    supervisor = Supervisor()
-    guard = ShutdownGuard(run, supervisor)
+    children = ChildProcesses()
+    guard = ShutdownGuard(run, children)
     guard.install()
     monitor = Monitor(run, config.monitors, console)
     run.set_status(RUNNING, error=None)
     status, code, message = "failed", 1, ""
     try:
         resume_step = prepared.resume.step if prepared.resume else 0
-        supervisor.start(
+        children.start(
             "trainer",
             trainer_command(run, sys.executable, resume_step, config.trainer.world_size),
             run.logs / "trainer.log",
             env=dict(os.environ, PYTHONUNBUFFERED="1"),
         )
-        factory = make_backend_factory(config, supervisor, run)
+        factory = make_backend_factory(config, children, run)
 
         async def eval_hook(version: int, backend: InferenceBackend) -> dict[str, float]:
             return await evaluate(config, run, env, prepared.env_spec, version, backend)
@@ -229,7 +226,7 @@ def execute(
             run,
             env,
             factory,
-            supervisor,
+            children,
             monitor,
             evaluate=eval_hook,
             resume=prepared.resume,
@@ -261,7 +258,7 @@ def execute(
             f"[red]failed:[/red] {message} (traceback in {run.logs / 'orchestrator.log'})"
         )
     finally:  # whatever ended the run (an unexpected exception too)
-        code = _wind_down(guard, supervisor, monitor, status, code, message)
+        code = _wind_down(guard, children, monitor, status, code, message)
     return code
 
 
@@ -274,7 +271,7 @@ def _log_traceback(run: RunDir) -> None:
 
 def _wind_down(
     guard: ShutdownGuard,
-    supervisor: Supervisor,
+    children: ChildProcesses,
     monitor: Monitor,
     status: str,
     code: int,
@@ -285,14 +282,14 @@ def _wind_down(
     try:
         guard.arm(status, code, message)
         if status == "completed":  # the trainer saved its last step and ends by itself
-            supervisor.wait_exit("trainer", timeout_s=30)
-        supervisor.stop_all(grace_s=10)
+            children.wait_exit("trainer", timeout_s=30)
+        children.stop_all(grace_s=10)
         run.set_status(status, error=message or None)
         monitor.close()
         if status == "completed":  # a stopped run exits at once; `prime train plot` draws it
             _plot_quietly(run)
     except KeyboardInterrupt:  # a signal during the teardown: stop the children now
-        supervisor.stop_all(grace_s=0)
+        children.stop_all(grace_s=0)
         if status != "completed":
             status, code, message = "interrupted", guard.exit_code, guard.message
         run.set_status(status, error=message or None)

@@ -14,7 +14,8 @@ import pytest
 
 from prime_env import Environment, ReferenceClient
 from prime_env.clients.model_specs import resolve_model
-from prime_env.evaluation import RESULTS, RunConfig, execute, read_results, start_run
+from prime_env.eval_run_dir import RESULTS, RunConfig, read_results
+from prime_env.evaluation import execute, start_run
 from prime_env.replay import replay_run
 from prime_env.run_status import COMPLETED
 

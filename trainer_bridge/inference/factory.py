@@ -11,10 +11,10 @@ import os
 from pathlib import Path
 from urllib.parse import urlparse
 
+from trainer_bridge.children import ChildProcesses
 from trainer_bridge.config import ConfigError, TrainConfig
 from trainer_bridge.inference.base import BackendFactory, InferenceBackend
 from trainer_bridge.protocol.run_dir import RunDir
-from trainer_bridge.supervisor import Supervisor
 
 
 def backend_kind(config: TrainConfig) -> str:
@@ -95,7 +95,7 @@ def vllm_command(config: TrainConfig, url: str) -> list[str]:
 
 
 def make_backend_factory(
-    config: TrainConfig, supervisor: Supervisor, run: RunDir
+    config: TrainConfig, children: ChildProcesses, run: RunDir
 ) -> BackendFactory:
     kind = backend_kind(config)
 
@@ -112,15 +112,15 @@ def make_backend_factory(
         backend = VLLMBackend(
             config.model.name, vllm_urls(config) if kind == "vllm" else config.inference.urls
         )
-        await backend.wait_ready(timeout_s=900 if kind == "vllm" else 60, check=supervisor.check)
+        await backend.wait_ready(timeout_s=900 if kind == "vllm" else 60, check=children.check)
         return backend
 
     if kind == "torch":
         return torch_backend
-    if kind == "vllm" and not any(c.name.startswith("vllm") for c in supervisor.children):
+    if kind == "vllm" and not any(c.name.startswith("vllm") for c in children.started):
         environ = dict(os.environ, VLLM_ALLOW_RUNTIME_LORA_UPDATING="1")
         for i, url in enumerate(vllm_urls(config)):
-            supervisor.start(
+            children.start(
                 f"vllm[{i}]", vllm_command(config, url), run.logs / f"vllm_{i}.log", env=environ
             )
     return vllm_backend

@@ -75,7 +75,7 @@ class VLLMBackend:
     # --- readiness ---------------------------------------------------------------------
     async def wait_ready(self, timeout_s: float, check: Callable[[], None] | None = None) -> None:
         """Wait until every server answers `GET /models` (vLLM takes minutes to start);
-        `check` is called between polls (the supervisor's: a dead server stops the wait)."""
+        `check` is called between polls (ChildProcesses.check: a dead server stops the wait)."""
         deadline = time.monotonic() + timeout_s
         pending = list(self.servers)
         while pending:

@@ -1,4 +1,4 @@
-"""The layout of one training run on disk, and the atomic writes everything in it relies on.
+"""The layout of one training run on disk.
 
 `outputs/train/<env>--<model>/<run_id>/` holds
 - `run.json`: status, config digest, pushes (replaced atomically, never half-written); while
@@ -23,43 +23,18 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prime_env.run_status import read_status, status_fields
+from registry_index.files import slug, utc_now, write_json_atomic
 from trainer_bridge.protocol.stable import step_dir
 
 RUN_JSON = "run.json"
 RESOLVED = "config/resolved.toml"
 TRAINER_METRICS = "trainer_metrics.jsonl"
-
-
-def slug(text: str) -> str:
-    """A path component for an env or model id (`prime/arithmetic@0.1` → `prime--arithmetic-0.1`)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text.replace("/", "--").replace("@", "-"))
-
-
-def now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def write_json_atomic(path: Path, payload: Any) -> None:
-    """Write + rename in the same directory: readers see the old or the new file, never a torn one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(payload, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def train_run_of(eval_dir: Path) -> Path | None:
@@ -150,7 +125,7 @@ class RunDir:
     def update_run_json(self, **fields: Any) -> dict[str, Any]:
         """Merge `fields` into run.json (atomically) and return the new content."""
         data = self.read_run_json() | fields
-        data["updated_at"] = now()
+        data["updated_at"] = utc_now()
         write_json_atomic(self.run_json, data)
         return data
 

@@ -137,11 +137,11 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         pass
 
 
-class Supervisor:
+class ChildProcesses:
     """Starts children, reports the first one to die, and stops them all on the way out."""
 
     def __init__(self) -> None:
-        self.children: list[Child] = []
+        self.started: list[Child] = []
 
     def start(
         self,
@@ -154,11 +154,11 @@ class Supervisor:
     ) -> Child:
         child = Child(name, list(argv), log, env=env, cwd=cwd)
         child.start()
-        self.children.append(child)
+        self.started.append(child)
         return child
 
     def check(self) -> None:
-        for child in self.children:
+        for child in self.started:
             child.check()
 
     async def watch(self, interval_s: float = 0.5) -> None:
@@ -171,7 +171,7 @@ class Supervisor:
         """Give child `name` up to `timeout_s` to exit on its own: a trainer that finished its
         last step ends by itself, and torchrun SIGTERMed while its ranks tear down prints a
         traceback into the run's log."""
-        for child in self.children:
+        for child in self.started:
             if child.name == name and child.proc is not None:
                 try:
                     child.proc.wait(timeout=timeout_s)
@@ -180,5 +180,5 @@ class Supervisor:
 
     def stop_all(self, grace_s: float = 10.0) -> None:
         deadline = time.monotonic() + grace_s
-        for child in reversed(self.children):
+        for child in reversed(self.started):
             child.stop(max(0.5, deadline - time.monotonic()))
