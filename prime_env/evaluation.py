@@ -28,8 +28,8 @@ from .environment import Environment
 from .errors import DatasetError, EnvironmentNotFound, EvalError
 from .eval_run_dir import EvalMetadata, EvalRunDir, RunConfig
 from .loading import load
+from .parallel import ClientFactory, run_in_processes
 from .process.gc_tuning import rollout_gc
-from .process.parallel import ClientFactory, run_in_processes
 from .record import RolloutRecord
 from .run_status import (
     COMPLETED,
@@ -293,7 +293,7 @@ async def execute(
 
     Records are not kept: each is written, counted into a running summary and dropped, so a
     run's memory does not grow with its size. With `workers` > 1 the rollouts run in that many
-    forked processes (prime_env.process.parallel), each making its client with
+    forked processes (prime_env.parallel), each making its client with
     `client_factory`; this process then only writes their lines and keeps the summary (`client`
     is not used).
 

@@ -9,7 +9,7 @@ requests go first. A rollout whose infrastructure failed becomes a record with `
 `stream_rollouts` hands each record on and forgets it, and makes rollouts lazily as workers
 take them, so memory is bounded by the concurrency (plus unfinished groups), not by the run's
 size; `run_rollouts` collects them for callers that want a list. When one loop is the limit,
-prime_env.process.parallel runs the same thing in several processes.
+prime_env.parallel runs the same thing in several processes.
 """
 
 from __future__ import annotations

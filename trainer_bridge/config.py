@@ -26,6 +26,8 @@ from pydantic import (
     model_validator,
 )
 
+from trainer_bridge.protocol.run_dir import check_run_name
+
 DEFAULT_MODEL = "local/smollm2-135m"
 ALL_PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 RESUMABLE_CHANGES = ("max_steps", "orchestrator.eval", "monitors", "ckpt")
@@ -441,6 +443,7 @@ class TrainConfig(Strict):
     deterministic: bool = False
     output_dir: Path = Path("outputs")
     run_name: str | None = None
+    """The run directory's name: one path component (`protocol.run_dir.check_run_name`)."""
     model: ModelConfig = Field(default_factory=ModelConfig)
     orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
@@ -448,6 +451,11 @@ class TrainConfig(Strict):
     ckpt: CkptConfig = Field(default_factory=CkptConfig)
     monitors: MonitorsConfig = Field(default_factory=MonitorsConfig)
     stages: list[StageConfig] = Field(default_factory=list)
+
+    @field_validator("run_name")
+    @classmethod
+    def _one_component(cls, value: str | None) -> str | None:
+        return None if value is None else check_run_name(value)
 
     @model_validator(mode="after")
     def _deterministic(self) -> TrainConfig:

@@ -5,7 +5,7 @@ stored (content-addressed, atomically) before the row that lists it is committed
 leaves at most an unreferenced blob, never a row pointing at nothing. Every write starts by
 updating the evaluation row, which serialises concurrent writers to one evaluation (a row
 lock on PostgreSQL, the write lock on SQLite) before duplicates are checked. Who may read or
-push a run is `accounts.access`; which version a reference names is `registry.service`.
+push a run is `evals.access`; which version a reference names is `registry.service`.
 """
 
 from __future__ import annotations
@@ -22,26 +22,25 @@ from sqlalchemy.engine import CursorResult, Engine
 from sqlalchemy.exc import IntegrityError as RowConflict
 from sqlmodel import Session, col, select
 
-from hub_server.accounts.access import (
-    can_push_results,
-    can_read,
-    can_read_evaluation,
-    readable_environment,
-    readable_evaluations,
-)
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Membership, Owner
 from hub_server.core.blobstore import BlobStorage, content_key
 from hub_server.core.errors import BadRequest, Conflict, Forbidden, HubError, NotFound, TooLarge
 from hub_server.core.ids import utcnow
 from hub_server.core.settings import HubSettings
+from hub_server.evals.access import can_push_results, can_read_evaluation, readable_evaluations
 from hub_server.evals.integrity import (
     IntegrityError,
     check_reward_range,
     check_rubric,
     stored_json,
 )
-from hub_server.evals.models import Evaluation, EvaluationBatch, EvaluationStatus
+from hub_server.evals.models import (
+    Evaluation,
+    EvaluationBatch,
+    EvaluationStatus,
+    VerificationStatus,
+)
 from hub_server.evals.samples import (
     SampleError,
     assign_keys,
@@ -57,6 +56,8 @@ from hub_server.evals.stats import (
     summary_from_json,
 )
 from hub_server.evals.verification import request_verification
+from hub_server.evals.verification_queue import position as queue_position
+from hub_server.registry.access import can_read, readable_environment
 from hub_server.registry.models import Environment, Version
 from hub_server.registry.service import select_version
 from hub_server.registry.views import declared_rubric
@@ -571,10 +572,16 @@ def pass_at_k(session: Session, evaluation_ids: list[str]) -> dict[str, dict[str
     return shown
 
 
-def evaluation_info(session: Session, evaluation: Evaluation) -> EvaluationInfo:
-    """A run as the API answers it."""
+def evaluation_info(
+    session: Session, evaluation: Evaluation, settings: HubSettings | None = None
+) -> EvaluationInfo:
+    """A run as the API answers it; given `settings`, a run waiting for verification says
+    where it stands in the queue."""
     env = evaluation.environment
     owner_name = env.owner.name
+    place = None
+    if settings is not None and evaluation.verification == VerificationStatus.PENDING:
+        place = queue_position(session, settings, evaluation.id)
     return EvaluationInfo(
         id=evaluation.id,
         evaluation_id=evaluation.id,
@@ -603,7 +610,8 @@ def evaluation_info(session: Session, evaluation: Evaluation) -> EvaluationInfo:
         third_party=is_third_party(session, evaluation),
         hidden=evaluation.hidden_at is not None,
         verification=evaluation.verification,
-        verification_detail=evaluation.verification_detail,
+        verification_detail=place.detail if place else evaluation.verification_detail,
+        verification_position=place.position if place else None,
     )
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,21 @@ from trainer_bridge.protocol.stable import step_dir
 RUN_JSON = "run.json"
 RESOLVED = "config/resolved.toml"
 TRAINER_METRICS = "trainer_metrics.jsonl"
+
+
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_run_name(name: str) -> str:
+    """`name` if it can be a run's directory: one path component of letters, digits, '.',
+    '_' and '-', starting with a letter or digit (no `/`, `..` or absolute path that would put
+    the run outside its output directory); ValueError saying so otherwise."""
+    if _RUN_NAME.fullmatch(name) is None:
+        raise ValueError(
+            f"run name {name[:80]!r} is not one path component: use up to 128 letters, digits, "
+            "'.', '_' and '-', starting with a letter or digit"
+        )
+    return name
 
 
 def train_run_of(eval_dir: Path) -> Path | None:
@@ -54,7 +70,9 @@ class RunDir:
 
     @classmethod
     def new(cls, output_dir: Path, env_id: str, model: str, run_id: str | None = None) -> RunDir:
-        run_id = run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+        run_id = check_run_name(
+            run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+        )
         root = output_dir / "train" / f"{slug(env_id)}--{slug(model)}" / run_id
         root.mkdir(parents=True, exist_ok=False)
         run = cls(root)
