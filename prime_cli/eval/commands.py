@@ -90,7 +90,7 @@ def eval_group() -> None:
 @click.argument("env_specs", metavar="ENV...", nargs=-1)
 @eval_options(
     *MODEL, "env_args", "n", "r", *SAMPLING, "concurrency", "workers", "stream", *CALLS,
-    "output_dir", "resume_dir", "retries", "push", "public",
+    "output_dir", "resume_dir", "retry_errors", "max_error_share", "retries", "push", "public",
     push={"help": "upload the results to the hub when done"},
 )  # fmt: skip
 @output_option
@@ -113,15 +113,13 @@ def run(ctx: click.Context, env_specs: tuple[str, ...], output: str, **flags: An
     if in_set:
         return run_set(plan.set_request(output))
     rows, outcomes = _run_one_env(plan, output)
-    pushed = _push_scored(rows, opts) if opts.push else {}
+    failed = [
+        (run_, s) for run_, s in rows if s.rollouts and s.errors > opts.max_error_share * s.rollouts
+    ]
+    pushed = _push_ranked(rows, failed, opts) if opts.push else {}
     _report(rows, outcomes, pushed, output)
-    failed = [run_.spec.name for run_, s in rows if s.rollouts and s.scored == 0]
     if failed:
-        raise CliError(
-            f"every rollout of {', '.join(failed)} failed (see the errors column), so nothing "
-            f"was scored{' and nothing of it was pushed' if opts.push else ''}; fix the cause "
-            "(key, URL, model name) and start a new run"
-        )
+        raise CliError(_too_many_errors(failed, opts.max_error_share, opts.push))
 
 
 @dataclass(frozen=True)
@@ -225,12 +223,13 @@ def _run_one_env(plan: _Plan, output: str) -> tuple[list[tuple[EvalRun, Summary]
             sampling=normalize_sampling(plan.sampling), api=opts.api,
         )  # fmt: skip
         run_ = (
-            resume_run(opts.resume_dir, env, spec, config)
+            resume_run(opts.resume_dir, env, spec, config, retry_errors=opts.retry_errors)
             if opts.resume_dir is not None
             else start_run(env, spec, config, opts.output_dir)
         )
         verb = "resuming" if opts.resume_dir else "writing"
-        say(err_console, f"{verb} {run_.directory} ({len(run_.done)}/{run_.total} done)")
+        again = f"; {run_.retried} errored rollouts to run again" if run_.retried else ""
+        say(err_console, f"{verb} {run_.directory} ({len(run_.done)}/{run_.total} done{again})")
         runs.append(run_)
     progress = progress_display(err_console, disable=output == "json")
     try:
@@ -248,15 +247,39 @@ def _run_one_env(plan: _Plan, output: str) -> tuple[list[tuple[EvalRun, Summary]
     return [(run_, outcome.summary) for run_, outcome in zip(runs, outcomes)], outcomes
 
 
-def _push_scored(rows: list[tuple[EvalRun, Summary]], opts: EvalOptions) -> dict[Path, str]:
-    """Push every run that scored something (a run of errors only has nothing to rank)."""
-    scored = [run_ for run_, s in rows if s.scored]
-    if not scored:
+def _push_ranked(
+    rows: list[tuple[EvalRun, Summary]],
+    failed: list[tuple[EvalRun, Summary]],
+    opts: EvalOptions,
+) -> dict[Path, str]:
+    """Push every run but those with too many errors (they are not ranked)."""
+    ranked = [run_ for run_, _ in rows if all(run_ is not bad for bad, _ in failed)]
+    if not ranked:
         return {}
     with _hub() as hub:
         return {
-            run_.directory: push_run(hub, run_.directory, public=opts.public) for run_ in scored
+            run_.directory: push_run(hub, run_.directory, public=opts.public) for run_ in ranked
         }
+
+
+def _too_many_errors(failed: list[tuple[EvalRun, Summary]], share: float, pushed: bool) -> str:
+    """Why the command exits 1: each run whose errored share is over `share`, and the fix."""
+    parts = []
+    for run_, s in failed:
+        if s.scored == 0:
+            parts.append(
+                f"every rollout of {run_.spec.name} failed (see the errors column), so nothing "
+                f"was scored{' and nothing of it was pushed' if pushed else ''}; fix the cause "
+                "(key, URL, model name) and start a new run"
+            )
+            continue
+        parts.append(
+            f"{s.errors} of {s.rollouts} rollouts of {run_.spec.name} errored "
+            f"({s.errors / s.rollouts:.0%}, over --max-error-share {share:g})"
+            f"{', so it was not pushed' if pushed else ''}; fix "
+            f"the cause, then run them again: prime eval run --resume {run_.directory}"
+        )
+    return "\n".join(parts)
 
 
 def _report(

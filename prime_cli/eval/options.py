@@ -157,7 +157,25 @@ class EvalOptions:
         metadata=_click(
             ("--resume",),
             type=click.Path(file_okay=False, path_type=Path),
-            help="finish an interrupted run directory (same settings required)",
+            help="finish a run directory (same settings required): its missing rollouts and, "
+            "unless --keep-errors, its errored ones again",
+        ),
+    )
+    retry_errors: bool = field(
+        default=True,
+        metadata=_click(
+            ("--retry-errors/--keep-errors",),
+            show_default=True,
+            help="with --resume: run the errored rollouts again (as Inspect's eval-retry), or "
+            "keep them",
+        ),
+    )
+    max_error_share: float = field(
+        default=0.1,
+        metadata=_click(
+            ("--max-error-share",),
+            type=click.FloatRange(min=0, max=1),
+            help="exit 1 (and push nothing) when a larger share of a run's rollouts errored",
         ),
     )
     retries: int = field(

@@ -9,6 +9,7 @@ from functools import partial
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from hub_client.install import ensure_installed
 from prime_cli.eval.options import EvalOptions, eval_options
@@ -20,6 +21,7 @@ from prime_cli.options import output_option
 from prime_env.eval_run_dir import EvalRunDir
 from prime_env.evaluation import load_env
 from prime_env.process import event_loop
+from prime_env.record import RolloutRecord
 from prime_env.replay import replay_run
 
 console = output_console()
@@ -53,7 +55,13 @@ def replay_cmd(target: str, env_spec: str | None, output: str, **flags: Any) -> 
         spec, args, install=partial(ensure_installed, feedback=console_feedback(err_console))
     )
     before = source_dir.metadata()
-    run, summary = event_loop.run(replay_run(source, env, spec, opts.output_dir))
+    unscored: list[RolloutRecord] = []
+
+    def note(record: RolloutRecord) -> None:
+        if record.error is not None and record.error.type == "scoring_error":
+            unscored.append(record)
+
+    run, summary = event_loop.run(replay_run(source, env, spec, opts.output_dir, on_record=note))
     evaluation_id = None
     if opts.push:
         with open_hub(err_console) as hub:
@@ -84,5 +92,13 @@ def replay_cmd(target: str, env_spec: str | None, output: str, **flags: Any) -> 
         f"{fmt(summary.reward_mean)}",
     )
     say(console, f"{run.spec.name}: {run.directory}")
+    if unscored:
+        first = unscored[0]
+        say(
+            err_console,
+            f"[yellow]{len(unscored)} rollout(s) could not be re-scored[/yellow] (scoring_error, "
+            f"not averaged in); the first, {escape(first.task_id)}: "
+            + escape(first.error.message if first.error else ""),
+        )
     if evaluation_id is not None:
         say(console, f"pushed {run.directory} as evaluation {evaluation_id}")
