@@ -428,7 +428,7 @@ def install_environments(
     for env in envs:
         label = f"{env.ref.owner}/{env.ref.name} {env.version}"
         kind = framework(plan.requires[label])
-        reason = f"it is a {kind} environment" if kind else None
+        reason = f"it is an environment of {kind}" if kind else None
         if kind is None and uv is not None:
             clash = clashes(
                 uv,

@@ -3,6 +3,8 @@
 Three cases get one (prime_env.remote.isolated says where, and how they are then run):
 - a verifiers package (it requires `verifiers`): verifiers pins `openai<3` and `mcp==2.0.0`,
   the SDK needs `openai>=3.57` and `mcp>=2.3`, and its rollouts run in verifiers' own machinery;
+- an OpenEnv package (it requires `openenv-core`): its server and openenv-core's client run
+  there (openenv-core pulls gradio, fastmcp and more that the SDK never needs);
 - an environment of this SDK whose dependencies would change a package the target Python
   already has (a dry run of the install with everything installed there pinned fails).
 The virtualenv uses the target's interpreter version, is built under a temporary name and
@@ -24,7 +26,7 @@ from packaging.utils import canonicalize_name
 
 from prime_env.remote.isolated import RECORD, IsolatedEnv, envs_home
 
-FRAMEWORKS = {"verifiers": "verifiers"}
+FRAMEWORKS = {"verifiers": "verifiers", "openenv-core": "openenv"}
 """A requirement on one of these makes an environment of that kind (its worker's adapter)."""
 
 

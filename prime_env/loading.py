@@ -192,7 +192,7 @@ def _path_target(path: Path) -> tuple[Path, str, str, str, str | None]:
 
 
 def _foreign_framework(path: Path) -> str | None:
-    """The framework the project at `path` depends on ("verifiers"), or None."""
+    """The framework the project at `path` depends on ("verifiers", "openenv-core"), or None."""
     pyproject = path / "pyproject.toml"
     if not pyproject.is_file():
         return None
@@ -202,7 +202,7 @@ def _foreign_framework(path: Path) -> str | None:
         return None
     for line in project.get("dependencies") or []:
         name = re.split(r"[\s\[<>=!~;(@]", str(line), maxsplit=1)[0].lower().replace("_", "-")
-        if name == "verifiers":
+        if name in ("verifiers", "openenv-core"):
             return name
     return None
 

@@ -134,7 +134,10 @@ def env() -> None:
     type=click.Choice(sorted(TEMPLATES)),
     default="single-turn",
     show_default=True,
-    help="single-turn: an arithmetic SingleTurn; mcp: a ToolLoop whose tools an MCP server serves.",
+    help=(
+        "single-turn: an arithmetic SingleTurn; mcp: a ToolLoop whose tools an MCP server "
+        "serves; openenv: OpenEnv's echo environment (a server this hub drives)."
+    ),
 )
 def init(name: str, parent: Path, description: str | None, template: str) -> None:
     """Create a working environment package NAME (pyproject, module, README)."""
@@ -142,9 +145,9 @@ def init(name: str, parent: Path, description: str | None, template: str) -> Non
     say(console, f"Created environment [bold]{dest.name}[/] in {dest}")
     for item in sorted(dest.iterdir()):
         console.print(f"  {item.name}")
-    console.print(
-        f"Next: edit {dest / (dest.name.replace('-', '_') + '.py')}, then `prime env push {dest}`"
-    )
+    module = dest.name.replace("-", "_")
+    edit = f"server/{module}_environment.py" if template == "openenv" else f"{module}.py"
+    console.print(f"Next: edit {dest / edit}, then `prime env push {dest}`")
 
 
 @env.group("import")

@@ -307,6 +307,13 @@ def check_environment(project: EnvProject) -> str:
                 "Harness, if any) in `__all__`"
             )
         return f"{module}:__all__"
+    if kind == "openenv":  # OpenEnv's layout (`openenv init`): the server's app in openenv.yaml
+        if not (project.root / "openenv.yaml").is_file():
+            raise ProjectError(
+                f"{project.root} depends on openenv-core but has no openenv.yaml naming its "
+                "server's app (`app: server.app:app`, as `openenv init` writes it)"
+            )
+        return "openenv.yaml:app"
     hint = (
         f"define `def {FACTORY}(**kwargs) -> prime_env.Environment` in {module}.py, or declare "
         f'[project.entry-points."{ENTRY_POINT_GROUP}"] {project.name} = "MODULE:{FACTORY}" '

@@ -39,9 +39,29 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "${module}_server.py": "mcp_server.py.tmpl",
         ".gitignore": "gitignore.tmpl",
     },
+    "openenv": {
+        **{
+            name: f"openenv/{name}.tmpl"
+            for name in (
+                "pyproject.toml",
+                "README.md",
+                "openenv.yaml",
+                "__init__.py",
+                "client.py",
+                "models.py",
+                "server/__init__.py",
+                "server/app.py",
+                "server/requirements.txt",
+                "server/Dockerfile",
+            )
+        },
+        "server/${module}_environment.py": "openenv/server/module_environment.py.tmpl",
+        ".gitignore": "gitignore.tmpl",
+    },
 }
-"""`prime env init --template`: single-turn (an arithmetic SingleTurn) or mcp (a ToolLoop
-whose tools an MCP server of the package serves)."""
+"""`prime env init --template`: single-turn (an arithmetic SingleTurn), mcp (a ToolLoop
+whose tools an MCP server of the package serves), or openenv (OpenEnv's own echo environment,
+as openenv-core 0.3's `openenv init` writes it: a server this hub runs and drives)."""
 
 
 class ScaffoldError(Exception):
@@ -78,6 +98,7 @@ def create_scaffold(
     default = {
         "single-turn": "a single-turn arithmetic environment",
         "mcp": "unit conversions with a tool served by an MCP server",
+        "openenv": "an OpenEnv environment that echoes messages",
     }[template]
     description = (description or f"{name}: {default}").strip()
     if not description or "\n" in description or '"""' in description:
@@ -88,6 +109,8 @@ def create_scaffold(
         "description": description,
         "description_toml": tomli_w.dumps({"d": description}).split("=", 1)[1].strip(),
         "n_tasks": str(TASK_COUNT),
+        "class_name": "".join(part.capitalize() for part in module.split("_")),
+        "title": " ".join(part.capitalize() for part in module.split("_")),
     }
     files = {
         Template(target).substitute(values): render(source, values)
@@ -98,6 +121,7 @@ def create_scaffold(
     staging.mkdir()
     try:
         for filename, text in files.items():
+            (staging / filename).parent.mkdir(parents=True, exist_ok=True)
             (staging / filename).write_text(text, encoding="utf-8")
         if dest.exists():
             dest.rmdir()

@@ -21,7 +21,7 @@ from registry_index.names import module_name
 
 SCHEMA = "prime.isolated-env/1"
 RECORD = "environment.json"
-KINDS = ("prime_env", "verifiers")
+KINDS = ("prime_env", "verifiers", "openenv")
 
 
 def envs_home() -> Path:

@@ -8,6 +8,8 @@ adapter imports:
   with verifiers' own `load_environment(EnvConfig)`; every rollout is one verifiers episode run
   by verifiers itself (its harness, runtime and interception), its model calls sent to the
   runner's interception server;
+- `openenv`: an OpenEnv package (openenv-core 0.3): its server (started here, or a `url`)
+  driven with openenv-core's own client, one session per rollout;
 - `prime_env`: an environment of this SDK whose other dependencies clash with the runner's.
 
 The worker prints `READY <address>` on stdout once it listens (or `FAILED <json>` and exits 1),
@@ -275,6 +277,364 @@ class VerifiersAdapter(Adapter):
         }
 
 
+# ------------------------------------------------------------------------------- openenv
+
+OPENENV_SERVER_DIED = "openenv_server_died"
+"""A rollout's error type when the OpenEnv server went away (or never answered)."""
+_CAPACITY = "CAPACITY_REACHED"
+_RENDER_SKIP = {"reward", "done", "metadata"}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _get_json(url: str, timeout: float = 5.0) -> Any:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+class OpenEnvAdapter(Adapter):
+    """An OpenEnv environment (openenv-core 0.3): a server speaking reset/step, driven with
+    openenv-core's own `GenericEnvClient`, one WebSocket session per rollout.
+
+    The server: `url` (env arg) when it runs already, else the package's own app
+    (`openenv.yaml`'s `app`, e.g. `server.app:app` inside the package, or the env arg `app`)
+    started here with uvicorn on a free loopback port, in this worker's process group (it goes
+    with the worker). The model's tools: the server's MCP tools when its actions are MCP calls
+    (`list_tools` / `call_tool`); else its reply text is the action when the action has one
+    string field; else one tool, `act`, whose parameters are the action's schema. An episode is
+    `reset(seed)` then one step per action until the server says `done` or `max_turns`
+    replies; the reward is the sum of the steps' rewards (`reward: "last"`: the last one's).
+    A server that dies, or never answers, is an error of the rollout, never a 0.
+
+    env args: `url`, `app`, `num_tasks` (seeds 0..n-1, 100), `max_turns` (4), `reward`
+    ("sum" | "last"), `system_prompt`, `reset` (more reset arguments)."""
+
+    kind = "openenv"
+
+    def __init__(self, env_id: str, env_args: dict[str, Any]) -> None:
+        from openenv.core.generic_client import GenericEnvClient
+
+        self.client_type = GenericEnvClient
+        args = dict(env_args)
+        self.module = env_id
+        self.url = str(args.pop("url", "") or "").rstrip("/")
+        self.app = str(args.pop("app", "") or "")
+        self.num_tasks = int(args.pop("num_tasks", 100))
+        self.max_turns = int(args.pop("max_turns", 4))
+        self.reward_mode = str(args.pop("reward", "sum"))
+        self.system_prompt = args.pop("system_prompt", None)
+        self.reset_args = dict(args.pop("reset", None) or {})
+        if args:
+            raise WorkerError(
+                "unknown_env_args",
+                f"unknown env args {sorted(args)} for an OpenEnv environment; it takes url, "
+                "app, num_tasks, max_turns, reward, system_prompt, reset",
+            )
+        if self.reward_mode not in ("sum", "last") or self.max_turns < 1 or self.num_tasks < 1:
+            raise WorkerError(
+                "bad_env_args", 'reward is "sum" or "last"; max_turns, num_tasks are >= 1'
+            )
+        self._server: asyncio.subprocess.Process | None = None
+        self.mode = "text"
+        self.field = ""
+        self.tools: list[dict[str, Any]] = []
+
+    def _app(self) -> str:
+        """The ASGI app to serve: the env arg, else openenv.yaml's `app` in the package."""
+        if self.app:
+            return self.app
+        spec = importlib.util.find_spec(self.module)
+        where = list(spec.submodule_search_locations or []) if spec else []
+        if not where:
+            raise WorkerError("not_openenv", f"{self.module} is not an importable package")
+        manifest = Path(where[0]) / "openenv.yaml"
+        app = "server.app:app"
+        if manifest.is_file():
+            for line in manifest.read_text("utf-8").splitlines():
+                key, _, value = line.partition(":")
+                if key.strip() == "app" and value.strip():
+                    app = value.strip().strip("\"'")
+        return f"{self.module}.{app}"
+
+    async def start(self) -> None:
+        if not self.url:
+            port = _free_port()
+            log = Path.cwd() / "openenv-server.log"  # beside the worker's own log
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                self._server = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "uvicorn", self._app(), "--host", "127.0.0.1",
+                    "--port", str(port), "--log-level", "warning",
+                    stdin=asyncio.subprocess.DEVNULL, stdout=fd, stderr=fd,
+                )  # fmt: skip
+            finally:
+                os.close(fd)
+            self.url = f"http://127.0.0.1:{port}"
+            await self._wait_healthy(str(log))
+        try:
+            schemas = await asyncio.to_thread(_get_json, f"{self.url}/schema", 30.0)
+        except (OSError, ValueError) as exc:
+            raise WorkerError(
+                OPENENV_SERVER_DIED, f"the OpenEnv server at {self.url} does not answer: {exc}"
+            ) from None
+        action = dict(schemas.get("action") or {})
+        properties = dict(action.get("properties") or {})
+        strings = [n for n, p in properties.items() if p.get("type") == "string"]
+        self.action_schema = action
+        if {"tool_name", "arguments"} <= set(properties):
+            self.mode = "mcp"
+            self.tools = await self._mcp_tools()
+        elif len(properties) - ("metadata" in properties) == 1 and len(strings) == 1:
+            self.mode, self.field = "text", strings[0]
+        else:
+            self.mode = "act"
+            schema = {k: v for k, v in action.items() if k not in ("title", "description")}
+            schema["properties"] = {k: v for k, v in properties.items() if k != "metadata"}
+            self.tools = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "act",
+                        "description": str(action.get("description") or "Take an action."),
+                        "parameters": schema,
+                    },
+                }
+            ]
+
+    async def _wait_healthy(self, log: str) -> None:
+        deadline = asyncio.get_running_loop().time() + float(
+            os.environ.get("PRIME_OPENENV_START_TIMEOUT", "300")
+        )
+        while True:
+            assert self._server is not None
+            if self._server.returncode is not None:
+                tail = Path(log).read_bytes()[-1500:].decode(errors="replace")
+                raise WorkerError(
+                    OPENENV_SERVER_DIED,
+                    f"the OpenEnv server ({self._app()}) exited with status "
+                    f"{self._server.returncode}: {tail}",
+                )
+            try:
+                await asyncio.to_thread(_get_json, f"{self.url}/health", 2.0)
+                return
+            except (OSError, ValueError):
+                if asyncio.get_running_loop().time() > deadline:
+                    raise WorkerError(
+                        OPENENV_SERVER_DIED, f"the OpenEnv server at {self.url} never answered"
+                    ) from None
+                await asyncio.sleep(0.2)
+
+    async def close(self) -> None:
+        if self._server is not None and self._server.returncode is None:
+            self._server.kill()
+            await self._server.wait()
+
+    async def _reset(self, seed: int) -> tuple[Any, Any]:
+        """A client with a session of its own, reset with `seed`. A server at its session limit
+        (`max_concurrent_envs`) answers CAPACITY_REACHED, or just closes the new connection
+        cleanly, and is waited for while its /health answers: its sessions end with their
+        rollouts."""
+        from websockets.exceptions import ConnectionClosedOK
+
+        while True:
+            client = self.client_type(base_url=self.url, message_timeout_s=600.0)
+            try:
+                return client, await client.reset(seed=seed, **self.reset_args)
+            except (RuntimeError, ConnectionClosedOK) as exc:
+                await client.close()
+                if isinstance(exc, RuntimeError) and _CAPACITY not in str(exc):
+                    raise
+                await asyncio.to_thread(_get_json, f"{self.url}/health", 5.0)  # else: gone
+            except BaseException:
+                await client.close()
+                raise
+            await asyncio.sleep(0.1)
+
+    async def _mcp_tools(self) -> list[dict[str, Any]]:
+        client, _ = await self._reset(0)
+        try:
+            listed = await client.step({"type": "list_tools"})
+        finally:
+            await client.close()
+        tools = []
+        for tool in listed.observation.get("tools") or []:
+            schema = tool.get("input_schema") or tool.get("inputSchema") or {"type": "object"}
+            tools.append(
+                {
+                    "type": "function",
+                    "function": {
+                        "name": str(tool["name"]),
+                        "description": str(tool.get("description") or ""),
+                        "parameters": schema,
+                    },
+                }
+            )
+        return tools
+
+    def hello(self) -> dict[str, Any]:
+        import importlib.metadata
+
+        return {
+            "name": self.module,
+            "version": None,
+            "framework": f"openenv-core {importlib.metadata.version('openenv-core')}",
+            "rubric": {
+                "rewards": {"reward": 1.0},
+                "metrics": ["steps", "last_reward"],
+                "group": False,
+            },
+        }
+
+    def tasks(self, split: str) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": f"seed-{seed}",
+                "prompt": [{"role": "user", "content": f"reset(seed={seed})"}],
+                "answer": None,
+                "info": {"openenv": {"seed": seed}},
+            }
+            for seed in range(self.num_tasks)
+        ]
+
+    def _system(self) -> str:
+        if self.system_prompt:
+            return str(self.system_prompt)
+        what = f"the environment {self.module}"
+        if self.mode == "text":
+            field = dict(self.action_schema.get("properties") or {}).get(self.field, {})
+            about = f" ({field['description']})" if field.get("description") else ""
+            return (
+                f"You act in {what}. Each observation comes as a message; each reply of yours "
+                f"is your next action: its text is the action's `{self.field}`{about}."
+            )
+        return (
+            f"You act in {what}. Each observation comes as a message or a tool result; act by "
+            "calling the tools."
+        )
+
+    @staticmethod
+    def _render(observation: Any) -> str:
+        shown = {k: v for k, v in dict(observation or {}).items() if k not in _RENDER_SKIP}
+        if len(shown) == 1 and isinstance(next(iter(shown.values())), str):
+            return str(next(iter(shown.values())))
+        return json.dumps(shown, default=str)
+
+    async def rollout(
+        self, key: str, task_id: str, model: dict[str, Any], sampling: dict[str, Any]
+    ) -> dict[str, Any]:
+        import openai
+        from websockets.exceptions import WebSocketException
+
+        gone = (OSError, asyncio.TimeoutError, WebSocketException)
+        seed = int(task_id.removeprefix("seed-"))
+        llm = openai.AsyncOpenAI(
+            base_url=str(model["base_url"]), api_key=str(model["api_key"]), max_retries=0
+        )
+        client = None
+        rewards: list[float] = []
+        try:
+            try:
+                client, result = await self._reset(seed)
+            except gone as exc:
+                return _server_died(self.url, exc)
+            except RuntimeError as exc:  # the server answered with an error
+                return {"error": {"type": "openenv_error", "message": f"reset: {exc}"}}
+            messages: list[dict[str, Any]] = [
+                {"role": "system", "content": self._system()},
+                {"role": "user", "content": self._render(result.observation)},
+            ]
+            stop = "max_turns"
+            for _turn in range(self.max_turns):
+                create: Any = llm.chat.completions.create  # messages as plain dicts
+                reply = await create(
+                    model=str(model["model"]),
+                    messages=messages,
+                    **({"tools": self.tools} if self.tools else {}),
+                )
+                message = reply.choices[0].message
+                messages.append(message.model_dump(mode="json", exclude_none=True))
+                calls = list(message.tool_calls or [])
+                if self.mode == "text":
+                    actions = [(None, {self.field: message.content or ""})]
+                elif not calls:
+                    stop = "completed"
+                    break
+                else:
+                    actions = [(call, self._action(call)) for call in calls]
+                done = False
+                for call, action in actions:
+                    try:
+                        result = await client.step(action)
+                    except gone as exc:
+                        return _server_died(self.url, exc)
+                    except RuntimeError as exc:  # the server refused the action: feedback
+                        text = f"Error: {exc}"
+                        messages.append(
+                            {"role": "user", "content": text}
+                            if call is None
+                            else _tool_message(call, text)
+                        )
+                        continue
+                    rewards.append(float(result.reward or 0.0))
+                    text = self._render(result.observation)
+                    messages.append(
+                        {"role": "user", "content": text}
+                        if call is None
+                        else _tool_message(call, text)
+                    )
+                    done = done or bool(result.done)
+                if done:
+                    stop = "env_done"
+                    break
+        finally:
+            if client is not None:
+                await client.close()
+            await llm.close()
+        total = sum(rewards) if self.reward_mode == "sum" else (rewards[-1] if rewards else 0.0)
+        return {
+            "scores": {
+                "rewards": {"reward": total},
+                "metrics": {
+                    "steps": float(len(rewards)),
+                    "last_reward": rewards[-1] if rewards else 0.0,
+                },
+                "weights": {"reward": 1.0},
+            },
+            "stop_reason": stop,
+        }
+
+    def _action(self, call: Any) -> dict[str, Any]:
+        try:
+            arguments = json.loads(call.function.arguments or "{}")
+        except ValueError:
+            arguments = {}
+        if self.mode == "mcp":
+            return {"type": "call_tool", "tool_name": call.function.name, "arguments": arguments}
+        return dict(arguments) if isinstance(arguments, dict) else {}
+
+
+def _tool_message(call: Any, content: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call.id, "content": content}
+
+
+def _server_died(url: str, exc: BaseException) -> dict[str, Any]:
+    message = f"{type(exc).__name__}: {exc}"
+    return {
+        "error": {
+            "type": OPENENV_SERVER_DIED,
+            "message": f"the OpenEnv server at {url} went away: {message}",
+        }
+    }
+
+
 # ------------------------------------------------------------------------------- prime_env
 
 
@@ -368,6 +728,8 @@ def make_adapter(kind: str, env_id: str, env_args: dict[str, Any]) -> Adapter:
         return VerifiersAdapter(env_id, env_args)
     if kind == "prime_env":
         return PrimeEnvAdapter(env_id, env_args)
+    if kind == "openenv":
+        return OpenEnvAdapter(env_id, env_args)
     raise WorkerError("unknown_kind", f"no adapter for environments of kind {kind!r}")
 
 
@@ -486,7 +848,7 @@ async def main(args: argparse.Namespace) -> int:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kind", required=True, choices=("verifiers", "prime_env"))
+    parser.add_argument("--kind", required=True, choices=("verifiers", "prime_env", "openenv"))
     parser.add_argument("--env", required=True, help="the environment's id or URL")
     parser.add_argument("--env-args", default="{}", help="its arguments, as a JSON object")
     parser.add_argument("--listen", required=True, help="unix:PATH or tcp:HOST:PORT")
