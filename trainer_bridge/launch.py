@@ -15,10 +15,10 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 from rich.console import Console
 
+from engines.process import ChildDied, StartFailed
 from prime_env.environment import Environment
 from prime_env.process import event_loop
 from prime_env.run_status import RUNNING, describe_owner, held_by_another
@@ -31,11 +31,10 @@ from trainer_bridge.config import (
 )
 from trainer_bridge.inference.base import InferenceBackend
 from trainer_bridge.inference.factory import (
-    backend_kind,
+    backend_choice,
     check_servable,
+    inference_commands,
     make_backend_factory,
-    vllm_command,
-    vllm_urls,
 )
 from trainer_bridge.inference.local_teacher import LocalTeacher
 from trainer_bridge.inference.teachers import Teachers
@@ -48,7 +47,7 @@ from trainer_bridge.orchestrator.rewards import reward_weights
 from trainer_bridge.orchestrator.stages import EnvLoader, stage_runs
 from trainer_bridge.protocol.run_dir import RunDir, write_text_atomic
 from trainer_bridge.shutdown import ShutdownGuard, until_signalled
-from trainer_bridge.supervisor import ChildDied, StartFailed, Supervisor
+from trainer_bridge.supervisor import Supervisor
 
 
 def check_env(config: TrainConfig, env: Environment, load_env: EnvLoader | None = None) -> None:
@@ -85,20 +84,9 @@ def host_commands(config: TrainConfig, run_root: Path) -> dict[str, dict[str, st
             trainer_command(run, sys.executable, world_size=config.trainer.world_size)
         ),
     }
-    kind = backend_kind(config)
     hosts: dict[str, dict[str, str]] = {"localhost": local}
-    if kind == "torch":
-        local["inference"] = "in-process torch sampler (backend torch)"
-    elif kind == "vllm":
-        for i, url in enumerate(vllm_urls(config)):
-            host = urlparse(url).hostname or "127.0.0.1"
-            name = "localhost" if host in ("127.0.0.1", "localhost", "::1") else host
-            env = "VLLM_ALLOW_RUNTIME_LORA_UPDATING=1 "
-            hosts.setdefault(name, {})[f"inference[{i}]"] = env + shlex.join(
-                vllm_command(config, url)
-            )
-    else:
-        local["inference"] = "external servers: " + ", ".join(config.inference.urls)
+    for host, procs in inference_commands(config).items():
+        hosts.setdefault(host, {}).update(procs)
     return hosts
 
 
@@ -132,6 +120,7 @@ def start(
         model=config.model.name,
         recipe=str(recipe) if recipe else None,
         correctness=env.correctness,
+        engine=backend_choice(config).kind,
         stages=[
             {"index": s.index, "name": s.name, "start": s.start, "end": s.end}
             for s in config.stage_plan()
@@ -188,6 +177,8 @@ def execute(
     guard = ShutdownGuard(run, supervisor)
     guard.install()
     monitor = Monitor(run, config.monitors, console)
+    if config.inference.backend == "auto":
+        console.print(backend_choice(config).describe())
     run.set_status(RUNNING, error=None)
     status, code, message = "failed", 1, ""
     try:
@@ -198,7 +189,7 @@ def execute(
             run.logs / "trainer.log",
             env=dict(os.environ, PYTHONUNBUFFERED="1"),
         )
-        factory = make_backend_factory(config, supervisor, run)
+        factory = make_backend_factory(config, supervisor, run, lambda text: console.print(text))
 
         async def eval_hook(version: int, backend: InferenceBackend) -> dict[str, float]:
             return await evaluate(config, run, env, prepared.env_spec, version, backend)

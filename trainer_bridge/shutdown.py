@@ -9,9 +9,10 @@ import sys
 import threading
 from typing import Any
 
+from engines.process import ChildDied
 from trainer_bridge.orchestrator.errors import TrainingStopped
 from trainer_bridge.protocol.run_dir import RunDir
-from trainer_bridge.supervisor import ChildDied, Supervisor
+from trainer_bridge.supervisor import Supervisor
 
 SHUTDOWN_BOUND_S = 60.0
 

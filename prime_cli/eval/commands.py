@@ -19,6 +19,9 @@ import click
 from click.core import ParameterSource
 from rich.table import Table
 
+from engines.choice import BACKENDS, choose, runs_in_process, with_engine
+from engines.install import EngineError
+from engines.vllm_server import ServerError
 from hub_client import settings as cfg
 from hub_client.client import HubClient, HubError
 from hub_client.install import InstallError, ensure_installed
@@ -37,7 +40,13 @@ from prime_cli.messages import output_console, say
 from prime_cli.options import echo_json, json_object, output_option, page_of, paging_options
 from prime_cli.program_host import program_on_host_option
 from prime_env.clients.model_paths import check_adapter_dir
-from prime_env.clients.model_specs import APIS, ModelConfigError, default_model, resolve_model
+from prime_env.clients.model_specs import (
+    APIS,
+    ModelConfigError,
+    ModelSpec,
+    default_model,
+    resolve_model,
+)
 from prime_env.clients.retry import RetryPolicy
 from prime_env.errors import DatasetError, EnvironmentNotFound
 from prime_env.eval_sets import SetConfig, is_set_dir, read_set
@@ -61,7 +70,7 @@ console = output_console()
 err_console = output_console(stderr=True)
 
 expected(EvalError, ModelConfigError, EnvironmentNotFound, HubError, InstallError, DatasetError)
-expected(cfg.ConfigError)
+expected(cfg.ConfigError, EngineError, ServerError)
 
 
 class _EvalGroup(click.Group):
@@ -109,6 +118,14 @@ def _explicit(ctx: click.Context, name: str) -> bool:
     "--adapter",
     type=click.Path(file_okay=False, path_type=Path),
     help="a LoRA adapter directory (prime train export) to run on each -m (in-process models)",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(BACKENDS),
+    default="auto",
+    show_default=True,
+    help="the engine of in-process models (local/…, a model dir): torch, vllm (`prime engine "
+    "install vllm`), or auto (vLLM on CUDA when installed, else torch)",
 )
 @click.option(
     "-n",
@@ -203,6 +220,7 @@ def run(
     env_specs: tuple[str, ...],
     models: tuple[str, ...],
     adapter: Path | None,
+    backend: str,
     n: int,
     r: int,
     concurrency: int,
@@ -271,6 +289,7 @@ def run(
     ]
     if len({s.name for s in specs}) != len(specs):
         raise click.UsageError("the same -m is given twice")
+    specs = _with_engine(specs, backend, workers)
     for spec in specs:
         spec.api_key()  # a missing key fails here, before anything is installed or written
     if resume_dir is None:
@@ -287,6 +306,7 @@ def run(
             config, specs, output_dir, resume_dir, concurrency, workers, stream, policy,
             retries, push, public, output,
         )  # fmt: skip
+        _start_servers(specs)
         return run_set(request)
     [env_spec] = env_specs
     env = load_env(
@@ -309,6 +329,7 @@ def run(
     # made before any run directory is: a client that cannot be made (-m reference of an
     # environment without one) leaves nothing on disk
     clients = [spec.create_client(stream=stream, policy=policy, env=env) for spec in specs]
+    _start_servers(specs)
     factories = [
         partial(spec.create_client, stream=stream, policy=policy, env=env) for spec in specs
     ]
@@ -380,6 +401,31 @@ def run(
             f"was scored{' and nothing of it was pushed' if push else ''}; fix the cause (key, "
             "URL, model name) and start a new run"
         )
+
+
+def _with_engine(specs: list[ModelSpec], backend: str, workers: int) -> list[ModelSpec]:
+    """The specs with their in-process models on the engine `--backend` picks (said when
+    `auto` picked it)."""
+    if not any(runs_in_process(spec) for spec in specs):
+        return specs
+    choice = choose(backend)
+    if backend == "auto":
+        say(err_console, choice.describe())
+    if choice.kind == "vllm" and workers > 1:
+        raise click.BadParameter(
+            "one vLLM server batches every request: give -w 1 with --backend vllm",
+            param_hint="-w",
+        )
+    return with_engine(specs, choice.kind)
+
+
+def _start_servers(specs: list[ModelSpec]) -> None:
+    """Start the vLLM servers of `--backend vllm` models before the eval's clock starts (they
+    stop when this process exits)."""
+    if any(spec.client == "vllm" for spec in specs):
+        from engines.provider import start_servers
+
+        event_loop.run(start_servers(specs, lambda line: say(err_console, line)))
 
 
 # ------------------------------------------------------------------ hub

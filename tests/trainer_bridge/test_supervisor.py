@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer_bridge.supervisor import ChildDied, Supervisor
+from engines.process import ChildDied
+from trainer_bridge.supervisor import Supervisor
 
 
 def wait_gone(pid: int, timeout: float) -> bool:
