@@ -1,8 +1,8 @@
 """Processes that die with their parent: Linux's PR_SET_PDEATHSIG, set in the process itself.
 
-The supervisor sets it in each child between fork and exec; the trainer sets it again for
+engines.process sets it in each child between fork and exec; the trainer sets it again for
 itself, because torchrun starts its workers in sessions of their own, beyond the reach of the
-supervisor's process-group kill, and they would outlive an orchestrator killed by SIGKILL.
+process-group kill of ChildProcesses.stop_all, and they would outlive an orchestrator killed by SIGKILL.
 vLLM's engine and worker processes are Python processes its server spawns: they set it for
 themselves through `child_site/sitecustomize.py`, which runs this file. Standard library only,
 for that reason.

@@ -88,7 +88,7 @@ class _RetryableStatus(Exception):
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
+class HubRetryPolicy:
     """How hard to try: attempts include the first; delays are seconds."""
 
     max_attempts: int = 30
@@ -114,7 +114,7 @@ def _retryable(method: str, idempotent: bool | None) -> Callable[[BaseException]
     return check
 
 
-def _wait(policy: RetryPolicy) -> Callable[[tenacity.RetryCallState], float]:
+def _wait(policy: HubRetryPolicy) -> Callable[[tenacity.RetryCallState], float]:
     jitter = tenacity.wait_random_exponential(
         multiplier=policy.base_delay_s, max=policy.max_delay_s
     )
@@ -150,12 +150,12 @@ class HubClient:
         timeout: float = 30.0,
         feedback: Feedback | None = None,
         transport: httpx.BaseTransport | None = None,
-        retry: RetryPolicy | None = None,
+        retry: HubRetryPolicy | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.feedback = feedback or Feedback()
-        self.retry = retry or RetryPolicy()
+        self.retry = retry or HubRetryPolicy()
         self._answered = False  # has the hub (or storage) answered this client yet?
         headers = {"User-Agent": "prime-envhub-cli"}
         if api_key:

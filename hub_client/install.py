@@ -10,7 +10,6 @@ those local files and no hub index (docs/cli.md, "Installing"). `prime env insta
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -30,7 +29,9 @@ from packaging.version import InvalidVersion, Version
 
 from hub_client.client import HubClient, HubError, NotFound
 from hub_client.feedback import Feedback
+from hub_client.isolated import IsolatedInstallError, clashes, framework, install_isolated
 from hub_client.settings import load_settings
+from registry_index.content_hash import file_sha256
 from registry_index.errors import InvalidUpload
 from registry_index.resolve import EnvRef, parse_env_ref
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER, is_sdk_name
@@ -114,7 +115,7 @@ def fetch_wheel(client: HubClient, env: ResolvedEnv) -> Path:
     """The verified wheel on disk (downloaded once; cached by owner and sha256)."""
     _check_filename(env.wheel_filename)
     dest = cache_dir() / env.ref.owner / env.wheel_sha256[:16] / env.wheel_filename
-    if not (dest.is_file() and _sha256(dest) == env.wheel_sha256):
+    if not (dest.is_file() and file_sha256(dest) == env.wheel_sha256):
         client.download(env.wheel_url, dest, sha256=env.wheel_sha256)
     return dest
 
@@ -231,18 +232,10 @@ def fetch_sdk(client: HubClient, need: SdkNeed) -> Path:
     _version, filename, url, sha256 = max(usable, key=lambda f: f[0])
     _check_filename(filename)
     dest = cache_dir() / SDK_OWNER / sha256[:16] / filename
-    if not (dest.is_file() and _sha256(dest) == sha256):
+    if not (dest.is_file() and file_sha256(dest) == sha256):
         client.download(urljoin(page_url, url), dest, sha256=sha256)
     check_archive(dest, SDK_DISTRIBUTION)
     return dest
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def find_uv() -> str | None:
@@ -421,15 +414,71 @@ def install_environments(
     installer: str,
     *,
     prerelease: bool = False,
-) -> None:
+) -> dict[str, str]:
     """The one install routine (`prime env install`, `ensure_installed`): prepare the local
-    wheels, then run the installer on those files only (its output to the client's feedback)."""
+    wheels, then run the installer on those files only (its output to the client's feedback).
+
+    An environment that cannot share `python` (a verifiers or OpenEnv package, or one whose
+    dependencies would change what `python` has: hub_client.isolated) goes into a virtualenv
+    of its own. Returns `{package_name: the Python it was installed into}`."""
     plan = prepare_install(client, envs, python)
-    run_installer(
-        install_command(plan.wheels, python, installer, prerelease=prerelease),
-        plan.requires,
-        on_output=client.feedback.installer_output,
-    )
+    placed = {env.package_name: python for env in envs}
+    uv = find_uv()
+    shared = dict(plan.wheels)
+    for env in envs:
+        label = f"{env.ref.owner}/{env.ref.name} {env.version}"
+        kind = framework(plan.requires[label])
+        reason = f"it is a {kind} environment" if kind else None
+        if kind is None and uv is not None:
+            clash = clashes(
+                uv,
+                python,
+                [
+                    w
+                    for name, w in plan.wheels.items()
+                    if name in (env.package_name, SDK_DISTRIBUTION)
+                ],
+            )
+            reason = f"its dependencies clash with {python}'s ({clash})" if clash else None
+        if reason is None:
+            continue
+        if uv is None:
+            raise InstallError(
+                f"{label} needs a virtualenv of its own ({reason}), which is made with uv; "
+                "install it (pip install uv)"
+            )
+        wheels = [shared.pop(env.package_name)]
+        if kind is None:  # an environment of this SDK: the SDK goes with it
+            wheels.append(
+                plan.wheels.get(SDK_DISTRIBUTION)
+                or fetch_sdk(client, sdk_need({label: plan.requires[label]}))
+            )
+        client.feedback.note(f"{label}: installing into a virtualenv of its own, as {reason}")
+
+        def run(cmd: list[str]) -> None:
+            run_installer(cmd, plan.requires, on_output=client.feedback.installer_output)
+
+        try:
+            record = install_isolated(
+                env=f"{env.ref.owner}/{env.ref.name}",
+                package=env.package_name,
+                version=env.version,
+                kind=kind or "prime_env",
+                wheels=wheels,
+                python=python,
+                uv=uv,
+                run=run,
+            )
+        except IsolatedInstallError as exc:
+            raise InstallError(str(exc)) from None
+        placed[env.package_name] = record.python
+    if set(shared) - {SDK_DISTRIBUTION}:
+        run_installer(
+            install_command(shared, python, installer, prerelease=prerelease),
+            plan.requires,
+            on_output=client.feedback.installer_output,
+        )
+    return placed
 
 
 def ensure_installed(spec: str, feedback: Feedback | None = None) -> None:

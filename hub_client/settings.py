@@ -12,7 +12,6 @@ environment variables win over the file so that CI jobs and one-off commands nee
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -26,6 +25,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from registry_index.files import write_atomic
 from registry_index.toml_text import TomlError, parse_toml
 
 DEFAULT_HUB_URL = "http://127.0.0.1:8000"
@@ -126,23 +126,8 @@ def save_file(values: dict[str, str], path: Path | None = None) -> Path:
     """Write `values` atomically with mode 0600 and return the path."""
     path = path or config_path()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    payload = tomli_w.dumps({key: values[key] for key in sorted(values)}).encode("utf-8")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    text = tomli_w.dumps({key: values[key] for key in sorted(values)})
+    write_atomic(path, text, mode=0o600, durable=True)
     return path
 
 

@@ -17,11 +17,9 @@ from functools import partial
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi_offline import FastAPIOffline
 from sqlalchemy.exc import DBAPIError
 from starlette.concurrency import run_in_threadpool
 
-from hub_server.accounts import api as account_api
 from hub_server.accounts.admin import open_database
 from hub_server.core import log_redaction
 from hub_server.core.blobstore import BlobStore
@@ -29,25 +27,18 @@ from hub_server.core.errors import HubError
 from hub_server.core.out_of_space import out_of_space
 from hub_server.core.settings import HubSettings
 from hub_server.core.upkeep import periodic
-from hub_server.evals import api as evals_api
 from hub_server.evals import verification
 from hub_server.evals.service import mark_abandoned
 from hub_server.http.limits import RequestLimitsMiddleware
 from hub_server.http.ratelimit import SlidingWindowLimiter
 from hub_server.http.security_headers import SecurityHeadersMiddleware
 from hub_server.http.state import Hub
-from hub_server.index import api as index_api
-from hub_server.index import upload_api
 from hub_server.index.download_counts import DownloadCounter
-from hub_server.registry import api as environments_api
-from hub_server.registry import push_api
 from hub_server.registry.pending_uploads import purge_expired
-from hub_server.web import account_pages, environment_pages, evaluation_pages, listing_pages
+from hub_server.routes import base_app
 from registry_index.schemas.errors import ErrorBody
 
 log = logging.getLogger(__name__)
-
-DOCS_ASSETS = "/docs-assets"
 
 
 def create_app(settings: HubSettings | None = None) -> FastAPI:
@@ -87,9 +78,7 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
                 with contextlib.suppress(asyncio.CancelledError):
                     await worker
 
-    # FastAPIOffline: /docs and /redoc load their scripts and styles from the hub, not a CDN.
-    app = FastAPIOffline(
-        static_url=DOCS_ASSETS,
+    app = base_app(
         title="Environments Hub",
         version="1",
         description="Publish, install and evaluate LLM environments; see docs/api.md.",
@@ -125,27 +114,16 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, error: RequestValidationError) -> JSONResponse:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'] if p != 'body')}: {e['msg']}"
+            ": ".join(
+                part
+                for part in (
+                    ".".join(str(p) for p in e["loc"] if p != "body"),
+                    str(e["msg"]).removeprefix("Value error, "),
+                )
+                if part
+            )
             for e in error.errors()
         )
         return JSONResponse(ErrorBody(detail=f"Invalid request: {problems}").model_dump(), 400)
 
-    @app.get("/healthz", include_in_schema=False)
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
-
-    app.include_router(upload_api.router)
-    app.include_router(account_api.router)
-    app.include_router(push_api.router)
-    app.include_router(environments_api.router)
-    # The web pages before the package index: both claim paths under /{owner}/.
-    for router in (
-        evals_api.router,
-        account_pages.router,
-        listing_pages.router,
-        environment_pages.router,
-        evaluation_pages.router,
-    ):
-        app.include_router(router)
-    app.include_router(index_api.router)  # last: its /{owner}/… routes match almost anything
     return app

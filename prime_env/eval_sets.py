@@ -10,16 +10,16 @@ are the CLI's (prime_cli/eval/sets.py); this is the layout, shared with notebook
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import os
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from registry_index.files import utc_now, write_json_atomic, write_lines_atomic
+
 from .errors import EvalError
-from .evaluation import RESULTS, read_results
+from .eval_run_dir import RESULTS, read_results
 
 SET_FILE = "set.json"
 SET_SCHEMA = "prime.eval_set/1"
@@ -88,9 +88,7 @@ class EvalSet:
             "config": asdict(self.config),
             "cells": [asdict(c) for c in self.cells],
         }
-        tmp = self.path.with_name(f".{SET_FILE}.{uuid.uuid4().hex}.tmp")
-        tmp.write_text(json.dumps(payload, indent=2) + "\n")
-        os.replace(tmp, self.path)
+        write_json_atomic(self.path, payload)
 
 
 def is_set_dir(directory: Path) -> bool:
@@ -101,7 +99,7 @@ def new_set(output_root: Path, config: SetConfig) -> EvalSet:
     set_id = uuid.uuid4().hex[:8]
     root = output_root / "sets" / set_id
     root.mkdir(parents=True)
-    created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    created = utc_now()
     cells = [Cell(env, model) for env in config.envs for model in config.models]
     eval_set = EvalSet(root, set_id, config, created, cells)
     eval_set.save()
@@ -135,9 +133,5 @@ def drop_errored(run_dir: Path) -> int:
     kept = [rec for rec in records if rec.error is None]
     if len(kept) == len(records):
         return 0
-    tmp = run_dir / f".{RESULTS}.retry.tmp"
-    with tmp.open("w") as fh:
-        for rec in kept:
-            fh.write(rec.to_json() + "\n")
-    os.replace(tmp, run_dir / RESULTS)
+    write_lines_atomic(run_dir / RESULTS, (rec.to_json() for rec in kept))
     return len(records) - len(kept)

@@ -1,10 +1,7 @@
-"""Evaluation runs on disk: where results go, how a run is resumed, what metadata.json says.
+"""Evaluation runs: an environment loaded, a run started or resumed and executed to its end.
 
-A run directory is `outputs/evals/<env>--<model>/<run_id>/` with
-- `results.jsonl`: one `prime.rollout/1` record per line, appended and flushed as each rollout
-  finishes, so a crash (even SIGKILL) loses at most the line being written;
-- `metadata.json`: the run's configuration (what `--resume` must match) and, once finished,
-  its summary. It is replaced atomically (write + rename), never left half-written.
+The run directory and its files (results.jsonl, metadata.json) are prime_env.eval_run_dir's;
+here a run writes its own part of the metadata (configuration, status, summary) through it.
 
 This is library code (the `prime eval` CLI is a thin shell around it) so notebooks, the trainer
 and scripts get the same layout and resume rules.
@@ -13,16 +10,15 @@ and scripts get the same layout and resume rules.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import importlib
-import json
 import os
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from registry_index.files import utc_now, write_lines_atomic
 from registry_index.resolve import parse_env_id
 
 from .clients.base import ModelClient, SamplingArgs
@@ -30,6 +26,7 @@ from .clients.model_paths import looks_like_path
 from .clients.model_specs import ModelSpec
 from .environment import Environment
 from .errors import DatasetError, EnvironmentNotFound, EvalError
+from .eval_run_dir import EvalMetadata, EvalRunDir, RunConfig
 from .loading import load
 from .process.gc_tuning import rollout_gc
 from .process.parallel import ClientFactory, run_in_processes
@@ -41,16 +38,10 @@ from .run_status import (
     RUNNING,
     describe_owner,
     held_by_another,
-    read_status,
     status_fields,
 )
 from .runner import stream_rollouts
 from .summary import Summary, SummaryBuilder
-
-RESULTS = "results.jsonl"
-METADATA = "metadata.json"
-METADATA_SCHEMA = "prime.eval/1"
-
 
 # ------------------------------------------------------------------ environments
 
@@ -116,68 +107,6 @@ def _load_env(
 # ------------------------------------------------------------------ configuration
 
 
-@dataclass(frozen=True)
-class RunConfig:
-    """What makes two runs comparable; `--resume` refuses when any of it differs.
-
-    `base_url` is the one the user gave (--base-url), None for named providers.
-    """
-
-    env: str
-    env_version: str | None
-    env_args: dict[str, Any]
-    model: str
-    base_url: str | None
-    n: int
-    r: int
-    sampling: dict[str, Any]
-    api: str | None = None  # the wire format of the server at base_url (--api), None: openai
-
-    @property
-    def envs(self) -> list[str]:
-        """As an eval set's config names them (`prime eval run --resume` reads either)."""
-        return [self.env]
-
-    @property
-    def models(self) -> list[str]:
-        return [self.model]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "env": self.env,
-            "env_version": self.env_version,
-            "env_args": self.env_args,
-            "model": self.model,
-            "base_url": self.base_url,
-            "n": self.n,
-            "r": self.r,
-            "sampling": self.sampling,
-            "api": self.api,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RunConfig:
-        return cls(
-            env=str(data["env"]),
-            env_version=data.get("env_version"),
-            env_args=dict(data.get("env_args") or {}),
-            model=str(data["model"]),
-            base_url=data.get("base_url"),
-            n=int(data["n"]),
-            r=int(data["r"]),
-            sampling=dict(data.get("sampling") or {}),
-            api=data.get("api"),
-        )
-
-    def differences(self, other: RunConfig) -> list[str]:
-        mine, theirs = self.to_json(), other.to_json()
-        return [
-            f"{key}: run has {theirs[key]!r}, command has {mine[key]!r}"
-            for key in mine
-            if mine[key] != theirs[key]
-        ]
-
-
 def sampling_to_json(sampling: SamplingArgs) -> dict[str, Any]:
     """The settings that were set. `v is not False`, not `v not in (None, False)`: 0.0 == False,
     and a temperature of 0 (greedy) is a setting, not an absence."""
@@ -223,70 +152,14 @@ def hub_slug(spec: str) -> str | None:
     return f"{owner}/{name}" if owner else None
 
 
-def _slug(text: str) -> str:
-    return text.lstrip("./~").replace("/", "--").replace("@", "-").replace(" ", "_")
-
-
-def run_name(env: Environment, model: str) -> str:
-    """`<env>--<model>`, as directory names go: what run directories are grouped under."""
-    return f"{_slug(env.name or 'env')}--{_slug(model)}"
-
-
-def run_dir_for(output_root: Path, env: Environment, model: str, run_id: str) -> Path:
-    return output_root / "evals" / run_name(env, model) / run_id
-
-
-# ------------------------------------------------------------------ results file
-
-
-def read_results(path: Path, repair: bool = False) -> list[RolloutRecord]:
-    """Records of a results file, first occurrence of each key; a torn last line is ignored
-    (and cut off the file when `repair`, so appending continues on a clean line)."""
-    records: dict[tuple[int, int], RolloutRecord] = {}
-    good_end = 0
-    if not path.exists():
-        return []
-    with path.open("rb") as fh:
-        data = fh.read()
-    offset = 0
-    for raw in data.splitlines(keepends=True):
-        offset += len(raw)
-        if not raw.endswith(b"\n"):
-            break  # torn by a crash mid-write
-        try:
-            record = RolloutRecord.model_validate_json(raw)
-        except ValueError:
-            if offset == len(data):
-                break
-            raise EvalError(
-                f"{path}: line ending at byte {offset} is not a rollout record"
-            ) from None
-        records.setdefault(record.key, record)
-        good_end = offset
-    if repair and good_end != len(data):
-        with path.open("r+b") as fh:
-            fh.truncate(good_end)
-    return sorted(records.values(), key=lambda rec: rec.key)
-
-
-def _write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 # ------------------------------------------------------------------ runs
 
 
 @dataclass
 class EvalRun:
-    """One (environment, model) run directory and its configuration."""
+    """One (environment, model) run being made: its directory, configuration and progress."""
 
-    directory: Path
+    dir: EvalRunDir
     run_id: str
     config: RunConfig
     spec: ModelSpec
@@ -295,29 +168,26 @@ class EvalRun:
     done: list[RolloutRecord] = field(default_factory=list)
     served_models: set[str] = field(default_factory=set)
     """The names the server answered under (records' `served_model`), for metadata.json."""
-    extra_metadata: dict[str, Any] = field(default_factory=dict)
-    """More of metadata.json: what links this run to others (a replay's `replay_of`, an eval
-    set's `eval_set`)."""
+
+    @property
+    def directory(self) -> Path:
+        return self.dir.root
 
     @property
     def results_path(self) -> Path:
-        return self.directory / RESULTS
-
-    @property
-    def metadata_path(self) -> Path:
-        return self.directory / METADATA
+        return self.dir.results_path
 
     @property
     def total(self) -> int:
         return len(self.env.get_eval_tasks().head(self.config.n)) * self.config.r
 
-    def metadata(
+    def write_metadata(
         self, summary: Summary | None, status: str, error: str | None = None
-    ) -> dict[str, Any]:
-        """metadata.json: config, model (never a key), times, summary in verifiers' names too;
-        `running` with this process as its owner (see prime_env.run_status)."""
-        payload: dict[str, Any] = {
-            "schema": METADATA_SCHEMA,
+    ) -> EvalMetadata:
+        """The run's own part of metadata.json: config, model (never a key), times, status
+        (`running` with this process as its owner, prime_env.run_status) and the summary,
+        its means again in verifiers' names. Other parties' parts stay (EvalRunDir)."""
+        fields: dict[str, Any] = {
             "run_id": self.run_id,
             **status_fields(status),
             "error": error,
@@ -334,102 +204,66 @@ class EvalRun:
             "sampling_args": self.config.sampling,
             "num_examples": self.config.n,
             "rollouts_per_example": self.config.r,
-            "config": self.config.to_json(),
+            "config": self.config,
             "started_at": self.started_at,
-            "ended_at": _now() if status == "completed" else None,
-            **self.extra_metadata,
+            "ended_at": utc_now() if status == COMPLETED else None,
         }
         if summary is not None:
             cost = self.spec.cost(summary.prompt_tokens, summary.completion_tokens)
-            payload["summary"] = summary.model_dump() | {"cost_usd": cost}
-            payload["avg_reward"] = summary.reward_mean
-            payload.update({f"avg_{name}": value for name, value in summary.metrics.items()})
-            payload["pass_at_k"] = summary.pass_at_k
-        return payload
-
-    def write_metadata(
-        self, summary: Summary | None, status: str, error: str | None = None
-    ) -> None:
-        previous = self.read_metadata()
-        payload = self.metadata(summary, status, error)
-        if "pushes" in previous:
-            payload["pushes"] = previous["pushes"]
-        _write_json_atomic(self.metadata_path, payload)
-
-    def read_metadata(self) -> dict[str, Any]:
-        if not self.metadata_path.exists():
-            return {}
-        return dict(json.loads(self.metadata_path.read_text()))
-
-
-def read_run_metadata(directory: Path) -> dict[str, Any]:
-    """A run's metadata.json as it stands now: a `running` run whose process is gone (killed
-    with SIGKILL, or its machine rebooted) reads `interrupted`. What every reader uses."""
-    meta = dict(json.loads((directory / METADATA).read_text()))
-    meta["status"] = read_status(meta)
-    return meta
+            fields["summary"] = summary.model_dump() | {"cost_usd": cost}
+            fields["avg_reward"] = summary.reward_mean
+            fields.update({f"avg_{name}": value for name, value in summary.metrics.items()})
+            fields["pass_at_k"] = summary.pass_at_k
+        else:  # a resumed run's earlier summary no longer describes it
+            fields.update(summary=None, avg_reward=None, pass_at_k=None)
+        return self.dir.update_metadata(**fields)
 
 
 def start_run(env: Environment, spec: ModelSpec, config: RunConfig, output_root: Path) -> EvalRun:
     run_id = uuid.uuid4().hex[:8]
-    directory = run_dir_for(output_root, env, spec.name, run_id)
-    directory.mkdir(parents=True, exist_ok=False)
-    run = EvalRun(directory, run_id, config, spec, env, _now())
+    run = EvalRun(
+        EvalRunDir.new(output_root, env.name, spec.name, run_id),
+        run_id,
+        config,
+        spec,
+        env,
+        utc_now(),
+    )
     run.write_metadata(None, RUNNING)
     run.results_path.touch()
     return run
 
 
-def stored_config(directory: Path) -> RunConfig:
-    """The configuration of an existing run directory (what `--resume` fills defaults from)."""
-    meta_path = directory / METADATA
-    if not meta_path.is_file():
-        raise EvalError(f"{directory} is not an eval run directory (no {METADATA})")
-    try:
-        meta = json.loads(meta_path.read_text())
-        return RunConfig.from_json(meta["config"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise EvalError(f"{meta_path} is not a prime eval metadata file: {exc}") from None
-
-
 def resume_run(directory: Path, env: Environment, spec: ModelSpec, config: RunConfig) -> EvalRun:
     """Reopen a run: refuse if anything that defines it differs; drop a torn last line and,
     for environments with group rewards, incomplete groups (they are rerun whole)."""
-    stored = stored_config(directory)
-    differences = config.differences(stored)
+    run_dir = EvalRunDir.open(directory)
+    differences = config.differences(run_dir.config())
     if differences:
         raise EvalError(
             f"refusing to resume {directory}: it was run with different settings ("
             + "; ".join(differences)
             + "). Start a new run instead (drop --resume)."
         )
-    meta = json.loads((directory / METADATA).read_text())
-    if held_by_another(meta):
+    meta = run_dir.metadata()
+    if held_by_another(meta.to_json()):
         raise EvalError(
-            f"refusing to resume {directory}: it is still running ({describe_owner(meta)}); "
+            f"refusing to resume {directory}: it is still running ({describe_owner(meta.to_json())}); "
             "let it finish, or stop it first"
         )
-    run = EvalRun(directory, meta["run_id"], config, spec, env, meta.get("started_at") or _now())
-    records = read_results(run.results_path, repair=True)
+    run = EvalRun(run_dir, meta.run_id, config, spec, env, meta.started_at or utc_now())
+    records = run_dir.read_results(repair=True)
     if env.rubric.has_group_funcs:
         sizes: dict[int, int] = {}
         for rec in records:
             sizes[rec.example_index] = sizes.get(rec.example_index, 0) + 1
         complete = [rec for rec in records if sizes[rec.example_index] == config.r]
         if len(complete) != len(records):
-            _rewrite(run.results_path, complete)
+            write_lines_atomic(run.results_path, (rec.to_json() for rec in complete))
         records = complete
     run.done = records
     run.write_metadata(None, RUNNING)
     return run
-
-
-def _rewrite(path: Path, records: Iterable[RolloutRecord]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w") as fh:
-        for rec in records:
-            fh.write(rec.to_json() + "\n")
-    os.replace(tmp, path)
 
 
 async def execute(
@@ -452,7 +286,7 @@ async def execute(
 
     A run that does not finish says so in metadata.json: `interrupted` when cancelled (Ctrl-C,
     SIGTERM, the train run it belongs to stopping), `failed` with the error otherwise; both are
-    finished by a resume. A SIGKILL writes nothing; readers see it (`read_run_metadata`).
+    finished by a resume. A SIGKILL writes nothing; readers see it (`EvalRunDir.metadata`).
     """
     try:
         result = await _run_missing(run, client, concurrency, on_record, workers, client_factory)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import re
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -22,6 +23,8 @@ from registry_index.toml_text import TomlError, parse_toml
 
 from .environment import Environment
 from .errors import EnvironmentNotFound
+from .remote.isolated import find as find_isolated
+from .remote.isolated import load_isolated
 
 GROUP = "prime.environments"
 
@@ -57,6 +60,10 @@ def load(env_id: str, **env_args: Any) -> Environment:
         if entry.dist is not None:
             version = entry.dist.version
         module_name = entry.module
+    elif (isolated := find_isolated(name)) is not None:
+        env = load_isolated(isolated, dict(env_args), f"{owner}/{name}" if owner else name)
+        env.env_args = dict(env_args)
+        return env
     else:
         module_name = wanted
         try:
@@ -112,6 +119,8 @@ def package_dir(env_id: str) -> Path | None:
         return top if top.is_dir() else None
     _owner, name, _spec = parse_env_id(env_id)
     entry = _entry_point(name)
+    if entry is None and (isolated := find_isolated(name)) is not None:
+        return Path(isolated.package_dir) if isolated.package_dir else None
     module_name = entry.module if entry is not None else import_name(name)
     spec = importlib.util.find_spec(module_name.split(".")[0])
     if spec is None:
@@ -182,12 +191,35 @@ def _path_target(path: Path) -> tuple[Path, str, str, str, str | None]:
     )
 
 
+def _foreign_framework(path: Path) -> str | None:
+    """The framework the project at `path` depends on ("verifiers"), or None."""
+    pyproject = path / "pyproject.toml"
+    if not pyproject.is_file():
+        return None
+    try:
+        project = parse_toml(pyproject.read_bytes(), str(pyproject)).get("project", {})
+    except TomlError:
+        return None
+    for line in project.get("dependencies") or []:
+        name = re.split(r"[\s\[<>=!~;(@]", str(line), maxsplit=1)[0].lower().replace("_", "-")
+        if name == "verifiers":
+            return name
+    return None
+
+
 def _load_path(path: Path, env_args: dict[str, Any]) -> Environment:
     """Import an environment from a working copy: the author's edit-run loop needs no install."""
     path = path.resolve()
     if not path.exists():
         raise EnvironmentNotFound(f"{path}: no such file or directory")
     root, module_name, attr, name, version = _path_target(path)
+    foreign = _foreign_framework(path)
+    if foreign is not None:
+        raise EnvironmentNotFound(
+            f"{path} is a {foreign} package, which runs in a virtualenv of its own: push it "
+            f"(`prime env push {path}`) and install it (`prime env install OWNER/{name}`), then "
+            f"evaluate OWNER/{name}"
+        )
     top = module_name.split(".")[0]
     existing = sys.modules.get(top)
     if existing is not None and not str(getattr(existing, "__file__", "") or "").startswith(

@@ -14,13 +14,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from .clients.base import ChatResponse, Usage
 from .clients.model_specs import ModelSpec
 from .environment import Environment
 from .errors import EvalError
-from .evaluation import RESULTS, EvalRun, RunConfig, read_results, read_run_metadata, start_run
+from .eval_run_dir import EvalMetadata, EvalRunDir, ReplayOf, RunConfig
+from .evaluation import EvalRun, start_run
 from .record import RolloutRecord, Timing
 from .rubric import Scores
 from .run_status import COMPLETED
@@ -59,13 +59,13 @@ def replay_state(record: RolloutRecord) -> State:
     return state
 
 
-def source_spec(meta: dict[str, Any]) -> ModelSpec:
+def source_spec(meta: EvalMetadata) -> ModelSpec:
     """The model a run was made with, as its metadata.json describes it (no key, ever)."""
-    info = meta.get("model_info") or {}
+    info = meta.model_info
     return ModelSpec(
-        name=str(info.get("name") or meta.get("model")),
-        model=str(info.get("model") or meta.get("model")),
-        provider=str(info.get("provider") or meta.get("provider") or "unknown"),
+        name=str(info.get("name") or meta.model),
+        model=str(info.get("model") or meta.model),
+        provider=str(info.get("provider") or meta.provider or "unknown"),
         client=str(info.get("client") or "openai"),
         base_url=info.get("base_url"),
         key_var=info.get("api_key_var"),
@@ -143,14 +143,15 @@ async def replay_run(
 ) -> tuple[EvalRun, Summary]:
     """Re-score the completed run at `source` with `env` (loaded from `env_spec`) into a new run
     under `output_root`; its metadata.json names the source (`replay_of`)."""
-    meta = read_run_metadata(source)
-    if meta.get("status") != COMPLETED:
+    source_dir = EvalRunDir.open(source)
+    meta = source_dir.metadata()
+    if meta.status != COMPLETED:
         raise EvalError(
-            f"{source} is not a completed run (status {meta.get('status')!r}); only a finished "
+            f"{source} is not a completed run (status {meta.status!r}); only a finished "
             f"run is replayed: finish it first (prime eval run --resume {source})"
         )
-    records = read_results(source / RESULTS)
-    stored = RunConfig.from_json(meta["config"])
+    records = source_dir.read_results()
+    stored = source_dir.config()
     config = RunConfig(
         env=env_spec,
         env_version=env.version,
@@ -163,12 +164,14 @@ async def replay_run(
         api=stored.api,
     )
     run = start_run(env, source_spec(meta), config, output_root)
-    run.extra_metadata["replay_of"] = {
-        "run_id": meta.get("run_id"),
-        "directory": str(source.resolve()),
-        "env_id": meta.get("env_id"),
-        "served_model": meta.get("served_model"),
-    }
+    run.dir.update_metadata(
+        replay_of=ReplayOf(
+            run_id=meta.run_id,
+            directory=str(source.resolve()),
+            env_id=meta.env_id,
+            served_model=meta.served_model,
+        )
+    )
     summary = SummaryBuilder()
     groups: dict[int, list[RolloutRecord]] = {}
     for record in records:

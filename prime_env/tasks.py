@@ -252,15 +252,29 @@ def as_taskset(tasks: TaskSet | Iterable[Task | Mapping[str, Any]]) -> TaskSet:
 
 
 def _read_hf(name: str, subset: str | None) -> Any:
-    """A local `save_to_disk` directory, or the Hub dataset `name` from the local cache only."""
+    """A local `save_to_disk` directory, or the Hub dataset `name` from the local cache only;
+    anything else (a directory of another kind, a file-format builder such as "csv", a dataset
+    that fails to load) is a `DatasetError` naming it."""
     import datasets  # optional extra: only needed for this loader
+    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES as formats
 
+    usage = (
+        "from_hf takes a Dataset object, a directory written by Dataset.save_to_disk, or a "
+        "Hugging Face dataset name such as 'org/name'"
+    )
     if Path(name).exists():
-        return datasets.load_from_disk(name)
+        try:
+            return datasets.load_from_disk(name)
+        except (OSError, ValueError) as exc:
+            raise DatasetError(f"{name}: not a dataset directory ({exc}); {usage}") from None
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise DatasetError(f"{name}: no such directory; {usage}")
+    if name in formats:
+        loader = "from_jsonl" if name == "json" else f"from_{name}"
+        hint = f"TaskSet.{loader}(path)" if name in ("csv", "json") else "load it with datasets"
         raise DatasetError(
-            f"{name}: no such directory; from_hf takes a Dataset object, a directory written by "
-            "Dataset.save_to_disk, or a Hugging Face dataset name such as 'org/name'"
+            f"{name!r} names a file format of the datasets library, not a dataset: for a file "
+            f"use {hint}, then TaskSet.from_hf(the dataset); {usage}"
         )
     with _hf_offline():
         try:
@@ -272,6 +286,11 @@ def _read_hf(name: str, subset: str | None) -> Any:
                 f"the local cache ({cache}); nothing is downloaded here. Fetch it once where the "
                 f"Hub is reachable (python -c \"import datasets; datasets.load_dataset('{name}')\"),"
                 " then point HF_DATASETS_CACHE at that cache, or pass a local directory"
+            ) from exc
+        except Exception as exc:  # the datasets library's own errors are many and unrelated
+            raise DatasetError(
+                f"the Hugging Face dataset {name!r}{f' ({subset})' if subset else ''} could not "
+                f"be loaded: {type(exc).__name__}: {exc}"
             ) from exc
 
 

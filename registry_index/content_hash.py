@@ -1,4 +1,4 @@
-"""Content hash of an environment source tree.
+"""Content hashes: of one file, and of an environment source tree.
 
 `prime env push` refuses to publish unchanged content, and the hub records which source a
 version was built from, so the hash must be the same on every machine: it covers sorted
@@ -38,6 +38,15 @@ def iter_tree_files(root: Path) -> list[str]:
                 continue
             found.append((rel_dir / name).as_posix())
     return sorted(found)
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file's bytes, read a MiB at a time (wheels, weights)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def tree_content_hash(root: Path) -> str:

@@ -1,6 +1,6 @@
-"""How deep a parsed JSON or TOML document nests, for the readers that bound it (the hub's eval
-uploads, the CLI's TOML files): one iterative walk, since a recursive one is what a deep
-document is built to break."""
+"""Walks of a parsed JSON or TOML document for the readers that bound it (the hub's request
+bodies, the CLI's TOML files): how deep it nests, and where a string holds a lone surrogate.
+Iterative walks, since a recursive one is what a deep document is built to break."""
 
 from __future__ import annotations
 
@@ -21,4 +21,33 @@ def nests_deeper_than(value: Any, max_depth: int) -> bool:
         if depth > max_depth:
             return True
         stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def lone_surrogate_at(value: Any) -> str | None:
+    """The path (`samples[3].completion[0].content`) of the first string in `value`, key or
+    value, that holds a lone surrogate (JSON's `"\\ud800"`), or None. Such a string is no
+    Unicode text: it cannot be encoded as UTF-8, so a database or a page cannot store it."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if _has_surrogate(item):
+                return path or "the body"
+        elif isinstance(item, dict):
+            for key, child in reversed(list(item.items())):
+                where = f"{path}.{key}" if path else str(key)
+                if isinstance(key, str) and _has_surrogate(key):
+                    return f"a key of {path or 'the body'}"
+                stack.append((child, where))
+        elif isinstance(item, list):
+            stack.extend((child, f"{path}[{i}]") for i, child in reversed(list(enumerate(item))))
+    return None
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
     return False

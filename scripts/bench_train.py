@@ -262,7 +262,7 @@ def trl_venv(work: Path) -> Path:
 def recipe_settings(seed: int, threads: int) -> dict[str, Any]:
     """The arithmetic recipe's settings as the TRL script reads them (one source: the recipe)."""
     from local_model.models import converted_dir, load_local_model
-    from trainer_bridge.config import build_config
+    from trainer_bridge.config_loader import build_config
 
     config = build_config([RECIPE], env_id="prime/arithmetic")
     load_local_model("smollm2-135m")  # converts the GGUF once: the same weights for both

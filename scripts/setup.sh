@@ -40,6 +40,17 @@ if [ ! -f "$STOCK/.complete" ]; then
     "prime==0.18.0" -r .venv/wheelhouse-sdk-requirements.txt
   touch "$STOCK/.complete"
 fi
+FOREIGN=.venv/wheelhouse/foreign-1
+if [ ! -f "$FOREIGN/.complete" ]; then
+  # Environments of other frameworks run in virtualenvs of their own (prime_env.remote); their
+  # tests install verifiers 0.4.0 (and, next, openenv-core 0.3.0) with every dependency from these
+  # files (UV_FIND_LINKS, no index), and verifiers' chat harness builds its uv script
+  # environment from them too, so nothing is downloaded while the tests run.
+  step "fetching verifiers 0.4.0 and openenv-core 0.3.0 with their dependencies as wheels (pip wheel) for the foreign-environment tests"
+  .venv/bin/python -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$FOREIGN" "verifiers==0.4.0"
+  .venv/bin/python -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$FOREIGN" "openenv-core[core]==0.3.0"
+  touch "$FOREIGN/.complete"
+fi
 step "compiling the editable packages' bytecode"
 .venv/bin/python -m compileall -q -j 0 prime_cli hub_client prime_env hub_server registry_index sandbox \
   trainer_bridge builtin_envs local_model testing >/dev/null

@@ -1,24 +1,21 @@
-"""`prime train`'s configuration: prime-rl's key names, validated before any model loads.
+"""`prime train`'s configuration schema: prime-rl's key names, validated before any model loads.
 
-Precedence: defaults < `-c FILE.toml` files (prime-rl's `@ FILE.toml` too), left to right, deep
-merged < `--dotted.key VALUE` flags (kebab or snake case, values read as TOML, `None` for null).
 Every section forbids unknown keys, so a single-env prime-rl `rl.toml` that uses the keys we
 share loads unchanged and any other key is refused by its full dotted name, never ignored.
-The trainer process reads its part (`model`, `trainer`, `max_steps`, `ckpt`) from the same
-`config/resolved.toml`.
+Files and flags are read into it by trainer_bridge.config_loader; the trainer process reads its
+part (`model`, `trainer`, `max_steps`, `ckpt`) from the run's `config/resolved.toml`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal, TypeGuard
 
-import tomli_w
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -29,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from registry_index.toml_text import TomlError, parse_toml
+from trainer_bridge.protocol.run_dir import check_run_name
 
 DEFAULT_MODEL = "local/smollm2-135m"
 ALL_PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -446,6 +443,7 @@ class TrainConfig(Strict):
     deterministic: bool = False
     output_dir: Path = Path("outputs")
     run_name: str | None = None
+    """The run directory's name: one path component (`protocol.run_dir.check_run_name`)."""
     model: ModelConfig = Field(default_factory=ModelConfig)
     orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
@@ -453,6 +451,11 @@ class TrainConfig(Strict):
     ckpt: CkptConfig = Field(default_factory=CkptConfig)
     monitors: MonitorsConfig = Field(default_factory=MonitorsConfig)
     stages: list[StageConfig] = Field(default_factory=list)
+
+    @field_validator("run_name")
+    @classmethod
+    def _one_component(cls, value: str | None) -> str | None:
+        return None if value is None else check_run_name(value)
 
     @model_validator(mode="after")
     def _deterministic(self) -> TrainConfig:
@@ -524,40 +527,11 @@ class TrainConfig(Strict):
             )
         return self.orchestrator.env[0]
 
-    def to_toml(self) -> str:
-        """The config as TOML, None written as "None" (TOML has no null; reading it back
-        restores None instead of the key's default)."""
-        return tomli_w.dumps(_nulls_out(self.model_dump(mode="json")))
-
     def digest(self) -> str:
         """sha256 of everything that defines the run (the keys resume may change left out)."""
         data = flatten(self.model_dump(mode="json"))
         kept = {k: v for k, v in data.items() if not _resumable(k)}
         return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
-
-
-NULL = "None"
-"""How None is written in TOML files and flags (prime-rl's convention)."""
-
-
-def _nulls_out(value: Any) -> Any:
-    if value is None:
-        return NULL
-    if isinstance(value, dict):
-        return {k: _nulls_out(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_nulls_out(v) for v in value]
-    return value
-
-
-def _nulls_in(value: Any) -> Any:
-    if value == NULL:
-        return None
-    if isinstance(value, dict):
-        return {k: _nulls_in(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_nulls_in(v) for v in value]
-    return value
 
 
 def _resumable(key: str) -> bool:
@@ -588,9 +562,6 @@ def differences(old: TrainConfig, new: TrainConfig) -> list[str]:
     ]
 
 
-# ------------------------------------------------------------------ loading
-
-
 def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     """Tables merge key by key; a one-table list (`[[orchestrator.env]]`) merges into the one
     below it unless it names another `id`; any other value replaces the one below."""
@@ -615,154 +586,6 @@ def _same_entry(old: dict[str, Any], new: dict[str, Any]) -> bool:
     return new.get("id") in (None, old.get("id"))
 
 
-def read_toml(path: Path) -> dict[str, Any]:
-    try:
-        return parse_toml(path.read_bytes(), str(path))
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    except TomlError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def parse_value(text: str) -> Any:
-    """A flag value as TOML (`3e-4`, `true`, `[1, 2]`, `{a = 1}`, `"x"`); else the plain string."""
-    if text == NULL:
-        return None
-    try:
-        return parse_toml(f"v = {text}", "a flag value")["v"]
-    except TomlError:
-        return text
-
-
-def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
-    parts = [p.replace("-", "_") for p in key.split(".")]
-    if not all(parts):
-        raise ConfigError(f"--{key}: empty key segment")
-    node = data
-    for part in parts[:-1]:
-        child = node.setdefault(part, {})
-        if isinstance(child, list) and len(child) == 1 and isinstance(child[0], dict):
-            child = child[0]  # `--orchestrator.env.args …` addresses the single env entry
-        if not isinstance(child, dict):
-            raise ConfigError(f"--{key}: {part} is a value, not a table")
-        node = child
-    node[parts[-1]] = value
-
-
-def parse_flags(args: Sequence[str]) -> tuple[list[Path], list[tuple[str, Any]]]:
-    """Split extra CLI arguments into `@ FILE.toml` files and `--dotted.key VALUE` overrides."""
-    files: list[Path] = []
-    overrides: list[tuple[str, Any]] = []
-    items = list(args)
-    i = 0
-    while i < len(items):
-        arg = items[i]
-        if arg == "@":
-            if i + 1 >= len(items):
-                raise ConfigError("`@` must be followed by a TOML file")
-            files.append(Path(items[i + 1]))
-            i += 2
-            continue
-        if arg.startswith("@"):
-            files.append(Path(arg[1:]))
-            i += 1
-            continue
-        if not arg.startswith("--"):
-            raise ConfigError(
-                f"unexpected argument {arg!r}: overrides look like --dotted.key VALUE"
-            )
-        key = arg[2:]
-        if "=" in key:
-            key, raw = key.split("=", 1)
-            overrides.append((key, parse_value(raw)))
-            i += 1
-        elif key.startswith("no-") and (i + 1 >= len(items) or items[i + 1].startswith("--")):
-            overrides.append((key[3:], False))
-            i += 1
-        elif i + 1 >= len(items) or items[i + 1].startswith("--"):
-            overrides.append((key, True))  # a bare flag is a boolean switch, as in prime-rl
-            i += 1
-        else:
-            overrides.append((key, parse_value(items[i + 1])))
-            i += 2
-    return files, overrides
-
-
-def build_config(
-    files: Iterable[Path] = (),
-    overrides: Iterable[tuple[str, Any]] = (),
-    *,
-    env_id: str | None = None,
-    env_args: dict[str, Any] | None = None,
-) -> TrainConfig:
-    """Defaults < files (left to right) < overrides, validated into a TrainConfig."""
-    return validate(merge_layers(files, overrides, env_id=env_id, env_args=env_args))
-
-
-def merge_layers(
-    files: Iterable[Path] = (),
-    overrides: Iterable[tuple[str, Any]] = (),
-    *,
-    env_id: str | None = None,
-    env_args: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Files (left to right) < overrides as one table, not yet validated.
-
-    `env_id`/`env_args` (the CLI's positional and `-a`) set the single `[[orchestrator.env]]`
-    entry: a different id replaces the file's entry (its args with it); the same id, or an
-    entry without one (an environment's own recipe), keeps them."""
-    merged: dict[str, Any] = {}
-    for path in files:
-        merged = deep_merge(merged, read_toml(path))
-    if env_id is not None or env_args is not None:
-        orchestrator = merged.setdefault("orchestrator", {})
-        entries = orchestrator.get("env") or [{}]
-        entry = dict(entries[0]) if isinstance(entries, list) and entries else {}
-        if env_id is not None and entry.get("id") not in (None, env_id):
-            entry = {"id": env_id}
-        if env_id is not None:
-            entry["id"] = env_id
-        if env_args is not None:
-            entry["args"] = env_args
-        orchestrator["env"] = [entry]
-    for key, value in overrides:
-        set_dotted(merged, key, value)
-    return merged
-
-
-def _prime_rl_model_keys(data: dict[str, Any]) -> dict[str, Any]:
-    """prime-rl writes the trainer's model settings (LoRA) under `[trainer.model]`; here they
-    live in the one `[model]` table both processes read. Move them, refusing a contradiction."""
-    trainer = data.get("trainer")
-    if not isinstance(trainer, dict) or not isinstance(trainer.get("model"), dict):
-        return data
-    trainer = dict(trainer)
-    moved = trainer.pop("model")
-    model = dict(data.get("model") or {})
-    for key, value in moved.items():
-        if key in model and model[key] != value:
-            raise ConfigError(
-                f"trainer.model.{key} = {value!r} contradicts model.{key} = {model[key]!r}; "
-                "keep one of them"
-            )
-        model[key] = value
-    return {**data, "trainer": trainer, "model": model}
-
-
-def validate(data: dict[str, Any]) -> TrainConfig:
-    data = _prime_rl_model_keys(_nulls_in(data))
-    try:
-        return TrainConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(describe(exc)) from None
-
-
-def describe(exc: ValidationError) -> str:
-    return "invalid training config:\n  " + "\n  ".join(error_lines(exc))
-
-
 def error_lines(exc: ValidationError) -> list[str]:
     """One line per error, naming the key by its full dotted name."""
     lines = []
@@ -777,8 +600,3 @@ def error_lines(exc: ValidationError) -> list[str]:
             message = str(error["msg"]).removeprefix("Value error, ")
             lines.append(f"{key}: {message}")
     return lines
-
-
-def load_resolved(path: Path) -> TrainConfig:
-    """The config a run was started with (`config/resolved.toml`)."""
-    return validate(read_toml(path))

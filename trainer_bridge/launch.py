@@ -18,17 +18,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from engines.process import ChildDied, StartFailed
 from prime_env.environment import Environment
 from prime_env.process import event_loop
 from prime_env.run_status import RUNNING, describe_owner, held_by_another
+from registry_index.files import write_atomic
 from trainer_bridge.checkpoints import layout, orchestrator_state
-from trainer_bridge.config import (
-    ConfigError,
-    TrainConfig,
-    differences,
-    load_resolved,
-)
+from trainer_bridge.children import ChildDied, ChildProcesses, StartFailed
+from trainer_bridge.config import ConfigError, TrainConfig, differences
+from trainer_bridge.config_loader import load_resolved, to_toml
 from trainer_bridge.inference.base import InferenceBackend
 from trainer_bridge.inference.factory import (
     backend_choice,
@@ -45,9 +42,8 @@ from trainer_bridge.orchestrator.loop import Orchestrator
 from trainer_bridge.orchestrator.progress import Progress
 from trainer_bridge.orchestrator.rewards import reward_weights
 from trainer_bridge.orchestrator.stages import EnvLoader, stage_runs
-from trainer_bridge.protocol.run_dir import RunDir, write_text_atomic
+from trainer_bridge.protocol.run_dir import RunDir
 from trainer_bridge.shutdown import ShutdownGuard, until_signalled
-from trainer_bridge.supervisor import Supervisor
 
 
 def check_env(config: TrainConfig, env: Environment, load_env: EnvLoader | None = None) -> None:
@@ -111,7 +107,7 @@ def start(
         Path(config.model.name).name,
         config.run_name,
     )
-    write_text_atomic(run.resolved_config, config.to_toml())
+    write_atomic(run.resolved_config, to_toml(config))
     run.update_run_json(
         status="created",
         run_id=run.run_id,
@@ -161,7 +157,7 @@ def resume(
     step = state.step if state is not None else 0
     layout.discard_after(run, step)
     if config != stored:
-        write_text_atomic(run.resolved_config, config.to_toml())
+        write_atomic(run.resolved_config, to_toml(config))
     env_spec = str(info.get("env") or config.env.id)
     return Prepared(run, config, env_spec, state)
 
@@ -173,8 +169,8 @@ def execute(
     failed to start, 128 + the signal when interrupted by SIGINT or SIGTERM). Whatever stops
     the run, the reason is run.json's `error`."""
     run, config = prepared.run, prepared.config
-    supervisor = Supervisor()
-    guard = ShutdownGuard(run, supervisor)
+    children = ChildProcesses()
+    guard = ShutdownGuard(run, children)
     guard.install()
     monitor = Monitor(run, config.monitors, console)
     if config.inference.backend == "auto":
@@ -183,13 +179,13 @@ def execute(
     status, code, message = "failed", 1, ""
     try:
         resume_step = prepared.resume.step if prepared.resume else 0
-        supervisor.start(
+        children.start(
             "trainer",
             trainer_command(run, sys.executable, resume_step, config.trainer.world_size),
             run.logs / "trainer.log",
             env=dict(os.environ, PYTHONUNBUFFERED="1"),
         )
-        factory = make_backend_factory(config, supervisor, run, lambda text: console.print(text))
+        factory = make_backend_factory(config, children, run, lambda text: console.print(text))
 
         async def eval_hook(version: int, backend: InferenceBackend) -> dict[str, float]:
             return await evaluate(config, run, env, prepared.env_spec, version, backend)
@@ -199,7 +195,7 @@ def execute(
             run,
             env,
             factory,
-            supervisor,
+            children,
             monitor,
             evaluate=eval_hook,
             resume=prepared.resume,
@@ -231,7 +227,7 @@ def execute(
             f"[red]failed:[/red] {message} (traceback in {run.logs / 'orchestrator.log'})"
         )
     finally:  # whatever ended the run (an unexpected exception too)
-        code = _wind_down(guard, supervisor, monitor, status, code, message)
+        code = _wind_down(guard, children, monitor, status, code, message)
     return code
 
 
@@ -244,7 +240,7 @@ def _log_traceback(run: RunDir) -> None:
 
 def _wind_down(
     guard: ShutdownGuard,
-    supervisor: Supervisor,
+    children: ChildProcesses,
     monitor: Monitor,
     status: str,
     code: int,
@@ -255,14 +251,14 @@ def _wind_down(
     try:
         guard.arm(status, code, message)
         if status == "completed":  # the trainer saved its last step and ends by itself
-            supervisor.wait_exit("trainer", timeout_s=30)
-        supervisor.stop_all(grace_s=10)
+            children.wait_exit("trainer", timeout_s=30)
+        children.stop_all(grace_s=10)
         run.set_status(status, error=message or None)
         monitor.close()
         if status == "completed":  # a stopped run exits at once; `prime train plot` draws it
             _plot_quietly(run)
     except KeyboardInterrupt:  # a signal during the teardown: stop the children now
-        supervisor.stop_all(grace_s=0)
+        children.stop_all(grace_s=0)
         if status != "completed":
             status, code, message = "interrupted", guard.exit_code, guard.message
         run.set_status(status, error=message or None)

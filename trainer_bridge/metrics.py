@@ -17,6 +17,7 @@ from typing import Any
 
 from rich.console import Console
 
+from registry_index.files import read_jsonl
 from trainer_bridge.config import MonitorsConfig
 from trainer_bridge.protocol.run_dir import RunDir
 
@@ -36,19 +37,6 @@ PLOT_PANELS: list[tuple[str, list[str]]] = [
 def mean(values: Iterable[float]) -> float | None:
     items = [v for v in values if v is not None and not math.isnan(v)]
     return sum(items) / len(items) if items else None
-
-
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """The lines of a metrics.jsonl (a torn last line skipped)."""
-    rows: list[dict[str, Any]] = []
-    if not path.is_file():
-        return rows
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            continue
-    return rows
 
 
 class Monitor:
@@ -161,7 +149,7 @@ def plot(metrics_path: Path, out: Path, evals: list[dict[str, Any]] | None = Non
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = read_metrics(metrics_path)
+    rows = read_jsonl(metrics_path)
     if not rows:
         raise ValueError(f"{metrics_path} has no metrics yet")
     starts = stage_starts(rows)

@@ -9,10 +9,9 @@ import sys
 import threading
 from typing import Any
 
-from engines.process import ChildDied
+from trainer_bridge.children import ChildDied, ChildProcesses
 from trainer_bridge.orchestrator.errors import TrainingStopped
 from trainer_bridge.protocol.run_dir import RunDir
-from trainer_bridge.supervisor import Supervisor
 
 SHUTDOWN_BOUND_S = 60.0
 
@@ -29,9 +28,9 @@ class ShutdownGuard:
     max_steps, prime-rl#2912) is bounded too.
     """
 
-    def __init__(self, run: RunDir, supervisor: Supervisor, bound_s: float = SHUTDOWN_BOUND_S):
+    def __init__(self, run: RunDir, children: ChildProcesses, bound_s: float = SHUTDOWN_BOUND_S):
         self.run = run
-        self.supervisor = supervisor
+        self.children = children
         self.bound_s = bound_s
         self.signum: int | None = None
         self.status, self.code, self.message = "interrupted", 1, "interrupted"
@@ -84,7 +83,7 @@ class ShutdownGuard:
         message = f"{self.message}; shutdown exceeded {self.bound_s:.0f} s, exited regardless"
         try:
             sys.stderr.write(f"{message}\nresume with: prime train resume {self.run.root}\n")
-            self.supervisor.stop_all(grace_s=0)
+            self.children.stop_all(grace_s=0)
             self.run.set_status(self.status, error=message)
         finally:
             os._exit(self.code)

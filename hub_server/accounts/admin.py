@@ -33,9 +33,17 @@ def open_database(settings: HubSettings) -> Engine:
 
 
 def check_owner_name(name: str) -> None:
-    """User and organisation names are URL path segments: keep them simple."""
+    """User and organisation names are URL path segments: keep them simple, and never a word
+    of the hub's own routes (`routes.reserved_owner_names`)."""
     if not is_valid_owner_name(name):
         raise AdminError(f"{name!r} is not a valid user or organisation name: {OWNER_RULE}.")
+    from hub_server.routes import reserved_owner_names  # the routes import this module
+
+    if name in reserved_owner_names():
+        raise AdminError(
+            f"{name!r} is reserved: the hub's own routes use it (/{name}/…), so a user or "
+            "organisation of that name would shadow them or be shadowed; choose another name."
+        )
 
 
 def _owner_taken(session: Session, name: str) -> bool:

@@ -53,6 +53,10 @@ class HubSettings(BaseModel):
     verify_concurrency: int = Field(default=1, ge=1, le=64)
     verify_timeout_seconds: float = 900.0
     verify_poll_seconds: float = 2.0
+    # Fairness between accounts (evals.verification_queue): runs one account may have waiting
+    # (more are not queued), and the verification time it may use in any hour.
+    verify_max_pending_per_account: int = Field(default=20, ge=1)
+    verify_account_seconds_per_hour: float = Field(default=1800.0, gt=0)
 
     @classmethod
     def from_env(cls, data_dir: Path | str | None = None) -> HubSettings:
@@ -84,6 +88,8 @@ class HubSettings(BaseModel):
             ("verify_concurrency", "PRIME_HUB_VERIFY_CONCURRENCY"),
             ("verify_timeout_seconds", "PRIME_HUB_VERIFY_TIMEOUT_SECONDS"),
             ("verify_poll_seconds", "PRIME_HUB_VERIFY_POLL_SECONDS"),
+            ("verify_max_pending_per_account", "PRIME_HUB_VERIFY_MAX_PENDING_PER_ACCOUNT"),
+            ("verify_account_seconds_per_hour", "PRIME_HUB_VERIFY_ACCOUNT_SECONDS_PER_HOUR"),
         ):
             if env.get(var):
                 values[field] = env[var]

@@ -127,12 +127,14 @@ async def finalize(
         session, hub.store, evaluation_id, principal, body.metrics, hub.settings
     )
     return EvaluationEnvelope(
-        evaluation_id=evaluation.id, data=service.evaluation_info(session, evaluation)
+        evaluation_id=evaluation.id,
+        data=service.evaluation_info(session, evaluation, hub.settings),
     )
 
 
 @router.get("/evaluations/", summary="List evaluations the caller may read, newest first")
 def list_evaluations(
+    hub: HubDep,
     session: SessionDep,
     principal: PrincipalDep,
     env: Annotated[str | None, Query(description="owner/name")] = None,
@@ -166,7 +168,10 @@ def list_evaluations(
         limit=size,
     )
     return Page(
-        data=[service.evaluation_info(session, run) for run, _env, _owner in result.items],
+        data=[
+            service.evaluation_info(session, run, hub.settings)
+            for run, _env, _owner in result.items
+        ],
         total_count=result.total,
         page=offset // size + 1,
         per_page=size,
@@ -175,10 +180,11 @@ def list_evaluations(
 
 @router.get("/evaluations/{evaluation_id}", summary="One evaluation with the hub-computed summary")
 def get(
-    evaluation_id: str, session: SessionDep, principal: PrincipalDep
+    evaluation_id: str, hub: HubDep, session: SessionDep, principal: PrincipalDep
 ) -> Envelope[EvaluationInfo]:
+    """A run waiting for verification says where it stands (`verification_position`)."""
     evaluation, _env = service.get_evaluation(session, evaluation_id, principal)
-    return Envelope(data=service.evaluation_info(session, evaluation))
+    return Envelope(data=service.evaluation_info(session, evaluation, hub.settings))
 
 
 @router.get("/evaluations/{evaluation_id}/samples", summary="Samples in push order, paged")

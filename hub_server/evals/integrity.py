@@ -24,8 +24,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from registry_index.bounds import MAX_ABS_SCORE, MAX_STORED_INT
-from registry_index.nesting import nests_deeper_than
+from registry_index.nesting import lone_surrogate_at, nests_deeper_than
 from registry_index.rubric_spec import RubricSpec
+from registry_index.schemas.request import surrogate_problem
 
 # The example and rollout index columns (PostgreSQL INTEGER).
 MAX_INDEX = MAX_STORED_INT
@@ -62,7 +63,8 @@ def _bounded_int(text: str) -> int:
 
 
 def loads_strict(data: bytes | bytearray, max_depth: int) -> Any:
-    """Parse a JSON body: NaN/Infinity/overflowing numbers and deep nesting are refused."""
+    """Parse a JSON body: NaN/Infinity/overflowing numbers, deep nesting and text that is not
+    Unicode (a lone surrogate, named by its path) are refused."""
     too_deep = f"the JSON is nested deeper than {max_depth} levels"
     try:
         value = json.loads(
@@ -72,6 +74,9 @@ def loads_strict(data: bytes | bytearray, max_depth: int) -> Any:
         raise IntegrityError(too_deep) from None
     if nests_deeper_than(value, max_depth):
         raise IntegrityError(too_deep)
+    surrogate = lone_surrogate_at(value)
+    if surrogate is not None:
+        raise IntegrityError(surrogate_problem(surrogate))
     return value
 
 

@@ -32,13 +32,15 @@ class EvaluationStatus(StrEnum):
 class VerificationStatus(StrEnum):
     """Where the hub's own re-scoring of a run stands (`evals.verification`): waiting, under
     way, done with every sample matching (`verified`), done with some not matching
-    (`disagreed`), or impossible (`failed`: not installable, a sandbox or rubric failure)."""
+    (`disagreed`), impossible (`failed`: not installable, a sandbox or rubric failure), or
+    not queued (`skipped`: its account had as many runs waiting as the hub queues per account)."""
 
     PENDING = "pending"
     RUNNING = "running"
     VERIFIED = "verified"
     DISAGREED = "disagreed"
     FAILED = "failed"
+    SKIPPED = "skipped"
 
 
 class Evaluation(SQLModel, table=True):

@@ -41,7 +41,12 @@ from hub_server.evals.integrity import (
     check_rubric,
     stored_json,
 )
-from hub_server.evals.models import Evaluation, EvaluationBatch, EvaluationStatus
+from hub_server.evals.models import (
+    Evaluation,
+    EvaluationBatch,
+    EvaluationStatus,
+    VerificationStatus,
+)
 from hub_server.evals.samples import (
     SampleError,
     assign_keys,
@@ -57,6 +62,7 @@ from hub_server.evals.stats import (
     summary_from_json,
 )
 from hub_server.evals.verification import request_verification
+from hub_server.evals.verification_queue import position as queue_position
 from hub_server.registry.models import Environment, Version
 from hub_server.registry.service import select_version
 from hub_server.registry.views import declared_rubric
@@ -571,10 +577,16 @@ def pass_at_k(session: Session, evaluation_ids: list[str]) -> dict[str, dict[str
     return shown
 
 
-def evaluation_info(session: Session, evaluation: Evaluation) -> EvaluationInfo:
-    """A run as the API answers it."""
+def evaluation_info(
+    session: Session, evaluation: Evaluation, settings: HubSettings | None = None
+) -> EvaluationInfo:
+    """A run as the API answers it; given `settings`, a run waiting for verification says
+    where it stands in the queue."""
     env = evaluation.environment
     owner_name = env.owner.name
+    place = None
+    if settings is not None and evaluation.verification == VerificationStatus.PENDING:
+        place = queue_position(session, settings, evaluation.id)
     return EvaluationInfo(
         id=evaluation.id,
         evaluation_id=evaluation.id,
@@ -603,7 +615,8 @@ def evaluation_info(session: Session, evaluation: Evaluation) -> EvaluationInfo:
         third_party=is_third_party(session, evaluation),
         hidden=evaluation.hidden_at is not None,
         verification=evaluation.verification,
-        verification_detail=evaluation.verification_detail,
+        verification_detail=place.detail if place else evaluation.verification_detail,
+        verification_position=place.position if place else None,
     )
 
 

@@ -16,8 +16,10 @@ completions (`prime_env.rescore`: no model call), and compares.
   load, too large): never shown as verified, and the detail says why.
 
 Status lives in the database (`Evaluation.verification*`), so it survives restarts: runs are
-claimed with a conditional update (one worker each, across processes), and a run left
-`running` past twice the timeout (a worker that died) is claimed again, up to three attempts.
+claimed in a fair order (`verification_queue`: accounts in turn, one run at a time per
+account, an hourly budget each) with a conditional update (one worker each, across
+processes), and a run left `running` past twice the timeout (a worker that died) is claimed
+again, up to three attempts.
 The worker runs in the hub process with bounded concurrency (`PRIME_HUB_VERIFY_CONCURRENCY`)
 and is off unless `PRIME_HUB_VERIFY_SANDBOX` names a backend (docs/security.md).
 """
@@ -32,12 +34,11 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
-from datetime import timedelta
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import CursorResult, Engine
+from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from hub_server.core.blobstore import BlobStorage
@@ -45,6 +46,7 @@ from hub_server.core.ids import utcnow
 from hub_server.core.settings import HubSettings
 from hub_server.evals.models import Evaluation, EvaluationStatus, VerificationStatus
 from hub_server.evals.samples import decode_batch
+from hub_server.evals.verification_queue import can_queue, snapshot, try_claim
 from hub_server.index.sdk import sdk_wheel
 from hub_server.registry.models import DistFile, Version
 from hub_server.registry.views import declared_rubric
@@ -88,6 +90,14 @@ def request_verification(session: Session, settings: HubSettings, evaluation: Ev
     ).first()
     if wheel is None:
         return
+    if not can_queue(session, settings, evaluation.user_id):
+        evaluation.verification = VerificationStatus.SKIPPED
+        evaluation.verification_detail = (
+            f"not queued for verification: this account already has "
+            f"{settings.verify_max_pending_per_account} runs waiting, the most the hub queues "
+            "per account"
+        )
+        return
     evaluation.verification = VerificationStatus.PENDING
     evaluation.verification_detail = None
 
@@ -96,43 +106,26 @@ def request_verification(session: Session, settings: HubSettings, evaluation: Ev
 
 
 def claim_next(engine: Engine, settings: HubSettings) -> str | None:
-    """Take the oldest run waiting (or left running by a worker that died); its id, or None.
-    A conditional update decides between workers: one claim wins, the others look again."""
-    stale = utcnow() - timedelta(seconds=2 * settings.verify_timeout_seconds)
-    waiting = sa.or_(
-        col(Evaluation.verification) == VerificationStatus.PENDING,
-        sa.and_(
-            col(Evaluation.verification) == VerificationStatus.RUNNING,
-            col(Evaluation.verification_started_at) < stale,
-        ),
-    )
+    """Take the next waiting run in the fair order (`verification_queue`); its id, or None.
+    A run whose worker died three times is given up as `failed`."""
     with Session(engine) as session:
         for _ in range(5):
-            candidate = session.exec(
-                select(Evaluation.id, Evaluation.verification_attempts)
-                .where(waiting)
-                .order_by(col(Evaluation.finalized_at))
-                .limit(1)
-            ).first()
-            if candidate is None:
+            queue = snapshot(session, settings)
+            session.rollback()  # the snapshot's read ends before any claim
+            lost = False
+            for run in queue.order:
+                if run.attempts >= MAX_ATTEMPTS:
+                    _finish(engine, run.id, VerificationStatus.FAILED,
+                            f"gave up after {run.attempts} attempts (the worker stopped each time)")  # fmt: skip
+                    continue
+                if run.account in queue.busy:
+                    continue
+                if try_claim(session, settings, run):
+                    return run.id
+                lost = True  # another worker was faster: look again
+                break
+            if not lost:
                 return None
-            run_id, attempts = candidate
-            if attempts >= MAX_ATTEMPTS:
-                _finish(engine, run_id, VerificationStatus.FAILED,
-                        f"gave up after {attempts} attempts (the worker stopped each time)")  # fmt: skip
-                continue
-            claimed = session.execute(
-                sa.update(Evaluation)
-                .where(col(Evaluation.id) == run_id, waiting)
-                .values(
-                    verification=VerificationStatus.RUNNING,
-                    verification_started_at=utcnow(),
-                    verification_attempts=col(Evaluation.verification_attempts) + 1,
-                )
-            )
-            session.commit()
-            if cast(CursorResult[Any], claimed).rowcount == 1:
-                return str(run_id)
     return None
 
 

@@ -354,6 +354,7 @@ def install(
     for slug in skipped:
         err_console.print(f"{slug} is already installed; left as it is (--no-upgrade)")
     resolved = []
+    placed: dict[str, str] = {}
     if parsed:
         with _client() as client:
             with err_console.status(
@@ -369,7 +370,9 @@ def install(
                         f"is yanked{reason}"
                     )
             say(err_console, f"Installing with {tool} into {interpreter}")
-            install_environments(client, resolved, interpreter, tool, prerelease=prerelease)
+            placed = install_environments(
+                client, resolved, interpreter, tool, prerelease=prerelease
+            )
     rows = [
         {
             "environment": f"{item.ref.owner}/{item.ref.name}",
@@ -377,7 +380,7 @@ def install(
             "package": item.package_name,
             "visibility": item.visibility,
             "sha256": item.wheel_sha256,
-            "python": interpreter,
+            "python": placed.get(item.package_name, interpreter),
         }
         for item in resolved
     ]

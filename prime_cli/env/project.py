@@ -25,6 +25,8 @@ from packaging.version import InvalidVersion, Version
 from pydantic import ValidationError
 from pyproject_hooks import quiet_subprocess_runner
 
+from hub_client.isolated import framework
+from registry_index.files import write_atomic
 from registry_index.names import module_name
 from registry_index.rubric_spec import RubricSpec, rubric_from_pyproject
 from registry_index.toml_text import TomlError, parse_toml
@@ -296,6 +298,15 @@ def check_environment(project: EnvProject) -> str:
         return f"{module.strip()}:{attr}"
     module = module_name(project.normalized_name)
     path = _module_file(project.root, module)
+    kind = framework(project.dependencies)
+    if kind == "verifiers":  # verifiers' contract: the package exports its Taskset in __all__
+        if path is None or not _defines(path, "__all__"):
+            raise ProjectError(
+                f"{project.root} depends on verifiers but module {module!r} does not define "
+                "`__all__`; a verifiers package exports its Taskset subclass (and its Env or "
+                "Harness, if any) in `__all__`"
+            )
+        return f"{module}:__all__"
     hint = (
         f"define `def {FACTORY}(**kwargs) -> prime_env.Environment` in {module}.py, or declare "
         f'[project.entry-points."{ENTRY_POINT_GROUP}"] {project.name} = "MODULE:{FACTORY}" '
@@ -358,7 +369,5 @@ def write_version(project: EnvProject, version: str) -> EnvProject:
         + f"{match.group(1)}{match.group(2)}{version}{match.group(2)}"
         + section[match.end() :]
     )
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text[: start.end()] + section + text[stop:], "utf-8")
-    tmp.replace(path)
+    write_atomic(path, text[: start.end()] + section + text[stop:])
     return load_project(project.root)

@@ -7,9 +7,6 @@ content), so a refused push costs no round trips and leaves nothing behind on th
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,8 +24,9 @@ from prime_cli.env.project import (
     source_archive,
 )
 from registry_index import scopes as token_scopes
-from registry_index.content_hash import iter_tree_files, tree_content_hash
+from registry_index.content_hash import file_sha256, iter_tree_files, tree_content_hash
 from registry_index.errors import InvalidUpload
+from registry_index.files import write_json_atomic
 from registry_index.schemas.accounts import WhoAmI
 from registry_index.schemas.push import FinalizeResult, PushMetadata, ResolveRequest, UploadRequest
 from registry_index.schemas.versions import FileOut, VersionInfo
@@ -164,11 +162,7 @@ def write_push_metadata(project: EnvProject, result: PushResult) -> Path:
         "pushed_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
         "wheel_sha256": result.wheel_sha256,
     }
-    fd, tmp = tempfile.mkstemp(dir=meta_dir, prefix=".env-metadata.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(payload, handle, indent=2)
-        handle.write("\n")
-    os.replace(tmp, dest)
+    write_json_atomic(dest, payload)
     return dest
 
 
@@ -256,7 +250,7 @@ def push_environment(
             source_body = UploadRequest(
                 content_hash=content_hash,
                 filename=archive.name,
-                sha256=_sha256(archive),
+                sha256=file_sha256(archive),
                 size=archive.stat().st_size,
                 semantic_version=project.version,
                 metadata=metadata.model_copy(update={"original_filename": archive.name}),
@@ -284,14 +278,6 @@ def push_environment(
         source_filename=archive.name,
         created=resolved.created,
     )
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 __all__ = ["HubError", "PushRefused", "PushResult", "push_environment", "write_push_metadata"]

@@ -49,20 +49,9 @@ from prime_env.clients.model_specs import (
 )
 from prime_env.clients.retry import RetryPolicy
 from prime_env.errors import DatasetError, EnvironmentNotFound
+from prime_env.eval_run_dir import EvalRunDir, RunConfig
 from prime_env.eval_sets import SetConfig, is_set_dir, read_set
-from prime_env.evaluation import (
-    METADATA,
-    RESULTS,
-    EvalError,
-    RunConfig,
-    load_env,
-    normalize_sampling,
-    read_results,
-    read_run_metadata,
-    resume_run,
-    start_run,
-    stored_config,
-)
+from prime_env.evaluation import EvalError, load_env, normalize_sampling, resume_run, start_run
 from prime_env.process import event_loop
 from registry_index.schemas.evals import EvaluationInfo
 
@@ -265,7 +254,7 @@ def run(
     if resume_dir is not None:
         if len(models) > 1 and not in_set:
             raise click.UsageError("--resume continues one run; give at most one -m")
-        stored = read_set(resume_dir).config if in_set else stored_config(resume_dir)
+        stored = read_set(resume_dir).config if in_set else EvalRunDir.open(resume_dir).config()
         env_specs = env_specs or tuple(stored.envs)
         models = models or tuple(stored.models)
         n = n if _explicit(ctx, "n") else stored.n
@@ -476,15 +465,12 @@ def push(
                 "first or pass a run DIRECTORY"
             )
         for directory in chosen:
-            meta_path = directory / METADATA
-            previous = (
-                json.loads(meta_path.read_text()).get("pushes", []) if meta_path.is_file() else []
-            )
-            done = [p for p in previous if p.get("hub") == hub.base_url]
+            stored = EvalRunDir(directory).stored()
+            done = stored.pushes_to(hub.base_url) if stored is not None else []
             if done and not force:
                 raise CliError(
                     f"{directory} was already pushed to {hub.base_url} as evaluation "
-                    f"{done[-1]['evaluation_id']}; use --force to push it again"
+                    f"{done[-1].evaluation_id}; use --force to push it again"
                 )
             evaluation_id = push_run(hub, directory, env=env, public=public, name=name)
             results.append({"directory": str(directory), "evaluation_id": evaluation_id})
@@ -536,26 +522,26 @@ def list_cmd(
     """List evaluations on the hub (or local run directories with --local)."""
     if local_root is not None:
         runs = [
-            m
-            for m in local_runs(local_root)
-            if (env is None or m.get("env") == env) and (model is None or m.get("model") == model)
+            run
+            for run in local_runs(local_root)
+            if (env is None or run.meta.env == env) and (model is None or run.meta.model == model)
         ]
         if output == "json":
-            echo_json({"runs": runs})
+            echo_json({"runs": [run.to_json() for run in runs]})
             return
         table = Table(title=f"runs under {local_root}")
         for column in ("directory", "env", "model", "n×r", "reward", "errors", "status"):
             table.add_column(column, overflow="fold")
-        for m in runs:
-            s = m.get("summary") or {}
+        for run in runs:
+            m, s = run.meta, run.meta.summary
             table.add_row(
-                m["directory"],
-                str(m.get("env_id")),
-                str(m.get("model")),
-                f"{m.get('num_examples')}×{m.get('rollouts_per_example')}",
-                f"{fmt(s.get('reward_mean'))} ± {fmt(s.get('reward_stderr'))}",
-                str(s.get("errors", "-")),
-                str(m.get("status")),
+                str(run.dir.root),
+                str(m.env_id),
+                str(m.model),
+                f"{m.num_examples}×{m.rollouts_per_example}",
+                f"{fmt(s.reward_mean)} ± {fmt(s.reward_stderr)}" if s else "- ± -",
+                str(s.errors) if s else "-",
+                str(m.status),
             )
         console.print(table)
         return
@@ -612,10 +598,10 @@ def show(target: str, samples: int, output: str) -> None:
     with _hub() as hub:
         found = find_run(target, hub)
         if found.directory is not None:
-            meta = read_run_metadata(found.directory)
-            records = read_results(found.directory / RESULTS)[:samples] if samples else []
+            run_dir = EvalRunDir(found.directory)
+            records = run_dir.read_results()[:samples] if samples else []
             payload: dict[str, Any] = {
-                "data": meta,
+                "data": run_dir.metadata().to_json(),
                 "samples": [json.loads(rec.to_json()) for rec in records],
             }
         else:
@@ -649,7 +635,7 @@ def samples_cmd(target: str, num: int, page: int, offset: int | None, output: st
     with _hub() as hub:
         found = find_run(target, hub)
         if found.directory is not None:
-            records = read_results(found.directory / RESULTS)
+            records = EvalRunDir(found.directory).read_results()
             total = len(records)
             rows = [json.loads(r.to_json()) for r in records[(page - 1) * num : page * num]]
         else:

@@ -17,8 +17,6 @@ leaves nothing behind.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, cast
 
@@ -41,6 +39,7 @@ from prime_env.sft import (
     select_records,
     token_sample,
 )
+from registry_index.files import write_lines_atomic
 
 err_console = Console(stderr=True)
 
@@ -136,7 +135,7 @@ def export_cmd(
             _token_rows(loaded, record) if loaded is not None else _chat_rows(record, tools_as)
         )
     )
-    written = _write_atomically(out, rows)
+    written = write_lines_atomic(out, (json.dumps(row, ensure_ascii=False) for row in rows))
     summary = {
         "file": str(out),
         "format": fmt,
@@ -225,20 +224,3 @@ def _token_rows(tokenizer: Any, record: RolloutRecord) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-def _write_atomically(out: Path, rows: Any) -> int:
-    """Write `rows` as JSONL to `out` (all or nothing); return how many."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    written = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-                written += 1
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return written

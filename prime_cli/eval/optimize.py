@@ -23,7 +23,8 @@ from prime_cli.program_host import program_on_host_option
 from prime_env.clients.base import SamplingArgs
 from prime_env.clients.model_specs import APIS, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
-from prime_env.evaluation import load_env, normalize_sampling, run_name, sampling_from_json
+from prime_env.eval_run_dir import run_name
+from prime_env.evaluation import load_env, normalize_sampling, sampling_from_json
 from prime_env.process import event_loop
 from prime_env.prompt_optimizer import MODES, OptimizeConfig, OptimizeResult, optimize_prompt
 from prime_env.reference import REFERENCE_MODEL
@@ -176,7 +177,7 @@ def optimize_cmd(
                 await reflection.aclose()
 
     result = event_loop.run(search())
-    directory = output_dir / "optimize" / run_name(env, spec.name) / uuid.uuid4().hex[:8]
+    directory = output_dir / "optimize" / run_name(env.name, spec.name) / uuid.uuid4().hex[:8]
     result.write(directory)
     if output == "json":
         click.echo(json.dumps({"directory": str(directory), **result.summary()}, indent=2))

@@ -16,7 +16,8 @@ from prime_cli.eval.tables import fmt, summary_table
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import output_console, say
 from prime_cli.options import json_object
-from prime_env.evaluation import load_env, read_run_metadata, stored_config
+from prime_env.eval_run_dir import EvalRunDir
+from prime_env.evaluation import load_env
 from prime_env.process import event_loop
 from prime_env.replay import replay_run
 
@@ -55,19 +56,20 @@ def replay_cmd(
     model: a new run under OUTPUT_DIR whose metadata.json names RUN (`replay_of`)."""
     source = find_run(target, None, output_dir).directory
     assert source is not None  # find_run without a hub finds local runs only
-    stored = stored_config(source)
+    source_dir = EvalRunDir.open(source)
+    stored = source_dir.config()
     args = stored.env_args if env_args is None else json_object(env_args, "--env-args")
     spec = env_spec or stored.env
     env = load_env(
         spec, args, install=partial(ensure_installed, feedback=console_feedback(err_console))
     )
-    before = read_run_metadata(source)
+    before = source_dir.metadata()
     run, summary = event_loop.run(replay_run(source, env, spec, output_dir))
     evaluation_id = None
     if push:
         with open_hub(err_console) as hub:
             evaluation_id = push_run(hub, run.directory, public=public)
-    old = before.get("summary") or {}
+    old = before.summary
     if output == "json":
         click.echo(
             json.dumps(
@@ -76,9 +78,9 @@ def replay_cmd(
                     "directory": str(run.directory),
                     "run_id": run.run_id,
                     "env": env.id,
-                    "source_env": before.get("env_id"),
+                    "source_env": before.env_id,
                     "summary": summary.model_dump(),
-                    "source_summary": old,
+                    "source_summary": old.model_dump() if old else {},
                     "evaluation_id": evaluation_id,
                 },
                 indent=2,
@@ -88,8 +90,8 @@ def replay_cmd(
     console.print(summary_table([(run, summary)], console.width))
     say(
         console,
-        f"replayed {summary.rollouts} rollouts of {source} ({before.get('env_id')}) with "
-        f"{env.id}, no model calls: reward {fmt(old.get('reward_mean'))} -> "
+        f"replayed {summary.rollouts} rollouts of {source} ({before.env_id}) with "
+        f"{env.id}, no model calls: reward {fmt(old.reward_mean if old else None)} -> "
         f"{fmt(summary.reward_mean)}",
     )
     say(console, f"{run.spec.name}: {run.directory}")

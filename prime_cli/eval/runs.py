@@ -22,7 +22,8 @@ from hub_client import settings as cfg
 from hub_client.client import HubClient, NotFound, checked_request
 from prime_cli.errors import CliError
 from prime_cli.feedback import console_feedback
-from prime_env.evaluation import METADATA, RESULTS, read_results, read_run_metadata
+from prime_env.errors import EvalError
+from prime_env.eval_run_dir import METADATA, EvalMetadata, EvalRunDir, PushRef
 from prime_env.record import RolloutRecord
 from prime_env.run_status import COMPLETED, RUNNING, describe_owner
 from registry_index.resolve import parse_env_id
@@ -39,17 +40,27 @@ def open_hub(err_console: Console) -> HubClient:
     return HubClient.from_settings(cfg.load_settings(), feedback=console_feedback(err_console))
 
 
-def local_runs(root: Path) -> list[dict[str, Any]]:
-    """The metadata of every run directory under `root/evals`, with its `directory` (a run
-    whose process is gone reads `interrupted`, see `read_run_metadata`)."""
+@dataclass(frozen=True)
+class LocalRun:
+    """A run directory under an output dir and its metadata as a reader should believe it."""
+
+    dir: EvalRunDir
+    meta: EvalMetadata
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.meta.to_json(), "directory": str(self.dir.root)}
+
+
+def local_runs(root: Path) -> list[LocalRun]:
+    """Every run directory under `root/evals` (a run whose process is gone reads
+    `interrupted`, see `EvalRunDir.metadata`); a metadata.json that is not one is passed over."""
     runs = []
     for meta_path in sorted((root / "evals").glob(f"*/*/{METADATA}")):
+        run_dir = EvalRunDir(meta_path.parent)
         try:
-            meta = read_run_metadata(meta_path.parent)
-        except ValueError:
+            runs.append(LocalRun(run_dir, run_dir.metadata()))
+        except EvalError:
             continue
-        meta["directory"] = str(meta_path.parent)
-        runs.append(meta)
     return runs
 
 
@@ -75,7 +86,7 @@ def find_run(target: str, hub: HubClient | None, root: Path = Path("outputs")) -
             f"{target} is not an eval run directory (no {METADATA} there); a run directory "
             f"looks like outputs/evals/ENV--MODEL/RUN_ID"
         )
-    local = [Path(m["directory"]) for m in local_runs(root)]
+    local = [run.dir.root for run in local_runs(root)]
     matches = [d for d in local if d.name.startswith(target)]
     if len(matches) == 1:
         return RunTarget(directory=matches[0])
@@ -115,23 +126,21 @@ def unpushed_runs(root: Path, hub_url: str) -> list[Path]:
     """Finished local runs not yet pushed to `hub_url` (for `prime eval push` with no DIR);
     runs whose every rollout failed are not among them (`all_failed`)."""
     return [
-        Path(meta["directory"])
-        for meta in local_runs(root)
-        if meta.get("status") == COMPLETED
-        and all_failed(meta) is None
-        and not any(p.get("hub") == hub_url for p in meta.get("pushes") or [])
+        run.dir.root
+        for run in local_runs(root)
+        if run.meta.status == COMPLETED
+        and all_failed(run.meta) is None
+        and not run.meta.pushes_to(hub_url)
     ]
 
 
-def all_failed(meta: dict[str, Any]) -> str | None:
+def all_failed(meta: EvalMetadata) -> str | None:
     """Why a finished run is not pushed when every one of its rollouts failed (nothing was
     scored, so there is nothing to rank: an outage, a bad key or URL), else None."""
-    summary = meta.get("summary") or {}
-    if not summary.get("rollouts") or summary.get("scored"):
+    summary = meta.summary
+    if summary is None or not summary.rollouts or summary.scored:
         return None
-    kinds = ", ".join(
-        f"{kind}: {count}" for kind, count in (summary.get("error_types") or {}).items()
-    )
+    kinds = ", ".join(f"{kind}: {count}" for kind, count in summary.error_types.items())
     return (
         f"every rollout of this run failed ({kinds or 'errors only'}), so nothing was scored "
         "and there is nothing to rank; it is not pushed. Fix the cause (key, URL, model name) "
@@ -153,13 +162,14 @@ def _batches(records: list[RolloutRecord]) -> Iterator[list[dict[str, Any]]]:
         yield batch
 
 
-def _unfinished(directory: Path, meta: dict[str, Any]) -> str:
+def _unfinished(directory: Path, meta: EvalMetadata) -> str:
     """Why `directory` cannot be pushed, and what finishes it: only a completed run holds
     every rollout, so a half-finished one is never pushed as if it were complete."""
-    status = meta.get("status")
+    status = meta.status
     if status == RUNNING:
         return (
-            f"{directory} is still running ({describe_owner(meta)}); push it once it has finished"
+            f"{directory} is still running ({describe_owner(meta.to_json())}); push it once it "
+            "has finished"
         )
     from trainer_bridge.protocol.run_dir import train_run_of
 
@@ -171,7 +181,7 @@ def _unfinished(directory: Path, meta: dict[str, Any]) -> str:
     )
     return (
         f"{directory} is not a complete run (status {status!r}: "
-        f"{meta.get('error') or 'it stopped before its last rollout'}); finish it with {how}, "
+        f"{meta.error or 'it stopped before its last rollout'}); finish it with {how}, "
         "or start a new run"
     )
 
@@ -200,36 +210,36 @@ def push_run(
     name: str | None = None,
 ) -> str:
     """Upload one run: create the evaluation, push samples in batches, finalize. Returns its id."""
-    meta_path = directory / METADATA
-    if not meta_path.is_file():
+    run_dir = EvalRunDir(directory)
+    if not run_dir.exists():
         raise CliError(f"{directory} is not an eval run directory (no {METADATA})")
-    meta = read_run_metadata(directory)
-    if meta.get("status") != COMPLETED:
+    meta = run_dir.metadata()
+    if meta.status != COMPLETED:
         raise CliError(_unfinished(directory, meta))
     failed = all_failed(meta)
     if failed is not None:
         raise CliError(f"{directory}: {failed}")
-    env_slug = _hub_slug(env or meta.get("hub_env") or meta.get("env") or "")
-    records = read_results(directory / RESULTS)
-    metrics = {k: v for k, v in meta.items() if k.startswith("avg_") and v is not None}
-    earlier = [p for p in meta.get("pushes") or [] if p.get("hub") == hub.base_url]
+    env_slug = _hub_slug(env or meta.hub_env or meta.env or "")
+    records = run_dir.read_results()
+    metrics = meta.averages()
+    earlier = meta.pushes_to(hub.base_url)
+    stored = meta.to_json()
     with checked_request(f"push {directory}"):
-        env_version = meta.get("env_version")
         environment = (
-            EnvironmentRef(slug=env_slug, version=str(env_version))
-            if env_version
+            EnvironmentRef(slug=env_slug, version=str(meta.env_version))
+            if meta.env_version
             else EnvironmentRef(slug=env_slug)
         )
         body = CreateEvaluation(
             # the same push repeated (a retry after a lost answer) names the same run on the
             # hub; a deliberate second push (--force) is a new run
-            client_run_id=f"{meta.get('run_id') or directory.name}-{len(earlier)}",
-            name=name or f"{env_slug}--{meta['model']}",
+            client_run_id=f"{meta.run_id or directory.name}-{len(earlier)}",
+            name=name or f"{env_slug}--{meta.model}",
             environments=[environment],
-            model_name=meta["model"],
+            model_name=meta.model,
             framework="prime",
             metadata={
-                k: meta.get(k)
+                k: stored.get(k)
                 for k in (
                     "run_id",
                     "num_examples",
@@ -253,10 +263,8 @@ def push_run(
     for batch in _batches(records):
         hub.push_samples(evaluation_id, batch)
     hub.finalize_evaluation(evaluation_id, metrics)
-    meta.setdefault("pushes", []).append({"hub": hub.base_url, "evaluation_id": evaluation_id})
-    tmp = meta_path.with_name(f".{METADATA}.tmp")
-    tmp.write_text(json.dumps(meta, indent=2) + "\n")
-    tmp.replace(meta_path)
+    pushed = PushRef(hub=hub.base_url, evaluation_id=evaluation_id)
+    run_dir.update_metadata(pushes=[*run_dir.metadata().pushes, pushed])
     return evaluation_id
 
 
@@ -268,7 +276,7 @@ def run_records(found: RunTarget, hub: HubClient | None) -> list[RolloutRecord]:
     """The rollout records of a run: its `results.jsonl`, or its samples on the hub (the runs a
     hub stores are the datasets it serves: there is no second store)."""
     if found.directory is not None:
-        return read_results(found.directory / RESULTS)
+        return EvalRunDir(found.directory).read_results()
     if hub is None or found.evaluation_id is None:
         raise CliError("a hub evaluation needs a hub to read it from (prime login)")
     evaluation_id = found.evaluation_id

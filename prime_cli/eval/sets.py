@@ -35,6 +35,7 @@ from prime_cli.messages import output_console, say
 from prime_env.clients.model_specs import ModelSpec
 from prime_env.clients.retry import RetryPolicy
 from prime_env.environment import Environment
+from prime_env.eval_run_dir import EvalRunDir, EvalSetRef, RunConfig
 from prime_env.eval_sets import (
     COMPLETED,
     FAILED,
@@ -46,14 +47,7 @@ from prime_env.eval_sets import (
     new_set,
     read_set,
 )
-from prime_env.evaluation import (
-    EvalError,
-    RunConfig,
-    load_env,
-    read_run_metadata,
-    resume_run,
-    start_run,
-)
+from prime_env.evaluation import EvalError, load_env, resume_run, start_run
 from prime_env.process import event_loop
 from prime_env.summary import Summary
 
@@ -170,10 +164,9 @@ def _run_cell(
             cell.directory = str(run.directory.relative_to(eval_set.root))
         else:
             run = resume_run(directory, env, spec, run_config)
-        run.extra_metadata["eval_set"] = {
-            "set_id": eval_set.set_id,
-            "directory": str(eval_set.root),
-        }
+        run.dir.update_metadata(
+            eval_set=EvalSetRef(set_id=eval_set.set_id, directory=str(eval_set.root))
+        )
         cell.attempts += 1
         eval_set.save()
         try:
@@ -216,8 +209,10 @@ def _finished_summary(eval_set: EvalSet, cell: Cell) -> Summary | None:
     directory = eval_set.run_dir(cell)
     if directory is None:
         return None
-    stored = read_run_metadata(directory).get("summary")
-    return None if stored is None else Summary.model_validate(stored)
+    stored = EvalRunDir(directory).metadata().summary  # the run's summary, its cost beside it
+    return (
+        None if stored is None else Summary.model_validate(stored.model_dump(exclude={"cost_usd"}))
+    )
 
 
 def _push(hub: HubClient, eval_set: EvalSet, cell: Cell, public: bool) -> None:

@@ -127,7 +127,8 @@ def run_cmd(
 ) -> None:
     """Train on OWNER/NAME[@VER] (installed from the hub when missing), from the recipe the
     environment ships for the model when there is one."""
-    from trainer_bridge.config import ConfigError, build_config, parse_flags
+    from trainer_bridge.config import ConfigError
+    from trainer_bridge.config_loader import build_config, parse_flags, to_toml
 
     try:
         extra_files, overrides = parse_flags(ctx.args)
@@ -171,7 +172,7 @@ def run_cmd(
             body = {"config_digest": digest, "recipe": str(recipe) if recipe else None}
             click.echo(json.dumps({**body, "hosts": commands}, indent=2))
         else:
-            click.echo(config.to_toml())
+            click.echo(to_toml(config))
             for host, procs in commands.items():
                 click.echo(f"# {host}")
                 for name, line in procs.items():
@@ -372,7 +373,7 @@ def samples_cmd(run_dir: Path, step: int, limit: int | None, output: str) -> Non
 @click.option("-o", "--out", type=Path, required=True, help="output directory (HF format)")
 def export_cmd(run_dir: Path, step: int | None, merge: bool, out: Path) -> None:
     """Write a policy of RUN_DIR as a PEFT adapter, or merged into a Hugging Face model dir."""
-    from trainer_bridge.config import load_resolved
+    from trainer_bridge.config_loader import load_resolved
     from trainer_bridge.export import ExportError, export_policy
 
     config = load_resolved(run_dir / "config" / "resolved.toml")

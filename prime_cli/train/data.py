@@ -11,13 +11,12 @@ config names a file that a resume reads again unchanged.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from pathlib import Path
 
 from prime_cli.errors import CliError
 from prime_cli.eval.export import read_runs
 from prime_env.sft import select_records
+from registry_index.files import write_atomic
 
 DATA_DIR = "data"
 
@@ -38,13 +37,5 @@ def resolve_data(target: str, output_dir: Path, runs_dir: Path = Path("outputs")
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     out = (output_dir / DATA_DIR / f"sft-{digest}.jsonl").resolve()
     if not out.is_file():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, scratch = tempfile.mkstemp(dir=out.parent, prefix=".sft-", suffix=".jsonl")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(text)
-            os.replace(scratch, out)
-        except BaseException:
-            Path(scratch).unlink(missing_ok=True)
-            raise
+        write_atomic(out, text)
     return out

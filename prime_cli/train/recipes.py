@@ -23,7 +23,8 @@ from prime_cli.feedback import console_feedback
 from prime_env.errors import EnvironmentNotFound
 from prime_env.loading import is_local_path, package_dir
 from registry_index.resolve import parse_env_id
-from trainer_bridge.config import DEFAULT_MODEL, ConfigError, merge_layers
+from trainer_bridge.config import DEFAULT_MODEL, ConfigError
+from trainer_bridge.config_loader import merge_layers
 from trainer_bridge.recipes import find_recipe, shipped_recipes
 
 

@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, Field, StringConstraints
 
+from registry_index.schemas.request import RequestBody
+
 MAX_TAG_LENGTH = 64
 """The widest tag the hub stores (its column width): a longer one is refused with a 400."""
 
@@ -59,7 +61,7 @@ class EnvironmentDetail(EnvironmentSummary):
     versions_count: int
 
 
-class EnvironmentPatch(BaseModel):
+class EnvironmentPatch(RequestBody):
     description: str | None = None
     tags: Tags | None = None
     visibility: VisibilityIn | None = None

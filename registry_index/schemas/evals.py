@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from registry_index.schemas.request import RequestBody
 from registry_index.summary import Summary
 
 
@@ -35,7 +36,7 @@ class EnvironmentRef(BaseModel):
         return self
 
 
-class CreateEvaluation(BaseModel):
+class CreateEvaluation(RequestBody):
     model_config = ConfigDict(extra="ignore")
 
     name: str = Field(min_length=1, max_length=256)
@@ -79,7 +80,7 @@ class CreateEvaluation(BaseModel):
         return {**extra, **self.metadata}
 
 
-class FinalizeEvaluation(BaseModel):
+class FinalizeEvaluation(RequestBody):
     model_config = ConfigDict(extra="ignore")
 
     metrics: dict[str, Any] | None = None
@@ -115,9 +116,13 @@ class EvaluationInfo(BaseModel):
     finalized_at: datetime | None
     third_party: bool = False  # pushed by someone outside the environment's owner
     hidden: bool = False  # hidden from the leaderboard by the environment's owner
-    # The hub's own re-scoring: pending, running, verified, disagreed, failed (None: not asked).
+    # The hub's own re-scoring: pending, running, verified, disagreed, failed, skipped (not
+    # queued) or None (not asked). While pending, the detail says where the run stands and
+    # `verification_position` is its place in the queue (1: next; None: its account is past
+    # its hourly budget).
     verification: str | None = None
     verification_detail: str | None = None
+    verification_position: int | None = None
 
 
 class EvaluationEnvelope(BaseModel):

@@ -9,12 +9,13 @@ from pydantic import BaseModel, Field, model_validator
 from registry_index.bounds import MAX_STORED_INT
 from registry_index.rubric_spec import RubricSpec
 from registry_index.schemas.environments import OwnerOut, Tags, Visibility, VisibilityIn
+from registry_index.schemas.request import RequestBody
 from registry_index.schemas.versions import VersionInfo
 
 SHA256_HEX = r"^[0-9a-f]{64}$"
 
 
-class ResolveRequest(BaseModel):
+class ResolveRequest(RequestBody):
     name: str = Field(min_length=1, max_length=128)
     visibility: VisibilityIn | None = None
     owner_slug: str | None = None
@@ -59,7 +60,7 @@ class PushMetadata(BaseModel):
         return self
 
 
-class UploadRequest(BaseModel):
+class UploadRequest(RequestBody):
     content_hash: str | None = Field(default=None, pattern=SHA256_HEX)
     filename: str = Field(min_length=1, max_length=255)
     sha256: str = Field(pattern=SHA256_HEX)

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from registry_index.rubric_spec import RubricSpec
 from registry_index.schemas.environments import Visibility
+from registry_index.schemas.request import RequestBody
 
 
 class FileKind(StrEnum):
@@ -69,5 +70,5 @@ class InstallRecord(BaseModel):
     created_at: datetime
 
 
-class YankRequest(BaseModel):
+class YankRequest(RequestBody):
     reason: str | None = Field(default=None, max_length=1000)

@@ -10,7 +10,8 @@ import pytest
 from builtin_envs.publish import BUILTIN_NAMES, BUILTINS_DIR
 from prime_env.evaluation import load_env
 from prime_env.loading import package_dir
-from trainer_bridge.config import DEFAULT_MODEL, build_config
+from trainer_bridge.config import DEFAULT_MODEL
+from trainer_bridge.config_loader import build_config
 from trainer_bridge.launch import check_env
 from trainer_bridge.recipes import find_recipe
 

@@ -14,7 +14,8 @@ import pytest
 
 import prime_env as pe
 from prime_env.clients.model_specs import resolve_model
-from prime_env.evaluation import EvalError, RunConfig, read_results, resume_run, start_run
+from prime_env.eval_run_dir import RunConfig, read_results
+from prime_env.evaluation import EvalError, resume_run, start_run
 from prime_env.record import RolloutRecord
 from testing.server import FakeServer
 from tests.e2e.eval_support import PRIME, SAY_ENV, prime, prime_env, records, run_dirs

@@ -19,7 +19,7 @@ from tests.e2e.eval_support import PRIME, prime, prime_env
 from tests.e2e.train_support import FAST, VOWELS_ENV, alive, children_of_run, metrics, train_dirs
 from tests.trainer_bridge.conftest import smollm2_tokenizer_dir, tiny_model_dir  # noqa: F401
 from trainer_bridge import launch
-from trainer_bridge.config import build_config, parse_flags
+from trainer_bridge.config_loader import build_config, parse_flags
 from trainer_bridge.inference.torch_backend import TorchBackend
 from trainer_bridge.protocol.run_dir import RunDir
 from trainer_bridge.protocol.stable import stable_steps
@@ -187,7 +187,7 @@ def run_with_faults(
     prepared = launch.start(config, env, str(VOWELS_ENV))
     built: list[FlakySampler] = []
 
-    def factory(config: Any, supervisor: Any, run: Any, say: Any = None) -> Any:
+    def factory(config: Any, children: Any, run: Any, say: Any = None) -> Any:
         async def make() -> FlakySampler:
             life = len(built)
             backend = FlakySampler(

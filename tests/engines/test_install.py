@@ -43,7 +43,9 @@ def test_the_installed_engine_is_found_first(
     target = fake_engine(tmp_path)
     engine = find_vllm()
     assert (engine.version, engine.source, engine.location) == (
-        "9.9.9", "prime engine install", str(target)
+        "9.9.9",
+        "prime engine install",
+        str(target),
     )
 
 
@@ -58,7 +60,7 @@ def test_a_vllm_command_on_path_is_found_by_its_interpreter(
     bindir = tmp_path / "bin"
     bindir.mkdir()
     python = bindir / "python"
-    python.write_text(f"#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} \"$@\"\n")
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
     script = bindir / "vllm"
     script.write_text(f"#!{python}\nprint('vllm')\n")
     for path in (python, script):

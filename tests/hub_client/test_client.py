@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import pytest
 
-from hub_client.client import HubClient, HubError, NotFound, RetryPolicy
+from hub_client.client import HubClient, HubError, HubRetryPolicy, NotFound
 from tests.hub_server.inproc import InProcessHub, start_inproc_hub
 from tests.support import free_port
 
@@ -25,7 +25,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessHub]:
 
 def test_unreachable_hub_says_how_to_fix() -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    once = RetryPolicy(max_attempts=1)
+    once = HubRetryPolicy(max_attempts=1)
     with HubClient(url, timeout=5, retry=once) as client, pytest.raises(HubError) as caught:
         client.list_environments()
     message = str(caught.value)

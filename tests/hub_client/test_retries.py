@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from hub_client.client import HubClient, HubError, RetryPolicy
+from hub_client.client import HubClient, HubError, HubRetryPolicy
 from hub_client.feedback import Feedback
 from prime_env.clients.retry import retry_after_seconds
 from registry_index.schemas.evals import CreateEvaluation, EnvironmentRef
 from tests.hub_client import wire_examples as wire
 from tests.support import free_port
 
-FAST = RetryPolicy(max_attempts=4, base_delay_s=0.01, max_delay_s=0.05)
+FAST = HubRetryPolicy(max_attempts=4, base_delay_s=0.01, max_delay_s=0.05)
 Handler = Callable[[http.server.BaseHTTPRequestHandler, int], tuple[int, dict[str, str], bytes]]
 
 

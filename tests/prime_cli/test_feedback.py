@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from hub_client.client import HubClient, HubError, RetryPolicy
+from hub_client.client import HubClient, HubError, HubRetryPolicy
 from hub_client.install import run_installer
 from prime_cli.feedback import console_feedback
 from tests.support import free_port
@@ -58,7 +58,7 @@ def test_a_download_draws_a_bar_only_on_a_terminal(
 def test_a_retry_is_one_yellow_line() -> None:
     screen = io.StringIO()
     console = Console(file=screen, force_terminal=True, width=40)  # narrower than the line
-    fast = RetryPolicy(first_contact_attempts=2, base_delay_s=0.01, max_delay_s=0.01)
+    fast = HubRetryPolicy(first_contact_attempts=2, base_delay_s=0.01, max_delay_s=0.01)
     with (
         HubClient(
             f"http://127.0.0.1:{free_port()}", retry=fast, feedback=console_feedback(console)
@@ -72,7 +72,7 @@ def test_a_retry_is_one_yellow_line() -> None:
 
 
 def test_without_feedback_the_client_only_logs(caplog: pytest.LogCaptureFixture) -> None:
-    fast = RetryPolicy(first_contact_attempts=2, base_delay_s=0.01, max_delay_s=0.01)
+    fast = HubRetryPolicy(first_contact_attempts=2, base_delay_s=0.01, max_delay_s=0.01)
     with (
         HubClient(f"http://127.0.0.1:{free_port()}", retry=fast) as client,
         pytest.raises(HubError),

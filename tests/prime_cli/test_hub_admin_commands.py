@@ -117,6 +117,41 @@ def test_admin_commands_refuse_bad_input(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # builds the SDK and five environments with uv, twice
+@pytest.mark.parametrize("name", ["api", "simple", "legacy", "files", "login", "static", "docs"])
+def test_names_of_the_hub_s_own_routes_are_reserved_for_users_and_orgs(
+    tmp_path: Path, name: str
+) -> None:
+    """Issue 37: `prime hub user add api|simple|legacy|files` succeeded, a namespace whose
+    paths (/api/…, /legacy/) are the hub's own. The reserved words are read off the routes."""
+    data = str(tmp_path / "hub")
+    for args in (("hub", "user", "add", name), ("hub", "org", "add", name)):
+        result = prime(*args, "--data-dir", data)
+        assert result.returncode != 0, (args, result.stdout)
+        assert f"{name!r} is reserved: the hub's own routes use it" in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+    assert prime("hub", "user", "add", f"{name}-fan", "--data-dir", data).returncode == 0
+
+
+def test_every_literal_route_segment_is_reserved() -> None:
+    """A route added later reserves its words too: the set is derived from the app's routes."""
+    from fastapi.routing import APIRoute
+
+    from hub_server.routes import ROUTERS, reserved_owner_names
+
+    words = {
+        segment
+        for router in ROUTERS
+        for route in router.routes
+        if isinstance(route, APIRoute)
+        for segment in route.path.split("/")
+        if segment and "{" not in segment
+    }
+    assert {"api", "legacy", "simple", "files", "_sdk", "healthz", "openapi.json"} <= (
+        reserved_owner_names()
+    )
+    assert words <= reserved_owner_names()
+
+
 def test_seed_publishes_the_builtins_once_and_revokes_its_token(fresh_hub: HubProcess) -> None:
     args = ("hub", "seed", "--url", fresh_hub.url, "--data-dir", str(fresh_hub.data_dir))
     first = prime_process(*args, env=fresh_hub.env)

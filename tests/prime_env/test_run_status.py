@@ -20,15 +20,8 @@ import pytest
 
 from prime_env import Environment, Rubric, SingleTurn
 from prime_env.clients.model_specs import ModelSpec
-from prime_env.evaluation import (
-    EvalError,
-    EvalRun,
-    RunConfig,
-    execute,
-    read_run_metadata,
-    resume_run,
-    start_run,
-)
+from prime_env.eval_run_dir import EvalRunDir, RunConfig
+from prime_env.evaluation import EvalError, EvalRun, execute, resume_run, start_run
 from prime_env.run_status import owner_state, read_status, status_fields
 from sandbox.owner import host_id
 
@@ -81,20 +74,19 @@ def test_a_sigkilled_eval_run_reads_interrupted_a_live_one_running(tmp_path: Pat
     try:
         assert proc.stdout is not None
         directory = Path(proc.stdout.readline().strip())
-        live = read_run_metadata(directory)
-        assert live["status"] == "running" and live["owner"]["pid"] == proc.pid
+        live = EvalRunDir(directory).metadata()
+        assert live.status == "running" and live.owner and live.owner["pid"] == proc.pid
         # a second process on the same results would write every rollout twice
         with pytest.raises(EvalError, match=rf"still running \(pid {proc.pid} on "):
             resume_run(directory, _env(), SPEC, CONFIG)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-    meta = read_run_metadata(directory)
-    assert meta["status"] == "interrupted"
+    assert EvalRunDir(directory).metadata().status == "interrupted"
     assert json.loads((directory / "metadata.json").read_text())["status"] == "running"
     resumed = resume_run(directory, _env(), SPEC, CONFIG)  # this process takes it over
-    assert resumed.read_metadata()["owner"] == status_fields("running")["owner"]
-    assert read_run_metadata(directory)["status"] == "running"
+    assert resumed.dir.metadata().owner == status_fields("running")["owner"]
+    assert EvalRunDir(directory).metadata().status == "running"
 
 
 def _running_here() -> dict[str, Any]:
@@ -176,12 +168,12 @@ async def test_a_cancelled_eval_writes_interrupted_and_a_crashed_one_failed(
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    meta = run.read_metadata()
-    assert meta["status"] == "interrupted" and meta["owner"] is None and meta["error"]
+    meta = run.dir.metadata()
+    assert meta.status == "interrupted" and meta.owner is None and meta.error
     with pytest.raises(EvalError, match="client_factory"):
         await execute(run, _Hanging(), concurrency=1, workers=2)
-    meta = run.read_metadata()
-    assert meta["status"] == "failed" and "client_factory" in meta["error"]
+    meta = run.dir.metadata()
+    assert meta.status == "failed" and meta.error and "client_factory" in meta.error
 
 
 def test_the_process_that_started_a_run_may_resume_it(tmp_path: Path) -> None:

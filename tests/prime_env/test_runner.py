@@ -391,7 +391,8 @@ async def test_stream_rollouts_runs_only_the_given_examples_with_whole_groups() 
 
 def _eval_run(tmp_path, env, n: int, r: int):
     from prime_env.clients.model_specs import ModelSpec
-    from prime_env.evaluation import RunConfig, start_run
+    from prime_env.eval_run_dir import RunConfig
+    from prime_env.evaluation import start_run
 
     spec = ModelSpec("scripted", "scripted-model", "scripted", "openai", None, None)
     config = RunConfig("adder", None, {}, "scripted", None, n, r, {})
@@ -401,7 +402,8 @@ def _eval_run(tmp_path, env, n: int, r: int):
 async def test_execute_with_worker_processes_writes_each_record_once(tmp_path) -> None:
     """Two forked workers share -c and the run's results file; the parent writes every line,
     counts every record and keeps the summary (group rewards see their whole group)."""
-    from prime_env.evaluation import execute, read_results
+    from prime_env.eval_run_dir import read_results
+    from prime_env.evaluation import execute
 
     def group_bonus(completions):
         return [0.5] * len(completions)
@@ -422,7 +424,7 @@ async def test_execute_with_worker_processes_writes_each_record_once(tmp_path) -
     assert sorted(rec.key for rec in records) == [(i, j) for i in range(9) for j in range(3)]
     assert len(run.results_path.read_text().splitlines()) == 27
     assert len(seen) == 27 and summary.rollouts == 27 and summary.reward_mean == 1.5
-    assert json.loads(run.metadata_path.read_text())["summary"]["rollouts"] == 27
+    assert json.loads(run.dir.metadata_path.read_text())["summary"]["rollouts"] == 27
 
 
 async def test_a_failing_worker_process_fails_the_run_clearly(tmp_path) -> None:

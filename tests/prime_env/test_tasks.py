@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from prime_env import Task, TaskSet
+from prime_env import DatasetError, Task, TaskSet
 from tests.support import require
 
 RECORDS = [
@@ -78,6 +78,16 @@ def test_from_hf_dataset_and_saved_directory(tmp_path: Path) -> None:
         TaskSet.from_hf(dd, split="nope")
     with pytest.raises(ValueError, match="nothing is downloaded"):
         TaskSet.from_hf("gsm8k")
+
+
+@pytest.mark.parametrize("name", ["csv", "json", "parquet", "/etc", "/etc/hostname"])
+def test_from_hf_of_what_is_no_dataset_is_a_dataset_error(name: str) -> None:
+    """Issue 37: `from_hf("csv")`/`("json")` raised DatasetGenerationError and `("/etc")`
+    FileNotFoundError, where docs/sdk.md promises DatasetError."""
+    require(importlib.util.find_spec("datasets") is not None, "the `datasets` package")
+    with pytest.raises(DatasetError) as caught:
+        TaskSet.from_hf(name)
+    assert name in str(caught.value)
 
 
 def test_from_generator_bounds_an_endless_source() -> None:

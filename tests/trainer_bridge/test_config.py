@@ -6,14 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer_bridge.config import (
-    ConfigError,
-    TrainConfig,
-    build_config,
-    differences,
-    load_resolved,
-    parse_flags,
-)
+from trainer_bridge.config import ConfigError, TrainConfig, differences
+from trainer_bridge.config_loader import build_config, load_resolved, parse_flags, to_toml
 
 ISSUE_TOML = """
 max_steps = 100
@@ -113,7 +107,7 @@ def test_unknown_flag_and_bad_toml(tmp_path: Path) -> None:
 
 def test_resolved_roundtrip_and_resumable_differences(tmp_path: Path) -> None:
     config = build_config([write(tmp_path, "rl.toml", ISSUE_TOML)])
-    path = write(tmp_path, "resolved.toml", config.to_toml())
+    path = write(tmp_path, "resolved.toml", to_toml(config))
     again = load_resolved(path)
     assert again == config and again.digest() == config.digest()
     more = again.model_copy(update={"max_steps": 200})
@@ -136,7 +130,7 @@ def test_none_survives_the_resolved_config_for_both_processes(tmp_path: Path) ->
     config = build_config([], nulls, env_id="x/y")
     run = tmp_path / "run"
     (run / "config").mkdir(parents=True)
-    (run / "config" / "resolved.toml").write_text(config.to_toml())
+    (run / "config" / "resolved.toml").write_text(to_toml(config))
     for loaded in (load_resolved(run / "config" / "resolved.toml"), load_run_config(run)):
         assert loaded == config
         assert loaded.ckpt.interval is None and loaded.ckpt.keep_last is None
@@ -172,7 +166,7 @@ def test_stages_merge_over_the_run_and_the_last_runs_to_max_steps(tmp_path: Path
     assert warm.config.orchestrator.sampling.max_tokens == 128  # the run's
     short = build_config([write(tmp_path, "s.toml", STAGED)], [("max_steps", 2)])
     assert [(s.name, s.start, s.end) for s in short.stage_plan()] == [("warm-up", 0, 2)]
-    again = load_resolved(write(tmp_path, "r.toml", config.to_toml()))
+    again = load_resolved(write(tmp_path, "r.toml", to_toml(config)))
     assert again == config and [s.end for s in again.stage_plan()] == [3, 10]
     no_stages = TrainConfig()
     assert [(s.name, s.start, s.end) for s in no_stages.stage_plan()] == [("main", 0, 100)]

@@ -87,12 +87,15 @@ def test_a_planted_cycle_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # part -> the trainer_bridge parts it must not import (docs/training.md, Code layout)
 FORBIDDEN = {
-    "trainer_bridge.config": ["protocol", "checkpoints", "orchestrator", "trainer", "inference",
-                              "launch", "metrics", "supervisor", "shutdown", "export", "usage"],
+    "trainer_bridge.config": ["config_loader", "protocol", "checkpoints", "orchestrator", "trainer", "inference",
+                              "launch", "metrics", "children", "shutdown", "export", "usage"],
+    "trainer_bridge.config_loader": ["protocol", "checkpoints", "orchestrator", "trainer",
+                                     "inference", "launch", "metrics", "children", "shutdown",
+                                     "export", "usage"],
     "trainer_bridge.protocol": ["checkpoints", "config", "orchestrator", "trainer", "inference",
-                                "launch", "metrics", "supervisor", "shutdown", "export"],
+                                "launch", "metrics", "children", "shutdown", "export"],
     "trainer_bridge.checkpoints": ["orchestrator", "trainer", "inference", "launch"],
-    "trainer_bridge.trainer": ["orchestrator", "inference", "launch", "metrics", "supervisor"],
+    "trainer_bridge.trainer": ["orchestrator", "inference", "launch", "metrics", "children"],
     "trainer_bridge.orchestrator": ["trainer", "launch", "shutdown"],
     "trainer_bridge.inference": ["orchestrator", "launch"],
 }  # fmt: skip

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from registry_index.files import write_atomic
 from trainer_bridge import launch
-from trainer_bridge.config import ConfigError, build_config
-from trainer_bridge.protocol.run_dir import RunDir, train_run_of, write_text_atomic
+from trainer_bridge.config import ConfigError
+from trainer_bridge.config_loader import build_config, to_toml
+from trainer_bridge.protocol.run_dir import RunDir, train_run_of
 
 # What launch.execute records at its start, in a real process that then waits to be killed.
 WRITER = textwrap.dedent(
@@ -40,7 +42,7 @@ def test_a_sigkilled_train_run_reads_interrupted_and_resumes(tmp_path: Path) -> 
         run = RunDir(Path(proc.stdout.readline().strip()))
         assert run.status() == "running"
         assert run.read_run_json()["owner"]["pid"] == proc.pid
-        write_text_atomic(run.resolved_config, build_config([], [], env_id="x/y").to_toml())
+        write_atomic(run.resolved_config, to_toml(build_config([], [], env_id="x/y")))
         # two orchestrators on one run dir would each train and checkpoint it
         with pytest.raises(ConfigError, match=rf"still running \(pid {proc.pid} on "):
             launch.resume(run.root)

@@ -16,16 +16,16 @@ SCRIPT = textwrap.dedent(
     from pathlib import Path
     from trainer_bridge.shutdown import ShutdownGuard
     from trainer_bridge.protocol.run_dir import RunDir
-    from trainer_bridge.supervisor import Supervisor
+    from trainer_bridge.children import ChildProcesses
 
     run = RunDir(Path(sys.argv[1]))
     run.root.mkdir(parents=True)
     run.update_run_json(status="running")
-    supervisor = Supervisor()
-    supervisor.start("child", [sys.executable, "-c", "import time; time.sleep(600)"],
+    children = ChildProcesses()
+    children.start("child", [sys.executable, "-c", "import time; time.sleep(600)"],
                      run.root / "child.log")
-    print(supervisor.children[0].pid, flush=True)
-    guard = ShutdownGuard(run, supervisor, bound_s=float(sys.argv[2]))
+    print(children.started[0].pid, flush=True)
+    guard = ShutdownGuard(run, children, bound_s=float(sys.argv[2]))
     guard.signalled(signal.SIGTERM)
     # A non-daemon thread that never ends: the interpreter would wait for it forever.
     threading.Thread(target=time.sleep, args=(600,)).start()

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from registry_index.files import write_json_atomic
 from trainer_bridge.checkpoints.layout import (
     STATE,
     mark_stable,
@@ -20,7 +21,7 @@ from trainer_bridge.checkpoints.layout import (
     prune,
     trainer_part,
 )
-from trainer_bridge.protocol.run_dir import RunDir, write_json_atomic
+from trainer_bridge.protocol.run_dir import RunDir
 from trainer_bridge.protocol.stable import is_stable, stable_steps
 
 

@@ -26,10 +26,10 @@ from engines.vllm_server import (
     server_argv,
     server_env,
 )
+from trainer_bridge.children import ChildProcesses
 from trainer_bridge.config import ConfigError, TrainConfig
 from trainer_bridge.inference.base import BackendFactory, InferenceBackend
 from trainer_bridge.protocol.run_dir import RunDir
-from trainer_bridge.supervisor import Supervisor
 
 _chosen: dict[str, Choice] = {}
 
@@ -121,7 +121,7 @@ def inference_commands(config: TrainConfig) -> dict[str, dict[str, str]]:
 
 def make_backend_factory(
     config: TrainConfig,
-    supervisor: Supervisor,
+    children: ChildProcesses,
     run: RunDir,
     say: Callable[[str], None] = lambda _line: None,
 ) -> BackendFactory:
@@ -150,12 +150,12 @@ def make_backend_factory(
         prefix = "" if specs else f"{run.run_id}-"  # a shared server: names of this run's own
         backend = VLLMBackend(config.model.name, urls, tokenizer, dtype=dtype, lora_prefix=prefix)
         started = time.monotonic()
-        await backend.wait_ready(timeout_s=START_TIMEOUT_S if specs else 60, check=supervisor.check)
+        await backend.wait_ready(timeout_s=START_TIMEOUT_S if specs else 60, check=children.check)
         if specs:
             say(f"vLLM ready after {time.monotonic() - started:.0f} s")
         return backend
 
-    if specs and not any(c.name.startswith("vllm") for c in supervisor.children):
+    if specs and not any(c.name.startswith("vllm") for c in children.started):
         try:
             engine = find_vllm()
         except EngineError as exc:
@@ -163,7 +163,7 @@ def make_backend_factory(
         for i, spec in enumerate(specs):
             argv = server_argv(engine, spec)
             log = run.logs / f"vllm_{i}.log"
-            supervisor.start(f"vllm[{i}]", argv, log, env=server_env())
+            children.start(f"vllm[{i}]", argv, log, env=server_env())
             say(
                 f"starting vLLM ({engine.distribution} {engine.version}) at {spec.url}: 1-3 "
                 f"minutes on CPU (log: {log})"

@@ -35,7 +35,10 @@ class TeacherError(RuntimeError):
     """A teacher that does not answer as it must (e.g. no prompt logprobs): stops the run."""
 
 
-class TokenScorer(Protocol):
+class TeacherScorer(Protocol):
+    """A frozen teacher's logprobs of given tokens (`opd`); the trainer's own policy
+    logprobs are trainer/modeling.py's TokenScorer."""
+
     async def logprobs(self, token_ids: list[int]) -> list[float]:
         """log p(token_ids[i] | token_ids[:i]) for i ≥ 1, under the teacher (temperature 1)."""
         ...
@@ -43,7 +46,7 @@ class TokenScorer(Protocol):
     async def close(self) -> None: ...
 
 
-class InProcessTeacher(TokenScorer, Protocol):
+class InProcessTeacher(TeacherScorer, Protocol):
     """A teacher run in this process (inference/local_teacher.py): a client and a scorer."""
 
     @property
@@ -164,7 +167,7 @@ class Teachers:
         self.student = student
         self._make_local = local
         self._local: dict[str, InProcessTeacher] = {}
-        self._scorers: dict[str, TokenScorer] = {}
+        self._scorers: dict[str, TeacherScorer] = {}
         self._clients: dict[str, ModelClient] = {}
 
     def _local_teacher(self, cfg: TeacherConfig) -> InProcessTeacher:
@@ -187,7 +190,7 @@ class Teachers:
             self._clients[key] = spec.create_client()
         return self._clients[key]
 
-    def scorer(self, cfg: TeacherConfig) -> TokenScorer:
+    def scorer(self, cfg: TeacherConfig) -> TeacherScorer:
         """What scores the student's tokens (check_teacher(logprobs=True) has passed)."""
         check_teacher(cfg, logprobs=True)
         if teacher_kind(cfg) == "local":

@@ -84,7 +84,7 @@ class VLLMBackend:
     # --- readiness ---------------------------------------------------------------------
     async def wait_ready(self, timeout_s: float, check: Callable[[], None] | None = None) -> None:
         """Wait until every server answers `GET /models` (vLLM takes minutes to start);
-        `check` is called between polls (the supervisor's: a dead server stops the wait)."""
+        `check` is called between polls (ChildProcesses.check: a dead server stops the wait)."""
         for server in self.servers:
             await wait_ready(server.url, timeout_s, check, server.admin)
 

@@ -19,7 +19,7 @@ from functools import cache
 from importlib import metadata
 
 from prime_env.environment import Environment
-from trainer_bridge.config import ALGORITHM_GROUP, ConfigError
+from trainer_bridge.config import ALGORITHM_GROUP, BUILTIN_ALGOS, ConfigError
 from trainer_bridge.orchestrator.algorithm_api import (
     AlgoContext,
     Algorithm,
@@ -37,12 +37,10 @@ def _grpo(context: AlgoContext) -> Algorithm:
     return Screener(context.weights, context.config)
 
 
-ALGORITHMS: dict[str, AlgorithmFactory] = {
-    "grpo": _grpo,
-    "sft": sft,
-    "rft": rft,
-    "opd": OnPolicyDistillation,
-}
+ALGORITHMS: dict[str, AlgorithmFactory] = dict(
+    zip(BUILTIN_ALGOS, (_grpo, sft, rft, OnPolicyDistillation), strict=True)
+)
+"""The factories of config.BUILTIN_ALGOS (the one list of their names), in its order."""
 
 
 @cache

@@ -15,10 +15,13 @@ from pathlib import Path
 
 from prime_env.clients.model_specs import ModelSpec
 from prime_env.environment import Environment
-from prime_env.evaluation import EvalRun, RunConfig, execute, normalize_sampling, read_results
+from prime_env.eval_run_dir import EvalRunDir, RunConfig, TrainingRef
+from prime_env.evaluation import EvalRun, execute, normalize_sampling
+from prime_env.run_status import RUNNING
+from registry_index.files import read_jsonl, utc_now
 from trainer_bridge.config import TrainConfig
 from trainer_bridge.inference.base import InferenceBackend
-from trainer_bridge.protocol.run_dir import RunDir, now, write_json_atomic
+from trainer_bridge.protocol.run_dir import RunDir
 from trainer_bridge.usage import tree_cpu_seconds
 
 EVALS_JSONL = "evals.jsonl"
@@ -58,22 +61,22 @@ async def evaluate(
         r=ev.rollouts_per_example,
         sampling=normalize_sampling(sampling),
     )
-    directory = run.eval_dir(version)
-    directory.mkdir(parents=True, exist_ok=True)
-    eval_run = EvalRun(directory, f"{run.run_id}-step{version}", run_config, spec, env, now())
-    eval_run.done = read_results(eval_run.results_path, repair=True)
-    eval_run.write_metadata(None, "running")
+    run_dir = EvalRunDir(run.eval_dir(version))
+    run_dir.root.mkdir(parents=True, exist_ok=True)
+    eval_run = EvalRun(run_dir, f"{run.run_id}-step{version}", run_config, spec, env, utc_now())
+    eval_run.done = run_dir.read_results(repair=True)
+    eval_run.write_metadata(None, RUNNING)
+    run_dir.update_metadata(
+        training=TrainingRef(
+            run_id=run.run_id,
+            run_dir=str(run.root),
+            step=version,
+            policy_version=version,
+            base_model=config.model.name,
+            config_digest=config.digest(),
+        )
+    )
     summary = await execute(eval_run, backend.client(), concurrency=64)
-    meta = eval_run.read_metadata()
-    meta["training"] = {
-        "run_id": run.run_id,
-        "run_dir": str(run.root),
-        "step": version,
-        "policy_version": version,
-        "base_model": config.model.name,
-        "config_digest": config.digest(),
-    }
-    write_json_atomic(eval_run.metadata_path, meta)
     row: dict[str, float] = {}
     if summary.reward_mean is not None:
         row["eval/reward"] = summary.reward_mean
@@ -87,13 +90,5 @@ async def evaluate(
 
 
 def read_evals(root: Path) -> list[dict[str, float]]:
-    path = root / EVALS_JSONL
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            continue
-    return rows
+    """The lines of a run's evals.jsonl (a torn last line skipped)."""
+    return read_jsonl(root / EVALS_JSONL)

@@ -25,6 +25,7 @@ from prime_env.environment import Environment
 from prime_env.record import RolloutRecord
 from prime_env.tasks import Task
 from trainer_bridge.checkpoints import layout, orchestrator_state
+from trainer_bridge.children import ChildProcesses
 from trainer_bridge.config import TrainConfig
 from trainer_bridge.cores import idle_threads
 from trainer_bridge.inference.base import BackendFactory, InferenceBackend
@@ -43,7 +44,6 @@ from trainer_bridge.orchestrator.stages import EnvLoader, StageRun, run_at, stag
 from trainer_bridge.orchestrator.step_metrics import StepMetrics
 from trainer_bridge.protocol.run_dir import RunDir
 from trainer_bridge.protocol.stable import is_stable
-from trainer_bridge.supervisor import Supervisor
 
 POLL_S = 0.1
 
@@ -57,7 +57,7 @@ class Orchestrator:
         run: RunDir,
         env: Environment,
         make_backend: BackendFactory,
-        supervisor: Supervisor,
+        children: ChildProcesses,
         monitor: Monitor,
         *,
         evaluate: EvalHook | None = None,
@@ -71,7 +71,7 @@ class Orchestrator:
         self.oc = config.orchestrator
         self.run = run
         self.env = env
-        self.supervisor = supervisor
+        self.children = children
         self.monitor = monitor
         self.evaluate = evaluate
         self.log = log
@@ -283,7 +283,7 @@ class Orchestrator:
         stats = self.batches.pending.pop(nxt - 1, None) or StepStats()
         eval_row = await self._maybe_eval(nxt)
         # a trainer that died after the broadcast stops the run now
-        trainer = await self.metrics.trainer_half(nxt - 1, self.supervisor.check)
+        trainer = await self.metrics.trainer_half(nxt - 1, self.children.check)
         self.monitor.log(self._metrics_row(nxt - 1, stats, eval_row, trainer))
         self._checkpoint(nxt)
         return True
@@ -339,7 +339,7 @@ class Orchestrator:
 
     async def run_training(self) -> None:
         """Sample, batch and publish until policy `max_steps` is loaded (and evaluated)."""
-        watcher = asyncio.create_task(self.supervisor.watch())
+        watcher = asyncio.create_task(self.children.watch())
         try:
             await self.sampler.start()
             await self._wait_broadcast(self.version, watcher)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from prime_env.record import RolloutRecord
-from trainer_bridge.inference.teachers import TokenScorer, check_teacher
+from trainer_bridge.inference.teachers import TeacherScorer, check_teacher
 from trainer_bridge.orchestrator.algorithm_api import AlgoContext, GroupRequest, sample_group
 from trainer_bridge.orchestrator.groups import Group
 from trainer_bridge.orchestrator.rewards import training_reward
@@ -24,7 +24,7 @@ from trainer_bridge.protocol.batches import TrainSample
 
 def token_advantages(sample: TrainSample, teacher_logprobs: Sequence[float]) -> list[float]:
     """Per token: teacher − sampler logprob where the mask is 1, else 0. `teacher_logprobs[j]`
-    is the teacher's logprob of `input_ids[j + 1]` (TokenScorer's form)."""
+    is the teacher's logprob of `input_ids[j + 1]` (TeacherScorer's form)."""
     if len(teacher_logprobs) != len(sample.input_ids) - 1:
         raise ValueError(
             f"the teacher scored {len(teacher_logprobs)} tokens of a "
@@ -47,10 +47,10 @@ class OnPolicyDistillation:
         self.context = context
         self.teacher = teacher
         self.temperature = context.config.sampling.temperature
-        self._scorer: TokenScorer | None = None
+        self._scorer: TeacherScorer | None = None
 
     @property
-    def scorer(self) -> TokenScorer:
+    def scorer(self) -> TeacherScorer:
         if self._scorer is None:
             self._scorer = self.context.teachers.scorer(self.teacher)
         return self._scorer

@@ -16,8 +16,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from registry_index.files import write_json_atomic
 from trainer_bridge.orchestrator.groups import Group
-from trainer_bridge.protocol.run_dir import RunDir, write_json_atomic
+from trainer_bridge.protocol.run_dir import RunDir
 
 PLAIN_EVERY_S = 30.0
 FILE_EVERY_S = 1.0

@@ -102,7 +102,7 @@ class StepMetrics:
 
     async def trainer_half(self, step: int, check: Callable[[], None]) -> dict[str, Any]:
         """The trainer's line for `step`, or {} if it does not come in time; `check` (the
-        supervisor's) stops the wait when the trainer died after the broadcast."""
+        run's ChildProcesses.check) stops the wait when the trainer died after the broadcast."""
         path = self.run.trainer_metrics
         deadline = time.monotonic() + TRAINER_LINE_WAIT_S
         while True:

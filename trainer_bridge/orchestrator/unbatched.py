@@ -20,9 +20,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from prime_env.record import RolloutRecord
+from registry_index.files import write_lines_atomic
 from trainer_bridge.orchestrator.groups import Group
 from trainer_bridge.protocol.batches import TrainSample
-from trainer_bridge.protocol.run_dir import RunDir, write_text_atomic
+from trainer_bridge.protocol.run_dir import RunDir
 
 
 @dataclass
@@ -74,7 +75,7 @@ def save(run: RunDir, groups: Iterable[Group]) -> int:
         }
         lines.append(json.dumps(body))
     if lines:
-        write_text_atomic(run.unbatched, "".join(line + "\n" for line in lines))
+        write_lines_atomic(run.unbatched, lines)
     elif run.unbatched.exists():
         run.unbatched.unlink()
     return len(lines)

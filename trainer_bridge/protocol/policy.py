@@ -10,12 +10,12 @@ half-loaded policy stops the run instead of silently training off-policy.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from registry_index.content_hash import file_sha256
 from trainer_bridge.protocol.run_dir import RunDir
 from trainer_bridge.protocol.stable import is_stable, stable_dir
 
@@ -56,14 +56,6 @@ def probe_token_ids(tokenizer: Any) -> list[int]:
     return list(tokenizer.apply_chat_template(PROBE_MESSAGES, tokenize=True, return_dict=False))
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def write_policy(run_dir: Path, version: int, model: Any, probe: Probe) -> PolicyRef:
     """Write `broadcasts/step_{version}/` atomically, `STABLE` last. `model` is a peft model
     (its adapter is written) or a plain transformers model (full weights)."""
@@ -79,7 +71,7 @@ def write_policy(run_dir: Path, version: int, model: Any, probe: Probe) -> Polic
             model.config.save_pretrained(scratch)
             weights = scratch / FULL_WEIGHTS
             save_model(model, str(weights))
-        sha = _sha256(weights)
+        sha = file_sha256(weights)
         manifest = {
             "version": version,
             "kind": kind,
@@ -122,7 +114,7 @@ def load_weights(ref: PolicyRef) -> dict[str, Any]:
     path = weights_file(ref)
     if not path.is_file():
         raise PolicyError(f"broadcast {ref.version} has no {path.name}")
-    actual = _sha256(path)
+    actual = file_sha256(path)
     if actual != ref.sha256:
         raise PolicyError(
             f"broadcast {ref.version}: {path.name} has sha256 {actual[:12]}…, "

@@ -1,4 +1,4 @@
-"""The layout of one training run on disk, and the atomic writes everything in it relies on.
+"""The layout of one training run on disk.
 
 `outputs/train/<env>--<model>/<run_id>/` holds
 - `run.json`: status, config digest, pushes (replaced atomically, never half-written); while
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
 import uuid
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from prime_env.run_status import read_status, status_fields
+from registry_index.files import slug, utc_now, write_json_atomic
 from trainer_bridge.protocol.stable import step_dir
 
 RUN_JSON = "run.json"
@@ -38,28 +38,19 @@ RESOLVED = "config/resolved.toml"
 TRAINER_METRICS = "trainer_metrics.jsonl"
 
 
-def slug(text: str) -> str:
-    """A path component for an env or model id (`prime/arithmetic@0.1` → `prime--arithmetic-0.1`)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text.replace("/", "--").replace("@", "-"))
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
-def now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def write_json_atomic(path: Path, payload: Any) -> None:
-    """Write + rename in the same directory: readers see the old or the new file, never a torn one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(payload, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+def check_run_name(name: str) -> str:
+    """`name` if it can be a run's directory: one path component of letters, digits, '.',
+    '_' and '-', starting with a letter or digit (no `/`, `..` or absolute path that would put
+    the run outside its output directory); ValueError saying so otherwise."""
+    if _RUN_NAME.fullmatch(name) is None:
+        raise ValueError(
+            f"run name {name[:80]!r} is not one path component: use up to 128 letters, digits, "
+            "'.', '_' and '-', starting with a letter or digit"
+        )
+    return name
 
 
 def train_run_of(eval_dir: Path) -> Path | None:
@@ -79,7 +70,9 @@ class RunDir:
 
     @classmethod
     def new(cls, output_dir: Path, env_id: str, model: str, run_id: str | None = None) -> RunDir:
-        run_id = run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+        run_id = check_run_name(
+            run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+        )
         root = output_dir / "train" / f"{slug(env_id)}--{slug(model)}" / run_id
         root.mkdir(parents=True, exist_ok=False)
         run = cls(root)
@@ -150,7 +143,7 @@ class RunDir:
     def update_run_json(self, **fields: Any) -> dict[str, Any]:
         """Merge `fields` into run.json (atomically) and return the new content."""
         data = self.read_run_json() | fields
-        data["updated_at"] = now()
+        data["updated_at"] = utc_now()
         write_json_atomic(self.run_json, data)
         return data
 

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from registry_index.files import write_atomic
+
 MARKER = "STABLE"
 _STEP = re.compile(r"^step_(\d+)$")
 
@@ -45,10 +47,7 @@ def stable_dir(final: Path, *, overwrite: bool = False) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    marker = final / MARKER
-    tmp = final / f".{MARKER}.tmp"
-    tmp.write_text("")
-    os.replace(tmp, marker)
+    write_atomic(final / MARKER, "")
 
 
 def stable_steps(parent: Path) -> list[int]:

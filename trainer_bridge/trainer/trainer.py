@@ -30,9 +30,9 @@ from trainer_bridge.config import (
     TrainConfig,
     TrainerConfig,
     check_compatible,
-    load_resolved,
     stage_at,
 )
+from trainer_bridge.config_loader import load_resolved
 from trainer_bridge.cores import idle_threads
 from trainer_bridge.protocol.batches import TrainSample, batch_ready, read_batch
 from trainer_bridge.protocol.policy import Probe, probe_token_ids, write_policy

@@ -7,7 +7,8 @@ the Docker sandbox), with uv offline (its cache holds the SDK's dependencies).""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from rich.console import Console
-from sqlmodel import Session, select
+from sqlmodel import Session, create_engine, select
 
 from hub_client.client import HubClient
 from hub_server.accounts.models import User
@@ -116,18 +117,21 @@ def test_claims_are_single_restart_safe_and_bounded(tmp_path: Path) -> None:
     settings = HubSettings(data_dir=tmp_path, verify_sandbox="docker", verify_timeout_seconds=60)
     runs = {}
     with Session(hub.engine) as session:
-        user = session.exec(select(User).where(User.username == "alice")).one()
+        users = {u.username: u.id for u in session.exec(select(User))}
         env_version = session.exec(select(Version)).first()
         assert env_version is not None
-        for name, status, started, attempts in (
-            ("waiting", VerificationStatus.PENDING, None, 0),
-            ("fresh", VerificationStatus.RUNNING, utcnow(), 1),  # a worker is on it now
-            ("orphan", VerificationStatus.RUNNING, utcnow() - timedelta(hours=1), 1),  # it died
-            ("hopeless", VerificationStatus.RUNNING, utcnow() - timedelta(hours=1), MAX_ATTEMPTS),
-        ):
+        # Each account has one run under way at most (evals.verification_queue), so each
+        # case is another account's.
+        for name, user, status, started, attempts in (
+            ("waiting", "alice", VerificationStatus.PENDING, None, 0),
+            ("fresh", "bob", VerificationStatus.RUNNING, utcnow(), 1),  # a worker is on it now
+            ("orphan", "carol", VerificationStatus.RUNNING, utcnow() - timedelta(hours=1), 1),  # it died
+            ("hopeless", "alice", VerificationStatus.RUNNING, utcnow() - timedelta(hours=1),
+             MAX_ATTEMPTS),
+        ):  # fmt: skip
             run = Evaluation(name=name, environment_id=env_version.environment_id,
                              version_id=env_version.id, env_version=env_version.version,
-                             user_id=user.id, model_name="m", status=EvaluationStatus.COMPLETED,
+                             user_id=users[user], model_name="m", status=EvaluationStatus.COMPLETED,
                              finalized_at=utcnow(), verification=status,
                              verification_started_at=started, verification_attempts=attempts)  # fmt: skip
             session.add(run)
@@ -192,32 +196,60 @@ def test_a_disagreed_run_never_ranks_and_the_board_can_show_verified_runs_only(
 # -- the whole path, for real -------------------------------------------------------------
 
 
+def require_backend(backend: str) -> None:
+    if backend == "docker":
+        require(docker_available() and image_exists(DEFAULT_IMAGE), f"Docker with {DEFAULT_IMAGE}")
+    else:
+        require(local_backend.bwrap_problem() is None, "bubblewrap")
+
+
+@contextmanager
+def hub_verifying_in(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **env: str
+) -> Iterator[InProcessHub]:
+    """A hub that verifies runs in `backend`, with the `prime env init` environment `sums`
+    pushed by `admin`."""
+    require_backend(backend)
+    monkeypatch.setenv("UV_OFFLINE", "1")  # tests reach nothing but loopback: uv's cache only
+    settings = {"PRIME_HUB_VERIFY_SANDBOX": backend, "PRIME_HUB_VERIFY_POLL_SECONDS": "0.2"}
+    with start_inproc_hub(tmp_path / "hub", env={**settings, **env}) as hub:
+        push_scaffold(hub, tmp_path, "sums")
+        yield hub
+
+
+def push_scaffold(
+    hub: InProcessHub, root: Path, name: str, token: str | None = None, owner: str = "admin",
+    edit: Callable[[str], str] | None = None,
+) -> None:  # fmt: skip
+    """`prime env init NAME` (its module text passed through `edit`) pushed by `owner`."""
+    directory = create_scaffold(name, root)
+    if edit is not None:
+        module = directory / f"{name}.py"
+        module.write_text(edit(module.read_text()))
+    with HubClient(hub.url, token or hub.admin_token, transport=hub.transport) as client:
+        push_environment(
+            client, load_project(directory), owner, visibility=None, console=Console(stderr=True)
+        )
+
+
 @pytest.fixture
 def verifying_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InProcessHub]:
-    require(docker_available() and image_exists(DEFAULT_IMAGE), f"Docker with {DEFAULT_IMAGE}")
-    monkeypatch.setenv("UV_OFFLINE", "1")  # tests reach nothing but loopback: uv's cache only
-    env = {"PRIME_HUB_VERIFY_SANDBOX": "docker", "PRIME_HUB_VERIFY_POLL_SECONDS": "0.2"}
-    with start_inproc_hub(tmp_path / "hub", env=env) as hub:
-        project = load_project(create_scaffold("sums", tmp_path))
-        with HubClient(hub.url, hub.admin_token, transport=hub.transport) as client:
-            push_environment(
-                client, project, "admin", visibility=None, console=Console(stderr=True)
-            )
+    with hub_verifying_in("docker", tmp_path, monkeypatch) as hub:
         yield hub
 
 
 def finished_run(
     hub: InProcessHub, model: str, completions: list[tuple[str, float]],
-    answers: list[str] | None = None,
+    answers: list[str] | None = None, *, env_name: str = "sums", token: str | None = None,
 ) -> str:  # fmt: skip
     """A run pushed as `prime eval push` would, of the environment's first tasks as its runner
     records them, each completion with the reward claimed (and, given `answers`, each task's
     answer replaced)."""
-    env = load(str(hub.data_dir.parent / "sums"))
+    env = load(str(hub.data_dir.parent / env_name))
     tasks = env.get_eval_tasks()
-    api = hub.client(hub.admin_token)
+    api = hub.client(token or hub.admin_token)
     run = api.post(f"{EVALS}/", json={"name": model, "model_name": model, "is_public": True,
-                                      "environments": [{"slug": "admin/sums"}]}).json()["data"]["id"]  # fmt: skip
+                                      "environments": [{"slug": f"admin/{env_name}"}]}).json()["data"]["id"]  # fmt: skip
     samples = [
         {"example_index": i, "rollout_index": 0, "task_id": tasks[i].id,
          "prompt": env.harness.build_prompt(tasks[i]),
@@ -285,3 +317,50 @@ def test_an_honest_run_is_verified_a_forged_one_disagrees_and_the_board_can_show
     assert listed.exit_code == 0, listed.output
     rows = {line.split("│")[3].strip(): line for line in listed.output.splitlines() if "│" in line}
     assert "verified" in rows["honest"] and "disagreed" in rows["forged"], listed.output
+
+
+def _sleeping_rubric(module: str) -> str:
+    """The scaffold's reward function made to sleep far past any verification timeout."""
+    head = "def correct_answer(completion: Any, answer: str) -> float:\n"
+    assert head in module
+    return module.replace(head, head + "    import time\n\n    time.sleep(3600)\n")
+
+
+def test_an_account_with_twenty_slow_runs_queued_delays_another_by_at_most_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 37's acceptance: first in, first out made an honest run wait for every slow run
+    queued before it (N x the timeout); now it waits for at most the one under way. On
+    bubblewrap, the backend of a hub without Docker (the order does not depend on it)."""
+    with hub_verifying_in("local", tmp_path, monkeypatch,
+                          PRIME_HUB_VERIFY_TIMEOUT_SECONDS="10") as hub:  # fmt: skip
+        push_scaffold(hub, tmp_path, "slowpoke", edit=_sleeping_rubric)
+        slow = [finished_run(hub, f"slow-{i}", [("It is 42", 1.0)], env_name="slowpoke")
+                for i in range(20)]  # fmt: skip
+        bob = hub.add_user("bob")
+        honest = finished_run(hub, "honest", [("It is 42", 1.0), ("It is 71", 0.0)], token=bob)
+        # Fails as soon as a second slow run starts before the honest one has (FIFO: at once).
+        deadline = time.monotonic() + 600  # a bound for a hung worker only
+        while True:
+            states = {run: hub.http.get(f"{hub.url}{EVALS}/{run}").json()["data"]
+                      for run in [honest, *slow[:3]]}  # fmt: skip
+            if states[honest]["verification"] not in ("pending", "running"):
+                break
+            started = [run for run in slow[:3] if states[run]["verification"] != "pending"]
+            assert len(started) < 2 or states[honest]["verification"] == "running", states
+            assert time.monotonic() < deadline, states
+            time.sleep(0.2)
+        assert states[honest]["verification"] == "verified", states[honest]["verification_detail"]
+        with Session(create_engine(hub.settings.resolved_database_url)) as session:
+            runs = {run.id: run for run in session.exec(select(Evaluation))}
+    mine = runs[honest]
+    assert mine.verification_started_at is not None
+    started_before = [
+        run for run_id, run in runs.items() if run_id in slow and run.verification_started_at
+        and run.verification_started_at < mine.verification_started_at
+    ]  # fmt: skip
+    assert len(started_before) == 1, [(r.name, r.verification_started_at) for r in started_before]
+    (first,) = started_before
+    assert first.verification == VerificationStatus.FAILED
+    assert "took more than 10 s" in (first.verification_detail or "")
+    assert first.verified_at is not None and mine.verification_started_at >= first.verified_at

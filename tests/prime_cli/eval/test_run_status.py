@@ -17,7 +17,8 @@ from click.testing import CliRunner, Result
 from prime_cli.main import cli
 from prime_env import Environment, Rubric, SingleTurn
 from prime_env.clients.model_specs import ModelSpec
-from prime_env.evaluation import RunConfig, start_run
+from prime_env.eval_run_dir import RunConfig
+from prime_env.evaluation import start_run
 from testing.server import FakeServer
 from tests.e2e.eval_support import PRIME, SAY_ENV, prime_env, run_dirs
 from trainer_bridge.protocol.run_dir import RunDir
@@ -36,9 +37,8 @@ def _eval_run(output_dir: Path, *, owner_gone: bool) -> Path:
     config = RunConfig("alice/adder", None, {}, "scripted", None, 1, 1, {})
     run = start_run(env, spec, config, output_dir)
     if owner_gone:
-        meta = run.read_metadata()
-        meta["owner"]["start_time"] = "0"
-        run.metadata_path.write_text(json.dumps(meta))
+        owner = run.dir.metadata().owner
+        run.dir.update_metadata(owner={**(owner or {}), "start_time": "0"})
     return run.directory
 
 

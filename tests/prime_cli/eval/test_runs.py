@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,8 @@ from prime_cli.errors import CliError
 from prime_cli.eval.runs import push_run
 from prime_env import Environment, Rubric, SingleTurn
 from prime_env.clients.model_specs import ModelSpec
-from prime_env.evaluation import RunConfig, start_run
+from prime_env.eval_run_dir import RunConfig
+from prime_env.evaluation import start_run
 
 
 def one(completion: object, answer: object) -> float:
@@ -25,9 +25,7 @@ def _finished_run(tmp_path: Path, env: str) -> Path:
     spec = ModelSpec("scripted", "scripted-model", "scripted", "openai", None, None)
     run = start_run(environment, spec, RunConfig(env, None, {}, "scripted", None, 1, 1, {}),
                     tmp_path)  # fmt: skip
-    meta = run.read_metadata()
-    meta["status"] = "completed"
-    run.metadata_path.write_text(json.dumps(meta))
+    run.dir.update_metadata(status="completed", owner=None)
     return run.directory
 
 

@@ -26,7 +26,8 @@ async def test_a_wide_run_does_not_collect_its_own_working_set(tmp_path) -> None
     collections then walk them all and free nothing (a pause of milliseconds inside a burst of
     replies). A run's threshold leaves room for its concurrency, so none happens."""
     from prime_env.clients.model_specs import ModelSpec
-    from prime_env.evaluation import RunConfig, execute, start_run
+    from prime_env.eval_run_dir import RunConfig
+    from prime_env.evaluation import execute, start_run
 
     width = 1024
 

@@ -15,7 +15,8 @@ from prime_env.record import ErrorInfo, RolloutRecord, Turn
 from prime_env.sft import token_sample
 from tests.trainer_bridge.conftest import smollm2_tokenizer_dir  # noqa: F401
 from tests.trainer_bridge.envs.vowels import load_environment
-from trainer_bridge.config import ConfigError, build_config
+from trainer_bridge.config import ConfigError
+from trainer_bridge.config_loader import build_config
 from trainer_bridge.inference.teachers import Teachers
 from trainer_bridge.orchestrator.algorithm_api import AlgoContext
 from trainer_bridge.orchestrator.opd import OnPolicyDistillation, token_advantages

@@ -13,14 +13,15 @@ import pytest
 from prime_env import Environment, Rubric, SingleTurn
 from prime_env.record import ErrorInfo, RolloutRecord, Turn
 from trainer_bridge.checkpoints import layout, orchestrator_state
-from trainer_bridge.config import ConfigError, build_config
+from trainer_bridge.children import ChildProcesses
+from trainer_bridge.config import ConfigError
+from trainer_bridge.config_loader import build_config, to_toml
 from trainer_bridge.metrics import Monitor
 from trainer_bridge.orchestrator.errors import TrainingStopped
 from trainer_bridge.orchestrator.loop import Orchestrator
 from trainer_bridge.orchestrator.rewards import reward_weights, training_reward
 from trainer_bridge.protocol.policy import Probe
 from trainer_bridge.protocol.run_dir import RunDir
-from trainer_bridge.supervisor import Supervisor
 
 
 def correct(completion: Any) -> float:
@@ -64,7 +65,7 @@ def orchestrator(tmp_path: Path, *flags: tuple[str, Any]) -> Orchestrator:
         raise AssertionError("not used")
 
     return Orchestrator(
-        config, run, env(), no_backend, Supervisor(), Monitor(run, config.monitors, None)
+        config, run, env(), no_backend, ChildProcesses(), Monitor(run, config.monitors, None)
     )
 
 
@@ -225,12 +226,12 @@ def test_checkpoint_is_stable_only_with_both_halves(tmp_path: Path) -> None:
 
 
 def test_resume_refuses_a_changed_config_listing_the_keys(tmp_path: Path) -> None:
+    from registry_index.files import write_atomic
     from trainer_bridge import launch
-    from trainer_bridge.protocol.run_dir import write_text_atomic
 
     config = build_config([], [("max_steps", 4)], env_id="x/y")
     run = RunDir.new(tmp_path, "x", "m")
-    write_text_atomic(run.resolved_config, config.to_toml())
+    write_atomic(run.resolved_config, to_toml(config))
     run.update_run_json(env="x/y")
     with pytest.raises(ConfigError) as caught:
         launch.resume(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.trainer_bridge.orchestrator.test_orchestration import env, orchestrator, record
-from trainer_bridge.config import build_config
+from trainer_bridge.config_loader import build_config
 from trainer_bridge.orchestrator.dispatch import target_step
 from trainer_bridge.orchestrator.errors import TrainingStopped
 from trainer_bridge.orchestrator.stages import run_at, stage_runs

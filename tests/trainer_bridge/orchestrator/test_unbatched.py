@@ -36,7 +36,7 @@ def test_the_resumed_orchestrator_batches_them_and_skips_their_tasks(
     unbatched.save(orch.run, [group])
     state = OrchestratorState(1, 0, rng_to_json(random.Random(0)), 1, orch.digest)
     resumed = Orchestrator(
-        orch.config, orch.run, orch.env, orch.sampler.make_backend, orch.supervisor,
+        orch.config, orch.run, orch.env, orch.sampler.make_backend, orch.children,
         orch.monitor, resume=state, log=lambda _: None,
     )  # fmt: skip
     assert [g.key for g in resumed.batches.ready] == ["d0-t0"]
@@ -75,7 +75,7 @@ def test_a_teacher_scored_group_comes_back_with_its_samples_as_made(tmp_path: Pa
     assert unbatched.save(orch.run, [group]) == 1
     state = OrchestratorState(1, 0, rng_to_json(random.Random(0)), 1, orch.digest)
     resumed = Orchestrator(
-        orch.config, orch.run, orch.env, orch.sampler.make_backend, orch.supervisor,
+        orch.config, orch.run, orch.env, orch.sampler.make_backend, orch.children,
         orch.monitor, resume=state, log=lambda _: None,
     )  # fmt: skip
     [back] = resumed.batches.ready

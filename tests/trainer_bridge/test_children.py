@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engines.process import ChildDied
-from trainer_bridge.supervisor import Supervisor
+from trainer_bridge.children import ChildDied, ChildProcesses
 
 
 def wait_gone(pid: int, timeout: float) -> bool:
@@ -36,8 +35,8 @@ def test_children_die_with_a_sigkilled_parent(tmp_path: Path) -> None:
         f"""
         import sys, time
         from pathlib import Path
-        from trainer_bridge.supervisor import Supervisor
-        sup = Supervisor()
+        from trainer_bridge.children import ChildProcesses
+        sup = ChildProcesses()
         child = sup.start("sleeper", [sys.executable, "-c", "import time; time.sleep(600)"],
                           Path({str(tmp_path / "child.log")!r}))
         print(child.pid, flush=True)
@@ -53,30 +52,30 @@ def test_children_die_with_a_sigkilled_parent(tmp_path: Path) -> None:
 
 
 def test_a_dead_child_is_named_with_its_log_tail(tmp_path: Path) -> None:
-    supervisor = Supervisor()
+    children = ChildProcesses()
     script = "import sys; print('loading weights'); print('boom: out of memory'); sys.exit(3)"
-    child = supervisor.start("trainer", [sys.executable, "-c", script], tmp_path / "t.log")
+    child = children.start("trainer", [sys.executable, "-c", script], tmp_path / "t.log")
     assert child.proc is not None
     child.proc.wait(30)
     with pytest.raises(ChildDied) as caught:
-        supervisor.check()
+        children.check()
     assert "the trainer process died (exit status 3)" in str(caught.value)
     assert "boom: out of memory" in str(caught.value)
-    supervisor.stop_all()
+    children.stop_all()
 
 
 def test_stop_all_kills_the_whole_process_group(tmp_path: Path) -> None:
-    supervisor = Supervisor()
+    children = ChildProcesses()
     script = (
         "import subprocess, sys, time;"
         "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']);"
         "print(p.pid, flush=True); time.sleep(600)"
     )
-    child = supervisor.start("server", [sys.executable, "-c", script], tmp_path / "s.log")
+    child = children.start("server", [sys.executable, "-c", script], tmp_path / "s.log")
     deadline = time.monotonic() + 30
     while not (tmp_path / "s.log").read_text().strip() and time.monotonic() < deadline:
         time.sleep(0.1)
     grandchild = int((tmp_path / "s.log").read_text().split()[0])
-    supervisor.stop_all(grace_s=5)
+    children.stop_all(grace_s=5)
     assert child.poll() is not None
     assert wait_gone(grandchild, 10), "a grandchild (e.g. vLLM's engine) survived stop_all"

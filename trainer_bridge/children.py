@@ -11,14 +11,16 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from engines.process import Child
+from engines.process import Child, ChildDied, StartFailed
+
+__all__ = ["Child", "ChildDied", "ChildProcesses", "StartFailed"]
 
 
-class Supervisor:
+class ChildProcesses:
     """Starts children, reports the first one to die, and stops them all on the way out."""
 
     def __init__(self) -> None:
-        self.children: list[Child] = []
+        self.started: list[Child] = []
 
     def start(
         self,
@@ -31,11 +33,11 @@ class Supervisor:
     ) -> Child:
         child = Child(name, list(argv), log, env=env, cwd=cwd)
         child.start()
-        self.children.append(child)
+        self.started.append(child)
         return child
 
     def check(self) -> None:
-        for child in self.children:
+        for child in self.started:
             child.check()
 
     async def watch(self, interval_s: float = 0.5) -> None:
@@ -48,7 +50,7 @@ class Supervisor:
         """Give child `name` up to `timeout_s` to exit on its own: a trainer that finished its
         last step ends by itself, and torchrun SIGTERMed while its ranks tear down prints a
         traceback into the run's log."""
-        for child in self.children:
+        for child in self.started:
             if child.name == name and child.proc is not None:
                 try:
                     child.proc.wait(timeout=timeout_s)
@@ -57,5 +59,5 @@ class Supervisor:
 
     def stop_all(self, grace_s: float = 10.0) -> None:
         deadline = time.monotonic() + grace_s
-        for child in reversed(self.children):
+        for child in reversed(self.started):
             child.stop(max(0.5, deadline - time.monotonic()))

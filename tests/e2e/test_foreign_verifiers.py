@@ -1,0 +1,154 @@
+"""A verifiers 0.4 package, unchanged, on this hub: `prime env install` gives it a virtualenv of
+its own (verifiers pins openai<3, the SDK needs openai>=3.57), `prime eval run` scores it through
+an environment worker (prime_env.remote) against a fake OpenAI server and the local model, and a
+provider failure is an error record, never a 0.
+
+One hub and one install for the module; the virtualenv is built from the wheelhouse, never an
+index."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testing.server import FakeServer
+from tests.e2e.cli_support import PRIME
+from tests.e2e.eval_support import run_dirs
+from tests.e2e.foreign_support import copy_project, foreign_env
+from tests.e2e.train_support import NO_EVAL, metrics, train_dirs
+from tests.hub_server.hubproc import start_hub
+
+pytestmark = [pytest.mark.timeout(1200), pytest.mark.xdist_group("foreign-verifiers")]
+
+
+def prime(env: dict[str, str], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(PRIME), *args], cwd=cwd, env=env, text=True, capture_output=True, timeout=900,
+        check=False,
+    )  # fmt: skip
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr[-4000:]}"
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """alice/addition-v1 pushed to a fresh hub and installed with `prime env install`."""
+    root = tmp_path_factory.mktemp("foreign-verifiers")
+    with start_hub(root / "hub") as hub:
+        env = foreign_env(root / "home", PRIME_HUB_URL=hub.url)
+        token = hub.add_user("alice")
+        project = copy_project("verifiers_addition", root)
+        ok(prime({**env, "PRIME_API_KEY": token}, "env", "push", str(project), cwd=root))
+        result = prime(env, "env", "install", "alice/addition-v1", cwd=root)
+        yield {"hub": hub, "env": env, "root": root, "install": result}
+
+
+def records(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+
+
+def test_install_gives_it_a_virtualenv_of_its_own(installed: dict[str, Any]) -> None:
+    result = installed["install"]
+    ok(result)
+    assert "virtualenv of its own" in result.stderr and "verifiers" in result.stderr
+    home = Path(installed["env"]["XDG_DATA_HOME"]) / "prime" / "envs" / "addition-v1"
+    record = json.loads((home / "environment.json").read_text())
+    assert record["kind"] == "verifiers" and record["module"] == "addition_v1"
+    venv = Path(record["python"])
+    versions = subprocess.run(
+        [str(venv), "-c", ("import importlib.metadata as m; "
+         "print(m.version('verifiers'), m.version('openai'))")],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert versions[0] == "0.4.0" and versions[1].startswith("2.")
+    # ... and nothing of it in the Python that runs `prime`
+    here = subprocess.run(
+        [sys.executable, "-c", "import importlib.util as u; print(u.find_spec('addition_v1'))"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert here.stdout.strip() == "None"
+
+
+def test_eval_scores_it_with_a_fake_openai_server(installed: dict[str, Any]) -> None:
+    env, root = installed["env"], installed["root"]
+    with FakeServer("openai") as fake:
+        # -c 1: rollouts in order, so the scripted answers meet known questions
+        fake.script_replies(["0", "0", "2", "5"])
+        out = root / "fake-run"
+        ok(prime(
+            env, "eval", "run", "alice/addition-v1", "-m", "fake", "-b", fake.url, "-n", "2",
+            "-r", "2", "-c", "1", "-o", str(out), cwd=root,
+        ))  # fmt: skip
+    [run] = run_dirs(out)
+    got = sorted(records(run), key=lambda r: (r["example_index"], r["rollout_index"]))
+    assert [r["reward"] for r in got] == [1.0, 1.0, 1.0, 0.0]
+    assert [r["rewards"] for r in got][3] == {"exact_match": 0.0}
+    assert got[3]["metrics"] == {"reply_chars": 1.0}
+    first = got[0]
+    assert first["error"] is None and first["answer"] == 0
+    assert first["prompt"][-1] == {"role": "user", "content": "What is 0 + 0?"}
+    assert first["completion"] == [{"role": "assistant", "content": "0"}]
+    assert first["env"] == "alice/addition-v1@0.1.0"
+    assert first["stop_reason"] == "agent_completed"
+    meta = json.loads((run / "metadata.json").read_text())
+    assert meta["summary"]["errors"] == 0
+
+
+def test_a_provider_failure_is_an_error_record(installed: dict[str, Any]) -> None:
+    env, root = installed["env"], installed["root"]
+    with FakeServer("openai", faults={"500": 1.0}) as fake:
+        out = root / "failing-run"
+        result = prime(
+            env, "eval", "run", "alice/addition-v1", "-m", "fake", "-b", fake.url, "-n", "1",
+            "-r", "2", "--max-retries", "0", "-o", str(out), cwd=root,
+        )  # fmt: skip
+    [run] = run_dirs(out)
+    got = records(run)
+    assert len(got) == 2, result.stderr[-3000:]
+    for record in got:
+        assert record["reward"] is None and record["rewards"] == {}
+        assert record["error"]["type"] in ("server_error", "http_500"), record["error"]
+
+
+def test_eval_with_the_local_model_keeps_its_token_ids(installed: dict[str, Any]) -> None:
+    env, root = installed["env"], installed["root"]
+    out = root / "local-run"
+    ok(prime(
+        env, "eval", "run", "alice/addition-v1", "-m", "local/smollm2-135m", "-n", "1", "-r",
+        "1", "-t", "6", "-o", str(out), cwd=root,
+    ))  # fmt: skip
+    [run] = run_dirs(out)
+    [record] = records(run)
+    assert record["error"] is None and record["reward"] in (0.0, 1.0)
+    assert record["turns"] and record["turns"][0]["completion_token_ids"]
+
+
+@pytest.mark.slow  # starts the verifiers worker and trains the local model twice
+def test_train_two_steps_on_it(installed: dict[str, Any]) -> None:
+    """`prime train` on the verifiers package: its rollouts run in its virtualenv, their model
+    calls come back to the trainer's sampler, and the samples are token-exact (the trainer's
+    logprobs of them match the sampler's)."""
+    env, root = installed["env"], installed["root"]
+    out = root / "train"
+    ok(prime(
+        env, "train", "alice/addition-v1", "-m", "local/smollm2-135m", "--max-steps", "2",
+        "--orchestrator.batch-size", "4", "--orchestrator.rollouts-per-example", "2",
+        "--orchestrator.sampling.max-tokens", "8", *NO_EVAL,
+        "--no-orchestrator.filter-zero-advantages", "-o", str(out), cwd=root,
+    ))  # fmt: skip
+    [run] = train_dirs(out)
+    steps = metrics(run)
+    assert [m["step"] for m in steps] == [0, 1]
+    for step in steps:
+        assert step["batch/samples"] == 4 and step["errors/total"] == 0
+        assert step["trainer/loss_tokens"] > 0
+        assert step["trainer/mismatch_kl"] < 1e-4  # token-exact: sampled ids, not re-rendered

@@ -1,0 +1,3 @@
+from sorting_v1.taskset import SortingEnv, SortingTaskset
+
+__all__ = ["SortingEnv", "SortingTaskset"]
