@@ -135,16 +135,21 @@ async def _load_adapter(server: Server, adapter: str) -> str:
             f"the vLLM server for {server.model} was started without LoRA; start it with the "
             "adapter (pass every --adapter up front)"
         )
-    digest = hashlib.sha256(str(Path(adapter).resolve()).encode()).hexdigest()[:10]
-    name = f"adapter-{digest}"
-    async with httpx.AsyncClient(base_url=server.url, timeout=300) as http:
+    server.adapters[adapter] = await load_adapter(server.url, adapter)
+    return server.adapters[adapter]
+
+
+async def load_adapter(url: str, adapter: str) -> str:
+    """Load the LoRA adapter directory `adapter` into the server at `url`; returns the name
+    it is served as (one per directory: a second load of it is refused as a duplicate)."""
+    path = str(Path(adapter).resolve())
+    name = f"adapter-{hashlib.sha256(path.encode()).hexdigest()[:10]}"
+    async with httpx.AsyncClient(base_url=url, timeout=300) as http:
         response = await http.post(
-            "/load_lora_adapter",
-            json={"lora_name": name, "lora_path": str(Path(adapter).resolve())},
+            "/load_lora_adapter", json={"lora_name": name, "lora_path": path}
         )
-    if response.status_code != 200:
+    if response.status_code != 200 and "already been loaded" not in response.text:
         raise ServerError(f"vLLM refused the adapter {adapter}: {response.text[:300]}")
-    server.adapters[adapter] = name
     return name
 
 

@@ -147,7 +147,8 @@ def _call_id() -> str:
 
 class VLLMClient:
     """A model client for `-m local/<name>|DIR [--adapter DIR]` with `--backend vllm`: the
-    server for the model (and adapter) is found or started by `serving.ensure_server`."""
+    server for the model (and adapter) is found or started by `serving.ensure_server`, or is
+    the one at `url` (a server already running, started with the flags of vllm_server.py)."""
 
     provider = "vllm"
 
@@ -157,9 +158,10 @@ class VLLMClient:
         adapter: str | None = None,
         *,
         name: str | None = None,
+        url: str | None = None,
         say: Callable[[str], None] | None = None,
     ) -> None:
-        self._model, self._adapter, self._say = model, adapter, say
+        self._model, self._adapter, self._say, self._url = model, adapter, say, url
         self.model = name or model
         self.base_url: str | None = None
         self._wire: TokenWire | None = None
@@ -176,10 +178,19 @@ class VLLMClient:
             raise ModelError("vllm_unavailable", f"cannot serve {self.model}: {exc}") from exc
 
     async def _load(self) -> None:
-        from engines.serving import ensure_server
+        from engines.serving import Served, ensure_server, load_adapter
         from local_model.models import load_tokenizer
 
-        server = await ensure_server(self._model, self._adapter, say=self._say)
+        if self._url is None:
+            server = await ensure_server(self._model, self._adapter, say=self._say)
+        else:
+            from engines.served_models import model_directory
+
+            source = await asyncio.to_thread(model_directory, self._model)
+            served = self._model
+            if self._adapter is not None:
+                served = await load_adapter(self._url, self._adapter)
+            server = Served(self._url, served, source)
         tokenizer = await asyncio.to_thread(load_tokenizer, server.tokenizer_source)
         self._wire = TokenWire(server.url, tokenizer)
         self._served = server.request_model

