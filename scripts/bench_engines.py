@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -91,7 +91,7 @@ def tree_cpu(root: int) -> float:
 class Busy:
     """One core kept busy by a spinning process (its CPU is not counted)."""
 
-    def __enter__(self) -> Busy:
+    def __enter__(self) -> Self:
         self.proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
         return self
 
