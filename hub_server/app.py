@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError
 from starlette.concurrency import run_in_threadpool
 
-from hub_server.accounts.admin import open_database
+from hub_server.admin import open_database
 from hub_server.core import log_redaction
 from hub_server.core.blobstore import BlobStore
 from hub_server.core.errors import HubError

@@ -13,12 +13,13 @@ from functools import cache
 from fastapi import APIRouter, FastAPI
 from fastapi_offline import FastAPIOffline
 
-from hub_server.accounts import api as account_api
 from hub_server.evals import api as evals_api
 from hub_server.index import api as index_api
 from hub_server.index import upload_api
 from hub_server.registry import api as environments_api
 from hub_server.registry import push_api
+from hub_server.search import api as search_api
+from hub_server.user import api as account_api
 from hub_server.web import account_pages, environment_pages, evaluation_pages, listing_pages
 
 DOCS_ASSETS = "/docs-assets"
@@ -28,6 +29,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     upload_api.router,
     account_api.router,
     push_api.router,
+    search_api.router,
     environments_api.router,
     # The web pages before the package index: both claim paths under /{owner}/.
     evals_api.router,

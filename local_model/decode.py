@@ -14,7 +14,6 @@ generates (it imports torch).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import torch
 
 from .llama_step import LlamaStep
+from .transformers_compat import cache_keyword
 
 _sampled = 0  # tokens sampled by this process since it started
 
@@ -57,12 +57,6 @@ def _processed(logits: torch.Tensor, temperature: float, top_p: float) -> torch.
     return torch.log_softmax(scores, dim=-1)
 
 
-def _cache_keyword(model: Any) -> str:
-    """transformers 5.x names the KV cache argument `cache`; older releases `past_key_values`."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
-
-
 def decode(
     model: Any,
     rows: Sequence[Row],
@@ -95,7 +89,7 @@ def decode(
     logprobs: list[list[float]] = [[] for _ in rows]
     active = list(range(len(rows)))  # original row of each batch position
     cache = DynamicCache()
-    cache_kw = _cache_keyword(model)
+    cache_kw = cache_keyword(model)
     if should_stop is not None and should_stop():
         raise Stopped
     # Unpadded rows (always at batch 1) need no mask: the model then builds none per forward

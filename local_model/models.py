@@ -29,7 +29,9 @@ from registry_index.user_dirs import cache_home
 CACHE_ENV = "PRIME_MODEL_CACHE"
 """Overrides where converted models are kept (default `$XDG_CACHE_HOME/prime/models`)."""
 
-_FORMAT = "hf-float32-v1"  # bump when the conversion changes, so old caches are not read
+_FORMAT = "hf-float32-v2"  # bump when the conversion changes, so old caches are not read
+# v2: special tokens from the GGUF's own ids (`_declared_special_tokens`); a v1 cache written
+# by transformers 5.17 ends replies at <|im_start|>.
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,7 @@ def _convert(name: str, target: Path) -> tuple[Any, Any]:
         model = AutoModelForCausalLM.from_pretrained(
             path.parent, gguf_file=path.name, dtype=torch.float32
         )
+    _declared_special_tokens(tokenizer, model.config)
     # The tensors are plain float32 now; only the GGUF marker stops save_pretrained.
     model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
@@ -133,6 +136,17 @@ def _convert(name: str, target: Path) -> tuple[Any, Any]:
     except OSError:
         pass  # not cached; the model in hand is still good
     return model, tokenizer
+
+
+def _declared_special_tokens(tokenizer: Any, config: Any) -> None:
+    """Give `tokenizer` the BOS, EOS and pad ids the GGUF declares (its metadata, which
+    transformers copies into the model's config). transformers 5.17 reads SmolLM2's GGUF
+    tokenizer with <|im_start|> as its EOS and no pad token (5.24 reads what the file says),
+    so a sampler would run every reply past its <|im_end|>."""
+    for name in ("bos", "eos", "pad"):
+        wanted = getattr(config, f"{name}_token_id", None)
+        if wanted is not None and getattr(tokenizer, f"{name}_token_id", None) != wanted:
+            setattr(tokenizer, f"{name}_token", tokenizer.convert_ids_to_tokens(int(wanted)))
 
 
 @contextmanager

@@ -1,7 +1,7 @@
 """`prime hub …`: run and administer a self-hosted hub (no running server needed for admin).
 
 The commands are thin: settings come from `--data-dir` or `PRIME_HUB_*` variables, and the
-work is done by `hub_server.accounts.admin` / `hub_server.app`.
+work is done by `hub_server.admin` / `hub_server.app`.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _settings(data_dir: Path | None) -> HubSettings:
 
 
 def _engine(data_dir: Path | None) -> Engine:
-    from hub_server.accounts.admin import open_database
+    from hub_server.admin import open_database
 
     settings = _settings(data_dir)
     try:
@@ -50,7 +50,7 @@ def _engine(data_dir: Path | None) -> Engine:
 
 
 def _admin_call(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    from hub_server.accounts.admin import AdminError
+    from hub_server.admin import AdminError
 
     try:
         return func(*args, **kwargs)
@@ -135,7 +135,7 @@ def user() -> None:
 @_DATA_DIR
 def user_add(name: str, admin: bool, token_name: str, data_dir: Path | None) -> None:
     """Create user NAME (and namespace NAME/); prints a new token as the last line."""
-    from hub_server.accounts.admin import create_token, create_user
+    from hub_server.admin import create_token, create_user
 
     engine = _engine(data_dir)
     created = _admin_call(create_user, engine, name, admin=admin)
@@ -151,7 +151,7 @@ def user_add(name: str, admin: bool, token_name: str, data_dir: Path | None) -> 
 @_DATA_DIR
 def user_disable(name: str, enable: bool, data_dir: Path | None) -> None:
     """Disable user NAME: their tokens stop working at once, on every route."""
-    from hub_server.accounts.admin import disable_user
+    from hub_server.admin import disable_user
 
     _admin_call(disable_user, _engine(data_dir), name, disabled=not enable)
     click.echo(f"{'Enabled' if enable else 'Disabled'} user {name!r}.")
@@ -163,7 +163,7 @@ def user_disable(name: str, enable: bool, data_dir: Path | None) -> None:
 @_DATA_DIR
 def user_delete(name: str, yes: bool, data_dir: Path | None) -> None:
     """Delete user NAME: tokens revoked, memberships removed; files and runs stay."""
-    from hub_server.accounts.admin import delete_user
+    from hub_server.admin import delete_user
 
     if not yes:
         click.confirm(f"Delete user {name!r} for good?", abort=True)
@@ -182,7 +182,7 @@ def org() -> None:
 @_DATA_DIR
 def org_add(name: str, members: tuple[str, ...], data_dir: Path | None) -> None:
     """Create organisation NAME (namespace NAME/) with its members."""
-    from hub_server.accounts.admin import create_org
+    from hub_server.admin import create_org
 
     _admin_call(create_org, _engine(data_dir), name, list(members))
     listed = ", ".join(members) or "no members yet"
@@ -195,7 +195,7 @@ def org_add(name: str, members: tuple[str, ...], data_dir: Path | None) -> None:
 @_DATA_DIR
 def org_add_member(name: str, users: tuple[str, ...], data_dir: Path | None) -> None:
     """Add USERS to organisation NAME."""
-    from hub_server.accounts.admin import add_members
+    from hub_server.admin import add_members
 
     _admin_call(add_members, _engine(data_dir), name, list(users))
     click.echo(f"Added {', '.join(users)} to {name!r}.")
@@ -207,7 +207,7 @@ def org_add_member(name: str, users: tuple[str, ...], data_dir: Path | None) -> 
 @_DATA_DIR
 def org_remove_member(name: str, member: str, data_dir: Path | None) -> None:
     """Remove MEMBER from organisation NAME (effective at once)."""
-    from hub_server.accounts.admin import remove_member
+    from hub_server.admin import remove_member
 
     _admin_call(remove_member, _engine(data_dir), name, member)
     click.echo(f"Removed {member} from {name!r}.")
@@ -232,7 +232,7 @@ def token_create(
     username: str, token_name: str, scopes: tuple[str, ...], data_dir: Path | None
 ) -> None:
     """Create a token for USERNAME; prints the token as the last line (shown only once)."""
-    from hub_server.accounts.admin import create_token
+    from hub_server.admin import create_token
 
     secret, row = _admin_call(create_token, _engine(data_dir), username, token_name, list(scopes))
     click.echo(f"Token {token_name!r} for {username} with scopes: {row.scopes}")
@@ -244,7 +244,7 @@ def token_create(
 @_DATA_DIR
 def token_list(username: str, data_dir: Path | None) -> None:
     """List USERNAME's tokens: id, name, scopes, created, last used (never the secret)."""
-    from hub_server.accounts.admin import list_tokens
+    from hub_server.admin import list_tokens
 
     def when(value: object) -> str:
         return f"{value:%Y-%m-%d %H:%M}" if value is not None else "-"
@@ -264,7 +264,7 @@ def token_list(username: str, data_dir: Path | None) -> None:
 @_DATA_DIR
 def token_revoke(secret: str | None, token_id: str | None, data_dir: Path | None) -> None:
     """Revoke a token by its SECRET or by --id."""
-    from hub_server.accounts.admin import revoke_token, revoke_token_id
+    from hub_server.admin import revoke_token, revoke_token_id
 
     if (secret is None) == (token_id is None):
         raise click.UsageError("Give either the token SECRET or --id ID.")
@@ -312,7 +312,7 @@ def _seed(url: str, data_dir: Path) -> list[str]:
             "Seeding needs a source checkout of prime-envhub (builtin_envs/ beside prime_cli/); "
             "run it from the repository."
         ) from None
-    from hub_server.accounts.admin import create_token, ensure_user, revoke_token
+    from hub_server.admin import create_token, ensure_user, revoke_token
 
     engine = _engine(data_dir)
     _admin_call(ensure_user, engine, OWNER)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .clients.base import ModelClient
 from .harnesses import Harness, SingleTurn
-from .reference import Reference
+from .reference import Reference, ReferenceClient
 from .rubric import Rubric
 from .tasks import Task, TaskSet, as_taskset
 
@@ -68,6 +69,11 @@ class Environment:
 
     def get_eval_tasks(self) -> TaskSet:
         return self.eval_tasks if self.eval_tasks is not None else self.tasks
+
+    def reference_client(self) -> ModelClient:
+        """A client that plays this environment's reference policy (`-m reference`);
+        ModelConfigError when it ships none."""
+        return ReferenceClient(self)
 
     @property
     def id(self) -> str:

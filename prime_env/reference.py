@@ -21,11 +21,9 @@ from typing import Protocol
 from .calling import call_user
 from .chat_template import assistant_message
 from .clients.base import ChatResponse, Message, SamplingArgs, ToolSpec, Usage
+from .clients.model_specs import REFERENCE_MODEL
 from .errors import ModelConfigError
 from .state import State, current_state
-
-REFERENCE_MODEL = "reference"
-"""The model name of reference rollouts (`-m reference`, the `model` of their records)."""
 
 Solve = Callable[[list[Message], State], str | Message | Awaitable[str | Message]]
 

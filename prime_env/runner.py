@@ -9,7 +9,7 @@ requests go first. A rollout whose infrastructure failed becomes a record with `
 `stream_rollouts` hands each record on and forgets it, and makes rollouts lazily as workers
 take them, so memory is bounded by the concurrency (plus unfinished groups), not by the run's
 size; `run_rollouts` collects them for callers that want a list. When one loop is the limit,
-prime_env.process.parallel runs the same thing in several processes.
+prime_env.parallel runs the same thing in several processes.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from .clients.base import ModelClient, SamplingArgs
 from .environment import Environment
 from .errors import infra_error_type
 from .process.fd_table import reserve_fds
-from .record import ErrorInfo, RolloutRecord, Timing, TokenUsage, Trace, Turn
+from .record import ErrorInfo, RolloutRecord, SavedState, Timing, TokenUsage, Trace, Turn
 from .rubric import Scores
 from .state import State
 from .tasks import Task
@@ -66,6 +66,8 @@ class _Rollout:
     rollout_index: int
     task: Task
     state: State | None = None
+    saved: SavedState | None = None
+    """The environment's state keys when generation ended, before the rubric ran."""
     error: ErrorInfo | None = None
     scores: Scores = field(default_factory=Scores)
     started: float = 0.0
@@ -252,6 +254,8 @@ async def stream_rollouts(
                 )
             except Exception as exc:  # noqa: BLE001 - recorded as the rollout's error
                 rollout.error = error_info(exc)
+            else:
+                rollout.saved = rollout.state.saved()
             rollout.generation_ms = (time.perf_counter() - rollout.started) * 1000
             finished.add(rollout)
 
@@ -366,6 +370,7 @@ def _record(
         turns=turns,
         trace=_trace(state) if state is not None else None,
         tools=state.tools if state is not None else None,
+        state=None if failed else rollout.saved,
     )
 
 

@@ -37,8 +37,8 @@ from typing import Any
 import httpx
 from sqlmodel import Session, select
 
-from hub_server.accounts.admin import create_token, create_user, open_database
 from hub_server.accounts.models import Owner
+from hub_server.admin import create_token, create_user, open_database
 from hub_server.core.settings import HubSettings
 from hub_server.registry.models import Version
 from hub_server.registry.publishing import create_environment

@@ -46,8 +46,8 @@ from sqlmodel import select as sql_select
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hub_server.accounts.admin import create_token, create_user, open_database
 from hub_server.accounts.models import Owner
+from hub_server.admin import create_token, create_user, open_database
 from hub_server.core.settings import HubSettings
 from hub_server.registry.models import Version
 from hub_server.registry.publishing import create_environment

@@ -44,8 +44,8 @@ from pathlib import Path
 import httpx
 from sqlmodel import Session, select
 
-from hub_server.accounts.admin import create_token, create_user, open_database
 from hub_server.accounts.models import Owner
+from hub_server.admin import create_token, create_user, open_database
 from hub_server.core.blobstore import BlobStore
 from hub_server.core.settings import HubSettings
 from hub_server.registry.publishing import EnvTarget, NewFile, publish_file

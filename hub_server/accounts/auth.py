@@ -30,9 +30,7 @@ from sqlmodel import Session, col, select
 from hub_server.accounts.models import ApiToken, Membership, Owner, User
 from hub_server.core.ids import utcnow
 from hub_server.core.out_of_space import out_of_space
-from hub_server.registry.models import Environment
 from registry_index import scopes as token_scopes
-from registry_index.schemas.environments import Visibility
 
 TOKEN_PREFIX = "phub_"
 # `last_used_at` is written at most this often per token (a write per request would queue
@@ -108,17 +106,10 @@ class Principal:
         """False for a read-only token: it can be refused before any body is read."""
         return token_scopes.writes_anything(self.scopes)
 
-    def can_read(self, owner: Owner, env: Environment) -> bool:
-        """Private environments are readable by their owner's people, within the scopes."""
-        if env.visibility == Visibility.PUBLIC:
-            return True
-        return self._user_reaches(owner) and self.scope_reads(owner.name, env.normalized_name)
-
     def could_read_private(self, owner: Owner, normalized_name: str) -> bool:
-        """Whether a private `owner/name` would be visible to this caller if it existed.
-
-        When it would not, a missing name must be answered exactly like a private one.
-        """
+        """Whether a private `owner/name` is visible to this caller (its owner's people, within
+        the token's scopes), whether it exists or not: where it would not be, a missing name
+        must be answered exactly like a private one."""
         return self._user_reaches(owner) and self.scope_reads(owner.name, normalized_name)
 
     def can_upload(self, owner: Owner, normalized_name: str | None) -> bool:

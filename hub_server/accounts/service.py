@@ -4,7 +4,7 @@ sessions, an owner's people.
 Each operation checks the caller's scopes itself (`Principal`, over `registry_index.scopes`),
 so the web forms and any API route that calls it enforce the same rule.
 
-(Administration without a server, users and organisations included, is `accounts.admin`.)
+(Administration without a server, users and organisations included, is `admin`.)
 """
 
 from __future__ import annotations
@@ -27,6 +27,11 @@ from hub_server.core.errors import Forbidden
 from hub_server.core.ids import utcnow
 from registry_index.schemas.accounts import TokenOut, WhoAmI
 from registry_index.schemas.environments import OwnerKind
+
+
+def find_owner(session: Session, name: str) -> Owner | None:
+    """The user or organisation named `name` (owner names are case-insensitive)."""
+    return session.exec(select(Owner).where(Owner.name == name.lower())).first()
 
 
 def whoami(session: Session, principal: Principal) -> WhoAmI:

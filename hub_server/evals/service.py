@@ -5,7 +5,7 @@ stored (content-addressed, atomically) before the row that lists it is committed
 leaves at most an unreferenced blob, never a row pointing at nothing. Every write starts by
 updating the evaluation row, which serialises concurrent writers to one evaluation (a row
 lock on PostgreSQL, the write lock on SQLite) before duplicates are checked. Who may read or
-push a run is `accounts.access`; which version a reference names is `registry.service`.
+push a run is `evals.access`; which version a reference names is `registry.service`.
 """
 
 from __future__ import annotations
@@ -22,19 +22,13 @@ from sqlalchemy.engine import CursorResult, Engine
 from sqlalchemy.exc import IntegrityError as RowConflict
 from sqlmodel import Session, col, select
 
-from hub_server.accounts.access import (
-    can_push_results,
-    can_read,
-    can_read_evaluation,
-    readable_environment,
-    readable_evaluations,
-)
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Membership, Owner
 from hub_server.core.blobstore import BlobStorage, content_key
 from hub_server.core.errors import BadRequest, Conflict, Forbidden, HubError, NotFound, TooLarge
 from hub_server.core.ids import utcnow
 from hub_server.core.settings import HubSettings
+from hub_server.evals.access import can_push_results, can_read_evaluation, readable_evaluations
 from hub_server.evals.integrity import (
     IntegrityError,
     check_reward_range,
@@ -63,6 +57,7 @@ from hub_server.evals.stats import (
 )
 from hub_server.evals.verification import request_verification
 from hub_server.evals.verification_queue import position as queue_position
+from hub_server.registry.access import can_read, readable_environment
 from hub_server.registry.models import Environment, Version
 from hub_server.registry.service import select_version
 from hub_server.registry.views import declared_rubric

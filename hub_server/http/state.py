@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from sqlalchemy.engine import Engine
 
@@ -10,7 +11,12 @@ from hub_server.core.blobstore import BlobStorage
 from hub_server.core.cache import PageCache
 from hub_server.core.settings import HubSettings
 from hub_server.http.ratelimit import SlidingWindowLimiter
-from hub_server.index.download_counts import DownloadCounter
+
+
+class DownloadTally(Protocol):
+    """Where a served file's download is counted (index.download_counts writes them in batches)."""
+
+    def add(self, file_id: str, env_id: str) -> None: ...
 
 
 @dataclass
@@ -23,5 +29,5 @@ class Hub:
     store: BlobStorage
     upload_limiter: SlidingWindowLimiter
     login_limiter: SlidingWindowLimiter
+    downloads: DownloadTally
     pages: PageCache = field(default_factory=PageCache)
-    downloads: DownloadCounter = field(default_factory=DownloadCounter)

@@ -13,13 +13,13 @@ from fastapi.responses import FileResponse, RedirectResponse
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
-from hub_server.accounts.access import env_not_found
 from hub_server.core.errors import HubError, NotFound
 from hub_server.http.deps import HubDep, PrincipalDep, SessionDep
 from hub_server.http.principal import resolve_principal
 from hub_server.http.state import Hub
 from hub_server.index import service
 from hub_server.index.sdk import sdk_index_page, sdk_project_page, sdk_wheel
+from hub_server.registry.access import env_not_found
 from hub_server.registry.metadata import file_metadata
 from registry_index.names import normalize
 from registry_index.schemas.environments import Visibility

@@ -17,17 +17,13 @@ from sqlalchemy import Row, bindparam
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from hub_server.accounts.access import (
-    can_read,
-    find_owner,
-    readable_environment,
-    reads_all_of,
-)
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
+from hub_server.accounts.service import find_owner
 from hub_server.core.cache import PageCache
 from hub_server.core.errors import NotFound
 from hub_server.core.rows import table_of
+from hub_server.registry.access import can_read, readable_environment, reads_all_of
 from hub_server.registry.models import DistFile, Environment, Version
 from registry_index.names import normalize
 from registry_index.schemas.environments import Visibility

@@ -18,13 +18,14 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 from starlette.datastructures import FormData, UploadFile
 
-from hub_server.accounts.access import find_owner, require_upload
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
+from hub_server.accounts.service import find_owner
 from hub_server.core.blobstore import BlobStorage
 from hub_server.core.errors import BadRequest, Forbidden, NotFound, TooLarge
 from hub_server.core.rows import table_of
 from hub_server.core.settings import HubSettings
+from hub_server.registry.access import require_upload
 from hub_server.registry.models import Environment
 from hub_server.registry.publishing import EnvTarget, NewFile, publish_file
 from registry_index.errors import InvalidUpload

@@ -23,13 +23,14 @@ from sqlalchemy.engine import CursorResult, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from hub_server.accounts.access import find_owner, require_upload, writable_environment_by_id
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
+from hub_server.accounts.service import find_owner
 from hub_server.core.blobstore import BlobStorage, staging_key
 from hub_server.core.errors import BadRequest, Conflict, FileExists, NotFound, TooLarge
 from hub_server.core.ids import utcnow
 from hub_server.core.settings import HubSettings
+from hub_server.registry.access import require_upload, writable_environment_by_id
 from hub_server.registry.models import DistFile, Environment, PendingUpload, Version
 from hub_server.registry.pending_uploads import check_quota
 from hub_server.registry.publishing import (

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from hub_server.accounts.access import readable_environment, require_upload
 from hub_server.accounts.auth import Principal
 from hub_server.core.errors import BadRequest, NotFound
+from hub_server.registry.access import readable_environment, require_upload
 from hub_server.registry.models import DistFile, Environment, EnvironmentTag, Version
 from hub_server.registry.publishing import bump_serials
 from hub_server.registry.views import file_url, sort_key, summaries, version_info, version_infos

@@ -16,7 +16,6 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlmodel import Session
 
-from hub_server.accounts.access import readable_environment
 from hub_server.accounts.models import Owner
 from hub_server.core.blobstore import BlobStorage
 from hub_server.core.errors import HubError, NotFound
@@ -26,6 +25,7 @@ from hub_server.http.deps import HubDep, SessionDep, public_base
 from hub_server.index import api as index_routes
 from hub_server.index.sdk import sdk_wheel
 from hub_server.registry import service as registry_service
+from hub_server.registry.access import readable_environment
 from hub_server.registry.metadata import file_metadata
 from hub_server.registry.models import DistFile, Environment
 from hub_server.registry.views import summaries, version_infos

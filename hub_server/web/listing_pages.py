@@ -21,14 +21,14 @@ from fastapi.responses import FileResponse, HTMLResponse
 from sqlmodel import Session
 
 from hub_server.accounts import service as accounts
-from hub_server.accounts.access import find_owner
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
+from hub_server.accounts.service import find_owner
 from hub_server.core.errors import NotFound
 from hub_server.http.deps import SessionDep
 from hub_server.registry.models import Environment
-from hub_server.registry.search import EnvironmentQuery, SortField, search_environments
 from hub_server.registry.views import summaries
+from hub_server.search.service import EnvironmentQuery, SortField, search_environments
 from hub_server.web.environment_pages import RESERVED_FIRST_SEGMENTS
 from hub_server.web.pages import page
 from hub_server.web.render import STATIC_DIR

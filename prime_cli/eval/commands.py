@@ -51,8 +51,16 @@ from prime_env.clients.retry import RetryPolicy
 from prime_env.errors import DatasetError, EnvironmentNotFound
 from prime_env.eval_run_dir import EvalRunDir, RunConfig
 from prime_env.eval_sets import SetConfig, is_set_dir, read_set
-from prime_env.evaluation import EvalError, load_env, normalize_sampling, resume_run, start_run
+from prime_env.evaluation import (
+    EvalError,
+    EvalRun,
+    load_env,
+    normalize_sampling,
+    resume_run,
+    start_run,
+)
 from prime_env.process import event_loop
+from prime_env.summary import Summary
 from registry_index.schemas.evals import EvaluationInfo
 
 console = output_console()
@@ -174,7 +182,21 @@ def _explicit(ctx: click.Context, name: str) -> bool:
     "--resume",
     "resume_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="finish an interrupted run directory (same settings required)",
+    help="finish a run directory (same settings required): its missing rollouts and, unless "
+    "--keep-errors, its errored ones again",
+)
+@click.option(
+    "--retry-errors/--keep-errors",
+    default=True,
+    show_default=True,
+    help="with --resume: run the errored rollouts again (as Inspect's eval-retry), or keep them",
+)
+@click.option(
+    "--max-error-share",
+    type=click.FloatRange(min=0, max=1),
+    default=0.1,
+    show_default=True,
+    help="exit 1 (and push nothing) when a larger share of a run's rollouts errored",
 )
 @click.option("--stream/--no-stream", default=False, help="stream responses (SSE)")
 @click.option(
@@ -224,6 +246,8 @@ def run(
     endpoints: Path | None,
     output_dir: Path,
     resume_dir: Path | None,
+    retry_errors: bool,
+    max_error_share: float,
     stream: bool,
     max_retries: int,
     timeout_s: float,
@@ -323,14 +347,15 @@ def run(
         partial(spec.create_client, stream=stream, policy=policy, env=env) for spec in specs
     ]
     runs = [
-        resume_run(resume_dir, env, spec, config)
+        resume_run(resume_dir, env, spec, config, retry_errors=retry_errors)
         if resume_dir is not None
         else start_run(env, spec, config, output_dir)
         for spec, config in zip(specs, configs)
     ]
     for run_ in runs:
         verb = "resuming" if resume_dir else "writing"
-        say(err_console, f"{verb} {run_.directory} ({len(run_.done)}/{run_.total} done)")
+        again = f"; {run_.retried} errored rollouts to run again" if run_.retried else ""
+        say(err_console, f"{verb} {run_.directory} ({len(run_.done)}/{run_.total} done{again})")
     progress = progress_display(err_console, disable=output == "json")
     try:
         with progress:
@@ -344,12 +369,14 @@ def run(
             status=1 if isinstance(exc, KeyboardInterrupt) else 128 + signal.SIGTERM,
         ) from None
     rows = [(run_, outcome.summary) for run_, outcome in zip(runs, outcomes)]
-    failed = [run_.spec.name for run_, s in rows if s.rollouts and s.scored == 0]
+    failed = [
+        (run_, s) for run_, s in rows if s.rollouts and s.errors > max_error_share * s.rollouts
+    ]
     pushed: dict[Path, str] = {}
     if push and len(failed) < len(rows):
         with _hub() as hub:
             for run_, s in rows:
-                if s.scored:  # a run of errors only has nothing to rank: never pushed
+                if all(run_ is not bad for bad, _ in failed):  # too many errors: not ranked
                     pushed[run_.directory] = push_run(hub, run_.directory, public=public)
     if output == "json":
         click.echo(
@@ -385,11 +412,27 @@ def run(
         for directory, evaluation_id in pushed.items():
             say(console, f"pushed {directory} as evaluation {evaluation_id}")
     if failed:
-        raise CliError(
-            f"every rollout of {', '.join(failed)} failed (see the errors column), so nothing "
-            f"was scored{' and nothing of it was pushed' if push else ''}; fix the cause (key, "
-            "URL, model name) and start a new run"
+        raise CliError(_too_many_errors(failed, max_error_share, push))
+
+
+def _too_many_errors(failed: list[tuple[EvalRun, Summary]], share: float, pushed: bool) -> str:
+    """Why the command exits 1: each run whose errored share is over `share`, and the fix."""
+    parts = []
+    for run_, s in failed:
+        if s.scored == 0:
+            parts.append(
+                f"every rollout of {run_.spec.name} failed (see the errors column), so nothing "
+                f"was scored{' and nothing of it was pushed' if pushed else ''}; fix the cause "
+                "(key, URL, model name) and start a new run"
+            )
+            continue
+        parts.append(
+            f"{s.errors} of {s.rollouts} rollouts of {run_.spec.name} errored "
+            f"({s.errors / s.rollouts:.0%}, over --max-error-share {share:g})"
+            f"{', so it was not pushed' if pushed else ''}; fix "
+            f"the cause, then run them again: prime eval run --resume {run_.directory}"
         )
+    return "\n".join(parts)
 
 
 def _with_engine(specs: list[ModelSpec], backend: str, workers: int) -> list[ModelSpec]:

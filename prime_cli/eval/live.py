@@ -29,7 +29,7 @@ from rich.text import Text
 
 from prime_env.clients.base import ModelClient
 from prime_env.evaluation import EvalRun, execute
-from prime_env.process.parallel import ClientFactory
+from prime_env.parallel import ClientFactory
 from prime_env.record import RolloutRecord
 from prime_env.summary import Summary
 

@@ -21,13 +21,12 @@ from prime_cli.messages import output_console, say
 from prime_cli.options import json_object
 from prime_cli.program_host import program_on_host_option
 from prime_env.clients.base import SamplingArgs
-from prime_env.clients.model_specs import APIS, default_model, resolve_model
+from prime_env.clients.model_specs import APIS, REFERENCE_MODEL, default_model, resolve_model
 from prime_env.clients.retry import RetryPolicy
 from prime_env.eval_run_dir import run_name
 from prime_env.evaluation import load_env, normalize_sampling, sampling_from_json
 from prime_env.process import event_loop
 from prime_env.prompt_optimizer import MODES, OptimizeConfig, OptimizeResult, optimize_prompt
-from prime_env.reference import REFERENCE_MODEL
 from prime_env.summary import Summary
 
 console = output_console()

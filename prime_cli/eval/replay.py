@@ -9,6 +9,7 @@ from functools import partial
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
 from hub_client.install import ensure_installed
 from prime_cli.eval.runs import find_run, open_hub, push_run
@@ -19,6 +20,7 @@ from prime_cli.options import json_object
 from prime_env.eval_run_dir import EvalRunDir
 from prime_env.evaluation import load_env
 from prime_env.process import event_loop
+from prime_env.record import RolloutRecord
 from prime_env.replay import replay_run
 
 console = output_console()
@@ -64,7 +66,13 @@ def replay_cmd(
         spec, args, install=partial(ensure_installed, feedback=console_feedback(err_console))
     )
     before = source_dir.metadata()
-    run, summary = event_loop.run(replay_run(source, env, spec, output_dir))
+    unscored: list[RolloutRecord] = []
+
+    def note(record: RolloutRecord) -> None:
+        if record.error is not None and record.error.type == "scoring_error":
+            unscored.append(record)
+
+    run, summary = event_loop.run(replay_run(source, env, spec, output_dir, on_record=note))
     evaluation_id = None
     if push:
         with open_hub(err_console) as hub:
@@ -95,5 +103,13 @@ def replay_cmd(
         f"{fmt(summary.reward_mean)}",
     )
     say(console, f"{run.spec.name}: {run.directory}")
+    if unscored:
+        first = unscored[0]
+        say(
+            err_console,
+            f"[yellow]{len(unscored)} rollout(s) could not be re-scored[/yellow] (scoring_error, "
+            f"not averaged in); the first, {escape(first.task_id)}: "
+            + escape(first.error.message if first.error else ""),
+        )
     if evaluation_id is not None:
         say(console, f"pushed {run.directory} as evaluation {evaluation_id}")

@@ -39,7 +39,6 @@ from prime_env.clients.model_paths import (
 )
 from prime_env.clients.retry import RetryPolicy
 from prime_env.errors import ModelConfigError
-from prime_env.reference import REFERENCE_MODEL, ReferenceClient, WithReference
 from registry_index.toml_text import TomlError, parse_toml
 
 DEFAULT_LOCAL_MODEL = "local/smollm2-135m"
@@ -47,6 +46,14 @@ PATH_PROVIDER = "local"
 """The in-process provider that runs `-m DIR` (a Hugging Face model directory)."""
 DEFAULT_HOSTED_MODEL = "openai/gpt-4.1-mini"
 PROVIDER_GROUP = "prime.model_providers"
+REFERENCE_MODEL = "reference"
+"""The model name of reference rollouts (`-m reference`, the `model` of their records)."""
+
+
+class PlaysReference(Protocol):
+    """An environment that can play its own reference policy (prime_env.Environment)."""
+
+    def reference_client(self) -> ModelClient: ...
 
 
 @dataclass(frozen=True)
@@ -164,13 +171,13 @@ class ModelSpec:
         *,
         stream: bool = False,
         policy: RetryPolicy | None = None,
-        env: WithReference | None = None,
+        env: PlaysReference | None = None,
     ) -> ModelClient:
         """The client; `env` is the environment being run (only `reference` needs it)."""
         if self.client == REFERENCE_MODEL:
             if env is None:
                 raise ModelConfigError("-m reference plays an environment's own policy: give env=")
-            return ReferenceClient(env)
+            return env.reference_client()
         if self.client not in ("openai", "anthropic"):
             provider = in_process_provider(self.client)
             if provider is None:

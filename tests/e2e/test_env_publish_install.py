@@ -548,7 +548,7 @@ def test_login_saves_settings_used_by_later_commands(
 def test_push_to_an_organisation(
     tmp_path: Path, hub: HubProcess, cli_env: dict[str, str], tokens: dict[str, str]
 ) -> None:
-    from hub_server.accounts.admin import create_org, open_database
+    from hub_server.admin import create_org, open_database
 
     engine = open_database(hub.settings)
     try:

@@ -85,7 +85,7 @@ def test_replay_rescores_with_another_version_and_no_model_calls(
         server.configure(script=["500"])  # the first call fails: an errored rollout
         first = prime(
             "eval", "run", "alice/graded@0.1.0", "-m", "fake", "-b", server.url,
-            "-n", "6", "-r", "1", "-c", "1", "--max-retries", "0",
+            "-n", "6", "-r", "1", "-c", "1", "--max-retries", "0", "--max-error-share", "0.5",
         )  # fmt: skip
         assert first.returncode == 0, first.stderr
         calls = server.stats()["requests"]

@@ -20,8 +20,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlmodel import Session, select
 
-from hub_server.accounts.admin import create_org, create_token, create_user
 from hub_server.accounts.models import Owner
+from hub_server.admin import create_org, create_token, create_user
 from hub_server.app import create_app
 from hub_server.core.settings import HubSettings
 from hub_server.registry.models import Version

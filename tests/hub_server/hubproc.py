@@ -23,7 +23,7 @@ from typing import Self
 
 import httpx
 
-from hub_server.accounts.admin import create_token, create_user, open_database
+from hub_server.admin import create_token, create_user, open_database
 from hub_server.core.settings import HubSettings
 from tests.support import free_port
 

@@ -25,11 +25,16 @@ def test_first_load_converts_and_later_loads_read_the_same_weights(
 
     converted, tokenizer = load_local_model("smollm2-135m")  # from the GGUF
     assert (target / "model.safetensors").is_file()
+    # the GGUF's own ids (bos 1, eos/pad 2 = <|im_end|>), whatever transformers' reader makes
+    # of them (5.17 gives <|im_start|> as EOS): a sampler stops at the end of the turn
+    assert (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id) == (1, 2, 2)
+    assert tokenizer.eos_token == "<|im_end|>"
     assert [p.name for p in target.parent.iterdir()] == [target.name]  # no scratch left
     assert "GGUF" not in capfd.readouterr().err  # the reader's progress bar stays off
 
     cached, cached_tokenizer = load_local_model("smollm2-135m")  # from the cache
     assert not cached.training
+    assert (cached_tokenizer.eos_token_id, cached_tokenizer.pad_token_id) == (2, 2)
     messages = [{"role": "user", "content": "What is 2 + 3? Reply in a \\boxed{}."}]
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     assert text == cached_tokenizer.apply_chat_template(

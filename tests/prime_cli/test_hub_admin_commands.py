@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner
 from sqlmodel import Session, select
 
-from hub_server.accounts.admin import open_database
 from hub_server.accounts.models import ApiToken
+from hub_server.admin import open_database
 from prime_cli.main import cli
 from tests.hub_server.hubproc import HubProcess, start_hub
 from tests.hub_server.inproc import start_inproc_hub

@@ -76,7 +76,9 @@ async def test_record_has_exactly_the_schema_fields_and_round_trips() -> None:
         "turns",
         "trace",
         "tools",
+        "state",
     }
+    assert line["state"] == {"values": {}, "unsaved": {}}  # SingleTurn keeps no state of its own
     assert (
         line["env"] == "alice/adder@1.0.0" and line["run_id"] == "run1" and line["task_id"] == "t0"
     )
@@ -452,8 +454,8 @@ async def test_workers_start_together_and_a_failed_one_releases_the_others(
     hold the others at the start barrier (the parent breaks it when a worker exits)."""
     import multiprocessing
 
+    from prime_env import parallel
     from prime_env.evaluation import execute
-    from prime_env.process import parallel
 
     monkeypatch.setattr(parallel, "_START_WAIT_S", 3600.0)  # only the parent can release them
 

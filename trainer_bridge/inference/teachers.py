@@ -21,10 +21,10 @@ from typing import Protocol
 import httpx
 
 from prime_env.clients.base import ModelClient
-from prime_env.clients.model_specs import resolve_model
+from prime_env.clients.model_specs import REFERENCE_MODEL, resolve_model
 from prime_env.environment import Environment
 from prime_env.errors import ModelConfigError
-from prime_env.reference import REFERENCE_MODEL, ReferenceClient
+from prime_env.reference import ReferenceClient
 from trainer_bridge.config import ConfigError, ModelConfig, TeacherConfig
 
 LOCAL_PREFIX = "local/"

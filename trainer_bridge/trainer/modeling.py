@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from local_model.transformers_compat import cache_keyword, output_cache
 from trainer_bridge.config import ModelConfig
 
 LOCAL_PREFIX = "local/"
@@ -190,7 +191,7 @@ def _shared_prefix_hidden(
     prefix once (its KV cache repeated for every row), then each row's remainder on top."""
     rows, width = input_ids.shape
     prefix = decoder(input_ids=input_ids[:1, :prefix_len], use_cache=True)
-    cache = prefix.cache
+    cache = output_cache(prefix)
     cache.batch_repeat_interleave(rows)  # differentiable: the rows' gradients sum into it
     device = input_ids.device
     positions = torch.arange(prefix_len, width, device=device).expand(rows, width - prefix_len)
@@ -198,8 +199,8 @@ def _shared_prefix_hidden(
         input_ids=input_ids[:, prefix_len:],
         attention_mask=attention_mask,
         position_ids=positions,
-        cache=cache,
         use_cache=True,
+        **{cache_keyword(decoder): cache},
     ).last_hidden_state
     return torch.cat([prefix.last_hidden_state.expand(rows, -1, -1), rest], dim=1)
 

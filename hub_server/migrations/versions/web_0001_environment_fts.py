@@ -5,7 +5,7 @@ rowid), kept in step by triggers on insert, update of name/description, and dele
 migration that recreates `environment` (Alembic batch mode on SQLite) drops these triggers and
 must create them again (`_create_sqlite_triggers`) and rebuild the index.
 PostgreSQL: an expression GIN index on `to_tsvector('simple', name || ' ' || description)`,
-the exact expression `hub_server.registry.search` queries, so no table or trigger is needed.
+the exact expression `hub_server.search.service` queries, so no table or trigger is needed.
 
 Revision ID: web_0001
 Revises: hub_0002

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from sqlmodel import Session
 
-from hub_server.accounts.admin import create_org, create_token, create_user, open_database
 from hub_server.accounts.auth import _BY_HASH, authenticate
+from hub_server.admin import create_org, create_token, create_user, open_database
 from hub_server.core.settings import HubSettings
 
 

@@ -15,7 +15,7 @@ from sqlmodel import SQLModel
 import hub_server.accounts.models
 import hub_server.evals.models
 import hub_server.registry.models  # noqa: F401
-from hub_server.accounts.admin import open_database
+from hub_server.admin import open_database
 from hub_server.core.db import alembic_config, include_in_autogenerate
 from hub_server.core.settings import HubSettings
 

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from sqlmodel import Session, select
 
-from hub_server.accounts.admin import create_org, create_token, create_user, open_database
 from hub_server.accounts.auth import Principal, authenticate
 from hub_server.accounts.models import Owner
+from hub_server.admin import create_org, create_token, create_user, open_database
 from hub_server.core.blobstore import BlobStore
 from hub_server.core.errors import HubError
 from hub_server.core.settings import HubSettings

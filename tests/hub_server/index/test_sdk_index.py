@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from hub_server.accounts.admin import create_token, create_user, open_database
+from hub_server.admin import create_token, create_user, open_database
 from hub_server.app import create_app
 from hub_server.core.settings import HubSettings
 from hub_server.index.sdk import pack_sdk_wheel

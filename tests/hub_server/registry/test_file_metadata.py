@@ -12,7 +12,7 @@ from alembic import command
 from fastapi.testclient import TestClient
 from sqlmodel import Session, select
 
-from hub_server.accounts.admin import open_database
+from hub_server.admin import open_database
 from hub_server.app import create_app
 from hub_server.core.blobstore import BlobStore, content_key
 from hub_server.core.db import alembic_config, migrate

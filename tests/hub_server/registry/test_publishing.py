@@ -14,8 +14,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
-from hub_server.accounts.admin import create_user, open_database
 from hub_server.accounts.models import Owner
+from hub_server.admin import create_user, open_database
 from hub_server.core.blobstore import BlobStore, content_key
 from hub_server.core.errors import BadRequest, FileExists
 from hub_server.core.settings import HubSettings

@@ -234,7 +234,7 @@ def test_private_environment_is_404_for_everyone_else(hub: InProcessHub) -> None
 def test_token_scopes_and_organisations(hub: InProcessHub) -> None:
     hub.add_user("sam")
     hub.add_user("sue")
-    from hub_server.accounts.admin import add_members, create_org, open_database
+    from hub_server.admin import add_members, create_org, open_database
 
     engine = open_database(hub.settings)
     create_org(engine, "lab", ["sam"])

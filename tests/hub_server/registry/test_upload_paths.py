@@ -9,8 +9,8 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from hub_server.accounts.admin import create_org, create_user, open_database, remove_member
 from hub_server.accounts.models import Owner
+from hub_server.admin import create_org, create_user, open_database, remove_member
 from hub_server.core.blobstore import BlobStore
 from hub_server.core.settings import HubSettings
 from hub_server.registry.models import Environment, Version

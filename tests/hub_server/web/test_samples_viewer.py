@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import Session, delete
 
-from hub_server.accounts.admin import create_token, create_user, open_database
+from hub_server.admin import create_token, create_user, open_database
 from hub_server.app import create_app
 from hub_server.core.settings import HubSettings
 from hub_server.evals.models import EvaluationSample

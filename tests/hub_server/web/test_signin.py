@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from hub_server.accounts.admin import create_token, create_user, open_database
+from hub_server.admin import create_token, create_user, open_database
 from hub_server.app import create_app
 from hub_server.core.settings import HubSettings
 from tests.hub_server.wheels import twine_upload_form, wheel_bytes

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from hub_server.accounts.admin import create_token, create_user, open_database
+from hub_server.admin import create_token, create_user, open_database
 from hub_server.app import create_app
 from hub_server.core.settings import HubSettings
 from hub_server.web.trace_view import trace_tree

@@ -1,10 +1,10 @@
-"""The visibility rule, in one home: who may read an environment or an evaluation run, in
-Python (one row) and in SQL (a listing), and lookups of owners and environments with it applied.
+"""Who may read or publish an environment, in Python (one row) and in SQL (a listing), and
+the lookups with that rule applied: the environment's access policy, kept with the resource.
 
 Everything that is not readable by the caller is reported exactly like something that does
 not exist (404 with the same message), so private names cannot be probed. A token's scopes
 narrow what its user may reach (`registry_index.scopes`); the SQL forms below are
-`Scope.allows` written as conditions.
+`Scope.allows` written as conditions. An evaluation run's policy (evals.access) builds on it.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from sqlmodel import Session, col, select
 
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
+from hub_server.accounts.service import find_owner
 from hub_server.core.errors import Forbidden, NotFound, Unauthorized
-from hub_server.evals.models import Evaluation
 from hub_server.registry.models import Environment
 from registry_index import scopes
 from registry_index.names import normalize
@@ -27,10 +27,6 @@ def env_not_found(owner: str, name: str) -> NotFound:
         f"Environment {owner}/{name} not found (or it is private and your token cannot read "
         "it); check the name with `prime env list --owner " + owner + "`."
     )
-
-
-def find_owner(session: Session, name: str) -> Owner | None:
-    return session.exec(select(Owner).where(Owner.name == name.lower())).first()
 
 
 def readable_environment(
@@ -53,7 +49,7 @@ def readable_environment(
 def can_read(principal: Principal | None, owner: Owner, env: Environment) -> bool:
     if env.visibility == Visibility.PUBLIC:
         return True
-    return principal is not None and principal.can_read(owner, env)
+    return principal is not None and principal.could_read_private(owner, env.normalized_name)
 
 
 def reads_all_of(principal: Principal | None, owner: Owner) -> bool:
@@ -64,30 +60,7 @@ def reads_all_of(principal: Principal | None, owner: Owner) -> bool:
     return reaches and scopes.allows(principal.scopes, "read", owner.name)
 
 
-def can_read_evaluation(principal: Principal | None, evaluation: Evaluation) -> bool:
-    """A run is readable when its environment is, and it is public or the reader pushed it
-    (through a token whose scopes cover that environment: `upload:alice/foo` reads no private
-    run of another environment)."""
-    env = evaluation.environment
-    if not can_read(principal, env.owner, env):
-        return False
-    if evaluation.is_public:
-        return True
-    if principal is None or evaluation.user_id != principal.user.id:
-        return False
-    return principal.scope_reads(env.owner.name, env.normalized_name)
-
-
-def can_push_results(principal: Principal, env: Environment) -> bool:
-    """Pushing results needs scope `all` or an upload scope naming this environment's owner.
-
-    Anyone may evaluate a public environment, so owner membership is not required; a
-    read-only token can never write.
-    """
-    return principal.scope_writes(env.owner.name, env.normalized_name)
-
-
-def _scopes_cover(principal: Principal) -> sa.ColumnElement[bool]:
+def scopes_cover_environments(principal: Principal) -> sa.ColumnElement[bool]:
     """SQL: the token's scopes cover reading the `Environment` row (membership apart)."""
     terms: list[sa.ColumnElement[bool]] = []
     for scope in map(scopes.parse_scope, principal.scopes):
@@ -107,23 +80,10 @@ def readable_environments(principal: Principal | None) -> sa.ColumnElement[bool]
     public = col(Environment.visibility) == Visibility.PUBLIC
     if principal is None:
         return public
-    covered = _scopes_cover(principal)
+    covered = scopes_cover_environments(principal)
     if principal.user.is_admin:
         return sa.or_(public, covered)
     return sa.or_(public, sa.and_(col(Environment.owner_id).in_(principal.owner_ids), covered))
-
-
-def readable_evaluations(principal: Principal | None) -> sa.ColumnElement[bool]:
-    """SQL form of `can_read_evaluation`; needs `Environment` joined to `Evaluation`."""
-    if principal is None:
-        return sa.and_(
-            col(Evaluation.is_public).is_(True), col(Environment.visibility) == Visibility.PUBLIC
-        )
-    # One's own private runs are readable only through a token whose scopes cover the env.
-    own = sa.and_(col(Evaluation.user_id) == principal.user.id, _scopes_cover(principal))
-    return sa.and_(
-        sa.or_(col(Evaluation.is_public).is_(True), own), readable_environments(principal)
-    )
 
 
 def require_upload(

@@ -16,10 +16,10 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement, bindparam, column, func, literal_column, or_, text
 from sqlmodel import Session, col, select
 
-from hub_server.accounts.access import readable_environments
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
 from hub_server.evals.models import Evaluation, EvaluationStatus
+from hub_server.registry.access import readable_environments
 from hub_server.registry.models import Environment, EnvironmentTag
 
 SortField = Literal["updated_at", "created_at", "name", "downloads", "evaluations", "relevance"]

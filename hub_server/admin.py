@@ -1,7 +1,8 @@
 """Server administration without a running server: users, organisations, tokens.
 
 `prime hub user add|org add|token create` call these on the same database the server uses,
-so an operator can bootstrap a hub (first admin, first token) before starting it.
+so an operator can bootstrap a hub (first admin, first token) before starting it. It stands
+above every route (a new owner's name may not be a word of theirs: `routes`), beside `app`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from hub_server.accounts.service import new_token, token_scopes
 from hub_server.core.db import make_engine, migrate, session_scope
 from hub_server.core.ids import utcnow
 from hub_server.core.settings import HubSettings
+from hub_server.routes import reserved_owner_names
 from registry_index.names import OWNER_RULE, is_valid_owner_name
 from registry_index.schemas.environments import OwnerKind
 
@@ -37,8 +39,6 @@ def check_owner_name(name: str) -> None:
     of the hub's own routes (`routes.reserved_owner_names`)."""
     if not is_valid_owner_name(name):
         raise AdminError(f"{name!r} is not a valid user or organisation name: {OWNER_RULE}.")
-    from hub_server.routes import reserved_owner_names  # the routes import this module
-
     if name in reserved_owner_names():
         raise AdminError(
             f"{name!r} is reserved: the hub's own routes use it (/{name}/…), so a user or "

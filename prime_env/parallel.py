@@ -31,12 +31,12 @@ import traceback
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from ..clients.base import ModelClient, SamplingArgs
-from ..environment import Environment
-from ..record import RolloutRecord
-from ..runner import choose_tasks, stream_rollouts
-from ..tasks import Task
-from . import event_loop
+from .clients.base import ModelClient, SamplingArgs
+from .environment import Environment
+from .process import event_loop
+from .record import RolloutRecord
+from .runner import choose_tasks, stream_rollouts
+from .tasks import Task
 
 ClientFactory = Callable[[], ModelClient]
 _READ_CHUNK = 1 << 16
