@@ -95,7 +95,8 @@ def test_eval_scores_it_and_a_provider_failure_is_an_error_record(
         out = root / "fake-run"
         ok(prime(
             env, "eval", "run", "alice/addition-v1", "-m", "fake", "-b", fake.url, "-n", "3",
-            "-r", "2", "-c", "1", "--max-retries", "0", "-o", str(out), cwd=root,
+            "-r", "2", "-c", "1", "--max-retries", "0", "--max-error-share", "0.5", "-o",
+            str(out), cwd=root,
         ))  # fmt: skip
     [run] = run_dirs(out)
     got = sorted(records(run), key=lambda r: (r["example_index"], r["rollout_index"]))
