@@ -78,3 +78,20 @@ def test_a_failed_install_leaves_the_previous_engine(
     assert find_vllm().version == "1.0.0"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["vllm"]
     assert any("installing vllm==0.0.0.dev1" in line for line in lines)
+
+
+def test_eval_with_a_missing_engine_says_so_and_writes_nothing(tmp_path: Path) -> None:
+    env = prime_env(**{ENGINES_DIR_ENV: str(tmp_path / "none"), "PATH": "/usr/bin:/bin"})
+    arithmetic = Path(__file__).resolve().parents[2] / "builtin_envs" / "arithmetic"
+    result = prime(
+        "eval", "run", str(arithmetic), "-m", "local/smollm2-135m", "--backend", "vllm",
+        "-n", "1", "-r", "1", "-o", str(tmp_path / "out"), cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "Error: vLLM is not installed: run `prime engine install vllm`" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
+    refused = prime(
+        "eval", "run", str(arithmetic), "-m", "local/smollm2-135m", "--backend", "vllm",
+        "-w", "2", "-o", str(tmp_path / "out"), cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "give -w 1 with --backend vllm" in refused.stderr
