@@ -168,6 +168,8 @@ class EvalRun:
     done: list[RolloutRecord] = field(default_factory=list)
     served_models: set[str] = field(default_factory=set)
     """The names the server answered under (records' `served_model`), for metadata.json."""
+    retried: int = 0
+    """Errored rollouts a resume dropped to run them again (`resume_run(retry_errors=True)`)."""
 
     @property
     def directory(self) -> Path:
@@ -234,9 +236,18 @@ def start_run(env: Environment, spec: ModelSpec, config: RunConfig, output_root:
     return run
 
 
-def resume_run(directory: Path, env: Environment, spec: ModelSpec, config: RunConfig) -> EvalRun:
-    """Reopen a run: refuse if anything that defines it differs; drop a torn last line and,
-    for environments with group rewards, incomplete groups (they are rerun whole)."""
+def resume_run(
+    directory: Path,
+    env: Environment,
+    spec: ModelSpec,
+    config: RunConfig,
+    *,
+    retry_errors: bool = False,
+) -> EvalRun:
+    """Reopen a run: refuse if anything that defines it differs; drop a torn last line,
+    with `retry_errors` the errored rollouts (run again, as Inspect's eval-retry does; counted
+    in `retried`) and, for environments with group rewards, incomplete groups (they are rerun
+    whole). Nothing is dropped from a run the resume refuses."""
     run_dir = EvalRunDir.open(directory)
     differences = config.differences(run_dir.config())
     if differences:
@@ -252,16 +263,18 @@ def resume_run(directory: Path, env: Environment, spec: ModelSpec, config: RunCo
             "let it finish, or stop it first"
         )
     run = EvalRun(run_dir, meta.run_id, config, spec, env, meta.started_at or utc_now())
-    records = run_dir.read_results(repair=True)
+    records = kept = run_dir.read_results(repair=True)
+    if retry_errors:
+        kept = [rec for rec in records if rec.error is None]
+        run.retried = len(records) - len(kept)
     if env.rubric.has_group_funcs:
         sizes: dict[int, int] = {}
-        for rec in records:
+        for rec in kept:
             sizes[rec.example_index] = sizes.get(rec.example_index, 0) + 1
-        complete = [rec for rec in records if sizes[rec.example_index] == config.r]
-        if len(complete) != len(records):
-            write_lines_atomic(run.results_path, (rec.to_json() for rec in complete))
-        records = complete
-    run.done = records
+        kept = [rec for rec in kept if sizes[rec.example_index] == config.r]
+    if len(kept) != len(records):
+        write_lines_atomic(run.results_path, (rec.to_json() for rec in kept))
+    run.done = kept
     run.write_metadata(None, RUNNING)
     return run
 

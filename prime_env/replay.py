@@ -4,9 +4,11 @@ version, or another), without a single model call, into a new run linked to the 
 What a rubric sees is rebuilt from each record: the prompt and completion messages, the task's
 answer and info, the usage, the stop reason, and one response per assistant turn (with its
 token ids when the record has them). A record that was an error stays that error: there is no
-completion to score, and an outage is never turned into a reward. State an environment kept
-outside the messages (a sandbox, a tool's scratch) is gone; a reward function that needs it
-fails, and its rollouts become `scoring_error` records, never zeros.
+completion to score, and an outage is never turned into a reward. The environment's own state
+keys (a game's `solved`, a tool counter) come back from the record's `state`, saved when
+scoring began. A key the record does not hold (a live object such as a sandbox, or a record
+written before state was saved) cannot be guessed: a rubric that reads one makes that rollout
+a `scoring_error` naming the key, never a score from a default.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .clients.base import ChatResponse, Usage
 from .clients.model_specs import ModelSpec
@@ -21,7 +24,7 @@ from .environment import Environment
 from .errors import EvalError
 from .eval_run_dir import EvalMetadata, EvalRunDir, ReplayOf, RunConfig
 from .evaluation import EvalRun, start_run
-from .record import RolloutRecord, Timing
+from .record import ErrorInfo, RolloutRecord, Timing
 from .rubric import Scores
 from .run_status import COMPLETED
 from .runner import error_info
@@ -30,19 +33,73 @@ from .summary import Summary, SummaryBuilder
 from .tasks import Task
 
 
-def replay_state(record: RolloutRecord) -> State:
-    """The state a rubric sees for `record`, rebuilt from what the record saved."""
+class ReplayState(State):
+    """A rollout's state rebuilt from its record, which notes each key a rubric reads that the
+    record could not give back (`misses`): with those the replay is a `scoring_error` naming the
+    key, never a score computed from a default."""
+
+    def __init__(self, *args: Any, unsaved: dict[str, str] | None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.unsaved = unsaved
+        """Keys the run could not save, with why; None: the record kept no state at all."""
+        self.misses: dict[str, str] = {}
+
+    def _check(self, key: object) -> None:
+        if not isinstance(key, str) or dict.__contains__(self, key):
+            return
+        if self.unsaved is None:
+            self.misses[key] = (
+                f"the rubric reads state[{key!r}], which this record does not hold (written "
+                "before rollout state was saved): rerun the eval to replay it"
+            )
+        elif key in self.unsaved:
+            self.misses[key] = (
+                f"the rubric reads state[{key!r}], which the run could not save "
+                f"({self.unsaved[key]})"
+            )
+
+    def __getitem__(self, key: str) -> Any:
+        self._check(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self._check(key)
+        return super().__contains__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._check(key)
+        return super().get(key, default)
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        self._check(key)
+        return super().setdefault(key, default)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        self._check(key)
+        return super().pop(key, *default)
+
+
+def replay_state(record: RolloutRecord) -> ReplayState:
+    """The state a rubric sees for `record`: what the record saved of the environment's own
+    keys (`record.state`), and the SDK's keys rebuilt from the record's fields."""
     task = Task(
         prompt=record.prompt, answer=record.answer, info=dict(record.info), id=record.task_id
     )
-    state = State.new(task, [dict(m) for m in record.prompt])
+    saved = record.state
+    state = ReplayState(
+        State.new(task, [dict(m) for m in record.prompt]),
+        unsaved=dict(saved.unsaved) if saved is not None else None,
+    )
+    if saved is not None:
+        state.update(saved.values)
     turns = record.turns or []
-    replies = [m for m in record.completion if m.get("role") == "assistant"]
-    for index, message in enumerate(replies):
+    offset = len(record.prompt)
+    replies = [i for i, m in enumerate(record.completion) if m.get("role") == "assistant"]
+    for index, position in enumerate(replies):
         turn = turns[index] if index < len(turns) else None
         state["responses"].append(
             ChatResponse(
-                message=dict(message),
+                message=dict(record.completion[position]),
                 finish_reason=None,
                 usage=Usage(),
                 prompt_token_ids=turn.prompt_token_ids if turn else None,
@@ -52,8 +109,15 @@ def replay_state(record: RolloutRecord) -> State:
                 model=record.served_model,
             )
         )
+        state["replies"].append(offset + position)
+    if record.trace is not None:
+        if record.trace.calls:
+            state["replies"] = [call.reply for call in record.trace.calls]
+        if record.trace.simulated:
+            state["simulated"] = list(record.trace.simulated)
     state["completion"] = [dict(m) for m in record.completion]
     state["usage"] = record.usage.model_dump()
+    state["tools"] = record.tools
     state.stop_reason = record.stop_reason
     state.done = True
     return state
@@ -73,11 +137,21 @@ def source_spec(meta: EvalMetadata) -> ModelSpec:
     )
 
 
+class _Unsaved(Exception):
+    """The rubric read state the record does not hold (the message names the key)."""
+
+
+def _misses(state: ReplayState) -> None:
+    if state.misses:
+        raise _Unsaved("; ".join(state.misses.values()))
+
+
 async def _rescore(env: Environment, group: list[RolloutRecord]) -> list[RolloutRecord]:
     """One example's records, re-scored: each rollout, then the group functions over the scored
-    ones (as the runner does), each failure recorded as that rollout's `scoring_error`."""
+    ones (as the runner does), each failure recorded as that rollout's `scoring_error`, and so
+    is a score that read state the record does not hold."""
     rubric = env.rubric
-    scored: list[tuple[RolloutRecord, State, Scores, float]] = []
+    scored: list[tuple[RolloutRecord, ReplayState, Scores, float]] = []
     out: dict[int, RolloutRecord] = {}
     for record in group:
         if record.error is not None:
@@ -86,16 +160,19 @@ async def _rescore(env: Environment, group: list[RolloutRecord]) -> list[Rollout
         state, started = replay_state(record), time.perf_counter()
         try:
             scores = await rubric.score_rollout(state)
+            _misses(state)
         except Exception as exc:  # noqa: BLE001 - recorded as the rollout's error
-            out[record.rollout_index] = _failed(record, exc, started)
+            out[record.rollout_index] = _failed(record, _unsaved_first(state, exc), started)
             continue
         scored.append((record, state, scores, started))
     if rubric.has_group_funcs and scored:
         try:
             extra = await rubric.score_group([state for _, state, _, _ in scored])
+            for _, state, _, _ in scored:
+                _misses(state)
         except Exception as exc:  # noqa: BLE001 - recorded as the rollouts' error
-            for record, _, _, started in scored:
-                out[record.rollout_index] = _failed(record, exc, started)
+            for record, state, _, started in scored:
+                out[record.rollout_index] = _failed(record, _unsaved_first(state, exc), started)
             scored = []
         else:
             for (_, _, scores, _), more in zip(scored, extra):
@@ -112,13 +189,26 @@ async def _rescore(env: Environment, group: list[RolloutRecord]) -> list[Rollout
     return [out[index] for index in sorted(out)]
 
 
+def _unsaved_first(state: ReplayState, exc: Exception) -> Exception:
+    """What made the rubric fail: a key the record does not hold, when it read one (its
+    KeyError or wrong arithmetic follow from that), else its own exception."""
+    if state.misses and not isinstance(exc, _Unsaved):
+        return _Unsaved("; ".join(state.misses.values()))
+    return exc
+
+
 def _failed(record: RolloutRecord, exc: BaseException, started: float) -> RolloutRecord:
+    error = (
+        ErrorInfo(type="scoring_error", message=str(exc)[:20_000])
+        if isinstance(exc, _Unsaved)
+        else error_info(exc, "scoring_error")
+    )
     return record.model_copy(
         update={
             "reward": None,
             "rewards": {},
             "metrics": {},
-            "error": error_info(exc, "scoring_error"),
+            "error": error,
             "stop_reason": "error",
             "timing": _timing(record, started),
         }

@@ -28,7 +28,7 @@ from .clients.base import ModelClient, SamplingArgs
 from .environment import Environment
 from .errors import infra_error_type
 from .process.fd_table import reserve_fds
-from .record import ErrorInfo, RolloutRecord, Timing, TokenUsage, Trace, Turn
+from .record import ErrorInfo, RolloutRecord, SavedState, Timing, TokenUsage, Trace, Turn
 from .rubric import Scores
 from .state import State
 from .tasks import Task
@@ -66,6 +66,8 @@ class _Rollout:
     rollout_index: int
     task: Task
     state: State | None = None
+    saved: SavedState | None = None
+    """The environment's state keys when generation ended, before the rubric ran."""
     error: ErrorInfo | None = None
     scores: Scores = field(default_factory=Scores)
     started: float = 0.0
@@ -252,6 +254,8 @@ async def stream_rollouts(
                 )
             except Exception as exc:  # noqa: BLE001 - recorded as the rollout's error
                 rollout.error = error_info(exc)
+            else:
+                rollout.saved = rollout.state.saved()
             rollout.generation_ms = (time.perf_counter() - rollout.started) * 1000
             finished.add(rollout)
 
@@ -366,6 +370,7 @@ def _record(
         turns=turns,
         trace=_trace(state) if state is not None else None,
         tools=state.tools if state is not None else None,
+        state=None if failed else rollout.saved,
     )
 
 

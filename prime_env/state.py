@@ -6,15 +6,38 @@ wants to remember) with typed accessors for the keys the SDK itself maintains.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
 from .clients.base import ChatResponse, ToolSpec
+from .record import SavedState
 from .tasks import Task
 
 Message = dict[str, Any]
+
+IN_RECORD = frozenset(
+    {
+        "task",
+        "prompt",
+        "completion",
+        "responses",
+        "replies",
+        "usage",
+        "stop_reason",
+        "tools",
+        "done",
+        "trace",
+        "simulated",
+    }
+)
+"""State keys a rollout record holds in fields of its own (a replay rebuilds them from
+those); every other key is the environment's, saved as the record's `state`."""
+
+SAVED_VALUE_LIMIT = 64 * 1024
+"""The most JSON characters one saved key may take (a record stays a line, not a dump)."""
 
 _CALLING: ContextVar[State | None] = ContextVar("prime_env_calling_state", default=None)
 """The rollout whose model call is in progress (see `current_state`)."""
@@ -93,6 +116,27 @@ class State(dict[str, Any]):
     @property
     def completion_tokens(self) -> int:
         return int(self["usage"]["completion_tokens"])
+
+    def saved(self) -> SavedState:
+        """The environment's own keys as plain JSON, each kept only when it reads back equal
+        (a tuple would come back a list, a live object not at all): what a replay restores."""
+        saved = SavedState()
+        for key, value in self.items():
+            if key in IN_RECORD or (key == "tool_args" and not value):  # State.new's own
+                continue
+            try:
+                text = json.dumps(value, allow_nan=False)
+                same = json.loads(text) == value and type(json.loads(text)) is type(value)
+            except (TypeError, ValueError, RecursionError):
+                saved.unsaved[key] = f"a {type(value).__name__}, not plain JSON"
+                continue
+            if not same:
+                saved.unsaved[key] = f"a {type(value).__name__} that JSON does not keep as it is"
+            elif len(text) > SAVED_VALUE_LIMIT:
+                saved.unsaved[key] = f"{len(text)} characters of JSON (over {SAVED_VALUE_LIMIT})"
+            else:
+                saved.values[key] = value
+        return saved
 
     def add_response(self, response: ChatResponse) -> Message:
         """Record one model call: its message joins the completion, its usage the totals."""

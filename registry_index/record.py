@@ -81,6 +81,18 @@ class Trace(BaseModel):
     simulated: list[int] = Field(default_factory=list)
 
 
+class SavedState(BaseModel):
+    """The environment's own keys of a rollout's state as they were when scoring began (the
+    game's `solved`, a tool counter): what a rubric reads beyond the messages, kept so a replay
+    restores it. A value that is not plain JSON (a live connection, a tuple) or is too large is
+    named in `unsaved` with the reason, so a replay that needs it says so instead of guessing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    values: dict[str, Any] = Field(default_factory=dict)
+    unsaved: dict[str, str] = Field(default_factory=dict)
+
+
 class ScoredRollout(BaseModel):
     """The fields of a rollout record that scoring and summaries read; other keys are kept."""
 
@@ -179,6 +191,9 @@ class RolloutRecord(ScoredRollout):
     tools: list[dict[str, Any]] | None = None
     """The tool schemas offered to the model (OpenAI function specs); None when it had none.
     What an SFT sample of the rollout must show the model again (`prime eval export`)."""
+    state: SavedState | None = None
+    """The environment's own state keys when scoring began (None: an errored rollout, or a
+    record written before they were kept); `prime eval replay` restores them."""
 
     @property
     def key(self) -> tuple[int, int]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Literal
 
@@ -88,18 +88,25 @@ def open_sandbox(
     limits: SandboxLimits | None = None,
     env: Mapping[str, str] | None = None,
     binds: Mapping[str, str] | None = None,
+    writable_dirs: Sequence[str] | None = None,
 ) -> Sandbox:
     """A new, not yet started sandbox: `with open_sandbox() as sb: sb.exec("python3 x.py")`.
 
     `image` applies to Docker only; the local backends run the host's /usr. `binds` mounts
     host directories read-only (host path -> sandbox path; not on the unisolated backend).
+    `writable_dirs` are more places programs may write besides /work and /tmp (e.g. /logs),
+    size-limited tmpfs mounts that start with the image's files there (not unisolated).
     """
     chosen = resolve_backend(backend, image)
     if chosen == "docker":
         from sandbox.backends.docker import DockerSandbox
 
         return DockerSandbox(
-            image=image, limits=limits, env=dict(env or {}), binds=dict(binds or {})
+            image=image,
+            limits=limits,
+            env=dict(env or {}),
+            binds=dict(binds or {}),
+            writable_dirs=writable_dirs,
         )
     if image is not None:
         raise SandboxUnavailable(
@@ -108,10 +115,14 @@ def open_sandbox(
     if chosen == "unisolated":
         from sandbox.backends.unisolated import UnisolatedSandbox
 
-        return UnisolatedSandbox(limits=limits, env=dict(env or {}), binds=dict(binds or {}))
+        return UnisolatedSandbox(
+            limits=limits, env=dict(env or {}), binds=dict(binds or {}), writable_dirs=writable_dirs
+        )
     from sandbox.backends.local import LocalSandbox
 
-    return LocalSandbox(limits=limits, env=dict(env or {}), binds=dict(binds or {}))
+    return LocalSandbox(
+        limits=limits, env=dict(env or {}), binds=dict(binds or {}), writable_dirs=writable_dirs
+    )
 
 
 def open_async_sandbox(
@@ -120,9 +131,10 @@ def open_async_sandbox(
     limits: SandboxLimits | None = None,
     env: Mapping[str, str] | None = None,
     binds: Mapping[str, str] | None = None,
+    writable_dirs: Sequence[str] | None = None,
 ) -> AsyncSandbox:
     """`async with open_async_sandbox() as sb: await sb.exec(...)`."""
-    return AsyncSandbox(open_sandbox(backend, image, limits, env, binds))
+    return AsyncSandbox(open_sandbox(backend, image, limits, env, binds, writable_dirs))
 
 
 def _backend_classes(backend: str) -> list[type[Sandbox]]:

@@ -21,12 +21,13 @@ from rich.console import Console
 
 from prime_env.environment import Environment
 from prime_env.process import event_loop
-from prime_env.run_status import RUNNING, describe_owner, held_by_another
+from prime_env.run_status import COMPLETED, RUNNING, describe_owner, held_by_another
 from registry_index.files import write_atomic
 from trainer_bridge.checkpoints import layout, orchestrator_state
 from trainer_bridge.children import ChildDied, ChildProcesses, StartFailed
 from trainer_bridge.config import ConfigError, TrainConfig, differences
 from trainer_bridge.config_loader import load_resolved, to_toml
+from trainer_bridge.extend import Schedule, check_steps_left, extended
 from trainer_bridge.inference.base import InferenceBackend
 from trainer_bridge.inference.factory import (
     backend_kind,
@@ -129,21 +130,30 @@ def start(
         model=config.model.name,
         recipe=str(recipe) if recipe else None,
         correctness=env.correctness,
-        stages=[
-            {"index": s.index, "name": s.name, "start": s.start, "end": s.end}
-            for s in config.stage_plan()
-        ],
+        stages=stage_list(config),
         config_digest=config.digest(),
         pushes=[],
     )
     return Prepared(run, config, env_spec)
 
 
+def stage_list(config: TrainConfig) -> list[dict[str, object]]:
+    """run.json's `stages`: each stage's index, name and span of steps."""
+    return [
+        {"index": s.index, "name": s.name, "start": s.start, "end": s.end}
+        for s in config.stage_plan()
+    ]
+
+
 def resume(
-    run_root: Path, overrides: Callable[[TrainConfig], TrainConfig] | None = None
+    run_root: Path,
+    overrides: Callable[[TrainConfig], TrainConfig] | None = None,
+    schedule: Schedule | None = None,
 ) -> Prepared:
     """Reopen a run at its newest STABLE checkpoint; refuse changed config beyond the
-    resumable keys (max_steps, orchestrator.eval, monitors, ckpt), listing the differences."""
+    resumable keys (max_steps, orchestrator.eval, monitors, ckpt), listing the differences.
+    A run with no steps left raises AlreadyFinished at once; added steps on a decaying lr
+    schedule need a `schedule` choice (trainer_bridge.extend)."""
     run = RunDir(run_root)
     if not run.resolved_config.is_file():
         raise ConfigError(
@@ -164,12 +174,23 @@ def resume(
             "monitors and ckpt may change):\n  " + "\n  ".join(diff)
         )
     state = orchestrator_state.latest(run)
-    if state is not None and state.config_digest != stored.digest():
+    digests = {stored.digest(), *info.get("earlier_config_digests", [])}
+    if state is not None and state.config_digest not in digests:
         raise ConfigError(f"the checkpoint at step {state.step} was written by another config")
     step = state.step if state is not None else 0
+    asked = config.max_steps if config.max_steps != stored.max_steps else None
+    if run.status() == COMPLETED:  # an unfinished run at its last step still has its end eval
+        check_steps_left(run_root, step, config.max_steps, asked)
+    config = extended(stored, config, run_root, schedule)
     layout.discard_after(run, step)
     if config != stored:
         write_atomic(run.resolved_config, to_toml(config))
+    if config.digest() != stored.digest():  # stages added: the checkpoints so far stay valid
+        run.update_run_json(
+            earlier_config_digests=sorted(digests),
+            config_digest=config.digest(),
+            stages=stage_list(config),
+        )
     env_spec = str(info.get("env") or config.env.id)
     return Prepared(run, config, env_spec, state)
 

@@ -7,8 +7,6 @@ Create Date: ${create_date}
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 import sqlmodel.sql.sqltypes
 from alembic import op
@@ -16,8 +14,6 @@ ${imports if imports else ""}
 
 revision: str = ${repr(up_revision)}
 down_revision: str | None = ${repr(down_revision)}
-branch_labels: str | Sequence[str] | None = ${repr(branch_labels)}
-depends_on: str | Sequence[str] | None = ${repr(depends_on)}
 
 
 def upgrade() -> None:

@@ -29,6 +29,7 @@ from hub_client.install import (
     run_installer,
     target_python,
 )
+from prime_cli.env.harbor_import import HarborImportError, import_harbor
 from prime_cli.env.project import (
     ProjectError,
     build_distributions,
@@ -57,6 +58,7 @@ from registry_index.resolve import EnvRef, parse_env_ref
 from registry_index.schemas.versions import InstallRecord
 
 expected(HubError, ProjectError, PushRefused, InstallError, ScaffoldError, PullError)
+expected(HarborImportError)
 expected(cfg.ConfigError)
 
 console = output_console()
@@ -143,6 +145,40 @@ def init(name: str, parent: Path, description: str | None, template: str) -> Non
     console.print(
         f"Next: edit {dest / (dest.name.replace('-', '_') + '.py')}, then `prime env push {dest}`"
     )
+
+
+@env.group("import")
+def import_group() -> None:
+    """Package environments of other formats as environments of this hub."""
+
+
+@import_group.command("harbor")
+@click.argument("source", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    "dest",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="The package directory to write; its last part is the environment's name.",
+)
+@click.option("--description", help="One-line description (pyproject and README).")
+def import_harbor_cmd(source: Path, dest: Path, description: str | None) -> None:
+    """Package the Harbor tasks in SOURCE (a task directory, or a directory of them) as an
+    environment: instruction.md is the prompt, the task's container (built here from
+    environment/Dockerfile, never pulled) the sandbox, tests/test.sh the rubric and
+    solution/solve.sh the reference policy."""
+    dest, tasks = import_harbor(
+        source, dest, description=description, say=lambda m: say(err_console, m)
+    )
+    say(
+        console,
+        f"Imported {len(tasks)} Harbor task(s) as environment [bold]{dest.name}[/] in {dest}",
+    )
+    for task in tasks:
+        solution = "reference solution" if task.solution_dir else "no solution"
+        console.print(f"  {task.name} ({solution})")
+    console.print(f"Next: `prime eval validate {dest}`, then `prime env push {dest}`")
 
 
 @env.command()

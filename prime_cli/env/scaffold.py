@@ -58,7 +58,7 @@ def check_name(name: str) -> str:
     return canonicalize_name(name)
 
 
-def _render(template: str, values: dict[str, str]) -> str:
+def render(template: str, values: dict[str, str]) -> str:
     text = (resources.files("prime_cli.env") / "templates" / template).read_text("utf-8")
     return Template(text).substitute(values)
 
@@ -90,7 +90,7 @@ def create_scaffold(
         "n_tasks": str(TASK_COUNT),
     }
     files = {
-        Template(target).substitute(values): _render(source, values)
+        Template(target).substitute(values): render(source, values)
         for target, source in TEMPLATES[template].items()
     }
     parent.mkdir(parents=True, exist_ok=True)

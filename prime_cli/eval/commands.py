@@ -9,8 +9,10 @@ runner. What lives here is argument handling, the live display, tables, and the 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import signal
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,9 +26,10 @@ from hub_client.client import HubClient, HubError
 from hub_client.install import InstallError, ensure_installed
 from prime_cli.errors import CliError, expected
 from prime_cli.eval.export import export_cmd
-from prime_cli.eval.live import progress_display, run_all
+from prime_cli.eval.live import Outcome, progress_display, run_all
 from prime_cli.eval.local_cap import cap_local_tokens
 from prime_cli.eval.optimize import optimize_cmd
+from prime_cli.eval.options import CALLS, MODEL, SAMPLING, EvalOptions, eval_options
 from prime_cli.eval.replay import replay_cmd
 from prime_cli.eval.runs import find_run, local_runs, open_hub, push_run, unpushed_runs
 from prime_cli.eval.sets import SetRequest, run_set
@@ -34,16 +37,23 @@ from prime_cli.eval.tables import fmt, summary_row, summary_table, zero_reward_n
 from prime_cli.eval.validate import validate_cmd
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import output_console, say
-from prime_cli.options import echo_json, json_object, output_option, page_of, paging_options
+from prime_cli.options import echo_json, output_option, page_of, paging_options
 from prime_cli.program_host import program_on_host_option
 from prime_env.clients.model_paths import check_adapter_dir
-from prime_env.clients.model_specs import APIS, ModelConfigError, default_model, resolve_model
-from prime_env.clients.retry import RetryPolicy
+from prime_env.clients.model_specs import ModelConfigError, ModelSpec, default_model, resolve_model
 from prime_env.errors import DatasetError, EnvironmentNotFound
 from prime_env.eval_run_dir import EvalRunDir, RunConfig
 from prime_env.eval_sets import SetConfig, is_set_dir, read_set
-from prime_env.evaluation import EvalError, load_env, normalize_sampling, resume_run, start_run
+from prime_env.evaluation import (
+    EvalError,
+    EvalRun,
+    load_env,
+    normalize_sampling,
+    resume_run,
+    start_run,
+)
 from prime_env.process import event_loop
+from prime_env.summary import Summary
 from registry_index.schemas.evals import EvaluationInfo
 
 console = output_console()
@@ -76,6 +86,67 @@ def eval_group() -> None:
 # ------------------------------------------------------------------ run
 
 
+@eval_group.command("run")
+@click.argument("env_specs", metavar="ENV...", nargs=-1)
+@eval_options(
+    *MODEL, "env_args", "n", "r", *SAMPLING, "concurrency", "workers", "stream", *CALLS,
+    "output_dir", "resume_dir", "retry_errors", "max_error_share", "retries", "push", "public",
+    push={"help": "upload the results to the hub when done"},
+)  # fmt: skip
+@output_option
+@program_on_host_option
+@click.pass_context
+def run(ctx: click.Context, env_specs: tuple[str, ...], output: str, **flags: Any) -> None:
+    """Evaluate ENV (a path, an installed name, or OWNER/NAME[@VERSION] from the hub).
+
+    Several ENVs make an eval set: every ENV × every -m, in one resumable set directory, with
+    per-cell retries and one summary table."""
+    opts = EvalOptions(**flags)
+    if opts.workers > opts.concurrency:
+        raise click.BadParameter(
+            f"-c {opts.concurrency} cannot be shared by {opts.workers} worker processes; "
+            "give at most -c worker processes",
+            param_hint="-w",
+        )
+    in_set = len(env_specs) > 1 or (opts.resume_dir is not None and is_set_dir(opts.resume_dir))
+    plan = _plan(ctx, opts, env_specs, in_set)
+    if in_set:
+        return run_set(plan.set_request(output))
+    rows, outcomes = _run_one_env(plan, output)
+    failed = [
+        (run_, s) for run_, s in rows if s.rollouts and s.errors > opts.max_error_share * s.rollouts
+    ]
+    pushed = _push_ranked(rows, failed, opts) if opts.push else {}
+    _report(rows, outcomes, pushed, output)
+    if failed:
+        raise CliError(_too_many_errors(failed, opts.max_error_share, opts.push))
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What `prime eval run` will do: its options (a resume's stored settings filled in), the
+    environments, and the models resolved (their keys checked)."""
+
+    opts: EvalOptions
+    env_specs: tuple[str, ...]
+    env_args: dict[str, Any]
+    sampling: dict[str, Any]
+    specs: list[ModelSpec]
+
+    def set_request(self, output: str) -> SetRequest:
+        opts = self.opts
+        if len(set(self.env_specs)) != len(self.env_specs):
+            raise click.UsageError("the same ENV is given twice")
+        config = SetConfig(
+            list(self.env_specs), [s.name for s in self.specs], self.env_args, opts.n, opts.r,
+            normalize_sampling(self.sampling), opts.base_url, opts.api,
+        )  # fmt: skip
+        return SetRequest(
+            config, self.specs, opts.output_dir, opts.resume_dir, opts.concurrency, opts.workers,
+            opts.stream, opts.retry_policy(), opts.retries, opts.push, opts.public, output,
+        )  # fmt: skip
+
+
 def _explicit(ctx: click.Context, name: str) -> bool:
     return ctx.get_parameter_source(name) in (
         ParameterSource.COMMANDLINE,
@@ -83,292 +154,166 @@ def _explicit(ctx: click.Context, name: str) -> bool:
     )
 
 
-@eval_group.command("run")
-@click.argument("env_specs", metavar="ENV...", nargs=-1)
-@click.option(
-    "-m",
-    "--model",
-    "models",
-    multiple=True,
-    help="provider/model, an endpoints.toml alias, a Hugging Face model directory (run "
-    "in-process), or any name with --base-url (repeat to compare models). Default: "
-    "openai/gpt-4.1-mini when OPENAI_API_KEY is set, else local/smollm2-135m.",
-)
-@click.option(
-    "--adapter",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="a LoRA adapter directory (prime train export) to run on each -m (in-process models)",
-)
-@click.option(
-    "-n",
-    "--num-examples",
-    "n",
-    type=int,
-    default=5,
-    show_default=True,
-    help="tasks to evaluate (-1: all)",
-)
-@click.option("-r", "--rollouts-per-example", "r", type=int, default=3, show_default=True)
-@click.option(
-    "-c",
-    "--max-concurrent",
-    "concurrency",
-    type=click.IntRange(min=1),
-    default=32,
-    show_default=True,
-    help="rollouts in flight per model",
-)
-@click.option(
-    "-w",
-    "--workers",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="processes per model sharing -c (more than one when one event loop is the limit)",
-)
-@click.option("-a", "--env-args", help="JSON object passed to load_environment")
-@click.option(
-    "-S", "--sampling-args", help="JSON object of sampling settings (provider extras pass through)"
-)
-@click.option("-t", "--max-tokens", type=click.IntRange(min=1))
-@click.option("-T", "--temperature", type=click.FloatRange(min=0))
-@click.option(
-    "-b", "--base-url", help="a server to send -m NAME to (OpenAI-compatible unless --api says)"
-)
-@click.option(
-    "--api",
-    type=click.Choice(APIS),
-    help="the API the server at -b URL speaks (default openai; anthropic: Messages API)",
-)
-@click.option("-k", "--api-key-var", help="environment variable holding the API key")
-@click.option(
-    "--endpoints",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="endpoints.toml (default: ./endpoints.toml, ~/.config/prime/endpoints.toml)",
-)
-@click.option(
-    "-o",
-    "--output-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("outputs"),
-    show_default=True,
-)
-@click.option(
-    "--resume",
-    "resume_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="finish an interrupted run directory (same settings required)",
-)
-@click.option("--stream/--no-stream", default=False, help="stream responses (SSE)")
-@click.option(
-    "--max-retries",
-    type=click.IntRange(min=0),
-    default=5,
-    show_default=True,
-    help="retries per model call for transport errors, timeouts, 429 and 5xx",
-)
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(min=0.1),
-    default=120.0,
-    show_default=True,
-    help="seconds per model call",
-)
-@click.option(
-    "--retries",
-    type=click.IntRange(min=0),
-    default=2,
-    show_default=True,
-    help="eval sets (several ENVs): reruns of a cell that crashed or holds errored rollouts",
-)
-@click.option("--push", is_flag=True, help="upload the results to the hub when done")
-@click.option("--public", is_flag=True, help="with --push: make the run public (leaderboard)")
-@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
-@program_on_host_option
-@click.pass_context
-def run(
-    ctx: click.Context,
-    env_specs: tuple[str, ...],
-    models: tuple[str, ...],
-    adapter: Path | None,
-    n: int,
-    r: int,
-    concurrency: int,
-    workers: int,
-    env_args: str | None,
-    sampling_args: str | None,
-    max_tokens: int | None,
-    temperature: float | None,
-    base_url: str | None,
-    api: str | None,
-    api_key_var: str | None,
-    endpoints: Path | None,
-    output_dir: Path,
-    resume_dir: Path | None,
-    stream: bool,
-    max_retries: int,
-    timeout_s: float,
-    retries: int,
-    push: bool,
-    public: bool,
-    output: str,
-) -> None:
-    """Evaluate ENV (a path, an installed name, or OWNER/NAME[@VERSION] from the hub).
-
-    Several ENVs make an eval set: every ENV × every -m, in one resumable set directory, with
-    per-cell retries and one summary table."""
-    if r < 1:
-        raise click.BadParameter("must be at least 1", param_hint="-r")
-    if workers > concurrency:
-        raise click.BadParameter(
-            f"-c {concurrency} cannot be shared by {workers} worker processes; "
-            "give at most -c worker processes",
-            param_hint="-w",
-        )
-    args = json_object(env_args, "--env-args")
-    sampling = json_object(sampling_args, "--sampling-args")
-    if max_tokens is not None:
-        sampling["max_tokens"] = max_tokens
-    if temperature is not None:
-        sampling["temperature"] = temperature
-    in_set = len(env_specs) > 1 or (resume_dir is not None and is_set_dir(resume_dir))
-    if resume_dir is not None:
-        if len(models) > 1 and not in_set:
+def _plan(ctx: click.Context, opts: EvalOptions, env_specs: tuple[str, ...], in_set: bool) -> _Plan:
+    """The options with a resumed run's (or set's) settings where none were given, and the
+    models resolved; a usage error before anything is installed or written."""
+    env_args, sampling = opts.env_arguments(), opts.sampling()
+    if opts.resume_dir is not None:
+        if len(opts.models) > 1 and not in_set:
             raise click.UsageError("--resume continues one run; give at most one -m")
-        stored = read_set(resume_dir).config if in_set else EvalRunDir.open(resume_dir).config()
-        env_specs = env_specs or tuple(stored.envs)
-        models = models or tuple(stored.models)
-        n = n if _explicit(ctx, "n") else stored.n
-        r = r if _explicit(ctx, "r") else stored.r
-        args = args if env_args is not None else stored.env_args
-        sampling = (
-            sampling
-            if (sampling_args or max_tokens is not None or temperature is not None)
-            else stored.sampling
+        stored = (
+            read_set(opts.resume_dir).config
+            if in_set
+            else EvalRunDir.open(opts.resume_dir).config()
         )
-        base_url = base_url if base_url is not None else stored.base_url
-        api = api if api is not None else stored.api
+        env_specs = env_specs or tuple(stored.envs)
+        env_args = env_args if opts.env_args is not None else stored.env_args
+        sampling = sampling if opts.sampling_given() else stored.sampling
+        opts = dataclasses.replace(
+            opts,
+            models=opts.models or tuple(stored.models),
+            n=opts.n if _explicit(ctx, "n") else stored.n,
+            r=opts.r if _explicit(ctx, "r") else stored.r,
+            base_url=opts.base_url if opts.base_url is not None else stored.base_url,
+            api=opts.api if opts.api is not None else stored.api,
+        )
     if not env_specs:
         raise click.UsageError("missing ENV: a path, an installed environment or OWNER/NAME")
-    if adapter is not None:  # `-m BASE --adapter DIR` is the model `BASE+DIR`
-        check_adapter_dir(adapter)
-        models = tuple(f"{m}+{adapter}" for m in (models or (default_model(),)))
+    models = opts.models or (default_model(),)
+    if opts.adapter is not None:  # `-m BASE --adapter DIR` is the model `BASE+DIR`
+        check_adapter_dir(opts.adapter)
+        models = tuple(f"{m}+{opts.adapter}" for m in models)
     specs = [
-        resolve_model(m, base_url=base_url, api_key_var=api_key_var, endpoints=endpoints, api=api)
-        for m in (models or (default_model(),))
-    ]
+        resolve_model(
+            m, base_url=opts.base_url, api_key_var=opts.api_key_var, endpoints=opts.endpoints,
+            api=opts.api,
+        )
+        for m in models
+    ]  # fmt: skip
     if len({s.name for s in specs}) != len(specs):
         raise click.UsageError("the same -m is given twice")
     for spec in specs:
         spec.api_key()  # a missing key fails here, before anything is installed or written
-    if resume_dir is None:
+    if opts.resume_dir is None:
         cap_local_tokens(specs, sampling, err_console)
-    policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
-    if in_set:
-        if len(set(env_specs)) != len(env_specs):
-            raise click.UsageError("the same ENV is given twice")
-        config = SetConfig(
-            list(env_specs), [s.name for s in specs], args, n, r, normalize_sampling(sampling),
-            base_url, api,
-        )  # fmt: skip
-        request = SetRequest(
-            config, specs, output_dir, resume_dir, concurrency, workers, stream, policy,
-            retries, push, public, output,
-        )  # fmt: skip
-        return run_set(request)
-    [env_spec] = env_specs
+    return _Plan(opts, env_specs, env_args, sampling, specs)
+
+
+def _run_one_env(plan: _Plan, output: str) -> tuple[list[tuple[EvalRun, Summary]], list[Outcome]]:
+    """One ENV with every model side by side: the runs started (or resumed), run to their end."""
+    opts, policy = plan.opts, plan.opts.retry_policy()
+    [env_spec] = plan.env_specs
     env = load_env(
-        env_spec, args, install=partial(ensure_installed, feedback=console_feedback(err_console))
+        env_spec,
+        plan.env_args,
+        install=partial(ensure_installed, feedback=console_feedback(err_console)),
     )
-    configs = [
-        RunConfig(
-            env=env_spec,
-            env_version=env.version,
-            env_args=args,
-            model=spec.name,
-            base_url=base_url,
-            n=n,
-            r=r,
-            sampling=normalize_sampling(sampling),
-            api=api,
-        )
-        for spec in specs
-    ]
     # made before any run directory is: a client that cannot be made (-m reference of an
     # environment without one) leaves nothing on disk
-    clients = [spec.create_client(stream=stream, policy=policy, env=env) for spec in specs]
     factories = [
-        partial(spec.create_client, stream=stream, policy=policy, env=env) for spec in specs
+        partial(spec.create_client, stream=opts.stream, policy=policy, env=env)
+        for spec in plan.specs
     ]
-    runs = [
-        resume_run(resume_dir, env, spec, config)
-        if resume_dir is not None
-        else start_run(env, spec, config, output_dir)
-        for spec, config in zip(specs, configs)
-    ]
-    for run_ in runs:
-        verb = "resuming" if resume_dir else "writing"
-        say(err_console, f"{verb} {run_.directory} ({len(run_.done)}/{run_.total} done)")
+    clients = [factory() for factory in factories]
+    runs = []
+    for spec in plan.specs:
+        config = RunConfig(
+            env=env_spec, env_version=env.version, env_args=plan.env_args, model=spec.name,
+            base_url=opts.base_url, n=opts.n, r=opts.r,
+            sampling=normalize_sampling(plan.sampling), api=opts.api,
+        )  # fmt: skip
+        run_ = (
+            resume_run(opts.resume_dir, env, spec, config, retry_errors=opts.retry_errors)
+            if opts.resume_dir is not None
+            else start_run(env, spec, config, opts.output_dir)
+        )
+        verb = "resuming" if opts.resume_dir else "writing"
+        again = f"; {run_.retried} errored rollouts to run again" if run_.retried else ""
+        say(err_console, f"{verb} {run_.directory} ({len(run_.done)}/{run_.total} done{again})")
+        runs.append(run_)
     progress = progress_display(err_console, disable=output == "json")
     try:
         with progress:
             outcomes = event_loop.run(
-                run_all(list(zip(runs, clients, factories)), concurrency, workers, progress)
-            )
+                run_all(list(zip(runs, clients, factories)), opts.concurrency, opts.workers,
+                        progress)
+            )  # fmt: skip
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:  # Ctrl-C, SIGTERM
         dirs = " ".join(str(run_.directory) for run_ in runs)
         raise CliError(
             f"interrupted; finished rollouts are saved. Continue with: prime eval run --resume {dirs}",
             status=1 if isinstance(exc, KeyboardInterrupt) else 128 + signal.SIGTERM,
         ) from None
-    rows = [(run_, outcome.summary) for run_, outcome in zip(runs, outcomes)]
-    failed = [run_.spec.name for run_, s in rows if s.rollouts and s.scored == 0]
-    pushed: dict[Path, str] = {}
-    if push and len(failed) < len(rows):
-        with _hub() as hub:
-            for run_, s in rows:
-                if s.scored:  # a run of errors only has nothing to rank: never pushed
-                    pushed[run_.directory] = push_run(hub, run_.directory, public=public)
-    if output == "json":
-        click.echo(
-            json.dumps(
-                {
-                    "runs": [
-                        {
-                            **summary_row(
-                                run_.spec.name,
-                                s,
-                                run_.spec.cost(s.prompt_tokens, s.completion_tokens),
-                            ),
-                            "env": run_.env.id,
-                            "run_id": run_.run_id,
-                            "directory": str(run_.directory),
-                            "evaluation_id": pushed.get(run_.directory),
-                            "new_rollouts": o.new_rollouts,
-                            "elapsed_s": round(o.elapsed_s, 3),
-                            "rollouts_per_s": round(o.new_rollouts / max(o.elapsed_s, 1e-9), 1),
-                        }
-                        for (run_, s), o in zip(rows, outcomes)
-                    ]
-                },
-                indent=2,
+    return [(run_, outcome.summary) for run_, outcome in zip(runs, outcomes)], outcomes
+
+
+def _push_ranked(
+    rows: list[tuple[EvalRun, Summary]],
+    failed: list[tuple[EvalRun, Summary]],
+    opts: EvalOptions,
+) -> dict[Path, str]:
+    """Push every run but those with too many errors (they are not ranked)."""
+    ranked = [run_ for run_, _ in rows if all(run_ is not bad for bad, _ in failed)]
+    if not ranked:
+        return {}
+    with _hub() as hub:
+        return {
+            run_.directory: push_run(hub, run_.directory, public=opts.public) for run_ in ranked
+        }
+
+
+def _too_many_errors(failed: list[tuple[EvalRun, Summary]], share: float, pushed: bool) -> str:
+    """Why the command exits 1: each run whose errored share is over `share`, and the fix."""
+    parts = []
+    for run_, s in failed:
+        if s.scored == 0:
+            parts.append(
+                f"every rollout of {run_.spec.name} failed (see the errors column), so nothing "
+                f"was scored{' and nothing of it was pushed' if pushed else ''}; fix the cause "
+                "(key, URL, model name) and start a new run"
             )
+            continue
+        parts.append(
+            f"{s.errors} of {s.rollouts} rollouts of {run_.spec.name} errored "
+            f"({s.errors / s.rollouts:.0%}, over --max-error-share {share:g})"
+            f"{', so it was not pushed' if pushed else ''}; fix "
+            f"the cause, then run them again: prime eval run --resume {run_.directory}"
         )
-    else:
-        console.print(summary_table(rows, console.width))
-        for note in zero_reward_notes(rows):
-            console.print(note)
-        for run_, _ in rows:
-            say(console, f"{run_.spec.name}: {run_.directory}")
-        for directory, evaluation_id in pushed.items():
-            say(console, f"pushed {directory} as evaluation {evaluation_id}")
-    if failed:
-        raise CliError(
-            f"every rollout of {', '.join(failed)} failed (see the errors column), so nothing "
-            f"was scored{' and nothing of it was pushed' if push else ''}; fix the cause (key, "
-            "URL, model name) and start a new run"
-        )
+    return "\n".join(parts)
+
+
+def _report(
+    rows: list[tuple[EvalRun, Summary]],
+    outcomes: list[Outcome],
+    pushed: dict[Path, str],
+    output: str,
+) -> None:
+    """The summary table and where each run is (stdout), or the same as JSON for scripts."""
+    if output == "json":
+        runs = [
+            {
+                **summary_row(
+                    run_.spec.name, s, run_.spec.cost(s.prompt_tokens, s.completion_tokens)
+                ),
+                "env": run_.env.id,
+                "run_id": run_.run_id,
+                "directory": str(run_.directory),
+                "evaluation_id": pushed.get(run_.directory),
+                "new_rollouts": o.new_rollouts,
+                "elapsed_s": round(o.elapsed_s, 3),
+                "rollouts_per_s": round(o.new_rollouts / max(o.elapsed_s, 1e-9), 1),
+            }
+            for (run_, s), o in zip(rows, outcomes)
+        ]
+        click.echo(json.dumps({"runs": runs}, indent=2))
+        return
+    console.print(summary_table(rows, console.width))
+    for note in zero_reward_notes(rows):
+        console.print(note)
+    for run_, _ in rows:
+        say(console, f"{run_.spec.name}: {run_.directory}")
+    for directory, evaluation_id in pushed.items():
+        say(console, f"pushed {directory} as evaluation {evaluation_id}")
 
 
 # ------------------------------------------------------------------ hub

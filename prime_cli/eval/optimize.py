@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 from functools import partial
-from pathlib import Path
+from typing import Any
 
 import click
 from rich.table import Table
@@ -15,14 +15,14 @@ from rich.table import Table
 from hub_client.install import ensure_installed
 from prime_cli.errors import CliError
 from prime_cli.eval.local_cap import cap_local_tokens
+from prime_cli.eval.options import CALLS, EvalOptions, eval_options
 from prime_cli.eval.tables import fmt
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import output_console, say
-from prime_cli.options import json_object
+from prime_cli.options import output_option
 from prime_cli.program_host import program_on_host_option
 from prime_env.clients.base import SamplingArgs
-from prime_env.clients.model_specs import APIS, REFERENCE_MODEL, default_model, resolve_model
-from prime_env.clients.retry import RetryPolicy
+from prime_env.clients.model_specs import REFERENCE_MODEL, default_model, resolve_model
 from prime_env.eval_run_dir import run_name
 from prime_env.evaluation import load_env, normalize_sampling, sampling_from_json
 from prime_env.process import event_loop
@@ -35,10 +35,13 @@ err_console = output_console(stderr=True)
 
 @click.command("optimize")
 @click.argument("env_spec", metavar="ENV")
-@click.option("-m", "--model", help="the model whose prompt is optimised (as prime eval run -m)")
-@click.option("-b", "--base-url", help="a server to send -m to")
-@click.option("--api", type=click.Choice(APIS), help="the API the server at -b speaks")
-@click.option("-k", "--api-key-var", help="environment variable holding -m's key")
+@eval_options(
+    "models", "base_url", "api", "api_key_var",
+    models={"help": "the model whose prompt is optimised (one -m, as prime eval run's)"},
+    base_url={"help": "a server to send -m to"},
+    api={"help": "the API the server at -b speaks"},
+    api_key_var={"help": "environment variable holding -m's key"},
+)  # fmt: skip
 @click.option(
     "--reflection-model", required=True, help="the model that reads failures and writes prompts"
 )
@@ -75,29 +78,16 @@ err_console = output_console(stderr=True)
 @click.option("--minibatch", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--val-size", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--test-size", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("-r", "--rollouts-per-example", "r", type=click.IntRange(min=1), default=1)
-@click.option("-c", "--max-concurrent", "concurrency", type=click.IntRange(min=1), default=32)
-@click.option("-a", "--env-args", help="JSON object passed to load_environment")
-@click.option("-t", "--max-tokens", type=click.IntRange(min=1))
-@click.option("-T", "--temperature", type=click.FloatRange(min=0))
+@eval_options(
+    "r", "concurrency", "env_args", "max_tokens", "temperature",
+    r={"default": 1}, concurrency={"help": "rollouts in flight"},
+)  # fmt: skip
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--max-retries", type=click.IntRange(min=0), default=5, show_default=True)
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=120.0)
-@click.option(
-    "-o",
-    "--output-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("outputs"),
-    show_default=True,
-)
-@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@eval_options(*CALLS, "output_dir")
+@output_option
 @program_on_host_option
 def optimize_cmd(
     env_spec: str,
-    model: str | None,
-    base_url: str | None,
-    api: str | None,
-    api_key_var: str | None,
     reflection_model: str,
     reflection_base_url: str | None,
     reflection_max_tokens: int,
@@ -108,22 +98,21 @@ def optimize_cmd(
     minibatch: int,
     val_size: int,
     test_size: int,
-    r: int,
-    concurrency: int,
-    env_args: str | None,
-    max_tokens: int | None,
-    temperature: float | None,
     seed: int,
-    max_retries: int,
-    timeout_s: float,
-    output_dir: Path,
     output: str,
+    **flags: Any,
 ) -> None:
     """Search ENV's system prompt for MODEL: a reflection model reads failed rollouts and
     proposes prompts, scored on a validation split within --budget rollouts; the best is
     compared with ENV's own prompt on held-out tasks."""
+    opts = EvalOptions(**flags)
+    if len(opts.models) > 1:
+        raise click.UsageError("optimize searches the prompt of one model: give one -m")
     spec = resolve_model(
-        model or default_model(), base_url=base_url, api=api, api_key_var=api_key_var
+        opts.models[0] if opts.models else default_model(),
+        base_url=opts.base_url,
+        api=opts.api,
+        api_key_var=opts.api_key_var,
     )
     reflector = resolve_model(reflection_model, base_url=reflection_base_url)
     if REFERENCE_MODEL in (spec.client, reflector.client):
@@ -133,15 +122,11 @@ def optimize_cmd(
         )
     for each in (spec, reflector):
         each.api_key()  # a missing key fails here, before anything runs
-    sampling: dict[str, object] = {}
-    if max_tokens is not None:
-        sampling["max_tokens"] = max_tokens
-    if temperature is not None:
-        sampling["temperature"] = temperature
+    sampling = opts.sampling()
     cap_local_tokens([spec], sampling, err_console)
     env = load_env(
         env_spec,
-        json_object(env_args, "--env-args"),
+        opts.env_arguments(),
         install=partial(ensure_installed, feedback=console_feedback(err_console)),
     )
     config = OptimizeConfig(
@@ -149,10 +134,10 @@ def optimize_cmd(
         minibatch=minibatch,
         val_size=val_size,
         test_size=test_size,
-        r=r,
+        r=opts.r,
         proposals=proposals,
         mode=mode,
-        concurrency=concurrency,
+        concurrency=opts.concurrency,
         seed=seed,
         sampling=sampling_from_json(normalize_sampling(sampling)),
         # no seed: the proposals of one minibatch are sampled together and must differ
@@ -160,7 +145,7 @@ def optimize_cmd(
             max_tokens=reflection_max_tokens, temperature=reflection_temperature
         ),
     )
-    policy = RetryPolicy(max_attempts=max_retries + 1, timeout_s=timeout_s)
+    policy = opts.retry_policy()
     client = spec.create_client(policy=policy)
     # one in-process model serves both roles rather than being loaded twice
     reflection = client if reflector == spec else reflector.create_client(policy=policy)
@@ -176,7 +161,7 @@ def optimize_cmd(
                 await reflection.aclose()
 
     result = event_loop.run(search())
-    directory = output_dir / "optimize" / run_name(env.name, spec.name) / uuid.uuid4().hex[:8]
+    directory = opts.output_dir / "optimize" / run_name(env.name, spec.name) / uuid.uuid4().hex[:8]
     result.write(directory)
     if output == "json":
         click.echo(json.dumps({"directory": str(directory), **result.summary()}, indent=2))

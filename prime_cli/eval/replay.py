@@ -6,19 +6,22 @@ from __future__ import annotations
 
 import json
 from functools import partial
-from pathlib import Path
+from typing import Any
 
 import click
+from rich.markup import escape
 
 from hub_client.install import ensure_installed
+from prime_cli.eval.options import EvalOptions, eval_options
 from prime_cli.eval.runs import find_run, open_hub, push_run
 from prime_cli.eval.tables import fmt, summary_table
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import output_console, say
-from prime_cli.options import json_object
+from prime_cli.options import output_option
 from prime_env.eval_run_dir import EvalRunDir
 from prime_env.evaluation import load_env
 from prime_env.process import event_loop
+from prime_env.record import RolloutRecord
 from prime_env.replay import replay_run
 
 console = output_console()
@@ -32,43 +35,37 @@ err_console = output_console(stderr=True)
     "env_spec",
     help="the environment to score with, e.g. OWNER/NAME@VERSION (default: the run's own)",
 )
-@click.option("-a", "--env-args", help="JSON object for load_environment (default: the run's)")
-@click.option(
-    "-o",
-    "--output-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("outputs"),
-    show_default=True,
-)
-@click.option("--push", is_flag=True, help="upload the new run to the hub")
-@click.option("--public", is_flag=True, help="with --push: make it public (leaderboard)")
-@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def replay_cmd(
-    target: str,
-    env_spec: str | None,
-    env_args: str | None,
-    output_dir: Path,
-    push: bool,
-    public: bool,
-    output: str,
-) -> None:
+@eval_options(
+    "env_args", "output_dir", "push", "public",
+    env_args={"help": "JSON object for load_environment (default: the run's)"},
+    push={"help": "upload the new run to the hub"},
+)  # fmt: skip
+@output_option
+def replay_cmd(target: str, env_spec: str | None, output: str, **flags: Any) -> None:
     """Re-score RUN (a run directory, run id or prefix) with ENV's rubric, without calling the
     model: a new run under OUTPUT_DIR whose metadata.json names RUN (`replay_of`)."""
-    source = find_run(target, None, output_dir).directory
+    opts = EvalOptions(**flags)
+    source = find_run(target, None, opts.output_dir).directory
     assert source is not None  # find_run without a hub finds local runs only
     source_dir = EvalRunDir.open(source)
     stored = source_dir.config()
-    args = stored.env_args if env_args is None else json_object(env_args, "--env-args")
+    args = stored.env_args if opts.env_args is None else opts.env_arguments()
     spec = env_spec or stored.env
     env = load_env(
         spec, args, install=partial(ensure_installed, feedback=console_feedback(err_console))
     )
     before = source_dir.metadata()
-    run, summary = event_loop.run(replay_run(source, env, spec, output_dir))
+    unscored: list[RolloutRecord] = []
+
+    def note(record: RolloutRecord) -> None:
+        if record.error is not None and record.error.type == "scoring_error":
+            unscored.append(record)
+
+    run, summary = event_loop.run(replay_run(source, env, spec, opts.output_dir, on_record=note))
     evaluation_id = None
-    if push:
+    if opts.push:
         with open_hub(err_console) as hub:
-            evaluation_id = push_run(hub, run.directory, public=public)
+            evaluation_id = push_run(hub, run.directory, public=opts.public)
     old = before.summary
     if output == "json":
         click.echo(
@@ -95,5 +92,13 @@ def replay_cmd(
         f"{fmt(summary.reward_mean)}",
     )
     say(console, f"{run.spec.name}: {run.directory}")
+    if unscored:
+        first = unscored[0]
+        say(
+            err_console,
+            f"[yellow]{len(unscored)} rollout(s) could not be re-scored[/yellow] (scoring_error, "
+            f"not averaged in); the first, {escape(first.task_id)}: "
+            + escape(first.error.message if first.error else ""),
+        )
     if evaluation_id is not None:
         say(console, f"pushed {run.directory} as evaluation {evaluation_id}")

@@ -9,6 +9,7 @@ environment's own harness, tools and rubric, and every reward is checked against
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import click
 from rich.console import Console
@@ -16,9 +17,10 @@ from rich.table import Table
 
 from hub_client.install import ensure_installed
 from prime_cli.errors import CliError
+from prime_cli.eval.options import EvalOptions, eval_options
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import say
-from prime_cli.options import echo_json, json_object, output_option
+from prime_cli.options import echo_json, output_option
 from prime_env.evaluation import load_env
 from prime_env.process import event_loop
 from prime_env.reference_check import ReferenceReport, validate_reference
@@ -32,33 +34,19 @@ err_console = Console(stderr=True)
 
 @click.command("validate")
 @click.argument("env_spec", metavar="ENV")
-@click.option("-a", "--env-args", help="JSON object passed to load_environment")
-@click.option(
-    "-n",
-    "--num-examples",
-    "n",
-    type=int,
-    default=-1,
-    show_default=True,
-    help="eval tasks to check (-1: all)",
-)
-@click.option(
-    "-c",
-    "--max-concurrent",
-    "concurrency",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    help="rollouts in flight",
-)
+@eval_options(
+    "env_args", "n", "concurrency",
+    n={"default": -1, "help": "eval tasks to check (-1: all)"},
+    concurrency={"default": 8, "help": "rollouts in flight"},
+)  # fmt: skip
 @output_option
-def validate_cmd(
-    env_spec: str, env_args: str | None, n: int, concurrency: int, output: str
-) -> None:
+def validate_cmd(env_spec: str, output: str, **flags: Any) -> None:
     """Check, with no model, that ENV's reference policy scores what ENV declares."""
-    args = json_object(env_args, "--env-args")
+    opts = EvalOptions(**flags)
     env = load_env(
-        env_spec, args, install=partial(ensure_installed, feedback=console_feedback(err_console))
+        env_spec,
+        opts.env_arguments(),
+        install=partial(ensure_installed, feedback=console_feedback(err_console)),
     )
     if env.reference is None:
         raise CliError(
@@ -66,7 +54,7 @@ def validate_cmd(
             "Environment(..., reference=prime_env.Reference(solve, min_reward=...)) (docs/sdk.md)"
         )
     report = event_loop.run(
-        validate_reference(env, n=None if n < 0 else n, concurrency=concurrency)
+        validate_reference(env, n=None if opts.n < 0 else opts.n, concurrency=opts.concurrency)
     )
     if output == "json":
         echo_json(_as_json(report))

@@ -294,17 +294,28 @@ def _push(run: Any, public: bool) -> list[dict[str, str]]:
 
 @train.command("resume")
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option("--max-steps", type=click.IntRange(min=1))
+@click.option("--max-steps", type=click.IntRange(min=1), help="train to this many steps")
+@click.option(
+    "--schedule",
+    type=click.Choice(["extend", "restart", "constant"]),
+    help="with --max-steps past the run's end on a decaying lr schedule: stretch it over all "
+    "the steps (extend), or add a stage over the new steps with a fresh schedule (restart) or "
+    "the configured lr held constant (constant)",
+)
 @click.option(
     "--no-eval",
     is_flag=True,
     help="Run no more evals (at start, every interval, at the end): e.g. after interrupting one.",
 )
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def resume_cmd(run_dir: Path, max_steps: int | None, no_eval: bool, output: str) -> None:
-    """Continue RUN_DIR from its newest complete checkpoint."""
+def resume_cmd(
+    run_dir: Path, max_steps: int | None, schedule: Any, no_eval: bool, output: str
+) -> None:
+    """Continue RUN_DIR from its newest complete checkpoint; a finished run trains further
+    with --max-steps N (and --schedule when its lr schedule has decayed to 0)."""
     from trainer_bridge import launch
     from trainer_bridge.config import ConfigError
+    from trainer_bridge.extend import AlreadyFinished
 
     def change(config: Any) -> Any:
         if max_steps:
@@ -316,7 +327,13 @@ def resume_cmd(run_dir: Path, max_steps: int | None, no_eval: bool, output: str)
         return config
 
     try:
-        prepared = launch.resume(run_dir, change)
+        prepared = launch.resume(run_dir, change, schedule)
+    except AlreadyFinished as exc:
+        console.print(str(exc), markup=False, highlight=False)
+        if output == "json":
+            body = {"run_dir": str(run_dir), "status": "completed", "error": None, "steps": None}
+            click.echo(json.dumps({**body, "message": str(exc)}, indent=2))
+        return
     except ConfigError as exc:
         raise config_exit(str(exc)) from None
     env = _load_env(prepared.env_spec, prepared.config.env.args)

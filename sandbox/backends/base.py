@@ -78,6 +78,35 @@ def check_binds(binds: Mapping[str, str] | None) -> dict[str, str]:
     return checked
 
 
+RESERVED_PATHS = ("/work", "/tmp", "/proc", "/dev", "/sys", "/usr", "/bin", "/sbin", "/lib",
+                  "/lib32", "/lib64", "/etc")  # fmt: skip
+"""Where no extra writable directory may go: the sandbox's own scratch places, and what the
+programs and the supervisor run from."""
+
+
+def check_writable_dirs(dirs: Sequence[str] | None) -> tuple[str, ...]:
+    """Extra writable directories, checked: absolute, distinct, outside `RESERVED_PATHS`, none
+    inside another (e.g. `/logs`, `/app`, the places a task's scripts expect to write)."""
+    checked: list[str] = []
+    for raw in dirs or ():
+        path = os.path.normpath(raw) if raw.startswith("/") else ""
+        if (
+            not path
+            or path == "/"
+            or any(path == r or path.startswith(r + "/") for r in RESERVED_PATHS)
+            or "\0" in path
+            or ":" in path
+        ):
+            raise ValueError(
+                f"writable directory {raw!r} must be an absolute path outside /, "
+                f"{', '.join(RESERVED_PATHS)} (e.g. /logs or /app), without ':'"
+            )
+        if any(path == c or path.startswith(c + "/") or c.startswith(path + "/") for c in checked):
+            raise ValueError(f"writable directory {raw!r} repeats or nests in another one")
+        checked.append(path)
+    return tuple(checked)
+
+
 class _BroughtDownByProgram(Exception):
     """The sandbox died or hung while a program ran: exec reports it as the program's failure."""
 
@@ -103,12 +132,19 @@ class Sandbox(ABC):
         limits: SandboxLimits | None = None,
         env: Mapping[str, str] | None = None,
         binds: Mapping[str, str] | None = None,
+        writable_dirs: Sequence[str] | None = None,
     ):
         self.limits = limits or SandboxLimits()
         self.env = dict(env or {})
         self.binds = check_binds(binds)
         """Host directory -> absolute path in the sandbox, mounted read-only (e.g. a program's
         dependencies, or the directory of a Unix socket its calls leave through)."""
+        self.writable_dirs = check_writable_dirs(writable_dirs)
+        """Directories beyond the work and temp ones where programs may write (a task's
+        `/logs`, `/app`): size-limited like them, emptied by `reset` like them."""
+        for target in self.binds.values():
+            if any(target == w or target.startswith(w + "/") for w in self.writable_dirs):
+                raise ValueError(f"bind target {target!r} lies in a writable directory")
         self.id = ""
         self._channel: Channel | None = None
         self._lock = threading.Lock()
@@ -167,6 +203,7 @@ class Sandbox(ABC):
                     f"the {self.backend} sandbox's supervisor is not PID 1 of its own PID "
                     "namespace, so programs could signal it; this backend cannot run here"
                 )
+            self._seed()
         except BaseException:
             self.stop()
             raise
@@ -191,11 +228,15 @@ class Sandbox(ABC):
                 self._lock.release()
         self._dead = self._dead or "stopped"
 
+    def _seed(self) -> None:
+        """Put into the writable directories what the sandbox's image holds at those paths
+        (Docker: a task's files under its WORKDIR); nothing where there is no image."""
+
     @property
     def scratch_dirs(self) -> tuple[str, ...]:
         """Every place in the sandbox a program can write: each has a size limit, and `reset`
         empties them all (the work directory first, as the supervisor is told)."""
-        return (self.workdir, self.tmpdir, "/dev/shm", "/dev/mqueue")
+        return (self.workdir, self.tmpdir, "/dev/shm", "/dev/mqueue", *self.writable_dirs)
 
     @property
     def alive(self) -> bool:
@@ -366,11 +407,14 @@ class Sandbox(ABC):
         self._check_transfer(len(raw), path)
         self._call({"op": "write", "path": path, "data": raw, "mode": mode}, 60.0)
 
-    def read_file(self, path: str) -> bytes:
-        """Read a file from the sandbox; FileNotFoundError if it is not there."""
-        reply = self._call(
-            {"op": "read", "path": path, "max_bytes": self.limits.transfer_bytes}, 60.0
-        )
+    def read_file(self, path: str, max_bytes: int | None = None) -> bytes:
+        """Read a file from the sandbox; FileNotFoundError if it is not there. At most
+        `max_bytes` (and never more than the transfer limit) cross into this process: a
+        larger file is an error, read no further than the limit."""
+        limit = self.limits.transfer_bytes
+        if max_bytes is not None:
+            limit = min(limit, max_bytes)
+        reply = self._call({"op": "read", "path": path, "max_bytes": limit}, 60.0)
         return bytes(reply["data"])
 
     def upload_dir(self, local_dir: str | os.PathLike[str], remote_dir: str = ".") -> None:
@@ -390,9 +434,11 @@ class Sandbox(ABC):
     def reset(self) -> None:
         """Kill every process in the sandbox and remove everything its programs wrote (every
         place in `scratch_dirs`, IPC objects, keys). If anything stays it raises `SandboxError`
-        and the sandbox is broken: a pool replaces it, never hands it out dirty."""
+        and the sandbox is broken: a pool replaces it, never hands it out dirty. The writable
+        directories get their image's content back, as a fresh sandbox has it."""
         try:
             self._call({"op": "reset"}, 30.0)
+            self._seed()
         except SandboxError:
             self._dead = self._dead or "its reset failed"
             raise

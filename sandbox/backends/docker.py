@@ -1,8 +1,8 @@
 """The Docker backend: one hardened container per sandbox, its supervisor reached over `attach`.
 
 Hardening by default: no network, read-only root, tmpfs /work, /tmp and /dev/shm (a private
-IPC namespace), memory = memory+swap
-limit, CPU quota, pids limit, no-new-privileges, rlimits. The supervisor is the container's
+IPC namespace) and any `writable_dirs` asked for (filled with the image's files there), memory =
+memory+swap limit, CPU quota, pids limit, no-new-privileges, rlimits. The supervisor is the container's
 PID 1 and runs as root with only CAP_SETUID, CAP_SETGID and CAP_KILL; programs run as uid
 65534 with no capabilities, so they can neither signal nor ptrace nor prlimit it, and it kills
 every process a command started when the command ends.
@@ -16,9 +16,14 @@ Cleanup happens three ways, so a crashed host leaves nothing behind:
 
 from __future__ import annotations
 
+import functools
+import io
 import os
+import tarfile
 import time
 import uuid
+import zipfile
+from collections.abc import Sequence
 from typing import Any
 
 from sandbox.backends.base import HOME, Sandbox, SandboxRow
@@ -92,6 +97,49 @@ def image_exists(image: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=32)
+def image_dir_archive(image: str, path: str) -> bytes | None:
+    """What `image` holds under `path`, as a zip archive the supervisor unpacks (regular files
+    with their modes, and directories; links and devices are left out), or None when the image
+    has nothing there. Read once per image and path from a container that is created, never
+    started, and removed (labelled as a sandbox, so the reaper removes it if we die first)."""
+    import docker.errors
+
+    api = docker_client().api
+    created = api.create_container(
+        image,
+        command=["true"],
+        network_disabled=True,
+        labels={
+            LABEL: "1",
+            LABEL_OWNER: Owner.current().encode(),
+            LABEL_RUN: RUN_ID,
+            LABEL_EXPIRES: str(int(time.time() + 600)),
+        },
+    )
+    try:
+        try:
+            stream, _stat = api.get_archive(created["Id"], path)
+        except docker.errors.NotFound:
+            return None
+        tar_bytes = b"".join(stream)
+    finally:
+        api.remove_container(created["Id"], force=True)
+    buffer = io.BytesIO()
+    count = 0
+    with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as tar, zipfile.ZipFile(buffer, "w") as out:
+        for member in tar.getmembers():
+            name = member.name.partition("/")[2]  # below the directory itself
+            if not name or not (member.isfile() or member.isdir()):
+                continue
+            info = zipfile.ZipInfo(name + ("/" if member.isdir() else ""))
+            info.external_attr = (member.mode & 0o777) << 16
+            extracted = tar.extractfile(member) if member.isfile() else None
+            out.writestr(info, extracted.read() if extracted is not None else b"")
+            count += 1
+    return buffer.getvalue() if count else None
+
+
 class DockerSandbox(Sandbox):
     """A sandbox in a hardened Docker container (see the module docstring)."""
 
@@ -104,8 +152,9 @@ class DockerSandbox(Sandbox):
         limits: SandboxLimits | None = None,
         env: dict[str, str] | None = None,
         binds: dict[str, str] | None = None,
+        writable_dirs: Sequence[str] | None = None,
     ) -> None:
-        super().__init__(limits, env, binds)
+        super().__init__(limits, env, binds, writable_dirs)
         self.image = image or DEFAULT_IMAGE
         self.container: Any = None
         self._started_at = 0.0
@@ -208,9 +257,11 @@ class DockerSandbox(Sandbox):
             supervisor_source = handle.read()
         room = limits.memory_mb - SUPERVISOR_RESERVE_MB
         shm_mb = max(1, min(limits.shm_mb, room // 4))
-        tmpfs_mb = max(1, min(limits.workdir_mb, (room - shm_mb) // 2))
+        places = 2 + len(self.writable_dirs)
+        tmpfs_mb = max(1, min(limits.workdir_mb, (room - shm_mb) // places))
         size = f"size={tmpfs_mb}m"
         uid, gid = SANDBOX_UID.split(":")
+        writable = f"rw,exec,nosuid,nodev,{size},uid={uid},gid={gid},mode=0755"
         try:
             # The low-level API: with detach=False and stdin_open it sets StdinOnce, which the
             # high-level API cannot.
@@ -220,8 +271,9 @@ class DockerSandbox(Sandbox):
                 binds={host: {"bind": target, "mode": "ro"} for host, target in self.binds.items()},
                 # exec: compiled or chmod +x programs must run from the work directory.
                 tmpfs={
-                    self.workdir: f"rw,exec,nosuid,nodev,{size},uid={uid},gid={gid},mode=0755",
+                    self.workdir: writable,
                     "/tmp": f"rw,exec,nosuid,nodev,{size},mode=1777",
+                    **dict.fromkeys(self.writable_dirs, writable),
                 },
                 ipc_mode="private",
                 shm_size=f"{shm_mb}m",
@@ -285,6 +337,18 @@ class DockerSandbox(Sandbox):
                 f"cannot start a sandbox container from {self.image!r}: {exc}"
             ) from exc
         return DockerAttachChannel(sock)
+
+    def _seed(self) -> None:
+        """Each writable directory starts with what the image holds there (its tmpfs hides
+        it), copied in as the programs' files: a task's WORKDIR made writable keeps its files."""
+        if not self.writable_dirs:
+            return
+        image_id = str(self.container.attrs.get("Image") or self.image)
+        for path in self.writable_dirs:
+            archive = image_dir_archive(image_id, path)
+            if archive is not None:
+                self._check_transfer(len(archive), f"the image's {path}")
+                self._call({"op": "unzip", "path": path, "data": archive}, 120.0)
 
     def _outside_failure(self, hung: bool) -> bool:
         # Programs cannot signal the supervisor, and the OOM killer takes them first; what is

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -204,8 +205,9 @@ class LocalSandbox(Sandbox):
         limits: SandboxLimits | None = None,
         env: dict[str, str] | None = None,
         binds: dict[str, str] | None = None,
+        writable_dirs: Sequence[str] | None = None,
     ) -> None:
-        super().__init__(limits, env, binds)
+        super().__init__(limits, env, binds, writable_dirs)
         self._refuse_if_unavailable()
         self.uid: int | None = None
         self.root: Path | None = None
@@ -378,7 +380,7 @@ class LocalSandbox(Sandbox):
             for path in sorted(glob.glob(pattern)):
                 if os.path.isdir(path) and not os.path.islink(path):
                     argv += ["--ro-bind", str(empty), path]
-        for path in ("/work", "/tmp"):
+        for path in ("/work", "/tmp", *self.writable_dirs):
             argv += ["--perms", "1777", "--size", str(tmpfs_bytes), "--tmpfs", path]
         for host, target in self.binds.items():
             parents = Path(target).parents

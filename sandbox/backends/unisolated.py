@@ -30,10 +30,10 @@ class UnisolatedSandbox(LocalSandbox):
     backend = "unisolated"
 
     def _refuse_if_unavailable(self) -> None:
-        if self.binds:
+        if self.binds or self.writable_dirs:
             raise SandboxUnavailable(
-                "the unisolated backend cannot bind host directories into the sandbox: use the "
-                "local backend (bubblewrap) or Docker"
+                "the unisolated backend cannot bind host directories or mount writable ones "
+                "into the sandbox: use the local backend (bubblewrap) or Docker"
             )
         if os.geteuid() != 0:
             raise SandboxUnavailable(

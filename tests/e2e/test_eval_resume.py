@@ -3,6 +3,7 @@ records; a resume with different settings is refused."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -141,3 +142,35 @@ def test_resume_drops_torn_lines_duplicates_and_incomplete_groups(tmp_path: Path
         resume_run(run.directory, env, spec, replace(config, r=3))
     with pytest.raises(EvalError, match="is not an eval run directory"):
         resume_run(tmp_path, env, spec, config)
+
+
+def test_a_resume_reruns_the_errored_rollouts_and_too_many_errors_exit_1(tmp_path: Path) -> None:
+    """7 of 10 rollouts fail (a faulty server): the run exits 1 naming the share and the fix;
+    `--resume --keep-errors` finishes nothing new; `--resume` against the healthy server runs
+    exactly those 7 again (Inspect's eval-retry) and exits 0."""
+    out = tmp_path / "out"
+    with FakeServer("openai") as server:
+        base = ["eval", "run", str(SAY_ENV), "-m", "fake", "-b", server.url]
+        server.configure(script=["500"] * 7)
+        first = prime(
+            *base, "-n", "10", "-r", "1", "-c", "1", "--max-retries", "0", "-o", str(out),
+            cwd=tmp_path,
+        )  # fmt: skip
+        (run,) = run_dirs(out)
+        assert first.returncode == 1 and "Traceback" not in first.stderr
+        assert "7 of 10 rollouts of fake errored (70%, over --max-error-share 0.1)" in first.stderr
+        assert f"prime eval run --resume {run}" in " ".join(first.stderr.split())
+        assert sum(r["error"] is not None for r in records(run)) == 7
+
+        kept = prime("eval", "run", "--resume", str(run), "--keep-errors", cwd=tmp_path)
+        assert kept.returncode == 1 and "(10/10 done)" in kept.stderr
+        assert server.stats()["requests"] == 10
+
+        again = prime("eval", "run", "--resume", str(run), "--output", "json", cwd=tmp_path)
+        assert again.returncode == 0, again.stderr
+        assert "(3/10 done; 7 errored rollouts to run again)" in again.stderr
+        assert server.stats()["requests"] == 17  # only the errored ones ran again
+    rows = records(run)
+    assert len(rows) == 10 and len({r["example_index"] for r in rows}) == 10
+    assert all(r["error"] is None and r["reward"] == 1.0 for r in rows)
+    assert json.loads(again.stdout)["runs"][0]["summary"]["errors"] == 0

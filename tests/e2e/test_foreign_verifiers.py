@@ -1,10 +1,13 @@
-"""A verifiers 0.4 package, unchanged, on this hub: `prime env install` gives it a virtualenv of
-its own (verifiers pins openai<3, the SDK needs openai>=3.57), `prime eval run` scores it through
-an environment worker (prime_env.remote) against a fake OpenAI server and the local model, and a
-provider failure is an error record, never a 0.
+"""verifiers 0.4 packages, unchanged, on this hub: `prime env install` gives each a virtualenv of
+its own (verifiers pins openai<3, the SDK needs openai>=3.57), `prime eval run` scores them
+through an environment worker (prime_env.remote) against a fake OpenAI server, a provider
+failure is an error record (never a 0), a multi-turn one records each turn as a call continuing
+the last, and `prime train` trains the local model on one (which also covers the local model's
+token ids through the worker: no separate local-model eval).
 
-One hub and one install for the module; the virtualenv is built from the wheelhouse, never an
-index."""
+One hub and one install home for the module (both packages, one uv cache); the virtualenvs are
+built from the wheelhouse, never an index. Each `prime eval run` costs a verifiers import in
+its worker (~6 s of CPU), so the module runs as few as it can."""
 
 from __future__ import annotations
 
@@ -41,14 +44,16 @@ def ok(result: subprocess.CompletedProcess[str]) -> str:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """alice/addition-v1 pushed to a fresh hub and installed with `prime env install`."""
+    """alice/addition-v1 and alice/sorting-v1 pushed to a fresh hub and installed with
+    `prime env install`."""
     root = tmp_path_factory.mktemp("foreign-verifiers")
     with start_hub(root / "hub") as hub:
         env = foreign_env(root / "home", PRIME_HUB_URL=hub.url)
         token = hub.add_user("alice")
-        project = copy_project("verifiers_addition", root)
-        ok(prime({**env, "PRIME_API_KEY": token}, "env", "push", str(project), cwd=root))
-        result = prime(env, "env", "install", "alice/addition-v1", cwd=root)
+        for name in ("verifiers_addition", "verifiers_sorting"):
+            project = copy_project(name, root)
+            ok(prime({**env, "PRIME_API_KEY": token}, "env", "push", str(project), cwd=root))
+        result = prime(env, "env", "install", "alice/addition-v1", "alice/sorting-v1", cwd=root)
         yield {"hub": hub, "env": env, "root": root, "install": result}
 
 
@@ -78,19 +83,24 @@ def test_install_gives_it_a_virtualenv_of_its_own(installed: dict[str, Any]) -> 
     assert here.stdout.strip() == "None"
 
 
-def test_eval_scores_it_with_a_fake_openai_server(installed: dict[str, Any]) -> None:
+def test_eval_scores_it_and_a_provider_failure_is_an_error_record(
+    installed: dict[str, Any],
+) -> None:
     env, root = installed["env"], installed["root"]
     with FakeServer("openai") as fake:
-        # -c 1: rollouts in order, so the scripted answers meet known questions
+        # -c 1: rollouts in order, so the scripted answers meet known questions; the last
+        # task's two requests fail (no retries): error records, not zeros
+        fake.configure(script=["ok"] * 4 + ["500", "500"])
         fake.script_replies(["0", "0", "2", "5"])
         out = root / "fake-run"
         ok(prime(
-            env, "eval", "run", "alice/addition-v1", "-m", "fake", "-b", fake.url, "-n", "2",
-            "-r", "2", "-c", "1", "-o", str(out), cwd=root,
+            env, "eval", "run", "alice/addition-v1", "-m", "fake", "-b", fake.url, "-n", "3",
+            "-r", "2", "-c", "1", "--max-retries", "0", "--max-error-share", "0.5", "-o",
+            str(out), cwd=root,
         ))  # fmt: skip
     [run] = run_dirs(out)
     got = sorted(records(run), key=lambda r: (r["example_index"], r["rollout_index"]))
-    assert [r["reward"] for r in got] == [1.0, 1.0, 1.0, 0.0]
+    assert [r["reward"] for r in got] == [1.0, 1.0, 1.0, 0.0, None, None]
     assert [r["rewards"] for r in got][3] == {"exact_match": 0.0}
     assert got[3]["metrics"] == {"reply_chars": 1.0}
     first = got[0]
@@ -99,37 +109,33 @@ def test_eval_scores_it_with_a_fake_openai_server(installed: dict[str, Any]) -> 
     assert first["completion"] == [{"role": "assistant", "content": "0"}]
     assert first["env"] == "alice/addition-v1@0.1.0"
     assert first["stop_reason"] == "agent_completed"
+    for failed in got[4:]:
+        assert failed["rewards"] == {}
+        assert failed["error"]["type"] in ("server_error", "http_500"), failed["error"]
     meta = json.loads((run / "metadata.json").read_text())
-    assert meta["summary"]["errors"] == 0
+    assert meta["summary"]["errors"] == 2
 
 
-def test_a_provider_failure_is_an_error_record(installed: dict[str, Any]) -> None:
+def test_a_multi_turn_package_records_every_turn(installed: dict[str, Any]) -> None:
+    """alice/sorting-v1's `Env.run()` plays a scripted user over an interaction: each turn is
+    a call continuing the one before (so training can bridge the turns token for token)."""
     env, root = installed["env"], installed["root"]
-    with FakeServer("openai", faults={"500": 1.0}) as fake:
-        out = root / "failing-run"
-        result = prime(
-            env, "eval", "run", "alice/addition-v1", "-m", "fake", "-b", fake.url, "-n", "1",
-            "-r", "2", "--max-retries", "0", "-o", str(out), cwd=root,
-        )  # fmt: skip
+    with FakeServer("openai") as fake:
+        fake.script_replies(["fig pear", "fig kiwi pear", "fig kiwi", "nope"])  # -c 1: in order
+        out = root / "multi-turn"
+        ok(prime(
+            env, "eval", "run", "alice/sorting-v1", "-m", "fake", "-b", fake.url, "-n", "2",
+            "-r", "1", "-c", "1", "-o", str(out), cwd=root,
+        ))  # fmt: skip
     [run] = run_dirs(out)
-    got = records(run)
-    assert len(got) == 2, result.stderr[-3000:]
-    for record in got:
-        assert record["reward"] is None and record["rewards"] == {}
-        assert record["error"]["type"] in ("server_error", "http_500"), record["error"]
-
-
-def test_eval_with_the_local_model_keeps_its_token_ids(installed: dict[str, Any]) -> None:
-    env, root = installed["env"], installed["root"]
-    out = root / "local-run"
-    ok(prime(
-        env, "eval", "run", "alice/addition-v1", "-m", "local/smollm2-135m", "-n", "1", "-r",
-        "1", "-t", "6", "-o", str(out), cwd=root,
-    ))  # fmt: skip
-    [run] = run_dirs(out)
-    [record] = records(run)
-    assert record["error"] is None and record["reward"] in (0.0, 1.0)
-    assert record["turns"] and record["turns"][0]["completion_token_ids"]
+    got = sorted(records(run), key=lambda r: r["example_index"])
+    assert [r["reward"] for r in got] == [1.0, 0.5]
+    assert [r["metrics"]["turns_answered"] for r in got] == [2.0, 2.0]
+    first = got[0]
+    assert [m["role"] for m in first["prompt"] + first["completion"]] == [
+        "user", "assistant", "user", "assistant",
+    ]  # fmt: skip
+    assert first["trace"]["calls"][1]["parent"] == 0  # the second turn continues the first
 
 
 @pytest.mark.slow  # starts the verifiers worker and trains the local model twice

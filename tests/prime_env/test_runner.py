@@ -76,7 +76,9 @@ async def test_record_has_exactly_the_schema_fields_and_round_trips() -> None:
         "turns",
         "trace",
         "tools",
+        "state",
     }
+    assert line["state"] == {"values": {}, "unsaved": {}}  # SingleTurn keeps no state of its own
     assert (
         line["env"] == "alice/adder@1.0.0" and line["run_id"] == "run1" and line["task_id"] == "t0"
     )

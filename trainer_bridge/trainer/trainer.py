@@ -318,6 +318,17 @@ class Trainer:
         )
         trainer_state.load(self.paths, step, state, sharded=self.dist.world_size > 1)
 
+    def _align_lr(self) -> None:
+        """Set the lr to what this config's schedule gives at the restored step. A checkpoint
+        keeps the lr it ended on; a resume that stretched the schedule (`prime train resume
+        --max-steps N --schedule extend`) trains on the stretched one from its first step, not
+        at the old schedule's last lr (0 at the end of a cosine)."""
+        sched = self.scheduler
+        lrs = [base * fn(sched.last_epoch) for base, fn in zip(sched.base_lrs, sched.lr_lambdas)]
+        for group, lr in zip(self.optimizer.param_groups, lrs):
+            group["lr"] = lr
+        sched._last_lr = lrs
+
     # --- the loop -----------------------------------------------------------------------
     def resume_step(self, requested: int | None) -> int:
         stable = trainer_state.stable_steps(self.paths)
@@ -332,6 +343,7 @@ class Trainer:
         self._enter(stage_at(self.plan, start))
         if start:
             self.load_checkpoint(start)
+            self._align_lr()
         self.publish(start)
         if self.dist.main:
             self._trim_metrics(start)

@@ -7,16 +7,12 @@ Revises: hub_0001
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 import sqlmodel.sql.sqltypes
 from alembic import op
 
 revision: str = "evals_0001"
 down_revision: str | None = "hub_0001"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 _str = sqlmodel.sql.sqltypes.AutoString
 _time = sqlmodel.sql.sqltypes.UTCDateTime

@@ -6,16 +6,12 @@ Revises: evals_0001
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 import sqlmodel.sql.sqltypes
 from alembic import op
 
 revision: str = "evals_0002"
 down_revision: str | None = "evals_0001"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

@@ -9,16 +9,12 @@ Create Date: 2026-11-30 09:08:39.206753
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 import sqlmodel.sql.sqltypes
 from alembic import op
 
 revision: str = "hub_0001"
 down_revision: str | None = None
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

@@ -7,16 +7,12 @@ Revises: evals_0002
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 import sqlmodel.sql.sqltypes
 from alembic import op
 
 revision: str = "hub_0002"
 down_revision: str | None = "evals_0002"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

@@ -11,14 +11,10 @@ Revises: evals_0003
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from alembic import op
 
 revision: str = "hub_0003"
 down_revision: str | None = "evals_0003"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 # Frozen copy of the expression publishing builds from `ULTRA_REPLACEMENTS` (a test checks
 # that SQLite's query plan uses this index for the lookup).

@@ -10,14 +10,10 @@ Revises: hub_0003
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from alembic import op
 
 revision: str = "hub_0004"
 down_revision: str | None = "hub_0003"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

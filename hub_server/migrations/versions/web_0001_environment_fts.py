@@ -13,14 +13,10 @@ Revises: hub_0002
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from alembic import op
 
 revision: str = "web_0001"
 down_revision: str | None = "hub_0002"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 _SQLITE_TRIGGERS = (
     """CREATE TRIGGER environment_fts_insert AFTER INSERT ON environment BEGIN

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,13 @@ PROMPTS = ["Count to three.", "Name a colour.", "Say hi.", "What is 2+2?"]
 
 
 def make_run(
-    root: Path, model_dir: Path, max_steps: int, *, lora: bool = True, **ckpt: int
+    root: Path,
+    model_dir: Path,
+    max_steps: int,
+    *,
+    lora: bool = True,
+    scheduler: str = "constant",
+    **ckpt: int,
 ) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "config").mkdir(exist_ok=True)
@@ -38,6 +45,7 @@ def make_run(
         "trainer": {
             "micro_batch_tokens": 128,
             "optim": {"lr": 1e-2},
+            "scheduler": {"type": scheduler},
             "loss": {"kl_coef": 0.1 if lora else 0.0},
         },
         "ckpt": ckpt,
@@ -214,6 +222,23 @@ def test_trains_publishes_checkpoints_and_resumes_exactly(
     assert [json.loads(line)["step"] for line in lines] == [0, 1, 2]
     a, b = adapter(straight, 3), adapter(resumed, 3)
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_finished_cosine_stretched_by_a_resume_trains_its_added_steps(
+    tiny_model_dir: Path, tmp_path: Path, sampled: list[TrainSample]
+) -> None:
+    """A 2-step cosine ends at lr 0; resumed to 4 steps (`--schedule extend`) the added steps
+    train at the stretched cosine's lr, as a 4-step run would, not at the checkpoint's 0."""
+    run = make_run(tmp_path / "run", tiny_model_dir, 2, scheduler="cosine", interval=2)
+    for step in range(4):
+        write_batch(run, step, sampled)
+    Trainer(run, load_run_config(run)).run()
+    make_run(run, tiny_model_dir, 4, scheduler="cosine", interval=2)
+    Trainer(run, load_run_config(run)).run()
+    lrs = [json.loads(line)["lr"] for line in (run / METRICS_FILE).read_text().splitlines()]
+    # cosine over 2 steps: 1e-2, 5e-3; stretched over 4 from step 2: 5e-3, 1.46e-3
+    assert lrs[:2] == pytest.approx([1e-2, 5e-3])
+    assert lrs[2:] == pytest.approx([5e-3, 1e-2 * 0.5 * (1 + math.cos(math.pi * 3 / 4))])
 
 
 def test_bad_run_dir_exits_2_with_a_message(tmp_path: Path) -> None:
