@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from engines.install import ENGINES_DIR_ENV, engines_root
 from local_model.models import CACHE_ENV, cache_root
 
 if TYPE_CHECKING:
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 # before any test changes HOME, and inherited by every subprocess the tests start. Workers
 # converting it at once is safe: the conversion is written aside and renamed into place.
 os.environ.setdefault(CACHE_ENV, str(cache_root()))
+# The same for the engines `prime engine install` put under the real HOME (vLLM: 3.5 GB).
+os.environ.setdefault(ENGINES_DIR_ENV, str(engines_root()))
 # One OpenMP thread per torch process (the workers and every process they start, as pytest-xdist
 # suites of numeric code do): the workers already fill the cores, and a second thread per test
 # spins against them (in-process torch tests: 18% less CPU for 14% more wall, measured alone).
