@@ -28,6 +28,7 @@ from pathlib import Path
 import platformdirs
 
 from hub_client.install import find_uv
+from registry_index.files import write_json_atomic
 
 ENGINES_DIR_ENV = "PRIME_ENGINES_DIR"
 """Overrides where engines are installed (default: the per-user data dir, `…/prime/engines`)."""
@@ -266,10 +267,7 @@ def _install_into(
         torch=_version_in(python, "torch"),
         installed_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     )
-    manifest = target / MANIFEST
-    scratch = manifest.with_suffix(".tmp")
-    scratch.write_text(json.dumps(asdict(engine), indent=2) + "\n")
-    os.replace(scratch, manifest)
+    write_json_atomic(target / MANIFEST, asdict(engine))
     return engine
 
 
