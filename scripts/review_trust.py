@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console
 
 from hub_client.client import HubClient
-from hub_server.accounts.admin import create_token, create_user, open_database
+from hub_server.admin import create_token, create_user, open_database
 from hub_server.core.settings import HubSettings
 from prime_cli.env.project import load_project
 from prime_cli.env.publish import push_environment
