@@ -3,9 +3,11 @@
 A reference is resolved only by the hub (an unknown name stops there, it never falls through to
 another index); the exact wheel the hub names, and the hub's SDK wheel when the target lacks a
 version it accepts, are downloaded, hash-checked and validated as uploads are; the installer gets
-those local files and no hub index (docs/cli.md, "Installing"). `prime env install` and
-`ensure_installed` (the install-on-demand of `prime eval run` and `prime train`) share
-`install_environments`.
+those local files and no hub index (docs/cli.md, "Installing"). A requirement naming a project
+of the environment's own namespace is resolved on the hub the same way (in any spelling), or
+the install stops: it never reaches another index (`namespace_dependencies`). `prime env
+install` and `ensure_installed` (the install-on-demand of `prime eval run` and `prime train`)
+share `install_environments`.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from hub_client.isolated import IsolatedInstallError, clashes, framework, instal
 from hub_client.settings import load_settings
 from registry_index.content_hash import file_sha256
 from registry_index.errors import InvalidUpload
-from registry_index.resolve import EnvRef, parse_env_ref
+from registry_index.resolve import EnvRef, parse_env_ref, select_version
 from registry_index.sdk import SDK_DISTRIBUTION, SDK_OWNER, is_sdk_name
 from registry_index.user_dirs import cache_home
 from registry_index.validation import validate_distribution
@@ -390,21 +392,77 @@ class InstallPlan:
 
 
 def prepare_install(client: HubClient, envs: list[ResolvedEnv], python: str) -> InstallPlan:
-    """Fetch and verify each environment's wheel; add the hub's SDK wheel when `python` lacks
-    a version they accept (a version it already has is kept, e.g. an editable checkout)."""
+    """Fetch and verify each environment's wheel, and those of the projects of its owner's
+    namespace it requires (`namespace_dependencies`); add the hub's SDK wheel when `python`
+    lacks a version they accept (a version it already has is kept, e.g. an editable
+    checkout)."""
     check_distinct_packages(envs)
     wheels: dict[str, Path] = {}
     requires: dict[str, list[str]] = {}
-    for env in envs:
+    pending = list(envs)
+    while pending:
+        env = pending.pop(0)
+        if canonicalize_name(env.package_name) in {canonicalize_name(n) for n in wheels}:
+            continue
         wheels[env.package_name] = fetch_wheel(client, env)
         label = f"{env.ref.owner}/{env.ref.name} {env.version}"
         requires[label] = check_archive(wheels[env.package_name], label)
+        pending += namespace_dependencies(client, env.ref.owner, requires[label], label)
+        if len(wheels) > MAX_HUB_DEPENDENCIES:
+            raise InstallError(
+                f"{envs[0].ref} needs more than {MAX_HUB_DEPENDENCIES} projects of the hub"
+            )
     need = sdk_need(requires)
     if need.requirements:
         have = installed_version(python, SDK_DISTRIBUTION)
         if have is None or not need.accepts(have):
             wheels[SDK_DISTRIBUTION] = fetch_sdk(client, need)
     return InstallPlan(wheels, requires)
+
+
+MAX_HUB_DEPENDENCIES = 32
+
+
+def namespace_dependencies(
+    client: HubClient, owner: str, requires: list[str], wanted_by: str
+) -> list[ResolvedEnv]:
+    """The requirements in `requires` that name a project of `owner`'s namespace on the hub,
+    each resolved there (the version chosen as `OWNER/NAME@SPEC` is:
+    `registry_index.resolve.select_version`, the rule the hub's own verification uses).
+
+    The namespace is the first index of the install line the environment's page shows, so a
+    name it has comes from the hub or not at all: a requirement no version there satisfies is
+    an InstallError, never a look-up on another index. Other names are left to the installer's
+    configured index."""
+    found = []
+    for line in requires:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if is_sdk_name(requirement.name):
+            continue
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        try:
+            versions = client.versions(owner, requirement.name)
+        except NotFound:
+            continue  # not a project of this namespace
+        available = []
+        for info in versions:
+            try:
+                available.append((Version(info.semantic_version), info.yanked))
+            except InvalidVersion:
+                continue
+        try:
+            chosen = select_version(available, str(requirement.specifier) or None)
+        except LookupError as exc:
+            raise InstallError(
+                f"{wanted_by} requires {requirement}, a project of {owner} on the hub, and {exc}; "
+                "it is never looked up on another index"
+            ) from None
+        found.append(resolve(client, parse_env_ref(f"{owner}/{requirement.name}@=={chosen}")))
+    return found
 
 
 def install_environments(

@@ -19,6 +19,7 @@ _COMMANDS: dict[str, str] = {
     "whoami": "prime_cli.account:whoami",
     "config": "prime_cli.account:config",
     "env": "prime_cli.env.commands:env",
+    "engine": "prime_cli.engine:engine",
     "eval": "prime_cli.eval.commands:eval_group",
     "hub": "prime_cli.hub:hub",
     "sandbox": "prime_cli.sandbox:sandbox",

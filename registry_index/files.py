@@ -1,8 +1,8 @@
 """How the project's small files are written and read: whole or not at all, torn lines forgiven.
 
 One home for the rules every run directory, settings file and export relies on:
-- a write goes to a scratch file beside the target and is renamed over it (POSIX rename is
-  atomic), so a reader, or a process restarted after SIGKILL, sees the old file or the new one,
+- a write goes to a scratch file (or directory) beside the target and is renamed over it
+  (POSIX rename is atomic), so a reader, or a process restarted after SIGKILL, sees the old file or the new one,
   never a torn one; the scratch file is removed when the write fails;
 - a JSONL file appended to by a process that may be killed is read leniently: a line that is not
   JSON (the torn last line of a crash) is skipped, not fatal;
@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import os
 import re
+import shutil
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -53,6 +54,24 @@ def atomic_writer(
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+@contextmanager
+def atomic_directory(dest: Path) -> Iterator[Path]:
+    """A scratch directory beside `dest` (which must be absent or empty) to fill; when the block
+    ends without an exception it is renamed to `dest`, else removed: `dest` appears whole or not
+    at all (a scaffold, an extracted archive, an imported task directory)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = dest.parent / f".{dest.name}.{uuid.uuid4().hex}.tmp"
+    staging.mkdir()
+    try:
+        yield staging
+        if dest.exists():
+            dest.rmdir()
+        staging.rename(dest)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def write_atomic(path: Path, text: str, *, mode: int | None = None, durable: bool = False) -> None:

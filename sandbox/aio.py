@@ -68,8 +68,8 @@ class AsyncSandbox:
     async def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
         await run_blocking(lambda: self.sync.write_file(path, data, mode))
 
-    async def read_file(self, path: str) -> bytes:
-        return await run_blocking(lambda: self.sync.read_file(path))
+    async def read_file(self, path: str, max_bytes: int | None = None) -> bytes:
+        return await run_blocking(lambda: self.sync.read_file(path, max_bytes))
 
     async def upload_dir(self, local_dir: str | os.PathLike[str], remote_dir: str = ".") -> None:
         await run_blocking(lambda: self.sync.upload_dir(local_dir, remote_dir))

@@ -20,19 +20,19 @@ import argparse
 import asyncio
 import base64
 import hashlib
-import io
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+from testing.benchmarks import wheel_bytes
 
 BIN = Path(sys.executable).parent
 OWNER = "bench"
@@ -41,29 +41,16 @@ PROJECT = "downloads"
 
 def build_wheel(payload_bytes: int) -> tuple[str, bytes]:
     """A valid pure-Python wheel whose module carries `payload_bytes` of incompressible data."""
-    module = PROJECT
-    dist_info = f"{module}-1.0.0.dist-info"
     blob = base64.b64encode(os.urandom(payload_bytes * 3 // 4)).decode()
-    members = {
-        f"{module}/__init__.py": f"DATA = {blob!r}\n".encode(),
-        f"{dist_info}/METADATA": (
-            f"Metadata-Version: 2.1\nName: {PROJECT}\nVersion: 1.0.0\nSummary: bench\n\n"
-        ).encode(),
-        f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: bench\nRoot-Is-Purelib: true\n"
-        b"Tag: py3-none-any\n",
-    }
-
-    def record_hash(data: bytes) -> str:
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        return f"sha256={digest}"
-
-    record = "".join(f"{path},{record_hash(data)},{len(data)}\n" for path, data in members.items())
-    members[f"{dist_info}/RECORD"] = (record + f"{dist_info}/RECORD,,\n").encode()
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path, data in members.items():
-            archive.writestr(path, data)
-    return f"{module}-1.0.0-py3-none-any.whl", buffer.getvalue()
+    metadata = f"Metadata-Version: 2.1\nName: {PROJECT}\nVersion: 1.0.0\nSummary: bench\n\n"
+    return wheel_bytes(
+        PROJECT,
+        "1.0.0",
+        {
+            f"{PROJECT}/__init__.py": f"DATA = {blob!r}\n".encode(),
+            f"{PROJECT}-1.0.0.dist-info/METADATA": metadata.encode(),
+        },
+    )
 
 
 @dataclass

@@ -46,6 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from testing.benchmarks import write_section
 from testing.server import FakeServer
 
 PRIME = Path(sys.executable).with_name("prime")
@@ -549,15 +550,7 @@ def report(runs: list[Run], n: int, c: int, args: argparse.Namespace, load: str)
 
 
 def write_docs(section: str) -> None:
-    text = DOCS.read_text() if DOCS.exists() else "# Benchmarks\n"
-    start = text.find(HEADING + "\n")
-    if start == -1:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + len(HEADING))
-        rest = "\n" + text[end + 1 :] if end != -1 else ""
-        text = text[:start] + section.rstrip("\n") + "\n" + rest
-    DOCS.write_text(text)
+    write_section(HEADING, section)
 
 
 if __name__ == "__main__":

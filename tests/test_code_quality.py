@@ -17,6 +17,7 @@ PACKAGES = [
     "prime_cli",
     "prime_env",
     "local_model",
+    "engines",
     "sandbox",
     "testing",
     "trainer_bridge",

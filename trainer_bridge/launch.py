@@ -15,7 +15,6 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 from rich.console import Console
 
@@ -30,11 +29,10 @@ from trainer_bridge.config_loader import load_resolved, to_toml
 from trainer_bridge.extend import Schedule, check_steps_left, extended
 from trainer_bridge.inference.base import InferenceBackend
 from trainer_bridge.inference.factory import (
-    backend_kind,
+    backend_choice,
     check_servable,
+    inference_commands,
     make_backend_factory,
-    vllm_command,
-    vllm_urls,
 )
 from trainer_bridge.inference.local_teacher import LocalTeacher
 from trainer_bridge.inference.teachers import Teachers
@@ -83,20 +81,9 @@ def host_commands(config: TrainConfig, run_root: Path) -> dict[str, dict[str, st
             trainer_command(run, sys.executable, world_size=config.trainer.world_size)
         ),
     }
-    kind = backend_kind(config)
     hosts: dict[str, dict[str, str]] = {"localhost": local}
-    if kind == "torch":
-        local["inference"] = "in-process torch sampler (backend torch)"
-    elif kind == "vllm":
-        for i, url in enumerate(vllm_urls(config)):
-            host = urlparse(url).hostname or "127.0.0.1"
-            name = "localhost" if host in ("127.0.0.1", "localhost", "::1") else host
-            env = "VLLM_ALLOW_RUNTIME_LORA_UPDATING=1 "
-            hosts.setdefault(name, {})[f"inference[{i}]"] = env + shlex.join(
-                vllm_command(config, url)
-            )
-    else:
-        local["inference"] = "external servers: " + ", ".join(config.inference.urls)
+    for host, procs in inference_commands(config).items():
+        hosts.setdefault(host, {}).update(procs)
     return hosts
 
 
@@ -130,6 +117,7 @@ def start(
         model=config.model.name,
         recipe=str(recipe) if recipe else None,
         correctness=env.correctness,
+        engine=backend_choice(config).kind,
         stages=stage_list(config),
         config_digest=config.digest(),
         pushes=[],
@@ -206,6 +194,8 @@ def execute(
     guard = ShutdownGuard(run, children)
     guard.install()
     monitor = Monitor(run, config.monitors, console)
+    if config.inference.backend == "auto":
+        console.print(backend_choice(config).describe())
     run.set_status(RUNNING, error=None)
     status, code, message = "failed", 1, ""
     try:
@@ -216,7 +206,7 @@ def execute(
             run.logs / "trainer.log",
             env=dict(os.environ, PYTHONUNBUFFERED="1"),
         )
-        factory = make_backend_factory(config, children, run)
+        factory = make_backend_factory(config, children, run, lambda text: console.print(text))
 
         async def eval_hook(version: int, backend: InferenceBackend) -> dict[str, float]:
             return await evaluate(config, run, env, prepared.env_spec, version, backend)

@@ -57,6 +57,12 @@ class HubSettings(BaseModel):
     # (more are not queued), and the verification time it may use in any hour.
     verify_max_pending_per_account: int = Field(default=20, ge=1)
     verify_account_seconds_per_hour: float = Field(default=1800.0, gt=0)
+    # What one verification may take (evals.verification): scored samples and their bytes
+    # (read streaming, before anything is held), and disk for the install (its uv cache is
+    # the verification's own and is deleted with it).
+    verify_max_samples: int = Field(default=10_000, ge=1)
+    verify_max_sample_bytes: int = Field(default=32 << 20, ge=1 << 20, le=128 << 20)
+    verify_disk_bytes: int = Field(default=512 << 20, ge=16 << 20)
 
     @classmethod
     def from_env(cls, data_dir: Path | str | None = None) -> HubSettings:
@@ -90,6 +96,9 @@ class HubSettings(BaseModel):
             ("verify_poll_seconds", "PRIME_HUB_VERIFY_POLL_SECONDS"),
             ("verify_max_pending_per_account", "PRIME_HUB_VERIFY_MAX_PENDING_PER_ACCOUNT"),
             ("verify_account_seconds_per_hour", "PRIME_HUB_VERIFY_ACCOUNT_SECONDS_PER_HOUR"),
+            ("verify_max_samples", "PRIME_HUB_VERIFY_MAX_SAMPLES"),
+            ("verify_max_sample_bytes", "PRIME_HUB_VERIFY_MAX_SAMPLE_BYTES"),
+            ("verify_disk_bytes", "PRIME_HUB_VERIFY_DISK_BYTES"),
         ):
             if env.get(var):
                 values[field] = env[var]

@@ -25,6 +25,10 @@ from registry_index.record import ScoredRollout
 MAX_SAMPLES_PER_BATCH = 100_000
 # The prime client splits batches at 25 MiB of JSON; leave room for its framing.
 MAX_BATCH_BYTES = 32 * 1024 * 1024
+# Batches one run may hold (the 1,001st push is a 413): each is a row and a blob, and every
+# push reads the keys of all earlier ones. `prime eval push` sends a 100k-rollout run in a
+# handful.
+MAX_BATCHES_PER_RUN = 1000
 
 
 class SampleError(ValueError):

@@ -42,6 +42,7 @@ from hub_server.evals.models import (
     VerificationStatus,
 )
 from hub_server.evals.samples import (
+    MAX_BATCHES_PER_RUN,
     SampleError,
     assign_keys,
     decode_batch,
@@ -291,6 +292,16 @@ def append_samples(
             session.rollback()
             return retried
         _require_open(evaluation)
+        seq = session.exec(
+            select(sa.func.count())
+            .select_from(EvaluationBatch)
+            .where(EvaluationBatch.evaluation_id == evaluation_id)
+        ).one()
+        if seq >= MAX_BATCHES_PER_RUN:
+            raise TooLarge(
+                f"This run already holds {seq} batches, the most one run may; push larger "
+                "batches (up to 32 MiB each), or finalize it and push the rest as another run."
+            )
         try:
             assign_keys(records, _taken_keys(session, evaluation_id))
         except SampleError as exc:
@@ -298,11 +309,6 @@ def append_samples(
         blob = encode_batch(records)
         key = batch_key(hashlib.sha256(blob).hexdigest())
         store.put_bytes(blob, key)
-        seq = session.exec(
-            select(sa.func.count())
-            .select_from(EvaluationBatch)
-            .where(EvaluationBatch.evaluation_id == evaluation_id)
-        ).one()
         batch = EvaluationBatch(
             evaluation_id=evaluation_id,
             seq=int(seq) + 1,

@@ -2,11 +2,16 @@
 
 A run's scores are whatever its pusher sent. A verified run is one whose every scored sample
 the hub re-scored with the run's exact environment version and found equal: a worker in the
-hub process installs that version's wheel (and the SDK this hub serves) with uv into a
-directory of its own, wheels only (`--only-binary :all:`: installing runs no package code on
-the host), for the sandbox's Python; then, in a fresh sandbox (no network, `sandbox`'s
-public API), it loads the environment and runs its rubric on the pushed prompts and
-completions (`prime_env.rescore`: no model call), and compares.
+hub process installs that version's wheel, the SDK this hub serves and what they need, into
+a directory of its own (`verification_install`: each name from where `prime env install`
+takes it, within a disk budget, a uv cache of its own); then, in a fresh sandbox (no
+network, `sandbox`'s public API), it loads the environment and runs its rubric on the pushed
+prompts and completions (`prime_env.rescore`: no model call), and compares.
+
+What the hub holds meanwhile is bounded: the run's samples are streamed from their batches,
+and past `verify_max_samples` or `verify_max_sample_bytes` the read stops (`failed`); only
+their scores stay in memory. The environment's code can rewrite `out.json`: the hub reads no
+more of it than the samples' scores take (`out_json_limit`) and parses it with a bound.
 
 - `verified`: every scored sample's reward and components match (within 1e-6, relative);
 - `disagreed`: some do not, some samples are not the environment's own tasks (their prompt,
@@ -26,18 +31,18 @@ and is off unless `PRIME_HUB_VERIFY_SANDBOX` names a backend (docs/security.md).
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import math
-import platform
-import shutil
-import subprocess
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -45,11 +50,12 @@ from hub_server.core.blobstore import BlobStorage
 from hub_server.core.ids import utcnow
 from hub_server.core.settings import HubSettings
 from hub_server.evals.models import Evaluation, EvaluationStatus, VerificationStatus
-from hub_server.evals.samples import decode_batch
+from hub_server.evals.samples import decode_record
+from hub_server.evals.verification_install import InstallRefused, fetch, hub_wheels, install
 from hub_server.evals.verification_queue import can_queue, snapshot, try_claim
-from hub_server.index.sdk import sdk_wheel
 from hub_server.registry.models import DistFile, Version
 from hub_server.registry.views import declared_rubric
+from registry_index.nesting import nests_deeper_than
 from registry_index.rubric_spec import RubricSpec
 from registry_index.schemas.versions import FileKind
 
@@ -166,46 +172,99 @@ def _verify(
         if evaluation is None or evaluation.status != EvaluationStatus.COMPLETED:
             raise NotVerifiable("the run is not a finalized run")
         version = session.get(Version, evaluation.version_id)
-        wheel = session.exec(
-            select(DistFile).where(
-                DistFile.version_id == evaluation.version_id, DistFile.kind == FileKind.WHEEL
-            )
-        ).first()
-        if version is None or wheel is None:
-            raise NotVerifiable("its environment version has no wheel to install")
+        if version is None:
+            raise NotVerifiable("its environment version is gone")
+        if evaluation.n_rollouts > settings.verify_max_samples:
+            raise NotVerifiable(_too_many(evaluation.n_rollouts, settings))
         env = evaluation.environment
         spec = f"{env.owner.name}/{env.name}@{version.version}"
-        batches = list(evaluation.batches)
+        try:
+            wheels = hub_wheels(session, env.owner_id, version.id)
+        except InstallRefused as exc:
+            raise NotVerifiable(f"the environment could not be installed: {exc}") from None
+        batch_keys = [batch.blob_key for batch in evaluation.batches]
         metadata = evaluation.metadata_json
         declared = declared_rubric(version)
-    records = [
-        record
-        for batch in batches
-        for record in _batch_records(store, batch.blob_key)
-        if record.get("error") is None and record.get("reward") is not None
-    ]
-    if not records:
-        raise NotVerifiable("the run has no scored sample")
-    env_args = _env_args(records, metadata)
     with tempfile.TemporaryDirectory(prefix="hub-verify-") as scratch:
         work = Path(scratch)
-        wheel_path = work / wheel.filename
-        with store.open(wheel.blob_key) as source, wheel_path.open("wb") as target:
-            shutil.copyfileobj(source, target)
-        rescored = _rescore_in_sandbox(settings, work, wheel_path, spec, env_args, records)
-    return compare(records, rescored, declared)
+        samples = work / "samples.jsonl"
+        pushed = _collect_samples(store, batch_keys, settings, samples)
+        if not pushed.records:
+            raise NotVerifiable("the run has no scored sample")
+        env_args = pushed.env_args if pushed.env_args is not None else _run_env_args(metadata)
+        wheel_paths = fetch(store, wheels, work / "wheels")
+        rescored = _rescore_in_sandbox(
+            settings, work, wheel_paths, spec, env_args, pushed.records, samples
+        )
+    return compare(pushed.records, rescored, declared)
 
 
-def _batch_records(store: BlobStorage, key: str) -> list[dict[str, Any]]:
-    with store.open(key) as handle:
-        return list(decode_batch(handle.read()))
+def _too_many(count: int, settings: HubSettings) -> str:
+    return (
+        f"the run has more than {settings.verify_max_samples} scored samples ({count}); the "
+        "hub re-scores runs up to that size (PRIME_HUB_VERIFY_MAX_SAMPLES)"
+    )
 
 
-def _env_args(records: Sequence[dict[str, Any]], metadata_json: str) -> dict[str, Any]:
-    """The arguments the run loaded its environment with: the records', else the run's."""
-    first = records[0].get("env_args")
-    if isinstance(first, dict):
-        return first
+@dataclass
+class Pushed:
+    """What the hub holds of a run's scored samples while it re-scores them: their scores
+    only (`_KEPT`); the fields the sandbox needs went to a file as they streamed past."""
+
+    records: list[dict[str, Any]]
+    env_args: dict[str, Any] | None
+
+
+_FIELDS = ("task_id", "example_index", "rollout_index", "prompt", "completion", "answer", "info",
+           "stop_reason")  # fmt: skip
+_KEPT = ("example_index", "rollout_index", "reward", "rewards", "metrics")
+
+
+def _collect_samples(
+    store: BlobStorage, batch_keys: Sequence[str], settings: HubSettings, out: Path
+) -> Pushed:
+    """Stream the run's batches, one record at a time: each scored record's task and
+    completion fields are written to `out` (JSON lines, what the sandbox reads) and only its
+    scores are kept. More than `verify_max_samples` scored records or `verify_max_sample_bytes`
+    of them stops the read at once: nothing past the limit is read, let alone held."""
+    limit = settings.verify_max_sample_bytes
+    records: list[dict[str, Any]] = []
+    env_args: dict[str, Any] | None = None
+    written = 0
+    with out.open("wb") as sink:
+        for key in batch_keys:
+            with store.open(key) as handle, gzip.GzipFile(fileobj=handle, mode="rb") as stream:
+                while line := stream.readline(limit + 1):
+                    if len(line) > limit:
+                        raise NotVerifiable(_too_big(limit))
+                    if not line.strip():
+                        continue
+                    record = decode_record(line)
+                    if record.get("error") is not None or record.get("reward") is None:
+                        continue
+                    if len(records) == settings.verify_max_samples:
+                        raise NotVerifiable(_too_many(len(records) + 1, settings))
+                    if env_args is None and isinstance(record.get("env_args"), dict):
+                        env_args = record["env_args"]
+                    text = json.dumps({k: record.get(k) for k in _FIELDS}, ensure_ascii=False)
+                    data = text.encode() + b"\n"
+                    written += len(data)
+                    if written > limit:
+                        raise NotVerifiable(_too_big(limit))
+                    sink.write(data)
+                    records.append({k: record.get(k) for k in _KEPT})
+    return Pushed(records, env_args)
+
+
+def _too_big(limit: int) -> str:
+    return (
+        f"its scored samples are more than {limit} bytes; the hub re-scores runs up to that "
+        "size (PRIME_HUB_VERIFY_MAX_SAMPLE_BYTES)"
+    )
+
+
+def _run_env_args(metadata_json: str) -> dict[str, Any]:
+    """The arguments the run says it loaded its environment with, when its records do not."""
     try:
         stored = json.loads(metadata_json).get("env_args")
     except (ValueError, AttributeError):
@@ -213,13 +272,56 @@ def _env_args(records: Sequence[dict[str, Any]], metadata_json: str) -> dict[str
     return stored if isinstance(stored, dict) else {}
 
 
-_FIELDS = ("task_id", "example_index", "rollout_index", "prompt", "completion", "answer", "info",
-           "stop_reason")  # fmt: skip
+class _Score(BaseModel):
+    """One record's entry of `out.json` (prime_env.rescore)."""
+
+    model_config = ConfigDict(extra="forbid")
+    reward: float | None = None
+    rewards: dict[str, float] = Field(default_factory=dict)
+    metrics: dict[str, float] = Field(default_factory=dict)
+    error: str | None = None
+    mismatch: str | None = None
+
+
+class _Rescored(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    weights: dict[str, float]
+    scores: list[_Score]
+
+
+def out_json_limit(records: Sequence[dict[str, Any]]) -> int:
+    """The most bytes an honest `out.json` for `records` takes: per record, its score names
+    (as pushed) with room for any float, and an error or mismatch message (500 characters,
+    as prime_env.rescore cuts them); plus the rubric's weights. The environment's code could
+    write anything there; the hub reads no more than this."""
+    per_record = 0
+    for record in records:
+        names = [*(record.get("rewards") or {}), *(record.get("metrics") or {})]
+        per_record += 2048 + sum(len(json.dumps(name)) + 40 for name in names)
+    return 64 * 1024 + per_record
+
+
+def parse_out_json(data: bytes) -> dict[str, Any]:
+    """`out.json` as compare() reads it, or NotVerifiable: at most 8 levels deep, only the
+    fields prime_env.rescore writes, every score a number."""
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        raise NotVerifiable("its re-scoring wrote an out.json that is not JSON") from None
+    if nests_deeper_than(value, 8):
+        raise NotVerifiable("its re-scoring wrote an out.json nested deeper than scores are")
+    try:
+        return _Rescored.model_validate(value).model_dump()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise NotVerifiable(f"its re-scoring wrote an out.json that is not scores ({where}: "
+                            f"{first['msg']})") from None  # fmt: skip
 
 
 def _rescore_in_sandbox(
-    settings: HubSettings, work: Path, wheel: Path, spec: str, env_args: dict[str, Any],
-    records: Sequence[dict[str, Any]],
+    settings: HubSettings, work: Path, wheels: Sequence[Path], spec: str, env_args: dict[str, Any],
+    records: Sequence[dict[str, Any]], samples: Path,
 ) -> dict[str, Any]:  # fmt: skip
     from sandbox import SandboxError, SandboxLimits, open_sandbox, resolve_backend
 
@@ -227,12 +329,6 @@ def _rescore_in_sandbox(
         memory_mb=1536, workdir_mb=640, file_size_mb=256, transfer_bytes=_TRANSFER_BYTES,
         timeout_s=settings.verify_timeout_seconds,
     )  # fmt: skip
-    lines = "".join(
-        json.dumps({k: r.get(k) for k in _FIELDS}, ensure_ascii=False) + "\n" for r in records
-    ).encode()
-    if len(lines) > _TRANSFER_BYTES // 2:
-        raise NotVerifiable(f"its samples are {len(lines)} bytes; the hub re-scores at most "
-                            f"{_TRANSFER_BYTES // 2}")  # fmt: skip
     try:
         # The rubric is anyone's code: never where it sees the hub's host, whatever
         # PRIME_SANDBOX_ALLOW_UNISOLATED lets `auto` fall back to.
@@ -246,9 +342,12 @@ def _rescore_in_sandbox(
             if python.exit_code != 0:
                 raise NotVerifiable("the sandbox has no python3")
             site = work / "site"
-            _install(wheel, work, site, python.stdout.decode().strip(), settings)
+            try:
+                install(wheels, work, site, python.stdout.decode().strip(), settings)
+            except InstallRefused as exc:
+                raise NotVerifiable(f"the environment could not be installed: {exc}") from None
             box.upload_dir(site, "site")
-            box.write_file("rescore/samples.jsonl", lines)
+            box.write_file("rescore/samples.jsonl", samples.read_bytes())
             request = {"env": spec, "env_args": env_args, "samples": "/work/rescore/samples.jsonl",
                        "out": "/work/rescore/out.json"}  # fmt: skip
             box.write_file("rescore/request.json", json.dumps(request))
@@ -261,32 +360,18 @@ def _rescore_in_sandbox(
             if ran.exit_code != 0:
                 tail = (ran.stderr or ran.stdout).decode(errors="replace").strip().splitlines()[-3:]
                 raise NotVerifiable("the environment could not be re-scored: " + " | ".join(tail))
-            return dict(json.loads(box.read_file("rescore/out.json")))
+            limit = out_json_limit(records)
+            try:
+                data = box.read_file("rescore/out.json", max_bytes=limit)
+            except (SandboxError, OSError, ValueError):
+                raise NotVerifiable(
+                    f"its re-scoring wrote no out.json of at most {limit} bytes (what "
+                    f"{len(records)} samples' scores take); the environment's code may have "
+                    "replaced it"
+                ) from None
+            return parse_out_json(data)
     except SandboxError as exc:
         raise NotVerifiable(f"no sandbox to re-score in: {exc}") from None
-
-
-def _install(wheel: Path, work: Path, site: Path, python: str, settings: HubSettings) -> None:
-    """The environment's wheel and this hub's SDK, with their dependencies, into `site`, for
-    the sandbox's Python on Linux; wheels only, so nothing is built (or run) here."""
-    sdk = sdk_wheel()
-    sdk_path = work / sdk.filename
-    sdk_path.write_bytes(sdk.data)
-    import uv
-
-    command = [
-        uv.find_uv_bin(), "pip", "install", "--quiet", "--target", str(site),
-        "--python-version", python, "--python-platform", f"{platform.machine()}-manylinux_2_28",
-        "--only-binary", ":all:", str(wheel), str(sdk_path),
-    ]  # fmt: skip
-    try:
-        done = subprocess.run(command, capture_output=True, text=True,
-                              timeout=settings.verify_timeout_seconds, check=False)  # fmt: skip
-    except subprocess.TimeoutExpired:
-        raise NotVerifiable("installing the environment took too long") from None
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-2:]
-        raise NotVerifiable("the environment could not be installed: " + " | ".join(tail))
 
 
 # -- comparing ------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ assembled in a temporary sibling directory and renamed into place.
 
 from __future__ import annotations
 
-import secrets
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +18,7 @@ import tomli_w
 from prime_cli.env.scaffold import ScaffoldError, check_name, render
 from prime_env.harbor import HarborFormatError, HarborTask, read_tasks
 from prime_env.harbor.environment import prepare_container
+from registry_index.files import atomic_directory
 from registry_index.names import module_name
 
 
@@ -63,9 +63,7 @@ def import_harbor(
         "description_toml": tomli_w.dumps({"d": description}).split("=", 1)[1].strip(),
         "task_rows": rows,
     }
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = dest.parent / f".{name}-{secrets.token_hex(6)}"
-    try:
+    with atomic_directory(dest) as staging:
         (staging / module / "tasks").mkdir(parents=True)
         (staging / "pyproject.toml").write_text(render("harbor_pyproject.toml.tmpl", values))
         (staging / "README.md").write_text(render("harbor_README.md.tmpl", values))
@@ -79,10 +77,4 @@ def import_harbor(
                 symlinks=False,
                 ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
             )
-        if dest.exists():
-            dest.rmdir()
-        staging.rename(dest)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return dest, tasks

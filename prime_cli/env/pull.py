@@ -11,13 +11,13 @@ renamed into place when everything succeeded, so a failed pull leaves nothing be
 
 from __future__ import annotations
 
-import shutil
 import tarfile
 import tempfile
 from pathlib import Path
 
 from hub_client.client import HubClient, HubError
 from registry_index.errors import InvalidUpload
+from registry_index.files import atomic_directory
 from registry_index.resolve import EnvRef
 from registry_index.validation import DEFAULT_LIMITS, UploadLimits, validate_source_archive
 
@@ -58,19 +58,11 @@ def extract_archive(archive: Path, dest: Path, limits: UploadLimits = DEFAULT_LI
         raise PullError(
             f"the source archive is unsafe or broken, nothing was extracted: {exc}"
         ) from None
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
     try:
-        with tarfile.open(archive, mode="r:gz") as tar:
+        with atomic_directory(dest) as staging, tarfile.open(archive, mode="r:gz") as tar:
             tar.extractall(staging, filter="data")
-        if dest.exists():
-            dest.rmdir()
-        staging.rename(dest)
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise PullError(
             f"the source archive is unsafe or broken, nothing was extracted: {exc}"
         ) from exc
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
     return dest

@@ -9,8 +9,6 @@ it gets the user's usual permissions (umask), not the 0700 of `tempfile.mkdtemp`
 from __future__ import annotations
 
 import re
-import secrets
-import shutil
 from importlib import resources
 from pathlib import Path
 from string import Template
@@ -18,6 +16,7 @@ from string import Template
 import tomli_w
 from packaging.utils import canonicalize_name
 
+from registry_index.files import atomic_directory
 from registry_index.names import module_name
 
 # A project name that is also an importable module once `-` becomes `_`.
@@ -116,17 +115,8 @@ def create_scaffold(
         Template(target).substitute(values): render(source, values)
         for target, source in TEMPLATES[template].items()
     }
-    parent.mkdir(parents=True, exist_ok=True)
-    staging = parent / f".{name}-{secrets.token_hex(6)}"
-    staging.mkdir()
-    try:
+    with atomic_directory(dest) as staging:
         for filename, text in files.items():
             (staging / filename).parent.mkdir(parents=True, exist_ok=True)
             (staging / filename).write_text(text, encoding="utf-8")
-        if dest.exists():
-            dest.rmdir()
-        staging.rename(dest)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return dest

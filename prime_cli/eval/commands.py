@@ -21,6 +21,9 @@ import click
 from click.core import ParameterSource
 from rich.table import Table
 
+from engines.choice import choose, runs_in_process, with_engine
+from engines.install import EngineError
+from engines.vllm_server import ServerError
 from hub_client import settings as cfg
 from hub_client.client import HubClient, HubError
 from hub_client.install import InstallError, ensure_installed
@@ -60,7 +63,7 @@ console = output_console()
 err_console = output_console(stderr=True)
 
 expected(EvalError, ModelConfigError, EnvironmentNotFound, HubError, InstallError, DatasetError)
-expected(cfg.ConfigError)
+expected(cfg.ConfigError, EngineError, ServerError)
 
 
 class _EvalGroup(click.Group):
@@ -89,7 +92,7 @@ def eval_group() -> None:
 @eval_group.command("run")
 @click.argument("env_specs", metavar="ENV...", nargs=-1)
 @eval_options(
-    *MODEL, "env_args", "n", "r", *SAMPLING, "concurrency", "workers", "stream", *CALLS,
+    *MODEL, "backend", "env_args", "n", "r", *SAMPLING, "concurrency", "workers", "stream", *CALLS,
     "output_dir", "resume_dir", "retry_errors", "max_error_share", "retries", "push", "public",
     push={"help": "upload the results to the hub when done"},
 )  # fmt: skip
@@ -111,7 +114,9 @@ def run(ctx: click.Context, env_specs: tuple[str, ...], output: str, **flags: An
     in_set = len(env_specs) > 1 or (opts.resume_dir is not None and is_set_dir(opts.resume_dir))
     plan = _plan(ctx, opts, env_specs, in_set)
     if in_set:
-        return run_set(plan.set_request(output))
+        request = plan.set_request(output)
+        _start_servers(plan.specs)
+        return run_set(request)
     rows, outcomes = _run_one_env(plan, output)
     failed = [
         (run_, s) for run_, s in rows if s.rollouts and s.errors > opts.max_error_share * s.rollouts
@@ -192,11 +197,37 @@ def _plan(ctx: click.Context, opts: EvalOptions, env_specs: tuple[str, ...], in_
     ]  # fmt: skip
     if len({s.name for s in specs}) != len(specs):
         raise click.UsageError("the same -m is given twice")
+    specs = _with_engine(specs, opts.backend, opts.workers)
     for spec in specs:
         spec.api_key()  # a missing key fails here, before anything is installed or written
     if opts.resume_dir is None:
         cap_local_tokens(specs, sampling, err_console)
     return _Plan(opts, env_specs, env_args, sampling, specs)
+
+
+def _with_engine(specs: list[ModelSpec], backend: str, workers: int) -> list[ModelSpec]:
+    """The specs with their in-process models on the engine `--backend` picks (said when
+    `auto` picked it)."""
+    if not any(runs_in_process(spec) for spec in specs):
+        return specs
+    choice = choose(backend)
+    if backend == "auto":
+        say(err_console, choice.describe())
+    if choice.kind == "vllm" and workers > 1:
+        raise click.BadParameter(
+            "one vLLM server batches every request: give -w 1 with --backend vllm",
+            param_hint="-w",
+        )
+    return with_engine(specs, choice.kind)
+
+
+def _start_servers(specs: list[ModelSpec]) -> None:
+    """Start the vLLM servers of `--backend vllm` models before the eval's clock starts (they
+    stop when this process exits)."""
+    if any(spec.client == "vllm" for spec in specs):
+        from engines.provider import start_servers
+
+        event_loop.run(start_servers(specs, lambda line: say(err_console, line)))
 
 
 def _run_one_env(plan: _Plan, output: str) -> tuple[list[tuple[EvalRun, Summary]], list[Outcome]]:
@@ -215,6 +246,7 @@ def _run_one_env(plan: _Plan, output: str) -> tuple[list[tuple[EvalRun, Summary]
         for spec in plan.specs
     ]
     clients = [factory() for factory in factories]
+    _start_servers(plan.specs)
     runs = []
     for spec in plan.specs:
         config = RunConfig(

@@ -6,6 +6,7 @@ from typing import Any
 
 from rich.console import Console
 
+from engines.choice import runs_in_process
 from prime_env.clients.model_specs import ModelSpec
 
 LOCAL_MAX_TOKENS = 256
@@ -16,7 +17,7 @@ more for these tasks, and uncapped it can ramble for minutes per rollout."""
 def cap_local_tokens(specs: list[ModelSpec], sampling: dict[str, Any], console: Console) -> None:
     """Cap `sampling` at LOCAL_MAX_TOKENS when every model runs in this process and no
     max_tokens was given, and say so on `console`."""
-    if "max_tokens" in sampling or not all(spec.client == "local" for spec in specs):
+    if "max_tokens" in sampling or not all(runs_in_process(spec) for spec in specs):
         return
     sampling["max_tokens"] = LOCAL_MAX_TOKENS
     console.print(

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import click
 
+from engines.choice import BACKENDS
 from prime_cli.options import json_object
 from prime_env.clients.model_specs import APIS
 from prime_env.clients.retry import RetryPolicy
@@ -54,6 +55,16 @@ class EvalOptions:
             ("--adapter",),
             type=click.Path(file_okay=False, path_type=Path),
             help="a LoRA adapter directory (prime train export) to run on each -m (in-process models)",
+        ),
+    )
+    backend: str = field(
+        default="auto",
+        metadata=_click(
+            ("--backend",),
+            type=click.Choice(BACKENDS),
+            show_default=True,
+            help="the engine of in-process models (local/…, a model dir): torch, vllm (`prime "
+            "engine install vllm`), or auto (vLLM on CUDA when installed, else torch)",
         ),
     )
     base_url: str | None = field(

@@ -12,9 +12,7 @@ import anthropic
 
 from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec
 from prime_env.clients.retry import (
-    AdaptiveLimiter,
     Failure,
-    RetryPolicy,
     classify_common,
     status_failure,
 )
@@ -45,27 +43,7 @@ class AnthropicClient(SDKClient):
     """A ModelClient for the Anthropic Messages API (or a compatible server at base_url)."""
 
     classify = staticmethod(classify)
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        provider: str = "anthropic",
-        stream: bool = False,
-        policy: RetryPolicy | None = None,
-        limiter: AdaptiveLimiter | None = None,
-    ) -> None:
-        super().__init__(
-            model,
-            provider=provider,
-            base_url=base_url,
-            api_key=api_key,
-            stream=stream,
-            policy=policy,
-            limiter=limiter,
-        )
+    default_provider = "anthropic"
 
     def _make_client(self, base_url: str | None, api_key: str) -> anthropic.AsyncAnthropic:
         return anthropic.AsyncAnthropic(

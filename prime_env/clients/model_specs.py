@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prime_env.clients.base import ModelClient
 from prime_env.clients.model_paths import (
@@ -40,6 +40,9 @@ from prime_env.clients.model_paths import (
 from prime_env.clients.retry import RetryPolicy
 from prime_env.errors import ModelConfigError
 from registry_index.toml_text import TomlError, parse_toml
+
+if TYPE_CHECKING:
+    from prime_env.clients.sdk_client import SDKClient
 
 DEFAULT_LOCAL_MODEL = "local/smollm2-135m"
 PATH_PROVIDER = "local"
@@ -185,20 +188,16 @@ class ModelSpec:
             if self.adapter is not None:
                 return provider.create_client(self.model, adapter=self.adapter)
             return provider.create_client(self.model)
+        sdk: type[SDKClient]  # imported when asked for: each SDK takes a while to import
         if self.client == "anthropic":
             from prime_env.clients.anthropic_client import AnthropicClient
 
-            return AnthropicClient(
-                self.model,
-                base_url=self.base_url,
-                api_key=self.api_key(),
-                provider=self.provider,
-                stream=stream,
-                policy=policy,
-            )
-        from prime_env.clients.openai_client import OpenAIClient
+            sdk = AnthropicClient
+        else:
+            from prime_env.clients.openai_client import OpenAIClient
 
-        return OpenAIClient(
+            sdk = OpenAIClient
+        return sdk(
             self.model,
             base_url=self.base_url,
             api_key=self.api_key(),

@@ -14,9 +14,7 @@ import openai
 
 from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec
 from prime_env.clients.retry import (
-    AdaptiveLimiter,
     Failure,
-    RetryPolicy,
     classify_common,
     status_failure,
 )
@@ -59,29 +57,15 @@ class OpenAIClient(SDKClient):
     """A ModelClient for any OpenAI-compatible `/chat/completions` endpoint."""
 
     classify = staticmethod(classify)
+    default_provider = "openai"
 
     def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        provider: str = "openai",
-        stream: bool = False,
-        policy: RetryPolicy | None = None,
-        limiter: AdaptiveLimiter | None = None,
-        default_headers: dict[str, str] | None = None,
+        self, model: str, *, default_headers: dict[str, str] | None = None, **options: Any
     ) -> None:
+        """`options` are SDKClient's (base_url, api_key, provider, stream, policy, limiter);
+        `default_headers` go with every request."""
         self._default_headers = default_headers
-        super().__init__(
-            model,
-            provider=provider,
-            base_url=base_url,
-            api_key=api_key,
-            stream=stream,
-            policy=policy,
-            limiter=limiter,
-        )
+        super().__init__(model, **options)
         # No timeout of its own: call_with_retries bounds every attempt (policy.timeout_s).
         self._post = PreparedPost(self._client, "/chat/completions", None)
 

@@ -24,19 +24,22 @@ from prime_env.clients.retry import (
 class SDKClient(ABC):
     """A `ModelClient` over a provider SDK's async client (`self._client`)."""
 
+    default_provider: str
+    """What `provider` names when none is given (the SDK's own service)."""
+
     def __init__(
         self,
         model: str,
         *,
-        provider: str,
-        base_url: str | None,
-        api_key: str | None,
-        stream: bool,
-        policy: RetryPolicy | None,
-        limiter: AdaptiveLimiter | None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        provider: str | None = None,
+        stream: bool = False,
+        policy: RetryPolicy | None = None,
+        limiter: AdaptiveLimiter | None = None,
     ) -> None:
         self.model = model
-        self.provider = provider
+        self.provider = provider or self.default_provider
         self.stream = stream
         self.policy = policy or RetryPolicy()
         # A placeholder key for keyless self-hosted endpoints (vLLM and most others ignore it).

@@ -407,11 +407,14 @@ class Sandbox(ABC):
         self._check_transfer(len(raw), path)
         self._call({"op": "write", "path": path, "data": raw, "mode": mode}, 60.0)
 
-    def read_file(self, path: str) -> bytes:
-        """Read a file from the sandbox; FileNotFoundError if it is not there."""
-        reply = self._call(
-            {"op": "read", "path": path, "max_bytes": self.limits.transfer_bytes}, 60.0
-        )
+    def read_file(self, path: str, max_bytes: int | None = None) -> bytes:
+        """Read a file from the sandbox; FileNotFoundError if it is not there. At most
+        `max_bytes` (and never more than the transfer limit) cross into this process: a
+        larger file is an error, read no further than the limit."""
+        limit = self.limits.transfer_bytes
+        if max_bytes is not None:
+            limit = min(limit, max_bytes)
+        reply = self._call({"op": "read", "path": path, "max_bytes": limit}, 60.0)
         return bytes(reply["data"])
 
     def upload_dir(self, local_dir: str | os.PathLike[str], remote_dir: str = ".") -> None:

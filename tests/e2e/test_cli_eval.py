@@ -15,15 +15,9 @@ import pytest
 from testing.server import FakeServer
 from tests.e2e.eval_support import SAY_ENV, prime, prime_env, run_dirs
 from tests.e2e.test_eval_hub import publish_say_env
-from tests.hub_server.hubproc import HubProcess, start_hub
+from tests.hub_server.hubproc import HubProcess
 
 pytestmark = pytest.mark.timeout(900)
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
-    with start_hub(tmp_path_factory.mktemp("hub")) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

@@ -26,18 +26,12 @@ from tests.e2e.cli_support import (
     prime,
     write_env,
 )
-from tests.hub_server.hubproc import HubProcess, start_hub
+from tests.hub_server.hubproc import HubProcess
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
 WHEEL_DATA = 8 * 1024 * 1024  # the cut at 3 MiB leaves over a second of transfer
 RATE = 4 * 1024 * 1024  # bytes per second through the link, each way
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
-    with start_hub(tmp_path_factory.mktemp("hub")) as running:
-        yield running
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import json
 import shutil
 import subprocess
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,16 +25,10 @@ from tests.e2e.cli_support import (
     prime,
     write_env,
 )
-from tests.hub_server.hubproc import HubProcess, start_hub
+from tests.hub_server.hubproc import HubProcess
 from tests.support import require
 
 pytestmark = pytest.mark.timeout(900)
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
-    with start_hub(tmp_path_factory.mktemp("hub")) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

@@ -26,19 +26,13 @@ import pytest
 
 from hub_client.install import find_uv
 from tests.e2e.package_index import serve_packages
-from tests.hub_server.hubproc import HubProcess, start_hub
+from tests.hub_server.hubproc import HubProcess
 from tests.hub_server.wheels import write_wheel
 from tests.support import free_port, require, suite_site_view
 
 PRIME = Path(sys.executable).with_name("prime")
 
 pytestmark = pytest.mark.timeout(900)
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
-    with start_hub(tmp_path_factory.mktemp("hub")) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

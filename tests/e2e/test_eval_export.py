@@ -4,7 +4,6 @@ unchanged and TRL's SFTTrainer trains on (a tiny random model of SmolLM2's layou
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 from testing.server import FakeServer
 from tests.e2e.eval_support import ROOT, SAY_ENV, prime, prime_env, records, run_dirs
 from tests.e2e.test_eval_hub import publish_say_env
-from tests.hub_server.hubproc import HubProcess, start_hub
+from tests.hub_server.hubproc import HubProcess
 from tests.support import distributions_installed, require
 from tests.trainer_bridge.conftest import smollm2_tokenizer_dir, tiny_model_dir  # noqa: F401
 
@@ -79,12 +78,6 @@ def test_bad_runs_and_options_are_refused_without_writing(reference_runs: Path) 
     )  # fmt: skip
     assert bad.returncode == 1 and "unknown local model 'local/nope'" in bad.stderr
     assert not out.exists() and not list(reference_runs.glob(".never.jsonl*"))
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
-    with start_hub(tmp_path_factory.mktemp("hub")) as running:
-        yield running
 
 
 def test_a_hub_evaluation_exports_as_its_local_run_does(hub: HubProcess, tmp_path: Path) -> None:

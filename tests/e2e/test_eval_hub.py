@@ -8,7 +8,6 @@ import hashlib
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -17,17 +16,11 @@ import pytest
 from hub_client.install import find_uv
 from testing.server import FakeServer
 from tests.e2e.eval_support import SAY_ENV, prime_env, run_dirs
-from tests.hub_server.hubproc import HubProcess, start_hub
+from tests.hub_server.hubproc import HubProcess
 from tests.hub_server.wheels import write_wheel
 from tests.support import require, suite_site_view
 
 pytestmark = pytest.mark.timeout(900)
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
-    with start_hub(tmp_path_factory.mktemp("hub")) as running:
-        yield running
 
 
 def publish_say_env(hub: HubProcess, token: str, directory: Path) -> None:

@@ -6,26 +6,18 @@ rollout failed never pushed."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
 from testing.server import FakeServer
 from tests.e2e.cli_support import one_line_error
 from tests.e2e.eval_support import SAY_ENV, prime, prime_env, records, run_dirs
 from tests.e2e.test_eval_hub import publish_say_env
-from tests.hub_server.hubproc import HubProcess, start_hub
+from tests.hub_server.hubproc import HubProcess
 from tests.support import free_port
 
 SNAPSHOT = "gpt-4.1-mini-2025-04-14"
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
-    with start_hub(tmp_path_factory.mktemp("hub")) as running:
-        yield running
 
 
 def _only_run(out: Path) -> tuple[dict, list[dict]]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -16,7 +15,7 @@ from testing.server import FakeServer
 from tests.e2e.cli_support import one_line_error
 from tests.e2e.eval_support import prime_env, records, run_dirs
 from tests.e2e.test_eval_hub import fresh_python
-from tests.hub_server.hubproc import HubProcess, start_hub
+from tests.hub_server.hubproc import HubProcess
 from tests.hub_server.wheels import twine_upload_form, wheel_bytes
 
 pytestmark = pytest.mark.timeout(900)
@@ -43,12 +42,6 @@ def load_environment():
     ]
     return pe.Environment(pe.TaskSet.from_records(records), pe.SingleTurn(), pe.Rubric([exact]))
 """
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
-    with start_hub(tmp_path_factory.mktemp("hub")) as running:
-        yield running
 
 
 def _publish(hub: HubProcess, token: str, version: str) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -17,17 +16,11 @@ from testing.server import FakeServer
 from tests.e2e.eval_support import ROOT, SAY_ENV, prime_env, records
 from tests.e2e.eval_support import prime as run_prime
 from tests.e2e.test_eval_hub import fresh_python, publish_say_env
-from tests.hub_server.hubproc import HubProcess, start_hub
+from tests.hub_server.hubproc import HubProcess
 from tests.hub_server.wheels import twine_upload_form, wheel_bytes
 from tests.support import free_port
 
 pytestmark = pytest.mark.timeout(900)
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
-    with start_hub(tmp_path_factory.mktemp("hub")) as running:
-        yield running
 
 
 def _publish_echo_env(hub: HubProcess, token: str) -> None:

@@ -1,11 +1,11 @@
 """The engines `prime train` starts: the trainer under torchrun when trainer.world_size > 1
-(gloo on CPU, 2 ranks), and vLLM, which serves a model directory and never a `local/` alias;
-a backend that cannot start is the run's recorded error."""
+(gloo on CPU, 2 ranks), and vLLM, which refuses before anything starts what it cannot serve
+(an adapter directory, full fine-tuning, an engine not installed); a vLLM that cannot start is
+the run's recorded error. vLLM serving for real: tests/e2e/test_vllm_engine.py."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from tests.e2e.train_support import (
     metrics,
     train_dirs,
 )
+from tests.support import fake_vllm_engine
 from tests.trainer_bridge.conftest import smollm2_tokenizer_dir, tiny_model_dir  # noqa: F401
 
 
@@ -45,7 +46,7 @@ def test_world_size_2_trains_under_torchrun_through_prime_train(
     assert not [pid for pid in children_of_run(run) if alive(pid)]  # both ranks are gone
 
 
-def test_dry_run_shows_torchrun_and_vllm_refuses_a_local_alias(tmp_path: Path) -> None:
+def test_dry_run_shows_torchrun_and_vllm_refuses_what_it_cannot_serve(tmp_path: Path) -> None:
     shown = prime(
         "train", str(VOWELS_ENV), "--trainer.world-size", "2", "--dry-run", "--output", "json",
         cwd=tmp_path,
@@ -55,14 +56,6 @@ def test_dry_run_shows_torchrun_and_vllm_refuses_a_local_alias(tmp_path: Path) -
     assert (
         "torch.distributed.run --standalone --nproc-per-node 2 -m trainer_bridge.trainer" in trainer
     )
-    refused = prime(
-        "train", str(VOWELS_ENV), "--backend", "vllm", "-m", "local/smollm2-135m", "--dry-run",
-        cwd=tmp_path,
-    )  # fmt: skip
-    assert refused.returncode == 2, refused.stderr
-    assert "--backend vllm cannot serve local/smollm2-135m" in refused.stderr
-    assert "prime train export RUN_DIR --merge" in refused.stderr
-    assert "Traceback" not in refused.stderr and not (tmp_path / "outputs").exists()
     adapter = tmp_path / "adapter"
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text("{}")
@@ -70,25 +63,50 @@ def test_dry_run_shows_torchrun_and_vllm_refuses_a_local_alias(tmp_path: Path) -
         "train", str(VOWELS_ENV), "--backend", "vllm", "-m", str(adapter), "--dry-run", cwd=tmp_path
     )
     assert refused.returncode == 2 and "is a LoRA adapter, not a model" in refused.stderr
+    full = prime(
+        "train", str(VOWELS_ENV), "--backend", "vllm", "--model.lora", "false", "--dry-run",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert full.returncode == 2 and "full fine-tuning (model.lora = false)" in full.stderr
+    assert "Traceback" not in refused.stderr + full.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_a_missing_engine_is_one_line_naming_the_install_command(tmp_path: Path) -> None:
+    environ = prime_env(
+        PATH=str(Path(sys.executable).parent) + ":/usr/bin:/bin",
+        PRIME_ENGINES_DIR=str(tmp_path / "engines"),
+    )
+    result = prime(
+        "train", str(VOWELS_ENV), "--backend", "vllm", "-o", str(tmp_path / "out"),
+        cwd=tmp_path, env=environ,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "vLLM is not installed: run `prime engine install vllm`" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
 
 
 def test_a_vllm_that_cannot_start_is_the_runs_recorded_error(
     tmp_path: Path,
     tiny_model_dir: Path,  # noqa: F811
 ) -> None:
-    """`vllm` is not on PATH (no GPU here): the start fails, run.json says why, exit 1."""
-    environ = prime_env(PATH=str(Path(sys.executable).parent) + ":/usr/bin:/bin")
+    """An engine whose interpreter exits at once: the start fails, run.json says why, exit 1."""
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\necho 'vllm: broken install' >&2\nexit 3\n")
+    python.chmod(0o755)
+    fake_vllm_engine(tmp_path / "engines", python)
+    environ = prime_env(PRIME_ENGINES_DIR=str(tmp_path / "engines"))
     out = tmp_path / "out"
     result = prime(
         "train", str(VOWELS_ENV), "-m", str(tiny_model_dir), "--backend", "vllm", "-o", str(out),
         "--max-steps", "1", "--output", "json", *NO_EVAL, cwd=tmp_path, env=environ,
     )  # fmt: skip
-    assert shutil.which("vllm", path=environ["PATH"]) is None
     assert result.returncode == 1, result.stderr[-3000:]
     (run,) = train_dirs(out)
     info = json.loads((run / "run.json").read_text())
     assert info["status"] == "failed"
-    assert info["error"] and "could not start the vllm[0] process (vllm)" in info["error"]
+    assert info["error"] and "the vllm[0] process died (exit status 3)" in info["error"]
+    assert "vllm: broken install" in info["error"]
     assert json.loads(result.stdout)["error"] == info["error"]
     assert "Traceback" not in result.stderr
     assert not [pid for pid in children_of_run(run) if alive(pid)]

@@ -187,7 +187,7 @@ def run_with_faults(
     prepared = launch.start(config, env, str(VOWELS_ENV))
     built: list[FlakySampler] = []
 
-    def factory(config: Any, children: Any, run: Any) -> Any:
+    def factory(config: Any, children: Any, run: Any, say: Any = None) -> Any:
         async def make() -> FlakySampler:
             life = len(built)
             backend = FlakySampler(

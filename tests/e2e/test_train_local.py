@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.eval_support import prime
+from tests.e2e.eval_support import prime, prime_env
 from tests.e2e.train_support import FAST, VOWELS_ENV, metrics, train_dirs
+from tests.support import fake_vllm_engine
 from tests.trainer_bridge.conftest import smollm2_tokenizer_dir, tiny_model_dir  # noqa: F401
 
 
@@ -111,11 +112,12 @@ def test_dry_run_prints_each_hosts_command(tmp_path: Path) -> None:
         "--output",
         "json",
         cwd=tmp_path,
+        env=prime_env(PRIME_ENGINES_DIR=str(fake_vllm_engine(tmp_path / "engines").parent)),
     )
     assert result.returncode == 0, result.stderr
     hosts = json.loads(result.stdout)["hosts"]
     assert "trainer_bridge.trainer" in hosts["localhost"]["trainer"]
-    assert "vllm serve" in hosts["localhost"]["inference[0]"]
+    assert "vllm.entrypoints.openai.api_server" in hosts["localhost"]["inference[0]"]
     assert "--enable-lora" in hosts["gpu-2.example"]["inference[1]"]
     assert "--return-tokens-as-token-ids" in hosts["gpu-2.example"]["inference[1]"]
     assert "VLLM_ALLOW_RUNTIME_LORA_UPDATING=1" in hosts["gpu-2.example"]["inference[1]"]

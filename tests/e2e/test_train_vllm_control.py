@@ -4,6 +4,7 @@ fake vLLM servers speaking its LoRA routes, with the real CLI and trainer child.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -70,11 +71,14 @@ def test_two_servers_pinned_loaded_everywhere_never_unloaded_in_use(
     assert by_session and all(len(v) == 1 for v in by_session.values())
     # each policy loaded on both servers before any request used it
     for version in range(1, 5):
-        name = f"policy-{version}"
+        name = f"policy-{version}"  # each prefixed with the run's id on shared servers
         loads = [
-            e["t"] for s in servers for e in s.log if e["route"] == "load" and e["name"] == name
+            e["t"]
+            for s in servers
+            for e in s.log
+            if e["route"] == "load" and e["name"].endswith(f"-{name}")
         ]
-        used = [e["t"] for _, e in chats if e["model"] == name]
+        used = [e["t"] for _, e in chats if e["model"].endswith(f"-{name}")]
         assert len(loads) == 2, name
         assert not used or min(used) > max(loads), name
     # names never reused; old ones unloaded, never while a request used them
@@ -90,8 +94,8 @@ def test_refused_load_stops_the_run(tmp_path: Path, tiny_model_dir: Path) -> Non
     servers = [FakeVLLM(str(tiny_model_dir)), FakeVLLM(str(tiny_model_dir), refuse={"policy-2"})]
     code, stderr, run = run_against(tmp_path, tiny_model_dir, servers, 4)
     assert code == 1
-    assert "refused policy 2" in stderr and "refused to load policy-2" in stderr
-    assert not any(e.get("model") == "policy-2" for s in servers for e in s.log)
+    assert "refused policy 2" in stderr and re.search(r"refused to load \S+-policy-2", stderr)
+    assert not any(str(e.get("model")).endswith("-policy-2") for s in servers for e in s.log)
     assert json.loads((run / "run.json").read_text())["status"] == "failed"
 
 
@@ -109,7 +113,10 @@ def test_a_server_ignoring_loads_is_caught_by_the_probe(
     assert "probe of policy 1 failed" in stderr
     # nothing was sampled with policy 1, so no batch holds a rollout of a policy never checked
     assert not any(
-        e.get("model") == "policy-1" for s in servers for e in s.log if e["route"] == "chat"
+        str(e.get("model")).endswith("-policy-1")
+        for s in servers
+        for e in s.log
+        if e["route"] == "chat"
     )
     for batch in (run / "batches").glob("step_*/samples.jsonl"):
         assert all(json.loads(line)["policy_version"] == 0 for line in batch.open())

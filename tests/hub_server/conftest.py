@@ -31,13 +31,6 @@ def fresh_inproc_hub(tmp_path: Path) -> Iterator[InProcessHub]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
-    """One real `prime hub serve` per test module; tests use distinct user/project names."""
-    with start_hub(tmp_path_factory.mktemp("hub")) as running:
-        yield running
-
-
 @pytest.fixture
 def fresh_hub(tmp_path: Path) -> Iterator[HubProcess]:
     """A real server of its own (crash and counting tests)."""

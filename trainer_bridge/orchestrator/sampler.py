@@ -250,9 +250,13 @@ class Sampler:
             )
 
     def probe_tolerance(self) -> float:
-        """`orchestrator.probe_tolerance`, else PROBE_TOLERANCE for the backend's precision."""
+        """`orchestrator.probe_tolerance`, else the backend's own (one whose kernels differ
+        from the trainer's says so), else PROBE_TOLERANCE for the backend's precision."""
         if self.tolerance_override is not None:
             return self.tolerance_override
+        own = getattr(self.backend, "probe_tolerance", None)
+        if own is not None:
+            return float(own)
         dtype = getattr(self.backend, "dtype", "bfloat16")
         return PROBE_TOLERANCE.get(str(dtype), PROBE_TOLERANCE["bfloat16"])
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import torch
 
+from engines.lifetime import die_with_parent
 from trainer_bridge.config import ConfigError
-from trainer_bridge.lifetime import die_with_parent
 from trainer_bridge.trainer.distributed import Dist, init_process_group
 from trainer_bridge.trainer.trainer import Trainer, load_run_config
 

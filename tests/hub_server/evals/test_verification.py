@@ -105,8 +105,8 @@ def test_the_hub_never_re_scores_where_the_rubric_sees_its_host(
     assert sandbox_factory.resolve_backend("auto") == "unisolated"
     settings = HubSettings(data_dir=tmp_path, verify_sandbox="auto")
     with pytest.raises(NotVerifiable, match="no isolating sandbox"):
-        _rescore_in_sandbox(settings, tmp_path, tmp_path / "sums-0.1.0-py3-none-any.whl",
-                            "admin/sums@0.1.0", {}, [pushed(1.0, 1.0)])  # fmt: skip
+        _rescore_in_sandbox(settings, tmp_path, [tmp_path / "sums-0.1.0-py3-none-any.whl"],
+                            "admin/sums@0.1.0", {}, [pushed(1.0, 1.0)], tmp_path / "s.jsonl")  # fmt: skip
 
 
 # -- claiming survives restarts -----------------------------------------------------------
@@ -205,15 +205,16 @@ def require_backend(backend: str) -> None:
 
 @contextmanager
 def hub_verifying_in(
-    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **env: str
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str = "sums", **env: str
 ) -> Iterator[InProcessHub]:
-    """A hub that verifies runs in `backend`, with the `prime env init` environment `sums`
-    pushed by `admin`."""
+    """A hub that verifies runs in `backend`, with the `prime env init` environment `name`
+    pushed by `admin` (a name of its own per test: an environment is imported once per
+    process)."""
     require_backend(backend)
     monkeypatch.setenv("UV_OFFLINE", "1")  # tests reach nothing but loopback: uv's cache only
     settings = {"PRIME_HUB_VERIFY_SANDBOX": backend, "PRIME_HUB_VERIFY_POLL_SECONDS": "0.2"}
     with start_inproc_hub(tmp_path / "hub", env={**settings, **env}) as hub:
-        push_scaffold(hub, tmp_path, "sums")
+        push_scaffold(hub, tmp_path, name)
         yield hub
 
 
@@ -332,13 +333,14 @@ def test_an_account_with_twenty_slow_runs_queued_delays_another_by_at_most_one(
     """Issue 37's acceptance: first in, first out made an honest run wait for every slow run
     queued before it (N x the timeout); now it waits for at most the one under way. On
     bubblewrap, the backend of a hub without Docker (the order does not depend on it)."""
-    with hub_verifying_in("local", tmp_path, monkeypatch,
+    with hub_verifying_in("local", tmp_path, monkeypatch, "fairsums",
                           PRIME_HUB_VERIFY_TIMEOUT_SECONDS="10") as hub:  # fmt: skip
         push_scaffold(hub, tmp_path, "slowpoke", edit=_sleeping_rubric)
         slow = [finished_run(hub, f"slow-{i}", [("It is 42", 1.0)], env_name="slowpoke")
                 for i in range(20)]  # fmt: skip
         bob = hub.add_user("bob")
-        honest = finished_run(hub, "honest", [("It is 42", 1.0), ("It is 71", 0.0)], token=bob)
+        honest = finished_run(hub, "honest", [("It is 42", 1.0), ("It is 71", 0.0)],
+                              env_name="fairsums", token=bob)  # fmt: skip
         # Fails as soon as a second slow run starts before the honest one has (FIFO: at once).
         deadline = time.monotonic() + 600  # a bound for a hung worker only
         while True:

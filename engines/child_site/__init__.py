@@ -1,0 +1,1 @@
+"""Put on the PYTHONPATH of the servers `engines` starts, for its sitecustomize.py."""

@@ -1,0 +1,360 @@
+"""The engines against each other on this machine (issue 34): vLLM (`prime engine install
+vllm`) and the torch engine, interleaved, same prompts and sampling. Prints ratios and load.
+
+    python scripts/bench_engines.py sample [--rounds 3] [--conditions quiet,busy]
+    python scripts/bench_engines.py steps  [--steps 8] [--seeds 0]
+    python scripts/bench_engines.py learn  [--seeds 0,1] [--sides torch,vllm,trl] [--stop-at 0.8]
+
+`sample`: tokens/s and tokens per CPU-second (every process of the engine counted: the client
+and, for vLLM, its server, engine and worker processes) for two workloads: `single` (32
+arithmetic prompts x 32 tokens, T=0.7, 32 in flight) and `wiki` (wiki-search's recipe: 8
+questions x 4 rollouts of up to 4 turns with tools, 128 tokens a turn, T=0.8, 32 in flight),
+each engine in turn within a round (the order alternating), `quiet` and with one core kept
+busy by a spinning process (`busy`, as the trainer keeps one). The vLLM server is started once
+(its start-up is reported on its own); the torch engine samples on one thread, as in training.
+
+`steps`: `prime train prime/arithmetic` with its recipe for N steps (no evals) through each
+engine, interleaved: CPU-seconds of the whole run, vLLM's start-up included. Target: vLLM
+within 1.5x of torch.
+
+`learn`: the arithmetic recipe to held-out `correct` >= the bar with each engine and seed, TRL
+beside (scripts/bench_train.py's side): CPU-s to 0.5 and to the bar. Target: vLLM's held-out
+within 0.15 of torch's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Self
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+MODEL = "local/smollm2-135m"
+ARITHMETIC = ROOT / "builtin_envs" / "arithmetic"
+WIKI = ROOT / "builtin_envs" / "wiki-search"
+WORKLOADS: dict[str, dict[str, Any]] = {
+    "single": {
+        "env": str(ARITHMETIC),
+        "args": {"difficulty": 1, "num_train_examples": 50, "num_eval_examples": 50},
+        "n": 32, "r": 1, "max_tokens": 32, "temperature": 0.7,
+    },
+    "wiki": {
+        "env": str(WIKI),
+        "args": {"max_turns": 4, "num_eval_examples": 20, "search_results": 3, "snippet_chars": 100},
+        "n": 8, "r": 4, "max_tokens": 128, "temperature": 0.8,
+    },
+}  # fmt: skip
+
+
+# ------------------------------------------------------------------ processes and CPU
+
+
+def _stat(pid: int) -> tuple[int, float] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks
+
+
+def tree_cpu(root: int) -> float:
+    """CPU-s of `root` and its live descendants (vLLM's engine and worker processes)."""
+    parents, used = {}, {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            stat = _stat(int(entry.name))
+            if stat is not None:
+                parents[int(entry.name)], used[int(entry.name)] = stat
+    total = 0.0
+    for pid, seconds in used.items():
+        node: int | None = pid
+        while node is not None and node not in (root, 0, 1):
+            node = parents.get(node)
+        if node == root:
+            total += seconds
+    return total
+
+
+class Busy:
+    """One core kept busy by a spinning process (its CPU is not counted)."""
+
+    def __enter__(self) -> Self:
+        self.proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+class Server:
+    """One vLLM server as `prime train --backend vllm` starts it (LoRA rank 16 enabled)."""
+
+    def __init__(self, log: Path) -> None:
+        from engines.install import find_vllm
+        from engines.process import Child
+        from engines.served_models import model_directory
+        from engines.vllm_server import ServerSpec, local_url, server_argv, server_env
+
+        spec = ServerSpec(model_directory(MODEL), MODEL, local_url(), lora_rank=16)
+        self.url = spec.url
+        self.child = Child("vllm", server_argv(find_vllm(), spec), log, env=server_env())
+        started = time.monotonic()
+        self.child.start()
+        from engines.vllm_server import wait_ready
+
+        asyncio.run(wait_ready(self.url, check=self.child.check))
+        assert self.child.pid is not None
+        self.pid = self.child.pid
+        self.start_s = time.monotonic() - started
+        self.start_cpu = tree_cpu(self.pid)
+
+    def stop(self) -> None:
+        self.child.stop(10)
+
+
+# ------------------------------------------------------------------ sample
+
+
+def one_sample(engine: str, workload: str, url: str | None) -> dict[str, Any]:
+    """In a child process: one workload through one engine; tokens and wall time."""
+    from engines.vllm_client import VLLMClient
+    from local_model.client import LocalClient
+    from prime_env.clients.base import SamplingArgs
+    from prime_env.evaluation import load_env
+    from prime_env.runner import run_rollouts
+
+    spec = WORKLOADS[workload]
+    env = load_env(spec["env"], spec["args"])
+    tasks = list(env.tasks)[: spec["n"]]
+    client: Any = (
+        LocalClient("smollm2-135m", threads=1) if engine == "torch" else VLLMClient(MODEL, url=url)
+    )
+    sampling = SamplingArgs(max_tokens=spec["max_tokens"], temperature=spec["temperature"])
+
+    async def go() -> tuple[list[Any], float]:
+        await client.ensure_loaded()  # the model's load is not sampling
+        started = time.monotonic()
+        records = await run_rollouts(
+            env, client, r=spec["r"], concurrency=32, sampling=sampling, tasks=tasks
+        )
+        wall = time.monotonic() - started
+        await client.aclose()
+        return records, wall
+
+    records, wall = asyncio.run(go())
+    tokens = sum(r.usage.completion_tokens for r in records if r.usage is not None)
+    turns = sum(len(r.turns or []) for r in records)
+    errors = sum(r.error is not None for r in records)
+    return {"tokens": tokens, "wall_s": wall, "turns": turns, "errors": errors}
+
+
+def run_sample(engine: str, workload: str, server: Server | None) -> dict[str, Any]:
+    """One measurement in a child process: tokens/s and tokens per CPU-s of the engine's
+    processes (the child's, which loads and runs the client, and the server's tree)."""
+    command = [sys.executable, __file__, "_one", engine, workload]
+    if server is not None:
+        command.append(server.url)
+    server_before = tree_cpu(server.pid) if server is not None else 0.0
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    out, _ = proc.communicate()
+    if proc.returncode != 0:
+        sys.exit(f"{engine} {workload} failed (exit {proc.returncode})")
+    result = json.loads(out.strip().splitlines()[-1])
+    client_cpu = result.pop("cpu_s")
+    server_cpu = tree_cpu(server.pid) - server_before if server is not None else 0.0
+    result["cpu_s"] = client_cpu + server_cpu
+    result["tok_s"] = result["tokens"] / result["wall_s"]
+    result["tok_cpu_s"] = result["tokens"] / result["cpu_s"]
+    return result
+
+
+def bench_sample(rounds: int, conditions: list[str], workloads: list[str]) -> None:
+    work = Path(tempfile.mkdtemp(prefix="bench-engines-"))
+    load_start = os.getloadavg()[0]
+    server = Server(work / "vllm.log")
+    print(
+        f"vLLM started in {server.start_s:.0f} s, {server.start_cpu:.0f} CPU-s "
+        f"(load {os.getloadavg()[0]:.1f})"
+    )
+    results: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    try:
+        for round_ in range(rounds):
+            for condition in conditions:
+                for workload in workloads:
+                    order = ["torch", "vllm"] if round_ % 2 == 0 else ["vllm", "torch"]
+                    for engine in order:
+                        if condition == "busy":
+                            with Busy():
+                                result = run_sample(
+                                    engine, workload, server if engine == "vllm" else None
+                                )
+                        else:
+                            result = run_sample(
+                                engine, workload, server if engine == "vllm" else None
+                            )
+                        results.setdefault((condition, workload, engine), []).append(result)
+                        print(
+                            f"round {round_} {condition:5} {workload:6} {engine:5}: "
+                            f"{result['tok_s']:6.1f} tok/s, {result['tok_cpu_s']:6.1f} tok/CPU-s "
+                            f"({result['tokens']} tokens, {result['turns']} turns, "
+                            f"{result['errors']} errors; load {os.getloadavg()[0]:.1f})",
+                            flush=True,
+                        )
+    finally:
+        server.stop()
+    print(f"\n{rounds} rounds, interleaved; load {load_start:.1f} at the start, "
+          f"{os.getloadavg()[0]:.1f} at the end, on {os.cpu_count()} cores")  # fmt: skip
+    for condition in conditions:
+        for workload in workloads:
+            rows = {e: results[(condition, workload, e)] for e in ("torch", "vllm")}
+            med = {
+                e: (
+                    statistics.median(r["tok_s"] for r in rs),
+                    statistics.median(r["tok_cpu_s"] for r in rs),
+                )
+                for e, rs in rows.items()
+            }
+            ratios = [v["tok_s"] / t["tok_s"] for t, v in zip(rows["torch"], rows["vllm"])]
+            cpu_ratios = [
+                v["tok_cpu_s"] / t["tok_cpu_s"] for t, v in zip(rows["torch"], rows["vllm"])
+            ]
+            print(
+                f"{condition:5} {workload:6}: torch {med['torch'][0]:.1f} tok/s "
+                f"{med['torch'][1]:.1f} tok/CPU-s | vLLM {med['vllm'][0]:.1f} tok/s "
+                f"{med['vllm'][1]:.1f} tok/CPU-s | vLLM/torch tok/s "
+                f"{min(ratios):.2f}-{max(ratios):.2f}, tok/CPU-s "
+                f"{min(cpu_ratios):.2f}-{max(cpu_ratios):.2f}"
+            )
+
+
+# ------------------------------------------------------------------ steps and learn
+
+
+def bench_steps(steps: int, seeds: list[int]) -> None:
+    """CPU-s of N recipe steps (evals off) per engine, vLLM's start included, interleaved."""
+    from bench_train import Load, finish_ours, start_ours
+
+    work = Path(tempfile.mkdtemp(prefix="bench-engines-steps-"))
+    load = Load()
+    runs: dict[str, list[Any]] = {}
+    for seed in seeds:
+        for engine in ("torch", "vllm") if seed % 2 == 0 else ("vllm", "torch"):
+            started = time.monotonic()
+            proc = start_ours(
+                [
+                    str(ARITHMETIC), "--backend", engine, "--max-steps", str(steps),
+                    "-o", str(work / "out"), "--seed", str(seed),
+                    "--orchestrator.eval.at-start", "false", "--orchestrator.eval.at-end", "false",
+                    "--orchestrator.eval.interval", "0",
+                ],
+                work / f"{engine}-{seed}.log",
+            )  # fmt: skip
+            run = finish_ours(f"{engine} seed {seed}", proc, work / f"{engine}-{seed}.log", started)
+            runs.setdefault(engine, []).append(run)
+            print(f"{run.name}: {run.cpu_s:.0f} CPU-s, {run.wall_s:.0f} s wall; {load.now()}")
+    torch_cpu = statistics.mean(r.cpu_s for r in runs["torch"])
+    vllm_cpu = statistics.mean(r.cpu_s for r in runs["vllm"])
+    ratio = vllm_cpu / torch_cpu
+    print(
+        f"{steps} steps of the arithmetic recipe: vLLM {vllm_cpu:.0f} CPU-s, torch "
+        f"{torch_cpu:.0f} CPU-s: {ratio:.2f}x (target <= 1.5x: {'met' if ratio <= 1.5 else 'missed'})"
+    )
+    print(load.stop())
+
+
+def bench_learn(seeds: list[int], sides: list[str], stop_at: float) -> None:
+    """The recipe to the held-out bar, per seed: torch, vLLM and TRL interleaved."""
+    from bench_train import (
+        RECIPE,
+        Load,
+        finish_ours,
+        finish_trl,
+        recipe_settings,
+        report,
+        start_ours,
+        start_trl,
+        trl_venv,
+    )
+
+    work = Path(tempfile.mkdtemp(prefix="bench-engines-learn-"))
+    load = Load()
+    runs = []
+    python = trl_venv(work) if "trl" in sides else None
+    for seed in seeds:
+        for side in sides:
+            started = time.monotonic()
+            log = work / f"{side}-{seed}.log"
+            if side == "trl":
+                assert python is not None
+                out = work / f"trl-{seed}"
+                proc = start_trl(python, recipe_settings(seed, threads=2), out)
+                runs.append(finish_trl(f"TRL seed {seed}", proc, out, started))
+            else:
+                proc = start_ours(
+                    [str(ARITHMETIC), "-c", str(RECIPE), "--backend", side, "--seed", str(seed),
+                     "-o", str(work / "out")],
+                    log,
+                )  # fmt: skip
+                runs.append(finish_ours(f"{side} seed {seed}", proc, log, started))
+            print(f"{runs[-1].name} done: {runs[-1].curve()} ({load.now()})", flush=True)
+    report(runs, load.stop())
+    final = {
+        side: statistics.mean(r.evals[-1][1] for r in runs if r.name.startswith(side) and r.evals)
+        for side in sides
+        if side != "trl"
+    }
+    if {"torch", "vllm"} <= final.keys():
+        gap = abs(final["vllm"] - final["torch"])
+        print(
+            f"final held-out correct: vLLM {final['vllm']:.2f}, torch {final['torch']:.2f}: gap "
+            f"{gap:.2f} (target <= 0.15: {'met' if gap <= 0.15 else 'missed'}); bar {stop_at}"
+        )
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_one":
+        engine, workload = sys.argv[2], sys.argv[3]
+        url = sys.argv[4] if len(sys.argv) > 4 else None
+        result = one_sample(engine, workload, url)
+        usage = os.times()
+        result["cpu_s"] = usage.user + usage.system
+        print(json.dumps(result))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    sample = sub.add_parser("sample")
+    sample.add_argument("--rounds", type=int, default=3)
+    sample.add_argument("--conditions", default="quiet,busy")
+    sample.add_argument("--workloads", default="single,wiki")
+    steps = sub.add_parser("steps")
+    steps.add_argument("--steps", type=int, default=8)
+    steps.add_argument("--seeds", default="0")
+    learn = sub.add_parser("learn")
+    learn.add_argument("--seeds", default="0,1")
+    learn.add_argument("--sides", default="torch,vllm,trl")
+    learn.add_argument("--stop-at", type=float, default=0.8)
+    args = parser.parse_args()
+    if args.what == "sample":
+        bench_sample(args.rounds, args.conditions.split(","), args.workloads.split(","))
+    elif args.what == "steps":
+        bench_steps(args.steps, [int(s) for s in args.seeds.split(",")])
+    else:
+        bench_learn([int(s) for s in args.seeds.split(",")], args.sides.split(","), args.stop_at)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""What the benches (scripts/bench_*.py) share: their section of docs/benchmarks.md, a hub
+server they started and wait for, and small valid wheels to upload.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import subprocess
+import time
+import zipfile
+from pathlib import Path
+
+import httpx
+
+BENCHMARKS_MD = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+
+
+def write_section(heading: str, section: str, path: Path = BENCHMARKS_MD) -> None:
+    """Replace the `heading` section (`## Name`: up to the next `## `) of docs/benchmarks.md
+    with `section` (which starts with the heading), or append it; nothing else changes."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    start = text.find(f"\n{heading}\n")
+    if start == -1:
+        text = text.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
+    else:
+        end = text.find("\n## ", start + 1)
+        text = text[: start + 1] + section.rstrip("\n") + "\n" + (text[end:] if end != -1 else "")
+    path.write_text(text)
+
+
+def wait_until_up(url: str, server: subprocess.Popen[bytes], timeout_s: float, log: Path) -> None:
+    """Poll `url/healthz` until the hub answers 200; SystemExit with its log's tail when it
+    exits or does not answer within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline or server.poll() is not None:
+            tail = log.read_text()[-2000:] if log.is_file() else "(no log)"
+            raise SystemExit(f"the hub at {url} did not start; {log}:\n{tail}")
+        time.sleep(0.2)
+
+
+def wheel_bytes(module: str, version: str, members: dict[str, bytes]) -> tuple[str, bytes]:
+    """A valid pure-Python wheel of `members` (paths in the archive) with its RECORD: the
+    filename and the bytes."""
+    dist_info = f"{module}-{version}.dist-info"
+    files = dict(members)
+    files.setdefault(
+        f"{dist_info}/WHEEL",
+        b"Wheel-Version: 1.0\nGenerator: bench\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    )
+    record = "".join(f"{path},{_record_hash(data)},{len(data)}\n" for path, data in files.items())
+    files[f"{dist_info}/RECORD"] = (record + f"{dist_info}/RECORD,,\n").encode()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path, data in files.items():
+            archive.writestr(path, data)
+    return f"{module}-{version}-py3-none-any.whl", buffer.getvalue()
+
+
+def _record_hash(data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"sha256={digest}"
