@@ -389,9 +389,9 @@ class OpenEnvAdapter(Adapter):
         properties = dict(action.get("properties") or {})
         strings = [n for n, p in properties.items() if p.get("type") == "string"]
         self.action_schema = action
-        if {"tool_name", "arguments"} <= set(properties):
+        self.tools = await self._mcp_tools()
+        if self.tools:
             self.mode = "mcp"
-            self.tools = await self._mcp_tools()
         elif len(properties) - ("metadata" in properties) == 1 and len(strings) == 1:
             self.mode, self.field = "text", strings[0]
         else:
@@ -459,9 +459,20 @@ class OpenEnvAdapter(Adapter):
             await asyncio.sleep(0.1)
 
     async def _mcp_tools(self) -> list[dict[str, Any]]:
-        client, _ = await self._reset(0)
+        """The server's MCP tools (a `list_tools` step), or none: a server whose actions are
+        not MCP calls refuses that step."""
+        from websockets.exceptions import WebSocketException
+
+        try:
+            client, _ = await self._reset(0)
+        except (OSError, WebSocketException) as exc:
+            raise WorkerError(
+                OPENENV_SERVER_DIED, f"the OpenEnv server at {self.url} does not answer: {exc}"
+            ) from None
         try:
             listed = await client.step({"type": "list_tools"})
+        except RuntimeError:
+            return []
         finally:
             await client.close()
         tools = []
@@ -522,7 +533,17 @@ class OpenEnvAdapter(Adapter):
 
     @staticmethod
     def _render(observation: Any) -> str:
+        """An observation as text: an MCP call's result (its text parts) or error, the only
+        text field, else the fields as JSON."""
         shown = {k: v for k, v in dict(observation or {}).items() if k not in _RENDER_SKIP}
+        if "tool_name" in shown and ("result" in shown or "error" in shown):
+            error, result = shown.get("error"), shown.get("result")
+            if error:
+                return f"Error: {error.get('message') if isinstance(error, dict) else error}"
+            if isinstance(result, dict) and isinstance(result.get("content"), list):
+                texts = [str(c.get("text", "")) for c in result["content"] if isinstance(c, dict)]
+                return "\n".join(texts)
+            return result if isinstance(result, str) else json.dumps(result, default=str)
         if len(shown) == 1 and isinstance(next(iter(shown.values())), str):
             return str(next(iter(shown.values())))
         return json.dumps(shown, default=str)

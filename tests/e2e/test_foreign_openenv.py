@@ -23,7 +23,7 @@ import pytest
 from testing.server import FakeServer
 from tests.e2e.cli_support import PRIME
 from tests.e2e.eval_support import run_dirs
-from tests.e2e.foreign_support import copy_project, foreign_env
+from tests.e2e.foreign_support import FOREIGN, copy_project, foreign_env
 from tests.e2e.test_foreign_verifiers import ok, prime, records
 from tests.e2e.train_support import NO_EVAL, metrics, train_dirs
 from tests.hub_server.hubproc import start_hub
@@ -133,6 +133,39 @@ def test_a_server_that_dies_mid_run_gives_error_records(installed: dict[str, Any
     for record in failed:
         assert record["reward"] is None and record["rewards"] == {}
         assert record["error"]["type"] == "openenv_server_died", record["error"]
+
+
+def test_an_mcp_servers_tools_are_the_models_tools(installed: dict[str, Any]) -> None:
+    """tests/foreign/openenv_mcp: an OpenEnv `MCPEnvironment` whose one tool, `add`, brings a
+    counter to its target; the fake model calls the tool its observation names."""
+    env, root = installed["env"], installed["root"]
+    port = free_port()
+    server = subprocess.Popen(
+        [installed["record"]["python"], "-m", "uvicorn", "counter_env.app:app",
+         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        cwd=root, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(FOREIGN / "openenv_mcp")},
+    )  # fmt: skip
+    try:
+        _wait_healthy(port, server)
+        with FakeServer("openai") as fake:
+            out = root / "mcp"
+            ok(prime(
+                env, "eval", "run", ENV, "-m", "fake", "-b", fake.url, "-n", "2", "-r", "1",
+                "-a", json.dumps({"url": f"http://127.0.0.1:{port}"}), "-o", str(out), cwd=root,
+            ))  # fmt: skip
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    [run] = run_dirs(out)
+    got = sorted(records(run), key=lambda r: r["example_index"])
+    assert [r["reward"] for r in got] == [1.0, 1.0]
+    assert [r["stop_reason"] for r in got] == ["env_done", "env_done"]
+    calls = [r["completion"][0]["tool_calls"][0]["function"] for r in got]
+    assert calls == [
+        {"name": "add", "arguments": '{"n": 3}'},
+        {"name": "add", "arguments": '{"n": 4}'},
+    ]
 
 
 def _wait_healthy(port: int, server: subprocess.Popen[bytes]) -> None:
