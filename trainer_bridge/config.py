@@ -41,7 +41,9 @@ class ConfigError(ValueError):
 class Strict(BaseModel):
     """The base of every section: an unknown key is refused by name, never ignored."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, use_attribute_docstrings=True
+    )
 
 
 # ------------------------------------------------------------------ model and trainer

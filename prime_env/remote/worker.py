@@ -132,7 +132,7 @@ class VerifiersAdapter(Adapter):
 
     kind = "verifiers"
 
-    def __init__(self, env_id: str, env_args: dict[str, Any]) -> None:
+    def __init__(self, module: str, env_args: dict[str, Any]) -> None:
         import verifiers.v1 as vf
 
         self.vf = vf
@@ -141,7 +141,7 @@ class VerifiersAdapter(Adapter):
         runtime = args.pop("runtime", "subprocess")
         pair = args.pop("env", "")
         self.max_tasks = int(args.pop("max_tasks", 1000))
-        self.taskset_id = env_id.rsplit("/", 1)[-1].split("@", 1)[0].replace("-", "_").lower()
+        self.taskset_id = module  # the package's module: verifiers' taskset id
         raw: dict[str, Any] = {"taskset": {"id": self.taskset_id, **args}}
         if pair:
             raw["id"] = pair
@@ -870,7 +870,7 @@ async def main(args: argparse.Namespace) -> int:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", required=True, choices=("verifiers", "prime_env", "openenv"))
-    parser.add_argument("--env", required=True, help="the environment's id or URL")
+    parser.add_argument("--env", required=True, help="its module, path or URL")
     parser.add_argument("--env-args", default="{}", help="its arguments, as a JSON object")
     parser.add_argument("--listen", required=True, help="unix:PATH or tcp:HOST:PORT")
     return parser.parse_args(argv)
