@@ -14,13 +14,15 @@ PATH (its interpreter is read from the script), else the running interpreter's o
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
@@ -183,6 +185,29 @@ def install_vllm(
     `force`); returns the engine. A failed install leaves the previous one (or nothing)."""
     cuda = cuda_present() if cuda is None else cuda
     dist = vllm_distribution(cuda)
+    target = engine_dir("vllm")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _install_lock(target, say):
+        return _install_locked(target, dist, version, cuda, force, say)
+
+
+@contextlib.contextmanager
+def _install_lock(target: Path, say: Callable[[str], None]) -> Iterator[None]:
+    """One install of an engine at a time on this machine (two test runs or `prime engine
+    install`s at once would move each other's virtualenv away mid-install); the second waits
+    and then finds the first's engine installed."""
+    with open(target.with_name(f".{target.name}.lock"), "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"another install of {target.name} is running here; waiting for it")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _install_locked(
+    target: Path, dist: str, version: str, cuda: bool, force: bool, say: Callable[[str], None]
+) -> Engine:
     current = installed("vllm")
     if (
         current is not None
@@ -195,8 +220,6 @@ def install_vllm(
     ):
         say(f"{dist} {version} is already installed in {current.location}")
         return current
-    target = engine_dir("vllm")
-    target.parent.mkdir(parents=True, exist_ok=True)
     previous = target.with_name(".vllm-previous")
     shutil.rmtree(previous, ignore_errors=True)
     if target.exists():

@@ -357,3 +357,11 @@ def _seed_when_up(url: str, data_dir: Path) -> None:
         click.echo(f"--with-builtins: published {len(uploaded)} new file(s) under {url}/prime/")
 
     threading.Thread(target=run, name="seed-builtins", daemon=True).start()
+
+
+def local_viewer(runs: list[dict[str, Any]]) -> Any:
+    """The hub's run and compare pages over runs read from this machine (`prime eval view`):
+    each dict is a `hub_server.web.local_view.LocalRun`'s fields. hub_server loads here."""
+    from hub_server.web.local_view import LocalRun, viewer_app
+
+    return viewer_app([LocalRun(**run) for run in runs])

@@ -187,7 +187,7 @@ def build_dockerfile(
                 f"{DEFAULT_IMAGE}, built by `prime sandbox build-image`), or start the "
                 f"Dockerfile FROM {DEFAULT_IMAGE}"
             )
-    say(f"docker build {context} as {tag}...")
+    say(f"building image {tag} from {context} (never pulled)...")
     log: list[str] = []
     try:
         for chunk in docker_client().api.build(
@@ -204,7 +204,7 @@ def build_dockerfile(
     except docker.errors.DockerException as exc:
         raise SandboxError(f"building {dockerfile} failed: {exc}") from exc
     if not image_exists(tag):
-        raise SandboxError(f"docker build of {dockerfile} did not produce {tag}")
+        raise SandboxError(f"building {dockerfile} did not produce image {tag}")
     return "built"
 
 

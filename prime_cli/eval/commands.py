@@ -38,6 +38,7 @@ from prime_cli.eval.runs import find_run, local_runs, open_hub, push_run, unpush
 from prime_cli.eval.sets import SetRequest, run_set
 from prime_cli.eval.tables import fmt, summary_row, summary_table, zero_reward_notes
 from prime_cli.eval.validate import validate_cmd
+from prime_cli.eval.view import view_cmd
 from prime_cli.feedback import console_feedback
 from prime_cli.messages import output_console, say
 from prime_cli.options import echo_json, output_option, page_of, paging_options
@@ -586,3 +587,4 @@ eval_group.add_command(replay_cmd)
 eval_group.add_command(optimize_cmd)
 eval_group.add_command(validate_cmd)
 eval_group.add_command(export_cmd)
+eval_group.add_command(view_cmd)

@@ -4,8 +4,8 @@
 verifiers package pins `openai<3`; the SDK needs `openai>=3.57`), or that is served by another
 framework (verifiers), into `<home>/<package>/venv` and records it in
 `<home>/<package>/environment.json` (schema `prime.isolated-env/1`); `prime_env.load` finds it
-there when the name is not importable here, and drives it through a worker (worker.py) started
-with that virtualenv's Python. `<home>` is `$PRIME_ENVS_HOME`, else `$XDG_DATA_HOME/prime/envs`
+there when the name is not importable here, and drives it through a worker
+(`prime_env/worker.py`) started with that virtualenv's Python. `<home>` is `$PRIME_ENVS_HOME`, else `$XDG_DATA_HOME/prime/envs`
 (~/.local/share/prime/envs).
 """
 
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from registry_index.names import module_name
+from registry_index.resolve import parse_env_id
 
 SCHEMA = "prime.isolated-env/1"
 RECORD = "environment.json"
@@ -78,7 +79,7 @@ def find(name: str) -> IsolatedEnv | None:
     """The isolated environment installed as `name` (`-`/`_` and case alike), if any."""
     wanted = module_name(name)
     for record in installed():
-        short = record.env.rsplit("/", 1)[-1]
+        short = parse_env_id(record.env)[1]
         if wanted in (module_name(short), module_name(record.package), record.module):
             return record
     return None

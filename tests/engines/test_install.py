@@ -5,15 +5,18 @@ vllm`); here the engines directory is a temporary one."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import stat
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from engines.install import (
     ENGINES_DIR_ENV,
+    Engine,
     EngineError,
     find_vllm,
     install_vllm,
@@ -76,8 +79,31 @@ def test_a_failed_install_leaves_the_previous_engine(
     with pytest.raises(EngineError, match="failed"):
         install_vllm(version="0.0.0.dev1", cuda=True, say=lines.append)
     assert find_vllm().version == "1.0.0"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["vllm"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".vllm.lock", "vllm"]
     assert any("installing vllm==0.0.0.dev1" in line for line in lines)
+
+
+def test_a_second_install_waits_for_the_first_and_takes_its_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two installs at once (two test runs): the second waits on the lock, then finds the
+    engine the first installed instead of moving it away mid-install."""
+    monkeypatch.setenv(ENGINES_DIR_ENV, str(tmp_path))
+    lines: list[str] = []
+    done: list[Engine] = []
+    with open(tmp_path / ".vllm.lock", "w") as first:
+        fcntl.flock(first, fcntl.LOCK_EX)
+        second = threading.Thread(
+            target=lambda: done.append(install_vllm(cuda=False, say=lines.append))
+        )
+        second.start()
+        second.join(timeout=2)
+        assert second.is_alive() and not done
+        assert lines == ["another install of vllm is running here; waiting for it"]
+        fake_vllm_engine(tmp_path)  # what the first install leaves
+    second.join(timeout=30)
+    assert [engine.location for engine in done] == [str(tmp_path / "vllm")]
+    assert lines[-1].endswith(f"is already installed in {tmp_path / 'vllm'}")
 
 
 def test_eval_with_a_missing_engine_says_so_and_writes_nothing(tmp_path: Path) -> None:

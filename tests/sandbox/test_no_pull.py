@@ -1,8 +1,8 @@
 """Docker is never asked to pull an image: everything it runs is built on this machine.
 
 Two checks: no code here (product, tests, scripts) calls a pulling API (`images.pull`,
-`api.pull`, `containers.run`, which pulls a missing image) or the docker CLI without
-`--pull never`; and the CLI, driven through a proxy that records every request it sends to the
+`api.pull`, `containers.run`, which pulls a missing image, a `build` without `pull=False`) or
+the docker CLI without `--pull never`; and the CLI, driven through a proxy that records every request it sends to the
 real daemon, answers a missing image with the command that builds it and never sends the
 daemon a pull (`POST /images/create?fromImage=`).
 """
@@ -40,15 +40,26 @@ def _sources(*suffixes: str) -> Iterator[Path]:
         yield from (Path(top, name) for name in files if Path(name).suffix in suffixes)
 
 
+def _passes_pull_false(call: ast.Call) -> bool:
+    """An SDK build pulls a missing base image unless it is given `pull=False`."""
+    return any(
+        word.arg == "pull" and isinstance(word.value, ast.Constant) and word.value.value is False
+        for word in call.keywords
+    )
+
+
 def _pulling_calls(path: Path) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(path.read_text("utf-8"))):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             receiver = ast.unparse(node.func.value)
             name = f"{receiver}.{node.func.attr}"
-            if (node.func.attr == "pull" and re.search(r"(images|api|client)$", receiver)) or (
-                node.func.attr == "run" and receiver.endswith("containers")
-            ):
+            if (
+                (node.func.attr == "pull" and re.search(r"(images|api|client)$", receiver))
+                or (node.func.attr == "run" and receiver.endswith("containers"))
+                or (node.func.attr == "build" and re.search(r"(images|api)$", receiver)
+                    and not _passes_pull_false(node))
+            ):  # fmt: skip
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}")
     return found
 

@@ -1,4 +1,4 @@
-"""The environment worker: one environment served over the worker protocol (wire.py).
+"""The environment worker: one environment served over the worker protocol (remote/wire.py).
 
 It runs in the environment's own virtualenv, started by path (`python -I worker.py ...`), so it
 needs nothing but the standard library and the framework of the environment it serves, which an
@@ -31,16 +31,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+REMOTE = Path(__file__).resolve().parent / "remote"
 
 
-def _sibling(name: str) -> ModuleType:
-    """A module beside this file, imported without putting this directory on sys.path (its
-    neighbours must not shadow the environment's own imports)."""
+def _remote(name: str) -> ModuleType:
+    """A module of `remote/` (the runner's side), imported by path without putting a directory
+    on sys.path (its neighbours must not shadow the environment's own imports)."""
     full = f"prime_remote_{name}"
     if full in sys.modules:
         return sys.modules[full]
-    spec = importlib.util.spec_from_file_location(full, HERE / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(full, REMOTE / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[full] = module
@@ -48,7 +48,7 @@ def _sibling(name: str) -> ModuleType:
     return module
 
 
-wire = _sibling("wire")
+wire = _remote("wire")
 
 
 class WorkerError(Exception):
@@ -132,7 +132,7 @@ class VerifiersAdapter(Adapter):
 
     kind = "verifiers"
 
-    def __init__(self, env_id: str, env_args: dict[str, Any]) -> None:
+    def __init__(self, module: str, env_args: dict[str, Any]) -> None:
         import verifiers.v1 as vf
 
         self.vf = vf
@@ -141,7 +141,7 @@ class VerifiersAdapter(Adapter):
         runtime = args.pop("runtime", "subprocess")
         pair = args.pop("env", "")
         self.max_tasks = int(args.pop("max_tasks", 1000))
-        self.taskset_id = env_id.rsplit("/", 1)[-1].split("@", 1)[0].replace("-", "_").lower()
+        self.taskset_id = module  # the package's module: verifiers' taskset id
         raw: dict[str, Any] = {"taskset": {"id": self.taskset_id, **args}}
         if pair:
             raw["id"] = pair
@@ -870,7 +870,7 @@ async def main(args: argparse.Namespace) -> int:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", required=True, choices=("verifiers", "prime_env", "openenv"))
-    parser.add_argument("--env", required=True, help="the environment's id or URL")
+    parser.add_argument("--env", required=True, help="its module, path or URL")
     parser.add_argument("--env-args", default="{}", help="its arguments, as a JSON object")
     parser.add_argument("--listen", required=True, help="unix:PATH or tcp:HOST:PORT")
     return parser.parse_args(argv)
