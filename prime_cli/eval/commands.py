@@ -325,9 +325,7 @@ def _report(
     if output == "json":
         runs = [
             {
-                **summary_row(
-                    run_.spec.name, s, run_.spec.cost(s.prompt_tokens, s.completion_tokens)
-                ),
+                **summary_row(run_.spec.name, s, run_.cost(s)),
                 "env": run_.env.id,
                 "run_id": run_.run_id,
                 "directory": str(run_.directory),

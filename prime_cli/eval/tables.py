@@ -16,6 +16,13 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _user_tokens(s: Summary) -> str:
+    """A simulated user's tokens beside the policy's (their cost is in the cost cell)."""
+    if not (s.user_prompt_tokens or s.user_completion_tokens):
+        return ""
+    return f" + user {s.user_prompt_tokens:,}/{s.user_completion_tokens:,}"
+
+
 def summary_row(spec_name: str, summary: Summary, cost: float | None) -> dict[str, Any]:
     return {"model": spec_name, "summary": summary.model_dump(), "cost_usd": cost}
 
@@ -37,7 +44,7 @@ def summary_table(rows: list[tuple[EvalRun, Summary]], width: int) -> Table:
     ]
     cells: list[list[str]] = []
     for run, s in rows:
-        cost = run.spec.cost(s.prompt_tokens, s.completion_tokens)
+        cost = run.cost(s)
         means = {**s.rewards, **s.metrics}
         errors = str(s.errors) + (
             f" ({', '.join(f'{t}: {c}' for t, c in s.error_types.items())})" if s.errors else ""
@@ -49,7 +56,7 @@ def summary_table(rows: list[tuple[EvalRun, Summary]], width: int) -> Table:
                 *[fmt(s.pass_at_k.get(k)) for k in ks],
                 *[fmt(means.get(m)) for m in metric_names],
                 errors,
-                f"{s.prompt_tokens:,}/{s.completion_tokens:,}",
+                f"{s.prompt_tokens:,}/{s.completion_tokens:,}" + _user_tokens(s),
                 "-" if cost is None else f"${cost:.4f}",
             ]
         )
