@@ -89,3 +89,29 @@ def zero_reward_notes(rows: list[tuple[EvalRun, Summary]]) -> list[str]:
             f"`prime eval show {run.directory} --samples 3`"
         )
     return notes
+
+
+def fitted_table(
+    title: str,
+    columns: list[str],
+    rows: list[list[str]],
+    width: int,
+    *,
+    whole: tuple[str, ...] = (),
+    optional: tuple[str, ...] = (),
+) -> Table:
+    """A listing that fits `width`: the `optional` columns (least needed first) are left out
+    until it does; `whole` columns (ids and paths one copies) never wrap, the rest fold only
+    when even the needed columns are wider than the terminal."""
+    shown = list(columns)
+    for leave_out in (None, *optional):
+        if leave_out is not None:
+            shown.remove(leave_out)
+        table = Table(title=title)
+        for name in shown:
+            table.add_column(name, no_wrap=name in whole, overflow="fold")
+        for row in rows:
+            table.add_row(*[row[columns.index(name)] for name in shown])
+        if Console(width=10_000).measure(table).maximum <= width:
+            break
+    return table
