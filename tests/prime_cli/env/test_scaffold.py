@@ -157,6 +157,15 @@ async def test_init_mcp_template_builds_and_scores_through_its_server(tmp_path: 
     records = await run_rollouts(env, PolicyClient(policy), concurrency=5)
     assert [r.reward for r in records] == [1.0] * 5
     assert all(r.metrics["tool_calls"] == 1.0 for r in records)
+    # its rubric is declared, so the hub checks (and can verify) its runs
+    from registry_index.rubric_spec import rubric_from_pyproject
+
+    declared = rubric_from_pyproject(pyproject["tool"]["prime"])
+    assert declared is not None
+    assert set(declared.root) == {f.name for f in env.rubric.funcs}
+    assert all(
+        declared.sample_problem(r.reward or 0.0, r.rewards, r.metrics) is None for r in records
+    )
 
     def bad_unit(messages: list[dict]) -> dict | str:
         if messages[-1]["role"] == "tool":
