@@ -182,10 +182,11 @@ def test_init_build_push_install_import(
     meta = json.loads((root / ".prime" / ".env-metadata.json").read_text())
     assert (meta["owner"], meta["name"], meta["version"]) == ("alice", "calc-env", "0.1.0")
 
-    # The hub also has an environment called tiny-dep (version 9.0); the dependency must
-    # still come from the normal index, never from the hub.
+    # Another namespace of the hub has a project called tiny-dep (version 9.0): the dependency
+    # still comes from the normal index. Only alice's own namespace is asked first (the first
+    # index of the page's install line; tests/hub_client/test_install_namespace.py).
     shadow = make_env(cli_env, tmp_path / "src", "tiny-dep", deps=[], version="9.0")
-    ok(prime(cli_env, "env", "push", str(shadow), token=alice))
+    ok(prime(cli_env, "env", "push", str(shadow), token=tokens["bob"]))
 
     python = fresh_venv(tmp_path / "venv", cli_env)
     out = ok(
