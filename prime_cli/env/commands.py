@@ -143,6 +143,14 @@ def env() -> None:
 def init(name: str, parent: Path, description: str | None, template: str) -> None:
     """Create a working environment package NAME (pyproject, module, README)."""
     dest = create_scaffold(name, parent, description, template)
+    if dest.name != name:
+        say(
+            err_console,
+            f"[yellow]note:[/] {name!r} is named {dest.name!r}: environment names are "
+            "normalised as pip and the hub spell them (lower case, '-' for '_' and '.'); "
+            f"`prime env install OWNER/{dest.name}` installs it, its module is "
+            f"{dest.name.replace('-', '_')}",
+        )
     say(console, f"Created environment [bold]{dest.name}[/] in {dest}")
     for item in sorted(dest.iterdir()):
         console.print(f"  {item.name}")

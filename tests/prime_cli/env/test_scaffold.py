@@ -201,3 +201,11 @@ def test_init_mcp_template_evaluates_with_the_local_model(tmp_path: Path) -> Non
     rows = records(run)
     assert {r["example_index"] for r in rows} == {0, 1}
     assert all(r["error"] is None and r["reward"] is not None for r in rows)
+
+
+def test_a_name_that_is_normalised_is_said_so(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["env", "init", "Bad_Name", "--path", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "'Bad_Name' is named 'bad-name'" in result.output and (tmp_path / "bad-name").is_dir()
+    plain = CliRunner().invoke(cli, ["env", "init", "good-name", "--path", str(tmp_path)])
+    assert plain.exit_code == 0 and "is named" not in plain.output
