@@ -43,6 +43,7 @@ from prime_cli.eval.tables import (
     summary_table,
     zero_reward_notes,
 )
+from prime_cli.eval.transcript import print_conversation
 from prime_cli.eval.validate import validate_cmd
 from prime_cli.eval.view import view_cmd
 from prime_cli.feedback import console_feedback
@@ -552,7 +553,7 @@ def show(target: str, samples: int, output: str) -> None:
         table.add_row(key, value if isinstance(value, str) else json.dumps(value))
     console.print(table)
     for sample in payload.get("samples", []):
-        console.print_json(json.dumps(sample))
+        print_conversation(console, sample)
 
 
 eval_group.add_command(show, "get")  # the stock client's name
@@ -578,7 +579,7 @@ def samples_cmd(target: str, num: int, page: int, offset: int | None, output: st
         echo_json({"samples": rows, "total": total, "page": page, "per_page": num})
         return
     for sample in rows:
-        console.print_json(json.dumps(sample))
+        print_conversation(console, sample)
     console.print(
         f"[dim]samples {(page - 1) * num + 1}-{(page - 1) * num + len(rows)} of {total}[/]"
     )
