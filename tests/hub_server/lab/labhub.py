@@ -36,11 +36,12 @@ class LabHub(HubAccounts):
 
 @contextmanager
 def serve_lab(
-    data_dir: Path, engine: LabEngine, limits: LabLimits | None = None
+    data_dir: Path, engine: LabEngine, limits: LabLimits | None = None, port: int | None = None
 ) -> Iterator[LabHub]:
-    """A hub on `data_dir` with `engine` as its Lab, listening until the block ends."""
+    """A hub on `data_dir` with `engine` as its Lab, listening (on `port`, else a free one)
+    until the block ends."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = port or free_port()
     hub = LabHub(data_dir=data_dir, url=f"http://127.0.0.1:{port}")
     app = create_app(HubSettings.from_env(data_dir), lab=engine, lab_limits=limits)
     server = uvicorn.Server(

@@ -236,3 +236,27 @@ def test_two_accounts_train_at_once_and_see_only_their_own(
     assert state in {c["tinker_path"] for c in mine} and bob_state not in {
         c["tinker_path"] for c in mine
     }
+
+
+def test_a_restarted_hub_resumes_a_saved_model(tmp_path: Path, engine: TorchLabEngine) -> None:
+    """The same SDK client carries on across a restart: its model comes back from its newest
+    state checkpoint (weights and optimizer), its checkpoints are still there."""
+    data = batch(engine)
+    with serve_lab(tmp_path / "hub", engine) as first:
+        token = first.add_user("carol", scopes=["train"])
+        trainer = (
+            service_client(first, token).create_lora_training_client(base_model=BASE, rank=4)
+        ).result()
+        trainer.forward_backward(data, "cross_entropy").result()
+        trainer.optim_step(types.AdamParams(learning_rate=1e-3)).result()
+        path = trainer.save_state("before-restart").result().path
+        before = trainer.forward(data, "cross_entropy").result()
+    with serve_lab(tmp_path / "hub", engine, port=int(first.url.rsplit(":", 1)[1])) as second:
+        after = trainer.forward(data, "cross_entropy").result()
+        assert after.metrics["loss:sum"] == pytest.approx(before.metrics["loss:sum"], abs=1e-4)
+        trainer.forward_backward(data, "cross_entropy").result()
+        trainer.optim_step(types.AdamParams(learning_rate=1e-3)).result()
+        listed = httpx.get(
+            f"{second.tinker_url}/api/v1/checkpoints", headers={"X-API-Key": f"tml-{token}"}
+        ).json()["checkpoints"]
+        assert [c["tinker_path"] for c in listed] == [path]
