@@ -124,10 +124,10 @@ def export_cmd(
     )
     if not selection.kept:
         raise CliError(
-            f"no rollout of {len(records)} passes the filters (errors {selection.errors}, "
-            f"reward 0 {selection.zero_reward} (--keep-zero-reward keeps them), below "
-            f"--min-reward {selection.below_min_reward}, duplicates {selection.duplicates}); "
-            "nothing was written"
+            f"no rollout of {len(records)} passes the filters ({selection.zero_reward} scored 0 "
+            f"(--keep-zero-reward keeps them), {selection.errors} errors, "
+            f"{selection.below_min_reward} below --min-reward, {selection.duplicates} "
+            "duplicates); nothing was written"
         )
     loaded = None
     if tokens:
