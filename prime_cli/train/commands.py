@@ -34,7 +34,7 @@ from prime_cli.feedback import console_feedback
 from prime_cli.messages import message_console
 from prime_cli.options import json_object
 from prime_cli.program_host import program_on_host_option
-from prime_cli.train.algo import algo_flags, check_whole_run
+from prime_cli.train.algo import algo_flags, check_whole_run, self_teacher_warnings
 from prime_cli.train.recipes import choose_recipe
 from trainer_bridge.outcome import outcome_lines, read_outcome
 
@@ -177,6 +177,8 @@ def run_cmd(
         )
         if algo is not None:
             check_whole_run(config)
+        for warning in self_teacher_warnings(config):
+            console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
         spec = config.env.id
     except ConfigError as exc:
         raise config_exit(str(exc)) from None
