@@ -137,3 +137,5 @@ def test_train_help_lists_the_training_options_and_help_all_every_key() -> None:
     assert every.exit_code == 0, every.output
     assert "--orchestrator.advantage.std-norm  (bool, default False)" in every.output
     assert "--trainer.scheduler.type  (constant|linear|cosine, default constant)" in every.output
+    run_help = CliRunner().invoke(cli, ["train", "prime/arithmetic", "--help"])
+    assert run_help.exit_code == 0 and "--orchestrator.rollouts-per-example" in run_help.output
