@@ -22,9 +22,9 @@ import pytest
 
 from testing.server import FakeServer
 from tests.e2e.cli_support import PRIME
-from tests.e2e.eval_support import run_dirs
+from tests.e2e.eval_support import records, run_dirs
 from tests.e2e.foreign_support import FOREIGN, copy_project, foreign_env
-from tests.e2e.test_foreign_verifiers import ok, prime, records
+from tests.e2e.test_foreign_verifiers import ok, prime
 from tests.e2e.train_support import NO_EVAL, metrics, train_dirs
 from tests.hub_server.hubproc import start_hub
 from tests.support import free_port
