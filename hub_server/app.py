@@ -13,6 +13,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -38,14 +39,28 @@ from hub_server.registry.pending_uploads import purge_expired
 from hub_server.routes import base_app
 from registry_index.schemas.errors import ErrorBody
 
+if TYPE_CHECKING:
+    from hub_server.lab.engine import LabEngine
+    from hub_server.lab.service import LabLimits
+
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: HubSettings | None = None) -> FastAPI:
-    """A ready hub for `settings` (default: from `PRIME_HUB_*` environment variables)."""
+def create_app(
+    settings: HubSettings | None = None,
+    lab: LabEngine | None = None,
+    lab_limits: LabLimits | None = None,
+) -> FastAPI:
+    """A ready hub for `settings` (default: from `PRIME_HUB_*` environment variables); with
+    `lab`, an engine that trains and samples, it serves the Lab at `/lab` (docs/lab.md)."""
     settings = settings or HubSettings.from_env()
     engine = open_database(settings)
     store = BlobStore(settings.resolved_storage_url, settings.s3_endpoint_url)
+    lab_service = None
+    if lab is not None:
+        from hub_server.lab.service import open_lab
+
+        lab_service = open_lab(lab, engine, store, lab_limits)
     purge_expired(engine, store)
     log_redaction.install()
     jobs = [
@@ -77,6 +92,8 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
                 worker.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await worker
+            if lab_service is not None:
+                await run_in_threadpool(lab_service.close)
 
     app = base_app(
         title="Environments Hub",
@@ -96,6 +113,7 @@ def create_app(settings: HubSettings | None = None) -> FastAPI:
         login_limiter=SlidingWindowLimiter(settings.failed_logins_per_minute),
         downloads=downloads,
     )
+    app.state.lab = lab_service
 
     @app.exception_handler(HubError)
     async def _hub_error(_request: Request, error: HubError) -> JSONResponse:

@@ -16,6 +16,7 @@ from fastapi_offline import FastAPIOffline
 from hub_server.evals import api as evals_api
 from hub_server.index import api as index_api
 from hub_server.index import upload_api
+from hub_server.lab import api as lab_api
 from hub_server.registry import api as environments_api
 from hub_server.registry import push_api
 from hub_server.search import api as search_api
@@ -31,6 +32,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     push_api.router,
     search_api.router,
     environments_api.router,
+    lab_api.router,
     # The web pages before the package index: both claim paths under /{owner}/.
     evals_api.router,
     account_pages.router,

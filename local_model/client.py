@@ -10,9 +10,14 @@ writing results meanwhile. Token ids and per-token logprobs are returned, like v
 it was sampled from (temperature applied), and a stop string cuts the ids as well as the text,
 so the ids are exactly what was sampled up to the stop.
 
+Requests that arrive while a batch decodes join it between two tokens (with the same
+sampling settings, no seed, up to `max_batch` rows), and each reply is delivered as its row
+ends, not when the batch does.
+
 `prime train`'s torch backend reuses this client with its own (LoRA) model: it passes a
-`loader`, takes `lock` while it swaps weights between batches, and sets `policy_version`,
-which every response then carries.
+`loader`, swaps weights between batches inside `exclusive()` (no request joins the batch in
+flight meanwhile, so the swap waits only for the rows already decoding), and sets
+`policy_version`, which every response then carries.
 
 torch is imported here only, and this module only when a local model is asked for.
 """
@@ -24,7 +29,8 @@ import dataclasses
 import os
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +79,10 @@ class LocalClient:
         # other processes make generation many times slower; PRIME_LOCAL_THREADS raises it.
         self.threads = threads or int(os.environ.get("PRIME_LOCAL_THREADS", "1"))
         self._pending: list[_Job] = []
+        self._pending_lock = threading.Lock()
+        """Guards `_pending`: the event loop adds jobs, the worker thread takes joiners."""
+        self._hold = threading.Event()
+        """Set while someone waits in `exclusive()`: no request joins the batch in flight."""
         self._drainer: asyncio.Task[None] | None = None
         self._loading: asyncio.Task[None] | None = None
         self._tokenizer: Any = None
@@ -84,6 +94,7 @@ class LocalClient:
         """Set by `aclose`: the batch generating stops at its next token, none starts after."""
         self.policy_version: int | None = None
         self.batches: list[int] = []  # sizes of the batches generated, for tests and tuning
+        self.joined = 0  # requests that joined a batch already decoding
 
     def _load(self) -> None:
         import torch
@@ -141,15 +152,32 @@ class LocalClient:
     ) -> ChatResponse:
         await self.ensure_loaded()
         future: asyncio.Future[ChatResponse] = asyncio.get_running_loop().create_future()
-        self._pending.append(_Job(messages, tools, sampling or SamplingArgs(), future, prompt_ids))
+        with self._pending_lock:
+            self._pending.append(
+                _Job(messages, tools, sampling or SamplingArgs(), future, prompt_ids)
+            )
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.create_task(self._drain())
         return await future
 
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the model between batches (to swap its weights or score with it): the batch in
+        flight takes no new request and ends with the rows it has; the next waits."""
+        self._hold.set()
+        try:
+            with self.lock:
+                yield
+        finally:
+            self._hold.clear()
+
     async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
         while self._pending:
             await asyncio.sleep(self.batch_window_s)
-            batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
+            with self._pending_lock:
+                batch = self._pending[: self.max_batch]
+                self._pending = self._pending[self.max_batch :]
             if self._closing.is_set():
                 self._fail(batch, "local_model_closed", f"{self.model} was closed")
                 continue
@@ -159,16 +187,12 @@ class LocalClient:
             for jobs in groups.values():
                 self.batches.append(len(jobs))
                 try:
-                    results = await asyncio.to_thread(self._generate, jobs)
+                    await asyncio.to_thread(self._generate, jobs, loop)
                 except Exception as exc:  # noqa: BLE001 - a torch failure is infrastructure, not an answer
                     if self._closing.is_set():
                         self._fail(jobs, "local_model_closed", f"{self.model} was closed")
                     else:
                         self._fail(jobs, "local_model_error", repr(exc))
-                    continue
-                for job, result in zip(jobs, results):
-                    if not job.future.done():
-                        job.future.set_result(result)
 
     @staticmethod
     def _fail(jobs: list[_Job], kind: str, message: str) -> None:
@@ -176,45 +200,81 @@ class LocalClient:
             if not job.future.done():
                 job.future.set_exception(ModelError(kind, message))
 
-    def _generate(self, jobs: list[_Job]) -> list[ChatResponse]:
+    def _joiners(self, key: tuple[Any, ...], room: int) -> list[_Job]:
+        """Up to `room` pending jobs that may join a batch of `key` (worker thread)."""
+        if room <= 0 or self._hold.is_set() or self._closing.is_set() or key[2] is not None:
+            return []
+        with self._pending_lock:
+            taken = [j for j in self._pending if j.batch_key() == key][:room]
+            if taken:
+                self._pending = [j for j in self._pending if j not in taken]
+        return taken
+
+    def _generate(self, jobs: list[_Job], loop: asyncio.AbstractEventLoop) -> None:
+        """Decode `jobs` (and those that join them) in this worker thread, resolving each
+        job's future on `loop` as its row ends. `jobs` grows with the joiners, so a failure
+        reaches them too."""
         import torch
 
         if torch.get_num_threads() != self.threads:  # `threads` may change between batches
             torch.set_num_threads(self.threads)
         with self.lock:
             version = self.policy_version
-            responses = self._generate_locked(jobs)
-        return [dataclasses.replace(r, policy_version=version) for r in responses]
 
-    def _generate_locked(self, jobs: list[_Job]) -> list[ChatResponse]:
+            def deliver(job: _Job, response: ChatResponse) -> None:
+                reply = dataclasses.replace(response, policy_version=version)
+                loop.call_soon_threadsafe(_settle, job.future, reply)
+
+            self._generate_locked(jobs, deliver)
+
+    def _generate_locked(
+        self, jobs: list[_Job], deliver: Callable[[_Job, ChatResponse], None]
+    ) -> None:
         from local_model.decode import Row, decode
 
         tok = self._tokenizer
-        prompts = [
-            j.prompt_ids if j.prompt_ids is not None else prompt_ids(tok, j.messages, j.tools)
-            for j in jobs
-        ]
-        limits = [j.sampling.max_tokens or DEFAULT_MAX_TOKENS for j in jobs]
-        rows = [
-            Row(prompt, limit, self._stop_check(job.sampling.stop))
-            for prompt, limit, job in zip(prompts, limits, jobs)
-        ]
+        prompts: list[list[int]] = []
+        limits: list[int] = []
+
+        def rows_for(new: list[_Job]) -> list[Row]:
+            rows = []
+            for job in new:
+                prompt = (
+                    job.prompt_ids
+                    if job.prompt_ids is not None
+                    else prompt_ids(tok, job.messages, job.tools)
+                )
+                limit = job.sampling.max_tokens or DEFAULT_MAX_TOKENS
+                prompts.append(prompt)
+                limits.append(limit)
+                rows.append(Row(prompt, limit, self._stop_check(job.sampling.stop)))
+            return rows
+
+        def admit(active: int) -> list[Row]:
+            new = self._joiners(jobs[0].batch_key(), self.max_batch - active)
+            self.joined += len(new)
+            jobs.extend(new)
+            return rows_for(new)
+
+        def finished(index: int, tokens: list[int], logprobs: list[float]) -> None:
+            job = jobs[index]
+            deliver(job, self._response(job, prompts[index], tokens, logprobs, limits[index]))
+
         first = jobs[0].sampling
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        results = decode(
+        decode(
             self._model,
-            rows,
+            rows_for(list(jobs)),
             pad_id=pad,
             eos_id=tok.eos_token_id,
             temperature=1.0 if first.temperature is None else first.temperature,
             top_p=first.top_p or 1.0,
             seed=first.seed,
-            should_stop=lambda: self._closing.is_set() or all(j.future.cancelled() for j in jobs),
+            # a delivered or cancelled request's future is done: stop once none is waited for
+            should_stop=lambda: self._closing.is_set() or all(j.future.done() for j in jobs),
+            admit=admit,
+            finished=finished,
         )
-        return [
-            self._response(job, prompt, tokens, logprobs, limit)
-            for job, prompt, (tokens, logprobs), limit in zip(jobs, prompts, results, limits)
-        ]
 
     def _stop_check(self, stops: list[str] | None) -> Callable[[list[int]], bool] | None:
         """A row may stop decoding once one of its stop strings shows in the text so far."""
@@ -271,6 +331,11 @@ class LocalClient:
         if self._drainer is not None:
             await asyncio.gather(self._drainer, return_exceptions=True)
         self._model = self._tokenizer = None
+
+
+def _settle(future: asyncio.Future[ChatResponse], response: ChatResponse) -> None:
+    if not future.done():
+        future.set_result(response)
 
 
 def _first_stop(text: str, stops: list[str]) -> int | None:

@@ -3,7 +3,9 @@
 `transformers`' `generate` keeps computing every row of a batch until the longest one ends;
 in an eval most replies stop well before `max_tokens`, so a batch of 8 spends most of its
 steps on rows that are already done. Here a row leaves the batch (and its cache) at its EOS,
-its token limit or its stop string, and the remaining rows decode on.
+its token limit or its stop string, and the remaining rows decode on; requests that arrive
+meanwhile join between two tokens (continuous batching), so a batch never waits for its
+longest row before new work starts.
 
 Each reported logprob is that of the sampled token under the distribution it was drawn from
 (logits / temperature, then top-p), as vLLM's `processed_logprobs`. After the prompt's
@@ -57,6 +59,40 @@ def _processed(logits: torch.Tensor, temperature: float, top_p: float) -> torch.
     return torch.log_softmax(scores, dim=-1)
 
 
+@dataclass
+class _Prefill:
+    """A prompt forward pass over some rows: the logits of each row's first token, the cache,
+    where each row's next token goes, and the padding mask (None: no row was padded)."""
+
+    logits: torch.Tensor
+    cache: Any
+    next_position: torch.Tensor
+    mask: torch.Tensor | None
+
+
+def _prefill(model: Any, rows: Sequence[Row], pad_id: int, device: torch.device) -> _Prefill:
+    from transformers import DynamicCache
+
+    width = max(len(r.prompt) for r in rows)
+    ids = torch.tensor([[pad_id] * (width - len(r.prompt)) + r.prompt for r in rows])
+    mask = torch.tensor([[0] * (width - len(r.prompt)) + [1] * len(r.prompt) for r in rows])
+    ids, mask = ids.to(device), mask.to(device)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    cache = DynamicCache()
+    # Unpadded rows (always at batch 1) need no mask: the model then builds none per forward
+    # pass (~1% of a token's CPU at 135M parameters), and its causal attention is the same.
+    padded = any(len(r.prompt) < width for r in rows)
+    out = model(
+        input_ids=ids,
+        attention_mask=mask if padded else None,
+        position_ids=positions,
+        **{cache_keyword(model): cache},
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    return _Prefill(out.logits[:, -1], cache, positions[:, -1] + 1, mask if padded else None)
+
+
 def decode(
     model: Any,
     rows: Sequence[Row],
@@ -67,86 +103,100 @@ def decode(
     top_p: float = 1.0,
     seed: int | None = None,
     should_stop: Callable[[], bool] | None = None,
+    admit: Callable[[int], Sequence[Row]] | None = None,
+    finished: Callable[[int, list[int], list[float]], None] | None = None,
 ) -> list[tuple[list[int], list[float]]]:
     """Sample a completion for every row; return (token ids, logprobs) per row, in order.
 
     `should_stop` is asked before each forward pass; once it says True, `Stopped` is raised.
     A long batch runs in a worker thread that nothing else can interrupt, and the process
-    cannot exit while that thread runs: this is how a shutdown gets it back within a token."""
-    global _sampled
-    from transformers import DynamicCache
+    cannot exit while that thread runs: this is how a shutdown gets it back within a token.
 
+    `admit(active)`, asked between two tokens with the number of rows decoding, may give more
+    rows: they are prefilled and join the batch (their keys and values aligned beside the
+    others'), numbered after the rows before them; `finished(index, tokens, logprobs)` hears
+    of each row as it ends, so its caller need not wait for the batch. Rows join only through
+    `LlamaStep` and without a seed (a seeded batch's draws stay those of its first rows)."""
+    global _sampled
     device = next(model.parameters()).device
-    width = max(len(r.prompt) for r in rows)
-    ids = torch.tensor([[pad_id] * (width - len(r.prompt)) + r.prompt for r in rows])
-    mask = torch.tensor([[0] * (width - len(r.prompt)) + [1] * len(r.prompt) for r in rows])
-    ids, mask = ids.to(device), mask.to(device)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    rows = list(rows)
     generator = None
     if seed is not None and temperature > 0:
         generator = torch.Generator(device=device).manual_seed(seed)
     tokens: list[list[int]] = [[] for _ in rows]
     logprobs: list[list[float]] = [[] for _ in rows]
     active = list(range(len(rows)))  # original row of each batch position
-    cache = DynamicCache()
-    cache_kw = cache_keyword(model)
     if should_stop is not None and should_stop():
         raise Stopped
-    # Unpadded rows (always at batch 1) need no mask: the model then builds none per forward
-    # pass (~1% of a token's CPU at 135M parameters), and its causal attention is the same.
-    padded = any(len(r.prompt) < width for r in rows)
     with torch.inference_mode():
-        out = model(
-            input_ids=ids,
-            attention_mask=mask if padded else None,
-            position_ids=positions,
-            **{cache_kw: cache},
-            use_cache=True,
-            logits_to_keep=1,
+        first = _prefill(model, rows, pad_id, device)
+        logits, cache, next_position, mask = (
+            first.logits,
+            first.cache,
+            first.next_position,
+            first.mask,
         )
-        logits = out.logits[:, -1]
-        step = LlamaStep.start(model, cache)  # None: every step through the model's forward
-        next_position = positions[:, -1] + 1
+        step = LlamaStep.start(model, cache, mask)  # None: every step through the forward pass
+        if step is None or generator is not None:
+            admit = None
         while True:
             logp = _processed(logits, temperature, top_p)
             if temperature > 0:
                 chosen = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
             else:
                 chosen = logp.argmax(-1)
-            picked = logp.gather(1, chosen[:, None]).squeeze(1).tolist()
+            picked = logp.gather(1, chosen[:, None]).squeeze(1)
+            # One copy to the host per token (on a GPU each is a wait for the step to finish):
+            # token ids and float32 logprobs are both exact as float64.
+            host_ids, host_logprobs = torch.stack((chosen.double(), picked.double())).tolist()
             _sampled += len(active)
             keep = []
-            for b, (row, token) in enumerate(zip(active, chosen.tolist())):
+            for b, row in enumerate(active):
+                token = int(host_ids[b])
                 tokens[row].append(token)
-                logprobs[row].append(picked[b])
+                logprobs[row].append(host_logprobs[b])
                 spec = rows[row]
-                finished = token == eos_id or len(tokens[row]) >= spec.limit
-                if not finished and spec.stopped is not None and spec.stopped(tokens[row]):
-                    finished = True
-                if not finished:
+                done = token == eos_id or len(tokens[row]) >= spec.limit
+                if not done and spec.stopped is not None and spec.stopped(tokens[row]):
+                    done = True
+                if not done:
                     keep.append(b)
+                elif finished is not None:
+                    finished(row, tokens[row], logprobs[row])
             if not keep:
                 break
             if len(keep) < len(active):
                 index = torch.tensor(keep, device=device)
                 if step is None:
                     cache.batch_select_indices(index)
+                    mask = None if mask is None else mask[index]
                 else:
                     step.select(index)
-                mask, next_position, chosen = mask[index], next_position[index], chosen[index]
+                next_position, chosen = next_position[index], chosen[index]
                 active = [active[b] for b in keep]
-            mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
             if should_stop is not None and should_stop():
                 raise Stopped
             if step is not None:
-                logits = step(chosen[:, None], next_position[:, None], mask if padded else None)
+                logits = step(chosen[:, None], next_position[:, None])
             else:
+                if mask is not None:
+                    mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
                 logits = model(
                     input_ids=chosen[:, None],
-                    attention_mask=mask if padded else None,
+                    attention_mask=mask,
                     position_ids=next_position[:, None],
-                    **{cache_kw: cache},
+                    **{cache_keyword(model): cache},
                     use_cache=True,
                 ).logits[:, -1]
             next_position = next_position + 1
+            joining = [] if admit is None else list(admit(len(active)))
+            if joining:
+                joined = _prefill(model, joining, pad_id, device)
+                step.join(joined.cache, joined.mask)  # type: ignore[union-attr]
+                logits = torch.cat([logits, joined.logits])
+                next_position = torch.cat([next_position, joined.next_position])
+                active += range(len(rows), len(rows) + len(joining))
+                rows += joining
+                tokens += [[] for _ in joining]
+                logprobs += [[] for _ in joining]
     return list(zip(tokens, logprobs))

@@ -6,6 +6,7 @@ work is done by `hub_server.admin` / `hub_server.app`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:
+    from fastapi import FastAPI
     from sqlalchemy.engine import Engine
 
     from hub_server.core.settings import HubSettings
@@ -80,6 +82,18 @@ def hub() -> None:
     help="Proxies (comma-separated IPs, or '*') whose X-Forwarded-For is believed for the "
     "client address (rate limits, logs). Default: none, the socket's peer is the client.",
 )
+@click.option(
+    "--lab",
+    is_flag=True,
+    help="Also serve the Lab at /lab: the Tinker API for LoRA training by `train`-scoped "
+    "tokens (TINKER_BASE_URL=http://HOST:PORT/lab; docs/lab.md). Needs prime-envhub[lab].",
+)
+@click.option(
+    "--lab-model",
+    default="local/smollm2-135m",
+    show_default=True,
+    help="The Lab's base model: local/<name> or a Hugging Face model directory.",
+)
 def serve(
     host: str,
     port: int,
@@ -87,10 +101,10 @@ def serve(
     workers: int,
     with_builtins: bool,
     forwarded_allow_ips: str | None,
+    lab: bool,
+    lab_model: str,
 ) -> None:
     """Start the hub server (uvicorn)."""
-    import os
-
     import uvicorn
 
     from hub_server.core.blobstore import BlobStore
@@ -105,11 +119,27 @@ def serve(
         raise click.ClickException(
             f"Cannot open the blob store {settings.resolved_storage_url}: {exc}"
         ) from None
+    factory = "hub_server.app:create_app"
+    if lab:
+        if workers != 1:
+            raise click.UsageError("--lab holds its models in memory: run it with --workers 1.")
+        try:
+            import tinker  # noqa: F401
+
+            import trainer_bridge.lab.engine  # noqa: F401
+        except ImportError as exc:
+            raise click.ClickException(
+                f"--lab needs the Lab's packages ({exc.name}): pip install 'prime-envhub[lab]'"
+            ) from None
+        os.environ[LAB_MODEL_ENV] = lab_model
+        factory = "prime_cli.hub:create_lab_hub"
     click.echo(f"Hub data in {settings.data_dir}; listening on http://{host}:{port}/")
+    if lab:
+        click.echo(f"Lab ({lab_model}) at http://{host}:{port}/lab (TINKER_BASE_URL)")
     if with_builtins:
         _seed_when_up(f"http://{_client_host(host)}:{port}", settings.data_dir)
     uvicorn.run(
-        "hub_server.app:create_app",
+        factory,
         factory=True,
         host=host,
         port=port,
@@ -121,6 +151,18 @@ def serve(
         proxy_headers=bool(forwarded_allow_ips),
         forwarded_allow_ips=forwarded_allow_ips or "",
     )
+
+
+LAB_MODEL_ENV = "PRIME_HUB_LAB_MODEL"
+
+
+def create_lab_hub() -> FastAPI:
+    """uvicorn's factory for `prime hub serve --lab`: the hub with the torch engine as its Lab
+    (built here: the hub never imports torch or the trainer)."""
+    from hub_server.app import create_app
+    from trainer_bridge.lab.engine import TorchLabEngine
+
+    return create_app(lab=TorchLabEngine(os.environ.get(LAB_MODEL_ENV, "local/smollm2-135m")))
 
 
 @hub.group()
@@ -225,7 +267,7 @@ def token() -> None:
     "--scope",
     "scopes",
     multiple=True,
-    help="all | read | upload:OWNER | upload:OWNER/NAME (repeatable; default all).",
+    help="all | read | train | upload:OWNER | upload:OWNER/NAME (repeatable; default all).",
 )
 @_DATA_DIR
 def token_create(
@@ -318,7 +360,7 @@ def _seed(url: str, data_dir: Path) -> list[str]:
     _admin_call(ensure_user, engine, OWNER)
     secret, _row = _admin_call(create_token, engine, OWNER, "seed", [f"upload:{OWNER}"])
     try:
-        return publish_builtins(url, secret)
+        return publish_builtins(url, secret, on_step=lambda line: click.echo(line, err=True))
     except PublishError as exc:
         raise click.ClickException(f"Publishing the built-in environments failed: {exc}") from None
     finally:
@@ -357,3 +399,11 @@ def _seed_when_up(url: str, data_dir: Path) -> None:
         click.echo(f"--with-builtins: published {len(uploaded)} new file(s) under {url}/prime/")
 
     threading.Thread(target=run, name="seed-builtins", daemon=True).start()
+
+
+def local_viewer(runs: list[dict[str, Any]]) -> Any:
+    """The hub's run and compare pages over runs read from this machine (`prime eval view`):
+    each dict is a `hub_server.web.local_view.LocalRun`'s fields. hub_server loads here."""
+    from hub_server.web.local_view import LocalRun, viewer_app
+
+    return viewer_app([LocalRun(**run) for run in runs])

@@ -6,7 +6,8 @@ One home for the rules every run directory, settings file and export relies on:
   never a torn one; the scratch file is removed when the write fails;
 - a JSONL file appended to by a process that may be killed is read leniently: a line that is not
   JSON (the torn last line of a crash) is skipped, not fatal;
-- a path component made of an env or model id (`slug`), and the UTC time stamps files carry.
+- a path component made of an env or model id (`slug`), a run's name checked to be one
+  (`check_run_name`), and the UTC time stamps files carry.
 The hub's blob store keeps its own, durable writes (it fsyncs the directory too).
 """
 
@@ -115,6 +116,21 @@ def slug(text: str) -> str:
     `./envs/x.py` → `envs--x.py`; anything but letters, digits, `.`, `_` and `-` becomes `_`."""
     joined = text.lstrip("./~").replace("/", "--").replace("@", "-")
     return re.sub(r"[^A-Za-z0-9._-]+", "_", joined)
+
+
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_run_name(name: str) -> str:
+    """`name` if it can be a run's directory: one path component of letters, digits, '.',
+    '_' and '-', starting with a letter or digit (no `/`, `..` or absolute path that would put
+    the run outside its output directory); ValueError saying so otherwise."""
+    if _RUN_NAME.fullmatch(name) is None:
+        raise ValueError(
+            f"run name {name[:80]!r} is not one path component: use up to 128 letters, digits, "
+            "'.', '_' and '-', starting with a letter or digit"
+        )
+    return name
 
 
 def utc_now() -> str:

@@ -4,6 +4,7 @@
 - `read`: read everything the user may read (private environments of their owners);
 - `upload:OWNER`: publish, yank and edit any environment of OWNER (and read them);
 - `upload:OWNER/NAME`: the same for one environment;
+- `train`: train on the hub's Lab (the Tinker API at `/lab`) as the user, nothing else;
 - managing the user's tokens (create, revoke another) takes `all`: a narrower token could
   otherwise mint a broader one, or revoke the tokens that hold more than it does.
 
@@ -20,14 +21,14 @@ from typing import Literal
 from registry_index.names import is_valid_owner_name, is_valid_project_name, normalize
 
 Action = Literal["read", "write"]
-_HOW = "use 'all', 'read', 'upload:OWNER' or 'upload:OWNER/NAME'"
+_HOW = "use 'all', 'read', 'train', 'upload:OWNER' or 'upload:OWNER/NAME'"
 
 
 @dataclass(frozen=True)
 class Scope:
     """A parsed scope; `owner` and `name` (normalised) are set only for upload scopes."""
 
-    kind: Literal["all", "read", "upload"]
+    kind: Literal["all", "read", "train", "upload"]
     owner: str | None = None
     name: str | None = None
 
@@ -43,6 +44,8 @@ class Scope:
             return True
         if self.kind == "read":
             return action == "read"
+        if self.kind == "train":
+            return False
         if self.owner != owner.lower():
             return False
         return self.name is None or (name is not None and self.name == normalize(name))
@@ -50,7 +53,7 @@ class Scope:
 
 def parse_scope(text: str) -> Scope:
     """`all`, `read`, `upload:OWNER` or `upload:OWNER/NAME` as a Scope; ValueError otherwise."""
-    if text in ("all", "read"):
+    if text in ("all", "read", "train"):
         return Scope(text)  # type: ignore[arg-type]
     if text.startswith("upload:"):
         owner, slash, name = text.removeprefix("upload:").partition("/")
@@ -84,6 +87,11 @@ def manages_tokens(scopes: Iterable[str]) -> bool:
     """May create the user's tokens and revoke any of them (only `all`; any token may revoke
     itself, which only takes away)."""
     return any(parse_scope(scope).kind == "all" for scope in scopes)
+
+
+def trains(scopes: Iterable[str]) -> bool:
+    """May use the Lab (train LoRA adapters on the hub): `all` or `train`."""
+    return any(parse_scope(scope).kind in ("all", "train") for scope in scopes)
 
 
 def upload_owners(scopes: Iterable[str]) -> list[str]:

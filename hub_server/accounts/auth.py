@@ -72,6 +72,17 @@ def credentials_from_header(authorization: str | None) -> str | None:
     return None
 
 
+TINKER_KEY_PREFIX = "tml-"
+
+
+def credentials_from_api_key(api_key: str | None) -> str | None:
+    """The token in an `X-API-Key` header (the Tinker SDK's, which insists on a `tml-`
+    prefix: `TINKER_API_KEY=tml-<hub token>`), else None."""
+    if not api_key:
+        return None
+    return api_key.strip().removeprefix(TINKER_KEY_PREFIX) or None
+
+
 @dataclass
 class Principal:
     """An authenticated caller: a user acting through one token."""

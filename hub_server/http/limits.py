@@ -42,7 +42,7 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 def _is_api(path: str) -> bool:
-    return path.startswith("/api/") or bool(_LEGACY.match(path))
+    return path.startswith(("/api/", "/lab/")) or bool(_LEGACY.match(path))
 
 
 def _limit_for(hub: Hub, scope: Scope) -> tuple[int, bool]:
@@ -112,7 +112,7 @@ class RequestLimitsMiddleware:
             principal = None
             if _route_authenticates(hub, scope, declared):
                 scope[AUTH_DEFERRED_KEY] = True
-            elif _header(scope, b"authorization"):
+            elif _header(scope, b"authorization") or _header(scope, b"x-api-key"):
                 try:
                     principal = await run_in_threadpool(_authenticate, scope, hub)
                 except HubError as error:

@@ -10,7 +10,12 @@ from __future__ import annotations
 from sqlmodel import Session
 from starlette.requests import Request
 
-from hub_server.accounts.auth import Principal, authenticate, credentials_from_header
+from hub_server.accounts.auth import (
+    Principal,
+    authenticate,
+    credentials_from_api_key,
+    credentials_from_header,
+)
 from hub_server.core.errors import RateLimited, Unauthorized
 from hub_server.http.state import Hub
 
@@ -24,7 +29,8 @@ def client_ip(request: Request) -> str:
 
 
 def resolve_principal(request: Request, hub: Hub, session: Session) -> Principal | None:
-    """The caller behind the Authorization header; None when anonymous.
+    """The caller behind the Authorization header (or the Tinker SDK's `X-API-Key`); None
+    when anonymous.
 
     A wrong token is a 401 (never silently anonymous), and failed attempts are rate limited
     per client IP so tokens cannot be guessed at speed. A principal the request-limits
@@ -34,6 +40,8 @@ def resolve_principal(request: Request, hub: Hub, session: Session) -> Principal
         cached: Principal | None = request.scope[PRINCIPAL_KEY]
         return cached
     token = credentials_from_header(request.headers.get("authorization"))
+    if token is None:
+        token = credentials_from_api_key(request.headers.get("x-api-key"))
     if token is None:
         return None
     ip = client_ip(request)

@@ -64,8 +64,10 @@ def scopes_cover_environments(principal: Principal) -> sa.ColumnElement[bool]:
     """SQL: the token's scopes cover reading the `Environment` row (membership apart)."""
     terms: list[sa.ColumnElement[bool]] = []
     for scope in map(scopes.parse_scope, principal.scopes):
-        if scope.owner is None:  # all, read
+        if scope.kind in ("all", "read"):
             return sa.true()
+        if scope.owner is None:  # train: the Lab only, no environment
+            continue
         term: sa.ColumnElement[bool] = col(Environment.owner_id).in_(
             select(Owner.id).where(Owner.name == scope.owner)
         )

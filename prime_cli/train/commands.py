@@ -34,8 +34,10 @@ from prime_cli.feedback import console_feedback
 from prime_cli.messages import message_console
 from prime_cli.options import json_object
 from prime_cli.program_host import program_on_host_option
-from prime_cli.train.algo import algo_flags, check_whole_run
+from prime_cli.train.algo import algo_flags, check_whole_run, self_teacher_warnings
+from prime_cli.train.help import common_options_text
 from prime_cli.train.recipes import choose_recipe
+from trainer_bridge.outcome import outcome_lines, read_outcome
 
 console = message_console(stderr=True)
 
@@ -50,9 +52,30 @@ class TrainGroup(click.Group):
     subcommands."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--help-all" in args:
+            from prime_cli.train.help import print_all_keys
+
+            print_all_keys()
+            ctx.exit(0)
         if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
             args = ["run", *args]
         return super().parse_args(ctx, args)
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The run's own flags and the common config keys come first (a run is what most
+        readers want), then the subcommands."""
+        from prime_cli.train.help import common_options_text
+
+        run = self.commands["run"]
+        options = [p for p in run.get_params(ctx) if isinstance(p, click.Option)]
+        rows = [r for p in options if (r := p.get_help_record(ctx)) is not None]
+        rows.append(("--help-all", "every config key, with its type and default"))
+        with formatter.section("Options of a run (prime train OWNER/NAME ...)"):
+            formatter.write_dl(rows)
+        formatter.write_paragraph()
+        for line in common_options_text().splitlines():
+            formatter.write(line + "\n")
+        self.format_commands(ctx, formatter)
 
 
 @click.group("train", cls=TrainGroup)
@@ -61,7 +84,6 @@ def train() -> None:
 
     \b
     prime train OWNER/NAME[@VER] [-m MODEL] [-c FILE.toml]... [--dotted.key VALUE]...
-    (`prime train OWNER/NAME --help` lists the options; docs/training.md the config keys)
     """
 
 
@@ -69,6 +91,7 @@ def train() -> None:
     "run",
     hidden=True,
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    epilog="\b\n" + common_options_text(),
 )
 @click.argument("env_spec", metavar="OWNER/NAME[@VER]", required=False)
 @click.option("-m", "--model", help="model.name: local/smollm2-135m or a Hugging Face model dir")
@@ -76,7 +99,9 @@ def train() -> None:
     "-c", "--config", "configs", multiple=True, type=Path, help="TOML config (repeatable)"
 )
 @click.option("-a", "--env-args", help="JSON object passed to load_environment")
-@click.option("--max-steps", type=click.IntRange(min=1))
+@click.option(
+    "--max-steps", type=click.IntRange(min=1), help="optimizer steps to train (max_steps)"
+)
 @click.option("--backend", type=click.Choice(["auto", "torch", "vllm", "external"]))
 @click.option(
     "-o", "--output-dir", type=Path, help="where outputs/train/… goes (default ./outputs)"
@@ -154,6 +179,8 @@ def run_cmd(
         )
         if algo is not None:
             check_whole_run(config)
+        for warning in self_teacher_warnings(config):
+            console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
         spec = config.env.id
     except ConfigError as exc:
         raise config_exit(str(exc)) from None
@@ -248,6 +275,7 @@ def _finish(
         pushed = _push(run, public)
     info = run.read_run_json()
     status = run.status()
+    outcome = read_outcome(run.root)
     if output == "json":
         click.echo(
             json.dumps(
@@ -257,11 +285,15 @@ def _finish(
                     "error": info.get("error"),
                     "steps": prepared.config.max_steps,
                     "pushes": pushed,
+                    "outcome": outcome.as_json(),
                 },
                 indent=2,
             )
         )
     else:
+        if status == "completed":
+            for line in outcome_lines(outcome, run.root):
+                click.echo(line)
         click.echo(f"{status}: {run.root}")
     if code:
         sys.exit(code)

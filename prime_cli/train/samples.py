@@ -1,9 +1,10 @@
 """`prime train samples RUN_DIR --step N`: what the policy wrote at step N, rollout by rollout.
 
 Read from `rollouts/step_N.jsonl` (every record the step saw, dropped and errored ones
-included) and `batches/step_N/samples.jsonl` (the advantage each batched rollout trained
-with), grouped by task: reward, the env's correctness metric, whether it was trained on, and
-the completion.
+included) and `batches/step_N/` (the advantage each batched rollout trained with, and the
+stage's reward weights), grouped by task: the reward trained on and its parts (weight × score;
+the env's own reward beside it when they differ), the env's correctness metric, whether it was
+trained on, and the completion.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 
 from prime_env.record import RolloutRecord
 from trainer_bridge.orchestrator.hacking import completion_text, is_correct
-from trainer_bridge.protocol.batches import SAMPLES_FILE
+from trainer_bridge.orchestrator.rewards import training_reward
+from trainer_bridge.protocol.batches import META_FILE, SAMPLES_FILE
 from trainer_bridge.protocol.run_dir import RunDir
 
 
@@ -41,31 +43,57 @@ def step_rollouts(run: RunDir, step: int) -> list[RolloutRecord]:
     return records
 
 
-def advantages(run: RunDir, step: int) -> dict[tuple[str, int], float]:
-    """(task id, rollout index) → the advantage it was batched with."""
+def batched(run: RunDir, step: int) -> dict[tuple[str, int], dict[str, Any]]:
+    """(task id, rollout index) → its sample's advantage and trained reward."""
     path = run.batch(step) / SAMPLES_FILE
-    out: dict[tuple[str, int], float] = {}
+    out: dict[tuple[str, int], dict[str, Any]] = {}
     if path.is_file():
         for line in path.read_text().splitlines():
             sample = json.loads(line)
-            out[(sample["task_id"], sample["rollout_index"])] = float(sample["advantage"])
+            out[(sample["task_id"], sample["rollout_index"])] = sample
     return out
+
+
+def reward_weights(run: RunDir, step: int) -> dict[str, float] | None:
+    """The weights the step's stage trained with (batch meta.json; None for a batch not
+    written, or written before they were recorded)."""
+    path = run.batch(step) / META_FILE
+    if not path.is_file():
+        return None
+    weights = json.loads(path.read_text()).get("reward_weights")
+    return {str(k): float(v) for k, v in weights.items()} if isinstance(weights, dict) else None
+
+
+def _trained(
+    record: RolloutRecord, weights: dict[str, float] | None, sample: dict[str, Any] | None
+) -> tuple[float | None, dict[str, list[float]] | None]:
+    """The reward trained on and its parts {name: [weight, score]} (weights != 0)."""
+    if weights is None:
+        reward = sample.get("reward") if sample else None
+        return (float(reward) if isinstance(reward, (int, float)) else None), None
+    scores = {**record.metrics, **record.rewards}
+    parts = {name: [w, scores[name]] for name, w in weights.items() if w and name in scores}
+    return training_reward(record, weights), parts
 
 
 def rows(run_dir: Path, step: int, correctness: str | None) -> list[dict[str, Any]]:
     """One row per rollout of the step, grouped by task (in the order the step saw them)."""
     run = RunDir(run_dir)
-    trained = advantages(run, step)
+    samples = batched(run, step)
+    weights = reward_weights(run, step)
     out = []
     for record in step_rollouts(run, step):
-        key = (record.task_id, record.rollout_index)
+        sample = samples.get((record.task_id, record.rollout_index))
+        trained, parts = _trained(record, weights, sample) if record.error is None else (None, None)
         out.append(
             {
                 "task_id": record.task_id,
                 "rollout_index": record.rollout_index,
                 "reward": record.reward,
+                "trained_reward": trained,
+                "reward_parts": parts,
                 "correct": is_correct(record, correctness) if correctness else None,
-                "advantage": trained.get(key),
+                "advantage": float(sample["advantage"]) if sample else None,
                 "error": record.error.type if record.error else None,
                 "policy_version": record.policy_version,
                 "completion": completion_text(record),
@@ -82,8 +110,7 @@ def render(items: list[dict[str, Any]], width: int = 100) -> str:
         if item["task_id"] != task:
             task = item["task_id"]
             lines.append(f"── {task}")
-        reward = "error" if item["error"] else f"{item['reward']:.3g}"
-        parts = [f"  #{item['rollout_index']:<3} reward {reward:<6}"]
+        parts = [f"  #{item['rollout_index']:<3} {_reward(item)}"]
         if item["correct"] is not None:
             parts.append("correct" if item["correct"] else "wrong  ")
         adv = item["advantage"]
@@ -93,3 +120,20 @@ def render(items: list[dict[str, Any]], width: int = 100) -> str:
         text = item["completion"].replace("\n", "⏎ ")
         lines.append(" ".join(parts) + f"  {text[:width]}")
     return "\n".join(lines)
+
+
+def _reward(item: dict[str, Any]) -> str:
+    """`reward 0.5 (correct 1×0.5 + format 0.2×0)`, the env's reward beside it when the run
+    re-weighted it (`orchestrator.reward.weights`)."""
+    if item["error"]:
+        return "reward error"
+    trained, env = item["trained_reward"], item["reward"]
+    if trained is None:
+        return f"env reward {env:.3g}" if env is not None else "reward -"
+    text = f"reward {trained:.3g}"
+    if item["reward_parts"]:
+        parts = " + ".join(f"{n} {w:g}×{v:.3g}" for n, (w, v) in item["reward_parts"].items())
+        text += f" ({parts})"
+    if env is not None and abs(env - trained) > 1e-9:
+        text += f" [env reward {env:.3g}]"
+    return text

@@ -1,5 +1,5 @@
-"""Environments out of process: served by a worker (worker.py) in a virtualenv of their own,
-driven over the worker protocol (wire.py) behind the ordinary environment contract."""
+"""Environments out of process: served by a worker (`prime_env/worker.py`) in a virtualenv of
+their own, driven over the worker protocol (wire.py) behind the ordinary environment contract."""
 
 from .environment import RemoteEnvironment, RemoteHarness, RemoteRubric
 from .isolated import IsolatedEnv, envs_home, find, installed, load_isolated

@@ -4,8 +4,8 @@
 verifiers package pins `openai<3`; the SDK needs `openai>=3.57`), or that is served by another
 framework (verifiers), into `<home>/<package>/venv` and records it in
 `<home>/<package>/environment.json` (schema `prime.isolated-env/1`); `prime_env.load` finds it
-there when the name is not importable here, and drives it through a worker (worker.py) started
-with that virtualenv's Python. `<home>` is `$PRIME_ENVS_HOME`, else `$XDG_DATA_HOME/prime/envs`
+there when the name is not importable here, and drives it through a worker
+(`prime_env/worker.py`) started with that virtualenv's Python. `<home>` is `$PRIME_ENVS_HOME`, else `$XDG_DATA_HOME/prime/envs`
 (~/.local/share/prime/envs).
 """
 

@@ -1,7 +1,7 @@
 """The runner's side of an environment worker: its process, and connections to it.
 
-`WorkerProcess.start` runs worker.py with the environment's Python (its own virtualenv) in a
-process group of its own, waits for its `READY` line, and reads its hello and tasks over a
+`WorkerProcess.start` runs `prime_env/worker.py` with the environment's Python (its own
+virtualenv) in a process group of its own, waits for its `READY` line, and reads its hello and tasks over a
 blocking socket (an environment's tasks are known when it is loaded). Rollouts then use one
 asyncio `Connection` per event loop, each carrying every request in flight. A worker that
 exits, or a connection that breaks, fails every request waiting on it with an InfraError: the
@@ -28,7 +28,7 @@ from ..errors import EnvironmentNotFound, InfraError
 from ..uv_binary import find_uv
 from . import wire
 
-WORKER = Path(__file__).with_name("worker.py")
+WORKER = Path(__file__).resolve().parent.parent / "worker.py"
 START_TIMEOUT_S = float(os.environ.get("PRIME_WORKER_START_TIMEOUT", "600"))
 """How long a worker may take to load its environment (verifiers imports in ~10 s on a quiet
 core; a big taskset takes longer)."""

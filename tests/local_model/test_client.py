@@ -106,3 +106,70 @@ async def test_a_batch_stops_between_tokens_when_closed_or_abandoned(
     with pytest.raises(ModelError) as error:
         await closed
     assert error.value.error_type == "local_model_closed"
+
+
+async def _underway(tokens: int = 20) -> None:
+    from local_model.decode import sampled_tokens
+
+    start = sampled_tokens()
+    while sampled_tokens() < start + tokens:
+        await asyncio.sleep(0.02)
+
+
+LONG = SamplingArgs(max_tokens=150, temperature=0.0)
+SHORT = SamplingArgs(max_tokens=6, temperature=0.0)
+
+
+async def test_a_request_arriving_mid_batch_joins_it_and_is_answered_as_its_row_ends(
+    tiny_model_dir: Path,  # noqa: F811
+) -> None:
+    """Continuous batching: a request that arrives while a batch decodes joins it between two
+    tokens (not after its longest row), its reply comes when its own row ends, and neither
+    row's tokens change for having shared the batch (greedy)."""
+    from local_model.client import LocalClient
+
+    client = LocalClient("tiny", loader=_tiny_loader(tiny_model_dir))
+    long_chat = [{"role": "user", "content": "Tell me a long story about the sea."}]
+    short_chat = [{"role": "user", "content": "Hi"}]
+    long_alone = await client.chat(long_chat, sampling=LONG)
+    short_alone = await client.chat(short_chat, sampling=SHORT)
+    assert len(long_alone.completion_token_ids or []) == 150  # the random model rarely ends
+
+    long_task = asyncio.create_task(client.chat(long_chat, sampling=LONG))
+    await _underway()
+    short = await client.chat(short_chat, sampling=SHORT)
+    assert not long_task.done()  # answered while the long row still decodes
+    long = await long_task
+    await client.aclose()
+    assert client.joined == 1 and client.batches == [1, 1, 1]
+    assert short.completion_token_ids == short_alone.completion_token_ids
+    assert long.completion_token_ids == long_alone.completion_token_ids
+    assert short.prompt_token_ids == short_alone.prompt_token_ids
+
+
+async def test_a_weight_swap_waiting_keeps_new_requests_out_of_the_batch_in_flight(
+    tiny_model_dir: Path,  # noqa: F811
+) -> None:
+    """`exclusive()` (a policy swap) waits only for the rows already decoding: a request
+    arriving meanwhile does not join them, and runs after the swap, on the new version."""
+    from local_model.client import LocalClient
+
+    client = LocalClient("tiny", loader=_tiny_loader(tiny_model_dir))
+    client.policy_version = 0
+    long_task = asyncio.create_task(
+        client.chat([{"role": "user", "content": "Count."}], sampling=LONG)
+    )
+    await _underway()
+
+    def swap() -> None:
+        with client.exclusive():
+            client.policy_version = 1
+
+    swapping = asyncio.create_task(asyncio.to_thread(swap))
+    await asyncio.sleep(0.1)
+    short = await client.chat([{"role": "user", "content": "Hi"}], sampling=SHORT)
+    await swapping
+    long = await long_task
+    await client.aclose()
+    assert client.joined == 0
+    assert long.policy_version == 0 and short.policy_version == 1

@@ -22,7 +22,7 @@ class _NoStep:
     """Stands in for `LlamaStep` to make `decode` use the model's forward pass every step."""
 
     @classmethod
-    def start(cls, model: Any, cache: Any) -> None:
+    def start(cls, model: Any, cache: Any, *args: Any, **kwargs: Any) -> None:
         return None
 
 
@@ -102,6 +102,72 @@ def test_a_lora_adapter_is_applied_and_weights_swapped_in_place_are_used(
     reference, stepped = _both(monkeypatch, model, rows)
     assert stepped == reference
     assert stepped != before  # the adapter changed what is generated
+
+
+def test_a_folded_lora_weight_decodes_as_the_adapter_and_follows_swaps(
+    tiny_model_dir: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a GPU each LoRA projection runs on its folded weight (merged_lora.py); here the fold
+    is forced on CPU: the same tokens, logprobs within float32 rounding, and a broadcast
+    copied into the adapter in place is folded anew."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from local_model.llama_step import LlamaStep
+    from local_model.merged_lora import folded_weight
+
+    torch.manual_seed(2)
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    model = get_peft_model(_model(tiny_model_dir), LoraConfig(r=4, target_modules=targets))
+    model.eval()
+    start = LlamaStep.start.__func__  # type: ignore[attr-defined]
+
+    def folding(cls: Any, model: Any, cache: Any, mask: Any = None, **_: Any) -> Any:
+        return start(cls, model, cache, mask, fold_lora=True)
+
+    rows = [local_decode.Row([1, 100, 200, 300], 20), local_decode.Row([1, 5], 20)]
+    for _swap in range(2):
+        with torch.no_grad():  # a policy broadcast: into the adapter, in place
+            for name, parameter in model.named_parameters():
+                if "lora_B" in name:
+                    parameter.normal_(std=0.5)
+        reference = _decode(model, rows)
+        with monkeypatch.context() as patched:
+            patched.setattr(LlamaStep, "start", classmethod(folding))
+            folded = _decode(model, rows)
+        assert [t for t, _ in folded] == [t for t, _ in reference]
+        assert _max_difference(folded, reference) < 1e-4
+    q_proj: Any = model.get_base_model().model.layers[0].self_attn.q_proj
+    assert folded_weight(q_proj) is not None and folded_weight(q_proj.base_layer) is None
+
+
+def test_rows_joining_a_batch_decode_as_they_would_alone(
+    tiny_model_dir: Path,  # noqa: F811
+) -> None:
+    """Continuous batching: rows admitted between two tokens (one with a prompt longer than
+    the batch so far, which shifts the rows decoding; one shorter, which is padded) give the
+    tokens each gives alone, and each is reported as it ends."""
+    model = _model(tiny_model_dir)
+    first = local_decode.Row([1, 5], 20)
+    longer = local_decode.Row([1, *range(7, 32)], 12)
+    shorter = local_decode.Row([1, 40, 41], 30)
+    asked: list[int] = []
+
+    def admit(active: int) -> list[local_decode.Row]:
+        asked.append(active)
+        return {3: [longer], 6: [shorter]}.get(len(asked), [])
+
+    ended: list[int] = []
+    joined = local_decode.decode(
+        model, [first], pad_id=2, eos_id=-1, temperature=0.0,
+        admit=admit, finished=lambda row, tokens, logprobs: ended.append(row),
+    )  # fmt: skip
+    alone = [_decode(model, [row])[0] for row in (first, longer, shorter)]
+    assert [t for t, _ in joined] == [t for t, _ in alone]
+    assert [len(t) for t, _ in joined] == [20, 12, 30]
+    assert _max_difference(joined, alone) < 1e-5
+    assert ended == [1, 0, 2] and asked[:4] == [1, 1, 1, 2]
 
 
 def test_other_attention_implementations_decode_through_the_forward_pass(

@@ -90,6 +90,17 @@ def test_bench_local_model_quick() -> None:
 
 
 @pytest.mark.slow
+def test_bench_sampler_gpu_quick() -> None:
+    from tests.trainer_bridge.conftest import local_model_available
+
+    require(local_model_available(), "the local model (extra `train`)")
+    out = run_quick("bench_sampler_gpu.py", "--quick")
+    assert re.search(r"served batch +4: .* ratio [\d.]+", out), out
+    assert re.search(r"steps +batch +4: .* ratio [\d.]+", out), out
+    assert "load (1-min avg)" in out
+
+
+@pytest.mark.slow
 def test_bench_train_quick() -> None:
     out = run_quick("bench_train.py", "async", "--quick")
     assert re.search(r"async/sync steps/hour: [\d.]+x", out), out

@@ -5,6 +5,8 @@ which servers, credentials, engine arguments, monitors and model it uses come fr
 from __future__ import annotations
 
 import shutil
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -56,6 +58,22 @@ def test_a_recipe_that_sets_what_only_the_user_may_is_refused_by_key(
     assert not (tmp_path / "escaped-run").exists() and not Path("/tmp/anywhere").exists()
 
 
+@pytest.fixture
+def fresh_arithmetic(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No `arithmetic` module imported, as in a fresh `prime train`: another test of this worker
+    may have imported the installed one, and a path env is not loaded over a module of its name
+    (`prime_env.loading`). The modules and `sys.path` are as before afterwards."""
+    before = {k: v for k, v in sys.modules.items() if k.split(".")[0] == "arithmetic"}
+    for name in before:
+        del sys.modules[name]
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    yield
+    for name in [k for k in sys.modules if k.split(".")[0] == "arithmetic"]:
+        del sys.modules[name]
+    sys.modules.update(before)
+
+
+@pytest.mark.usefixtures("fresh_arithmetic")
 def test_the_same_keys_from_the_user_and_training_keys_from_a_recipe_are_taken(
     tmp_path: Path,
 ) -> None:

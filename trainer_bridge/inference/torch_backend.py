@@ -2,8 +2,8 @@
 
 It is prime_env's `LocalClient` (batched generation in one worker thread) over the trainer's
 own model definition: the same base weights and the same LoRA wrapping, so a broadcast's
-adapter tensors drop straight in. `publish` swaps them between batches (it takes the client's
-generation lock), and every response carries the version that generated it. One thread: the
+adapter tensors drop straight in. `publish` swaps them between batches (inside the client's
+`exclusive()`), and every response carries the version that generated it. One thread: the
 trainer process has the other core.
 """
 
@@ -75,7 +75,7 @@ class TorchBackend:
         await asyncio.to_thread(self._swap, policy, tensors)
 
     def _swap(self, policy: PolicyRef, tensors: dict[str, Any]) -> None:
-        with self._client.lock:  # waits for the batch in flight: it finishes on the old policy
+        with self._client.exclusive():  # the batch in flight finishes on the old policy
             apply_weights(self.model, policy, tensors)
             self._client.policy_version = policy.version
 
@@ -89,7 +89,7 @@ class TorchBackend:
     def _score(self, version: int, token_ids: list[int]) -> list[float]:
         import torch
 
-        with self._client.lock, torch.inference_mode():
+        with self._client.exclusive(), torch.inference_mode():
             if version != self.version:
                 raise PolicyError(f"policy {version} is not served (serving {self.version})")
             device = next(self.model.parameters()).device

@@ -132,6 +132,9 @@ class Orchestrator:
             self.log(f"reusing {len(self.reused)} groups ({rollouts} rollouts) the run had sampled")
 
     def _start_progress(self) -> None:
+        if self.step >= self.config.max_steps:
+            self.progress.sampled_all(self.config.max_steps)
+            return
         current = run_at(self.stages, self.step)
         self.progress.start_step(self.step, current.stage.name, current.oc.batch_size)
 
@@ -271,7 +274,11 @@ class Orchestrator:
                 f"equal rewards ({in_a_row} such step(s) in a row; the run stops at "
                 f"{self.oc.max_empty_steps})"
             )
-        meta = {"stage": stage.index, "stage_name": stage.stage.name}
+        meta = {
+            "stage": stage.index,
+            "stage_name": stage.stage.name,
+            "reward_weights": stage.weights,
+        }
         self.batches.write(self.step, groups, meta)
         self.step += 1
         self._start_progress()

@@ -37,12 +37,17 @@ class StepProgress:
     tokens: int = 0
     started: float = field(default_factory=time.monotonic)
     waiting: str = ""
+    sampled_all: bool = False
+    """Every step's batch is written: what is left is the trainer's last steps and the evals."""
 
     def rates(self) -> tuple[float, float]:
         elapsed = max(time.monotonic() - self.started, 1e-9)
         return self.rollouts / elapsed, self.tokens / elapsed
 
     def line(self) -> str:
+        if self.sampled_all:
+            left = self.waiting or "the trainer's last step and the final eval"
+            return f"all {self.step} steps sampled; waiting for {left.removeprefix('waiting for ')}"
         per_s, tok_s = self.rates()
         text = (
             f"step {self.step} ({self.stage}): {self.groups_done} groups "
@@ -66,6 +71,11 @@ class Progress:
 
     def start_step(self, step: int, stage: str, batch_size: int) -> None:
         self.current = StepProgress(step=step, stage=stage, batch_size=batch_size)
+        self._show(force=True)
+
+    def sampled_all(self, steps: int) -> None:
+        """No step is sampled any more (never a line of a step N+1 with 0 groups)."""
+        self.current = StepProgress(step=steps, sampled_all=True)
         self._show(force=True)
 
     def group_done(self, group: Group, usable_rollouts: int) -> None:

@@ -23,34 +23,18 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prime_env.run_status import read_status, status_fields
-from registry_index.files import slug, utc_now, write_json_atomic
+from registry_index.files import check_run_name, slug, utc_now, write_json_atomic
 from trainer_bridge.protocol.stable import step_dir
 
 RUN_JSON = "run.json"
 RESOLVED = "config/resolved.toml"
 TRAINER_METRICS = "trainer_metrics.jsonl"
-
-
-_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-
-
-def check_run_name(name: str) -> str:
-    """`name` if it can be a run's directory: one path component of letters, digits, '.',
-    '_' and '-', starting with a letter or digit (no `/`, `..` or absolute path that would put
-    the run outside its output directory); ValueError saying so otherwise."""
-    if _RUN_NAME.fullmatch(name) is None:
-        raise ValueError(
-            f"run name {name[:80]!r} is not one path component: use up to 128 letters, digits, "
-            "'.', '_' and '-', starting with a letter or digit"
-        )
-    return name
 
 
 def train_run_of(eval_dir: Path) -> Path | None:

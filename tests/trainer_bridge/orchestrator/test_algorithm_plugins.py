@@ -37,7 +37,7 @@ def make(context):
 CHECK = """
 from prime_env.record import RolloutRecord, Turn
 from tests.trainer_bridge.envs.vowels import load_environment
-from trainer_bridge.config import build_config
+from trainer_bridge.config_loader import build_config
 from trainer_bridge.orchestrator.stages import stage_runs
 
 config = build_config([], [("orchestrator.algo.type", "reward_as_advantage"),

@@ -187,6 +187,22 @@ def test_traces_of_different_groups_share_their_common_prompt_head(
     _same_loss_and_grads(batch, tiny_model_dir, tmp_path)
 
 
+def test_one_lora_step_scores_what_the_sampler_sampled_and_publishes_policy_1(
+    tiny_model_dir: Path, tmp_path: Path, sampled: list[TrainSample]
+) -> None:
+    """One trainer step in process (tests/test_dependency_floors.py runs it at the declared
+    floors, where a GPU image's transformers once died at step 0): step 0 scores the sampler's
+    tokens as the sampler did, and the step's adapter is broadcast as policy 1."""
+    run = make_run(tmp_path / "one", tiny_model_dir, 1)
+    write_batch(run, 0, sampled)
+    Trainer(run, load_run_config(run)).run()
+    (metric,) = [json.loads(line) for line in (run / METRICS_FILE).read_text().splitlines()]
+    assert metric["mismatch_kl"] <= 1e-6 and metric["grad_norm"] > 0
+    ref, probe = read_policy(run / "broadcasts" / "step_1")
+    assert ref.version == 1 and ref.kind == "lora" and len(probe.logprobs) > 10
+    assert any(v.abs().sum() for k, v in adapter(run, 1).items() if "lora_B" in k)
+
+
 @pytest.mark.slow  # three trainer runs: about a minute on two busy cores
 def test_trains_publishes_checkpoints_and_resumes_exactly(
     tiny_model_dir: Path, tmp_path: Path, sampled: list[TrainSample]

@@ -1,4 +1,4 @@
-"""The environment worker: one environment served over the worker protocol (wire.py).
+"""The environment worker: one environment served over the worker protocol (remote/wire.py).
 
 It runs in the environment's own virtualenv, started by path (`python -I worker.py ...`), so it
 needs nothing but the standard library and the framework of the environment it serves, which an
@@ -31,16 +31,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+REMOTE = Path(__file__).resolve().parent / "remote"
 
 
-def _sibling(name: str) -> ModuleType:
-    """A module beside this file, imported without putting this directory on sys.path (its
-    neighbours must not shadow the environment's own imports)."""
+def _remote(name: str) -> ModuleType:
+    """A module of `remote/` (the runner's side), imported by path without putting a directory
+    on sys.path (its neighbours must not shadow the environment's own imports)."""
     full = f"prime_remote_{name}"
     if full in sys.modules:
         return sys.modules[full]
-    spec = importlib.util.spec_from_file_location(full, HERE / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(full, REMOTE / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[full] = module
@@ -48,7 +48,7 @@ def _sibling(name: str) -> ModuleType:
     return module
 
 
-wire = _sibling("wire")
+wire = _remote("wire")
 
 
 class WorkerError(Exception):

@@ -1,0 +1,1 @@
+"""The Lab: the Tinker API for tenants' LoRA training on the hub (docs/lab.md)."""

@@ -1,0 +1,185 @@
+"""Tenants' checkpoints: archives in the hub's blob store, rows in its database, a quota.
+
+A checkpoint is `tinker://MODEL/KIND/NAME` (KIND `weights`: adapter and optimizer state, from
+`save_state`; `sampler_weights`: the adapter alone), kept per account: the same path of
+another account is not found, exactly as a path never saved. Archives are content-addressed
+blobs (`sha256/…`, like every hub file, local or S3), written before their row, so a row
+always names a complete blob. Each account's archives may total `quota_bytes`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import tarfile
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, func, select
+
+from hub_server.core.blobstore import BlobStorage, content_key
+from hub_server.core.errors import BadRequest, NotFound
+from hub_server.lab.models import LabCheckpoint, LabModel
+
+KINDS = ("weights", "sampler_weights")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_MODEL = re.compile(r"^[0-9a-f]{20}:train:[0-9]{1,9}$")
+PEFT_FILES = ("adapter_config.json", "adapter_model.safetensors")
+
+
+@dataclass(frozen=True)
+class TinkerPath:
+    model_id: str
+    kind: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"tinker://{self.model_id}/{self.kind}/{self.name}"
+
+    @classmethod
+    def new(cls, model_id: str, kind: str, name: str | None) -> TinkerPath:
+        """The path a save names (`name`, or a fresh `ckpt-…` name when None)."""
+        chosen = name or f"ckpt-{uuid.uuid4().hex[:12]}"
+        if not _NAME.match(chosen):
+            raise BadRequest(
+                f"Checkpoint name {chosen!r}: use letters, digits, '.', '_' or '-' "
+                "(at most 128, starting with a letter or digit)."
+            )
+        return cls(model_id, kind, chosen)
+
+    @classmethod
+    def parse(cls, text: str) -> TinkerPath:
+        """`tinker://MODEL/KIND/NAME`; a 400 saying the form otherwise."""
+        parts = text.removeprefix("tinker://").split("/") if text.startswith("tinker://") else []
+        if (
+            len(parts) != 3
+            or not _MODEL.match(parts[0])
+            or parts[1] not in KINDS
+            or not _NAME.match(parts[2])
+        ):
+            raise BadRequest(
+                f"{text!r} is not a checkpoint path of this Lab: tinker://MODEL_ID/weights/NAME "
+                "or tinker://MODEL_ID/sampler_weights/NAME."
+            )
+        return cls(parts[0], parts[1], parts[2])
+
+
+class CheckpointStore:
+    """Checkpoint rows and blobs, and the model rows (see the module doc)."""
+
+    def __init__(self, engine: Engine, store: BlobStorage, quota_bytes: int) -> None:
+        self.engine = engine
+        self.store = store
+        self.quota_bytes = quota_bytes
+
+    def register_model(self, account: str, model_id: str, base_model: str, rank: int) -> None:
+        with Session(self.engine) as session:
+            session.add(LabModel(id=model_id, user_id=account, base_model=base_model, rank=rank))
+            session.commit()
+
+    def model_row(self, account: str, model_id: str) -> LabModel | None:
+        with Session(self.engine) as session:
+            row = session.get(LabModel, model_id)
+        return row if row is not None and row.user_id == account else None
+
+    def usage(self, account: str) -> int:
+        with Session(self.engine) as session:
+            total = session.exec(
+                select(func.coalesce(func.sum(LabCheckpoint.size), 0)).where(
+                    LabCheckpoint.user_id == account
+                )
+            ).one()
+        return int(total)
+
+    def put(self, account: str, path: TinkerPath, archive: bytes) -> None:
+        """Store `archive` as `path` of `account`; ValueError (the caller's) over quota or when
+        the path is taken."""
+        used = self.usage(account)
+        if used + len(archive) > self.quota_bytes:
+            raise ValueError(
+                f"Checkpoint quota exceeded: {used} of {self.quota_bytes} bytes used, this one "
+                f"is {len(archive)}; delete checkpoints first."
+            )
+        sha256 = hashlib.sha256(archive).hexdigest()
+        self.store.put_bytes(archive, content_key(sha256))
+        row = LabCheckpoint(
+            user_id=account,
+            model_id=path.model_id,
+            kind=path.kind,
+            name=path.name,
+            sha256=sha256,
+            size=len(archive),
+        )
+        try:
+            with Session(self.engine) as session:
+                session.add(row)
+                session.commit()
+        except IntegrityError:
+            raise ValueError(f"{path} exists already; save under another name.") from None
+
+    def find(self, account: str, path: TinkerPath) -> str:
+        """The blob key of `account`'s checkpoint `path`; 404 when it has none."""
+        with Session(self.engine) as session:
+            row = session.exec(
+                select(LabCheckpoint).where(
+                    LabCheckpoint.user_id == account,
+                    LabCheckpoint.model_id == path.model_id,
+                    LabCheckpoint.kind == path.kind,
+                    LabCheckpoint.name == path.name,
+                )
+            ).first()
+        if row is None:
+            raise NotFound(f"No checkpoint {path} on this Lab for this account.")
+        return content_key(row.sha256)
+
+    def latest_state(self, account: str, model_id: str) -> str | None:
+        """The blob key of the model's newest `weights` checkpoint, if it has one."""
+        with Session(self.engine) as session:
+            row = session.exec(
+                select(LabCheckpoint)
+                .where(
+                    LabCheckpoint.user_id == account,
+                    LabCheckpoint.model_id == model_id,
+                    LabCheckpoint.kind == "weights",
+                )
+                .order_by(col(LabCheckpoint.created_at).desc(), col(LabCheckpoint.id).desc())
+            ).first()
+        return None if row is None else content_key(row.sha256)
+
+    def listing(self, account: str, model_id: str | None = None) -> list[LabCheckpoint]:
+        with Session(self.engine) as session:
+            query = select(LabCheckpoint).where(LabCheckpoint.user_id == account)
+            if model_id is not None:
+                query = query.where(LabCheckpoint.model_id == model_id)
+            return list(session.exec(query.order_by(col(LabCheckpoint.id))).all())
+
+    def read(self, key: str) -> bytes:
+        with self.store.open(key) as handle:
+            return handle.read()
+
+    @staticmethod
+    def rank_of(archive: bytes) -> int:
+        """The LoRA rank an archive's adapter_config.json declares."""
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r") as tar:
+            handle = tar.extractfile(PEFT_FILES[0])
+            if handle is None:
+                raise ValueError("The checkpoint lacks adapter_config.json.")
+            return int(json.load(handle)["r"])
+
+    def peft_archive(self, key: str) -> bytes:
+        """The archive without its optimizer state: a PEFT adapter directory, as a tar."""
+        source = self.read(key)
+        out = io.BytesIO()
+        with (
+            tarfile.open(fileobj=io.BytesIO(source), mode="r") as tar,
+            tarfile.open(fileobj=out, mode="w") as kept,
+        ):
+            for member in tar.getmembers():
+                handle = tar.extractfile(member) if member.name in PEFT_FILES else None
+                if handle is not None:
+                    kept.addfile(member, handle)
+        return out.getvalue()

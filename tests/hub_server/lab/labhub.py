@@ -1,0 +1,61 @@
+"""A hub with a Lab, served by uvicorn on loopback from a thread of the test's process.
+
+The Tinker SDK speaks HTTP from an event loop of its own, so the Lab needs a socket; the
+engine (the base model, ~10 s to load on CPU) is made once per test module and given to each
+hub started on it, so a "restart" (a new app on the same data directory) costs no reload.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+
+from hub_server.app import create_app
+from hub_server.core.settings import HubSettings
+from hub_server.lab.engine import LabEngine
+from hub_server.lab.service import LabLimits
+from tests.hub_server.hubproc import HubAccounts
+from tests.support import free_port
+
+
+@dataclass(kw_only=True)
+class LabHub(HubAccounts):
+    url: str
+
+    @property
+    def tinker_url(self) -> str:
+        """What TINKER_BASE_URL points at."""
+        return f"{self.url}/lab"
+
+
+@contextmanager
+def serve_lab(
+    data_dir: Path, engine: LabEngine, limits: LabLimits | None = None, port: int | None = None
+) -> Iterator[LabHub]:
+    """A hub on `data_dir` with `engine` as its Lab, listening (on `port`, else a free one)
+    until the block ends."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    hub = LabHub(data_dir=data_dir, url=f"http://127.0.0.1:{port}")
+    app = create_app(HubSettings.from_env(data_dir), lab=engine, lab_limits=limits)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the Lab hub did not start")
+        time.sleep(0.02)
+    try:
+        yield hub
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

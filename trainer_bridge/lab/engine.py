@@ -1,0 +1,350 @@
+"""The Lab's torch engine: one base model in memory, each tenant's model a peft LoRA adapter.
+
+All adapters live in one `PeftModel` over the one copy of the base weights; a request
+activates its adapter (`set_adapter`, which also makes only that adapter's weights trainable),
+so gradients accumulate per adapter until its `optim_step` (AdamW, one optimizer per adapter).
+The losses are Tinker's built-ins, summed over tokens: `cross_entropy` (-weights * logp),
+`importance_sampling` (-exp(logp - sampling logp) * advantage) and `ppo` (its clipped form).
+Sampling decodes with a KV cache; the logprob of each sampled token is the model's own
+(log-softmax of the logits before temperature), which is what `forward` computes for it.
+It runs on one thread (the Lab's worker) and implements `hub_server.lab.engine.LabEngine`
+structurally (plain values across; trainer_bridge never imports the hub).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+from local_model.transformers_compat import cache_keyword, output_cache
+from trainer_bridge.config import ModelConfig
+from trainer_bridge.trainer.modeling import load_base, right_pad
+
+ATTENTION = ["q_proj", "k_proj", "v_proj", "o_proj"]
+MLP = ["gate_proj", "up_proj", "down_proj"]
+LORA_ALPHA = 32
+LOSSES = ("cross_entropy", "importance_sampling", "ppo")
+_PLACEHOLDER = "_lab_base"  # peft needs one adapter to exist; rank 1, B = 0: the base itself
+_WEIGHTS = "adapter_model.safetensors"
+_CONFIG = "adapter_config.json"
+_OPTIMIZER = "optimizer.pt"
+
+
+class TorchLabEngine:
+    """`base_model` (`local/<name>` or a Hugging Face directory) on `device`, fp32 on CPU."""
+
+    def __init__(self, base_model: str = "local/smollm2-135m", device: str = "auto") -> None:
+        from peft import LoraConfig, get_peft_model
+
+        model, tokenizer = load_base(ModelConfig(name=base_model, device=device))  # type: ignore[arg-type]
+        self.base_model = base_model
+        self.tokenizer = tokenizer
+        self.max_context = int(getattr(model.config, "max_position_embeddings", 2048))
+        self.device = next(model.parameters()).device
+        for parameter in model.parameters():
+            parameter.requires_grad_(False)
+        placeholder = LoraConfig(r=1, lora_alpha=1, target_modules=["q_proj"], lora_dropout=0.0)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning)
+            self.model: Any = get_peft_model(model, placeholder, adapter_name=_PLACEHOLDER)
+        self.model.eval()  # no dropout: training and sampling compute the same function
+        self._cache_keyword = cache_keyword(self.model)
+        self._optimizers: dict[str, torch.optim.AdamW] = {}
+
+    # ------------------------------------------------------------------ adapters
+
+    def create_adapter(
+        self, name: str, rank: int, seed: int | None, train_mlp: bool, train_attn: bool
+    ) -> None:
+        from peft import LoraConfig
+
+        if not 1 <= rank <= 256:
+            raise ValueError(f"LoRA rank {rank} is out of range; use 1 to 256.")
+        targets = (ATTENTION if train_attn else []) + (MLP if train_mlp else [])
+        if not targets:
+            raise ValueError("Train the attention or the MLP layers (train_attn or train_mlp).")
+        config = LoraConfig(r=rank, lora_alpha=LORA_ALPHA, target_modules=targets, lora_dropout=0.0)
+        if seed is not None:
+            torch.manual_seed(seed)
+        self.model.add_adapter(name, config)
+        self._optimizers[name] = torch.optim.AdamW(self._parameters(name), lr=1e-4)
+
+    def delete_adapter(self, name: str) -> None:
+        self.model.set_adapter(_PLACEHOLDER)
+        self.model.delete_adapter(name)
+        self._optimizers.pop(name, None)
+
+    def copy_adapter(self, source: str, target: str) -> None:
+        config = self.model.peft_config[source]
+        self.model.add_adapter(target, config)
+        with torch.no_grad():
+            for dst, src in zip(self._parameters(target), self._parameters(source), strict=True):
+                dst.copy_(src)
+
+    def _parameters(self, name: str) -> list[torch.nn.Parameter]:
+        marker = f".{name}."
+        return [p for n, p in self.model.named_parameters() if marker in n]
+
+    def _activate(self, name: str | None) -> None:
+        if name is not None and name not in self.model.peft_config:
+            raise ValueError(f"No adapter {name!r} on this Lab.")
+        self.model.set_adapter(name or _PLACEHOLDER)
+
+    # ------------------------------------------------------------------ training
+
+    def forward_backward(
+        self,
+        name: str,
+        tokens: list[np.ndarray],
+        inputs: list[dict[str, np.ndarray]],
+        loss_fn: str,
+        config: dict[str, float],
+        forward_only: bool,
+    ) -> tuple[list[dict[str, np.ndarray]], dict[str, float]]:
+        if loss_fn not in LOSSES:
+            raise ValueError(f"Loss {loss_fn!r} is not served here; use one of {LOSSES}.")
+        for index, (seq, fields) in enumerate(zip(tokens, inputs, strict=True)):
+            _check_datum(index, seq, fields, loss_fn, self.max_context)
+        self._activate(name)
+        padded = right_pad([s.tolist() for s in tokens], 0, self.device)
+        with torch.set_grad_enabled(not forward_only):
+            logits = self.model(
+                input_ids=padded.input_ids, attention_mask=padded.attention_mask
+            ).logits
+            logp_all = torch.log_softmax(logits.float(), dim=-1)
+            total = torch.zeros((), device=self.device)
+            outputs: list[dict[str, np.ndarray]] = []
+            for row, (n, fields) in enumerate(zip(padded.lengths, inputs, strict=True)):
+                target = torch.tensor(fields["target_tokens"], device=self.device).long()
+                logp = logp_all[row, :n].gather(-1, target[:, None]).squeeze(-1)
+                loss = _token_loss(loss_fn, logp, fields, config, self.device)
+                total = total + loss.sum()
+                outputs.append(
+                    {
+                        "logprobs": logp.detach().cpu().numpy().astype(np.float32),
+                        "elementwise_loss": loss.detach().cpu().numpy().astype(np.float32),
+                    }
+                )
+            if not forward_only:
+                total.backward()
+        return outputs, {"loss:sum": float(total.detach())}
+
+    def optim_step(self, name: str, adam: dict[str, float]) -> dict[str, float]:
+        self._activate(name)
+        optimizer = self._optimizers[name]
+        for group in optimizer.param_groups:
+            group["lr"] = adam["learning_rate"]
+            group["betas"] = (adam["beta1"], adam["beta2"])
+            group["eps"] = adam["eps"]
+            group["weight_decay"] = adam["weight_decay"]
+        parameters = self._parameters(name)
+        grads = [p.grad for p in parameters if p.grad is not None]
+        norm = (
+            float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
+            if grads
+            else 0.0
+        )
+        if adam["grad_clip_norm"] > 0:
+            torch.nn.utils.clip_grad_norm_(parameters, adam["grad_clip_norm"])
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return {"grad_norm:mean": norm}
+
+    # ------------------------------------------------------------------ sampling
+
+    @torch.no_grad()
+    def sample(
+        self,
+        name: str | None,
+        prompt: list[int],
+        num_samples: int,
+        params: dict[str, float | int | None],
+        stop_tokens: list[int],
+        stop_strings: list[str],
+    ) -> list[tuple[list[int], list[float], str]]:
+        max_tokens = int(params.get("max_tokens") or 16)
+        if not prompt:
+            raise ValueError("The prompt is empty; send at least one token.")
+        if len(prompt) + max_tokens > self.max_context:
+            raise ValueError(
+                f"prompt ({len(prompt)}) + max_tokens ({max_tokens}) exceeds the model's "
+                f"context of {self.max_context} tokens."
+            )
+        self._activate(name)
+        temperature = float(params.get("temperature") or 0.0)
+        seed = params.get("seed")
+        generator = torch.Generator(device=self.device)
+        generator.manual_seed(int(seed) if seed is not None else int(torch.seed() % 2**63))
+        stops = set(stop_tokens)
+        if not stops and not stop_strings and self.tokenizer.eos_token_id is not None:
+            stops = {int(self.tokenizer.eos_token_id)}
+        ids = torch.tensor([prompt] * num_samples, device=self.device)
+        out = self.model(input_ids=ids, use_cache=True)
+        cache, logits = output_cache(out), out.logits[:, -1].float()
+        seqs: list[list[int]] = [[] for _ in range(num_samples)]
+        logps: list[list[float]] = [[] for _ in range(num_samples)]
+        done: list[str | None] = [None] * num_samples
+        for _ in range(max_tokens):
+            logp = torch.log_softmax(logits, dim=-1)
+            picked = _pick(logits, temperature, params, generator)
+            for row in range(num_samples):
+                if done[row] is not None:
+                    continue
+                token = int(picked[row])
+                seqs[row].append(token)
+                logps[row].append(float(logp[row, token]))
+                if token in stops or (
+                    stop_strings
+                    and any(s in self.tokenizer.decode(seqs[row]) for s in stop_strings)
+                ):
+                    done[row] = "stop"
+            if all(d is not None for d in done):
+                break
+            out = self.model(
+                input_ids=picked[:, None], use_cache=True, **{self._cache_keyword: cache}
+            )
+            cache, logits = output_cache(out), out.logits[:, -1].float()
+        return [(s, lp, d or "length") for s, lp, d in zip(seqs, logps, done, strict=True)]
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def save(self, name: str, optimizer: bool) -> bytes:
+        from peft import get_peft_model_state_dict
+        from safetensors.torch import save as save_safetensors
+
+        self._activate(name)
+        config = self.model.peft_config[name].to_dict()
+        config["base_model_name_or_path"] = self.base_model
+        config["target_modules"] = sorted(config["target_modules"])
+        state = get_peft_model_state_dict(self.model, adapter_name=name)
+        files = {
+            _CONFIG: json.dumps(config, indent=2, default=str).encode(),
+            _WEIGHTS: save_safetensors(
+                {k: v.detach().cpu().contiguous() for k, v in state.items()}
+            ),
+        }
+        if optimizer:
+            buffer = io.BytesIO()
+            torch.save(self._optimizers[name].state_dict(), buffer)
+            files[_OPTIMIZER] = buffer.getvalue()
+        return _tar(files)
+
+    def load(self, name: str, archive: bytes, optimizer: bool) -> None:
+        from peft import LoraConfig, set_peft_model_state_dict
+        from safetensors.torch import load as load_safetensors
+
+        files = _untar(archive)
+        raw = json.loads(files[_CONFIG])
+        config = LoraConfig(
+            r=int(raw["r"]),
+            lora_alpha=int(raw["lora_alpha"]),
+            target_modules=list(raw["target_modules"]),
+            lora_dropout=0.0,
+        )
+        if name in self.model.peft_config:
+            self.delete_adapter(name)
+        self.model.add_adapter(name, config)
+        set_peft_model_state_dict(self.model, load_safetensors(files[_WEIGHTS]), adapter_name=name)
+        self._optimizers[name] = torch.optim.AdamW(self._parameters(name), lr=1e-4)
+        if optimizer and _OPTIMIZER in files:
+            state = torch.load(io.BytesIO(files[_OPTIMIZER]), weights_only=True)
+            self._optimizers[name].load_state_dict(state)
+
+
+def _check_datum(
+    index: int, tokens: np.ndarray, fields: dict[str, np.ndarray], loss_fn: str, context: int
+) -> None:
+    needed = {
+        "cross_entropy": ("target_tokens",),
+        "importance_sampling": ("target_tokens", "logprobs", "advantages"),
+        "ppo": ("target_tokens", "logprobs", "advantages"),
+    }[loss_fn]
+    missing = [key for key in needed if key not in fields]
+    if missing:
+        raise ValueError(f"datum {index}: loss {loss_fn!r} needs loss_fn_inputs {missing}.")
+    if not 0 < len(tokens) <= context:
+        raise ValueError(f"datum {index}: {len(tokens)} tokens; send 1 to {context}.")
+    for key, value in fields.items():
+        if value.shape[:1] != tokens.shape[:1]:
+            raise ValueError(
+                f"datum {index}: loss_fn_inputs[{key!r}] has {value.shape[0]} positions "
+                f"for {len(tokens)} input tokens; they must be equal."
+            )
+
+
+def _token_loss(
+    loss_fn: str,
+    logp: torch.Tensor,
+    fields: dict[str, np.ndarray],
+    config: dict[str, float],
+    device: torch.device,
+) -> torch.Tensor:
+    def field(key: str, default: float) -> torch.Tensor:
+        if key in fields:
+            return torch.tensor(fields[key], device=device).float()
+        return torch.full_like(logp, default)
+
+    if loss_fn == "cross_entropy":
+        return -field("weights", 1.0) * logp
+    ratio = torch.exp(logp - field("logprobs", 0.0))
+    advantage = field("advantages", 0.0)
+    if loss_fn == "importance_sampling":
+        return -ratio * advantage
+    low = config.get("clip_low_threshold", 0.8)
+    high = config.get("clip_high_threshold", 1.2)
+    clipped = torch.clamp(ratio, low, high)
+    return -torch.minimum(ratio * advantage, clipped * advantage)
+
+
+def _pick(
+    logits: torch.Tensor,
+    temperature: float,
+    params: dict[str, float | int | None],
+    generator: torch.Generator,
+) -> torch.Tensor:
+    if temperature <= 0:
+        return logits.argmax(dim=-1)
+    scaled = logits / temperature
+    top_k = int(params.get("top_k") or -1)
+    if 0 < top_k < scaled.shape[-1]:
+        kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    top_p = float(params.get("top_p") or 1.0)
+    if top_p < 1.0:
+        ordered, order = torch.sort(scaled, descending=True, dim=-1)
+        cumulative = torch.softmax(ordered, dim=-1).cumsum(-1)
+        drop = cumulative - torch.softmax(ordered, dim=-1) > top_p
+        scaled = scaled.scatter(-1, order, ordered.masked_fill(drop, float("-inf")))
+    probs = torch.softmax(scaled, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def _tar(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for filename, data in files.items():
+            info = tarfile.TarInfo(filename)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def _untar(archive: bytes) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r") as tar:
+            for member in tar.getmembers():
+                extracted = tar.extractfile(member) if member.isfile() else None
+                if extracted is not None:
+                    files[member.name] = extracted.read()
+    except tarfile.TarError as error:
+        raise ValueError(f"The checkpoint is not a Lab archive: {error}") from None
+    if _CONFIG not in files or _WEIGHTS not in files:
+        raise ValueError(f"The checkpoint lacks {_CONFIG} or {_WEIGHTS}.")
+    return files
