@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import httpx
@@ -137,9 +137,15 @@ def upload(hub_url: str, token: str, files: Iterable[Path], owner: str = OWNER) 
     )
 
 
-def publish_builtins(hub_url: str, token: str, names: Sequence[str] = BUILTIN_NAMES) -> list[str]:
+def publish_builtins(
+    hub_url: str,
+    token: str,
+    names: Sequence[str] = BUILTIN_NAMES,
+    on_step: Callable[[str], None] = lambda line: None,
+) -> list[str]:
     """Build and upload the named built-ins (default: all five) as `prime`; returns the file
-    names uploaded (files the hub already has are skipped)."""
+    names uploaded (files the hub already has are skipped). `on_step` hears each package as it
+    is built and uploaded (a build takes seconds each)."""
     unknown = [n for n in names if n not in BUILTIN_NAMES]
     if unknown:
         raise ValueError(
@@ -154,17 +160,23 @@ def publish_builtins(hub_url: str, token: str, names: Sequence[str] = BUILTIN_NA
     with tempfile.TemporaryDirectory(prefix="prime-builtins-") as out:
         out_dir = Path(out)
         files: list[Path] = []
+        uploaded: list[str] = []
         for name in names:
-            files += build_distributions(BUILTINS_DIR / name, out_dir)
-        # Published versions are immutable: files the hub already has are kept, not re-sent
-        # (sdists are not byte-reproducible, so a re-upload would be refused as a conflict).
-        present: set[str] = set()
-        for project in {_project(f.name) for f in files}:
-            present |= published_files(hub_url, token, project)
-        missing = [f for f in files if f.name not in present]
-        if missing:
-            upload(hub_url, token, missing)
-        return [f.name for f in missing]
+            on_step(f"{name}: building")
+            files = build_distributions(BUILTINS_DIR / name, out_dir)
+            # Published versions are immutable: files the hub already has are kept, not re-sent
+            # (sdists are not byte-reproducible, so a re-upload would be refused as a conflict).
+            present: set[str] = set()
+            for project in {_project(f.name) for f in files}:
+                present |= published_files(hub_url, token, project)
+            missing = [f for f in files if f.name not in present]
+            if missing:
+                upload(hub_url, token, missing)
+                on_step(f"{name}: uploaded {', '.join(f.name for f in missing)}")
+            else:
+                on_step(f"{name}: already on the hub")
+            uploaded += [f.name for f in missing]
+        return uploaded
 
 
 def install_lines(hub_url: str, names: Sequence[str] = BUILTIN_NAMES) -> list[str]:

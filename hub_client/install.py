@@ -33,6 +33,7 @@ from hub_client.client import HubClient, HubError, NotFound
 from hub_client.feedback import Feedback
 from hub_client.isolated import IsolatedInstallError, clashes, framework, install_isolated
 from hub_client.settings import load_settings
+from prime_env.uv_binary import find_uv
 from registry_index.content_hash import file_sha256
 from registry_index.errors import InvalidUpload
 from registry_index.resolve import EnvRef, parse_env_ref, select_version
@@ -240,16 +241,6 @@ def fetch_sdk(client: HubClient, need: SdkNeed) -> Path:
     return dest
 
 
-def find_uv() -> str | None:
-    """The uv binary: the one shipped in the `uv` wheel next to us, else one on PATH."""
-    try:
-        import uv
-
-        return str(uv.find_uv_bin())
-    except (ImportError, FileNotFoundError):
-        return shutil.which("uv")
-
-
 def target_python(python: str | None) -> str:
     """The interpreter to install into: `--python`, else the one running `prime`."""
     path = python or sys.executable
@@ -304,6 +295,41 @@ def run_installer(
     requirement that could not be resolved (`requires`: `{environment: Requires-Dist}`).
     """
     echo = on_output or Feedback().installer_output
+    pip = "-m" in cmd and "pip" in cmd
+    returncode, output = _run(cmd, echo)
+    if returncode == 0:
+        return
+    unreachable = _UNREACHABLE.search(output)
+    if unreachable and not pip and "--offline" not in cmd:
+        # uv looks every dependency up on its index, even one the target already has: with
+        # the index out of reach, what is installed (and uv's cache) may be enough.
+        echo(
+            f"the package index is unreachable ({unreachable.group('url')}); trying again with "
+            "what is installed and uv's cache (uv --offline)\n"
+        )
+        at = cmd.index("install") + 1
+        returncode, output = _run([*cmd[:at], "--offline", *cmd[at:]], echo)
+        if returncode == 0:
+            return
+    explained = explain_failure(output, requires or {}, "pip" if pip else "uv")
+    if explained:
+        raise InstallError(explained)
+    if pip and "No module named pip" in output:
+        raise InstallError("the target Python has no pip; install with --with uv instead")
+    last = next(
+        (
+            line.strip()
+            for line in reversed(output.splitlines())
+            if re.match(r"\s*(error|ERROR|cause)\b", line)
+        ),
+        "",
+    )
+    detail = f": {last}" if last else ""
+    raise InstallError(f"the installer failed with exit status {returncode}{detail}")
+
+
+def _run(cmd: list[str], echo: Callable[[str], None]) -> tuple[int, str]:
+    """Run the installer, echoing its output; its exit status and output's tail."""
     tail: deque[str] = deque(maxlen=400)
     try:
         proc = subprocess.Popen(
@@ -316,27 +342,21 @@ def run_installer(
         for line in proc.stdout:
             echo(line)
             tail.append(line)
-    if proc.returncode == 0:
-        return
-    pip = "-m" in cmd and "pip" in cmd
-    output = "".join(tail)
-    explained = explain_failure(output, requires or {}, "pip" if pip else "uv")
-    if explained:
-        raise InstallError(explained)
-    if pip and "No module named pip" in output:
-        raise InstallError("the target Python has no pip; install with --with uv instead")
-    last = next(
-        (line.strip() for line in reversed(tail) if re.match(r"\s*(error|ERROR|cause)\b", line)),
-        "",
-    )
-    detail = f": {last}" if last else ""
-    raise InstallError(f"the installer failed with exit status {proc.returncode}{detail}")
+    return proc.returncode, "".join(tail)
+
+
+_UNREACHABLE = re.compile(
+    r"(?:Failed to fetch|error sending request for url):? \(?(?P<url>\S+?)\)?$", re.MULTILINE
+)
+"""uv's line for an index it could not reach."""
 
 
 # Where uv and pip name a project they could not find, or no acceptable version of.
 _NAME = r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)"
 _MISSING = [
-    re.compile(_NAME + r" was not found in the (?:package registry|provided package locations)"),
+    re.compile(
+        _NAME + r" was not found in the (?:package registry|provided package locations|cache)"
+    ),
     re.compile(r"there (?:is|are) no versions? of " + _NAME),
     re.compile(r"only " + _NAME + r"(?:\[[^\]]*\])?[<>=!~]\S* is available"),
     re.compile(
@@ -357,7 +377,9 @@ def _index_hint(installer: str) -> str:
 
 
 def explain_failure(output: str, requires: dict[str, list[str]], installer: str) -> str | None:
-    """One sentence naming the declared requirement the installer could not satisfy, or None."""
+    """One sentence naming the requirement the installer could not satisfy (a declared one,
+    or a dependency's, named with the package that needs it), or None."""
+    output = re.sub(r"\s+", " ", output)  # uv folds its sentences at 80 columns
     declared: dict[str, tuple[str, str]] = {}
     for wanted_by, lines in requires.items():
         for line in lines:
@@ -371,14 +393,36 @@ def explain_failure(output: str, requires: dict[str, list[str]], installer: str)
         for pattern in _MISSING
         for match in pattern.finditer(output)
     )
+    offline = "network was disabled" in output
+    where = (
+        "uv's cache or the target Python (the package index was unreachable, so uv ran "
+        f"--offline; reach {_index_hint(installer)} or install it there first)"
+        if offline
+        else _index_hint(installer)
+    )
     for _position, name in found:
         if name in declared:
             wanted_by, line = declared[name]
             return (
                 f"{wanted_by} requires {line!r}, and no version of {name!r} that satisfies it "
-                f"was found on {_index_hint(installer)}. Make {name!r} available on that index "
-                f"or point the installer at one that has it; if you maintain {wanted_by}, fix "
-                "the dependency in its pyproject.toml and push a new version."
+                f"was found in {where}. Make {name!r} available there or point the installer "
+                f"at an index that has it; if you maintain {wanted_by}, fix the dependency in "
+                "its pyproject.toml and push a new version."
+            )
+        # a dependency of a dependency (the SDK's, say): name it, not the package above it
+        needed = re.search(
+            r"(?P<by>[A-Za-z0-9][A-Za-z0-9._-]*)(?:==\S+| \d\S*)? depends on (?P<req>"
+            + re.escape(name)
+            + r"[^\s,]*)",
+            output,
+            re.IGNORECASE,
+        )
+        if needed:
+            by, req = needed.group("by"), needed.group("req")
+            return (
+                f"{by} requires {req!r}, and no version of {name!r} that satisfies it was "
+                f"found in {where}. Make {name!r} available there or point the installer at an "
+                "index that has it."
             )
     return None
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from registry_index.files import atomic_directory
 from registry_index.user_dirs import cache_home
 
 CACHE_ENV = "PRIME_MODEL_CACHE"
@@ -123,18 +123,11 @@ def _convert(name: str, target: Path) -> tuple[Any, Any]:
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix=".converting-", dir=target.parent))
-        try:
+        with atomic_directory(target) as scratch:
             model.save_pretrained(scratch)
             tokenizer.save_pretrained(scratch)
-            os.rename(scratch, target)
-        except OSError:
-            shutil.rmtree(scratch, ignore_errors=True)
-            if not target.is_dir():
-                raise
     except OSError:
-        pass  # not cached; the model in hand is still good
+        pass  # not cached (or another process cached it first); the model in hand is still good
     return model, tokenizer
 
 

@@ -360,7 +360,7 @@ def _seed(url: str, data_dir: Path) -> list[str]:
     _admin_call(ensure_user, engine, OWNER)
     secret, _row = _admin_call(create_token, engine, OWNER, "seed", [f"upload:{OWNER}"])
     try:
-        return publish_builtins(url, secret)
+        return publish_builtins(url, secret, on_step=lambda line: click.echo(line, err=True))
     except PublishError as exc:
         raise click.ClickException(f"Publishing the built-in environments failed: {exc}") from None
     finally:

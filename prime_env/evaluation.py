@@ -183,6 +183,16 @@ class EvalRun:
     def total(self) -> int:
         return len(self.env.get_eval_tasks().head(self.config.n)) * self.config.r
 
+    def cost(self, summary: Summary) -> float | None:
+        """The run's cost in USD: the policy's tokens at its price, plus a simulated user's
+        model (None when a price that counts is unknown)."""
+        cost = self.spec.cost(summary.prompt_tokens, summary.completion_tokens)
+        if not (summary.user_prompt_tokens or summary.user_completion_tokens):
+            return cost
+        if cost is None or summary.user_cost_usd is None:
+            return None
+        return cost + summary.user_cost_usd
+
     def write_metadata(
         self, summary: Summary | None, status: str, error: str | None = None
     ) -> EvalMetadata:
@@ -211,7 +221,7 @@ class EvalRun:
             "ended_at": utc_now() if status == COMPLETED else None,
         }
         if summary is not None:
-            cost = self.spec.cost(summary.prompt_tokens, summary.completion_tokens)
+            cost = self.cost(summary)
             fields["summary"] = summary.model_dump() | {"cost_usd": cost}
             fields["avg_reward"] = summary.reward_mean
             fields.update({f"avg_{name}": value for name, value in summary.metrics.items()})

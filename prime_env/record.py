@@ -15,6 +15,7 @@ from registry_index.record import (
     Trace,
     TraceCall,
     Turn,
+    UserUsage,
 )
 
 __all__ = [
@@ -29,4 +30,5 @@ __all__ = [
     "Trace",
     "TraceCall",
     "Turn",
+    "UserUsage",
 ]

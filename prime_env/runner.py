@@ -28,7 +28,16 @@ from .clients.base import ModelClient, SamplingArgs
 from .environment import Environment
 from .errors import infra_error_type
 from .process.fd_table import reserve_fds
-from .record import ErrorInfo, RolloutRecord, SavedState, Timing, TokenUsage, Trace, Turn
+from .record import (
+    ErrorInfo,
+    RolloutRecord,
+    SavedState,
+    Timing,
+    TokenUsage,
+    Trace,
+    Turn,
+    UserUsage,
+)
 from .rubric import Scores
 from .state import State
 from .tasks import Task
@@ -361,6 +370,9 @@ def _record(
         error=rollout.error,
         stop_reason="error" if failed else (state.stop_reason if state is not None else None),
         usage=TokenUsage(**state["usage"]) if state is not None else TokenUsage(),
+        user_usage=UserUsage(**state["user_usage"])
+        if state is not None and "user_usage" in state
+        else None,
         timing=Timing(
             generation_ms=round(rollout.generation_ms, 3),
             scoring_ms=round(rollout.scoring_ms, 3),

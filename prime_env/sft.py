@@ -43,6 +43,7 @@ class Selection:
     kept: list[RolloutRecord] = field(default_factory=list)
     read: int = 0
     errors: int = 0
+    zero_reward: int = 0
     below_min_reward: int = 0
     duplicates: int = 0
     beyond_best_of: int = 0
@@ -54,10 +55,12 @@ def select_records(
     min_reward: float | None = None,
     best_of: int | None = None,
     dedup: bool = True,
+    zero_reward: bool = True,
 ) -> Selection:
-    """Error records never (an outage is no example); then rewards ≥ `min_reward`; then one of
-    each transcript (`dedup`); then the `best_of` highest rewards of each task (earlier first
-    on ties). The kept records stay in the order they were read."""
+    """Error records never (an outage is no example); rewards of 0 only with `zero_reward`
+    (an answer the environment did not reward is rarely one to imitate); then rewards ≥
+    `min_reward`; then one of each transcript (`dedup`); then the `best_of` highest rewards of
+    each task (earlier first on ties). The kept records stay in the order they were read."""
     if best_of is not None and best_of < 1:
         raise ValueError(f"best_of must be at least 1, got {best_of}")
     selection = Selection()
@@ -67,6 +70,8 @@ def select_records(
         selection.read += 1
         if record.error is not None or record.reward is None:
             selection.errors += 1
+        elif not zero_reward and record.reward == 0:
+            selection.zero_reward += 1
         elif min_reward is not None and record.reward < min_reward:
             selection.below_min_reward += 1
         elif dedup and (key := transcript_key(record)) in seen:

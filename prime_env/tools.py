@@ -22,6 +22,19 @@ from .errors import ToolCallError
 ToolSpec = dict[str, Any]
 
 
+def parse_arguments(arguments: str | dict[str, Any] | None) -> dict[str, Any]:
+    """A tool call's arguments as the model sent them (JSON text, or already a dict) as a dict;
+    ToolCallError, the model's mistake, when they are not a JSON object."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ToolCallError(f"arguments are not valid JSON: {exc.msg}") from exc
+    if not isinstance(arguments, dict):
+        raise ToolCallError("arguments must be a JSON object")
+    return arguments
+
+
 class Tool:
     """A function exposed to the model. Parameters named in `hidden` are injected per rollout
     (e.g. a sandbox handle) and never appear in the schema the model sees."""
@@ -63,13 +76,7 @@ class Tool:
 
     async def call(self, arguments: str | dict[str, Any] | None, hidden: dict[str, Any]) -> str:
         """Validate the model's arguments, run the function (sync ones in a thread), return text."""
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
-            except json.JSONDecodeError as exc:
-                raise ToolCallError(f"arguments are not valid JSON: {exc.msg}") from exc
-        if not isinstance(arguments, dict):
-            raise ToolCallError("arguments must be a JSON object")
+        arguments = parse_arguments(arguments)
         try:
             parsed = self._args_model.model_validate(arguments)
         except ValidationError as exc:

@@ -34,6 +34,13 @@ class TokenUsage(BaseModel):
     completion_tokens: int = Field(default=0, ge=0)
 
 
+class UserUsage(TokenUsage):
+    """A simulated user's model (prime_env.harnesses.user_sim): its tokens over the rollout and
+    their cost in USD (None when its price is unknown). Never the policy's usage."""
+
+    cost_usd: float | None = Field(default=None, ge=0)
+
+
 class Timing(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -106,6 +113,8 @@ class ScoredRollout(BaseModel):
     error: ErrorInfo | None = None
     stop_reason: str | None = None
     usage: TokenUsage = Field(default_factory=TokenUsage)
+    user_usage: UserUsage | None = None
+    """A model-played simulated user's tokens and cost (counted in the run's, never trained)."""
 
     @field_validator("error", mode="before")
     @classmethod

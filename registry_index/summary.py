@@ -52,6 +52,11 @@ class Summary(BaseModel):
     stop_reasons: dict[str, int] = Field(default_factory=dict)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    user_prompt_tokens: int = 0
+    user_completion_tokens: int = 0
+    """A model-played simulated user's tokens (beside the policy's above)."""
+    user_cost_usd: float | None = None
+    """Their cost; None when no user model ran or one's price is unknown."""
 
 
 def pass_at_k(samples: int, correct: int, k: int) -> float:
@@ -83,6 +88,8 @@ class SummaryBuilder:
         self.error_types: Counter[str] = Counter()
         self.stop_reasons: Counter[str] = Counter()
         self.tokens = [0, 0]
+        self.user_tokens = [0, 0]
+        self.user_cost: float | None = 0.0  # None once a user model's price is unknown
         # example index -> [scored rollouts, reward sum, passed]
         self.examples: dict[int, list[float]] = {}
         # "rewards"/"metrics" -> name -> [sum, count]
@@ -94,6 +101,12 @@ class SummaryBuilder:
         self.stop_reasons[record.stop_reason or "unknown"] += 1
         self.tokens[0] += record.usage.prompt_tokens
         self.tokens[1] += record.usage.completion_tokens
+        if record.user_usage is not None:
+            self._add_user(
+                record.user_usage.prompt_tokens,
+                record.user_usage.completion_tokens,
+                record.user_usage.cost_usd,
+            )
         if record.error is not None or record.reward is None:
             self.error_types[record.error.type if record.error else "Error"] += 1
             return
@@ -108,6 +121,14 @@ class SummaryBuilder:
                 pair[0] += value
                 pair[1] += 1
 
+    def _add_user(self, prompt: int, completion: int, cost: float | None) -> None:
+        self.user_tokens[0] += prompt
+        self.user_tokens[1] += completion
+        if (prompt or completion) and (cost is None or self.user_cost is None):
+            self.user_cost = None
+        elif self.user_cost is not None and cost is not None:
+            self.user_cost += cost
+
     def partial(self) -> dict[str, Any]:
         """Everything counted so far as JSON-ready data, for `merge`."""
         return {
@@ -115,6 +136,8 @@ class SummaryBuilder:
             "error_types": dict(self.error_types),
             "stop_reasons": dict(self.stop_reasons),
             "tokens": list(self.tokens),
+            "user_tokens": list(self.user_tokens),
+            "user_cost": self.user_cost,
             "examples": [[index, *tally] for index, tally in self.examples.items()],
             "values": {kind: {k: list(v) for k, v in d.items()} for kind, d in self.values.items()},
         }
@@ -126,6 +149,8 @@ class SummaryBuilder:
         self.stop_reasons.update(partial["stop_reasons"])
         self.tokens[0] += int(partial["tokens"][0])
         self.tokens[1] += int(partial["tokens"][1])
+        user = partial.get("user_tokens") or [0, 0]  # partials stored before users counted
+        self._add_user(int(user[0]), int(user[1]), partial.get("user_cost"))
         for index, n, total, passed in partial["examples"]:
             example = self.examples.setdefault(int(index), [0, 0.0, 0])
             example[0] += n
@@ -148,6 +173,9 @@ class SummaryBuilder:
             stop_reasons=dict(sorted(self.stop_reasons.items())),
             prompt_tokens=self.tokens[0],
             completion_tokens=self.tokens[1],
+            user_prompt_tokens=self.user_tokens[0],
+            user_completion_tokens=self.user_tokens[1],
+            user_cost_usd=self.user_cost if any(self.user_tokens) else None,
             rewards=_means(self.values["rewards"]),
             metrics=_means(self.values["metrics"]),
         )

@@ -554,6 +554,16 @@ def _parse_limits(text):
     return limits
 
 
+def command(python, workdir, scratch_dirs, ttl_s, rlimits, runner="", cgroup_fds=()):
+    """The command line that starts a supervisor (the host's side; `main` reads it back): this
+    file's source run by `python -I -S -c`, then the work directory, the scratch directories,
+    the time to live, the children's rlimits, the `uid:gid` programs run as and cgroup fds."""
+    with open(__file__) as handle:
+        source = handle.read()
+    return [python, "-I", "-S", "-c", source, workdir, ":".join(scratch_dirs), str(int(ttl_s)),
+            rlimits, runner, ",".join(str(fd) for fd in cgroup_fds)]  # fmt: skip
+
+
 def main(argv):
     workdir, scratch, ttl, limits, runner, cgroup_fds = argv
     # Default dispositions only: as PID 1 of its namespace the kernel then drops every signal a

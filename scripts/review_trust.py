@@ -73,6 +73,9 @@ class Hub:
     process: subprocess.Popen[bytes]
     tokens: dict[str, str] = field(default_factory=dict)
     database_url: str | None = None
+    runs: list[str] = field(default_factory=list)
+    """Every run pushed so far: a class waits until the earlier ones are verified, so its
+    scratch directories and RSS are its own."""
 
     def http(self, user: str = "admin") -> httpx.Client:
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.tokens[user]}"},
@@ -200,6 +203,7 @@ def run_of(hub: Hub, user: str, owner: str, directory: Path, samples: list[dict[
             assert answer.status_code == 200, answer.text
         if finalize:
             finish(hub, user, str(run))
+    hub.runs.append(str(run))
     return str(run)
 
 
@@ -301,28 +305,41 @@ def disk_budget(hub: Hub) -> list[Result]:
         run = run_of(hub, "mallory", "mallory", directory, honest_samples(directory, 1))
         final = settle(hub, [run])[run]
     left = list((hub.work / "tmp").glob("hub-verify-*"))
-    grown = _uv_cache_size() - before
+    after = _uv_cache_size()
+    kept = after.named - before.named  # the operator's cache is shared: only its files count
     ok = final["verification"] == "failed" and "MiB of disk" in (final["verification_detail"] or "") \
-        and not left and grown < 4 * MIB  # fmt: skip
+        and not left and kept < 1 * MIB  # fmt: skip
     return [Result("install disk budget", "2,000 small files, 96 MiB installed", ok,
                    f"{final['verification']}: {final['verification_detail']}; scratch left {len(left)}; "
-                   f"operator uv cache +{grown / MIB:.1f} MiB; {peak}")]  # fmt: skip
+                   f"operator uv cache: +{kept / MIB:.1f} MiB of manyfiles "
+                   f"(+{(after.total - before.total) / MIB:.1f} MiB in all, by anyone); {peak}")]  # fmt: skip
 
 
-def _uv_cache_size() -> int:
+@dataclass(frozen=True)
+class CacheSize:
+    total: int
+    named: int
+    """Bytes under a directory whose path names the attack's project (`manyfiles`)."""
+
+
+def _uv_cache_size() -> CacheSize:
+    """The operator's uv cache: all of it (other users of this machine's uv write there too)
+    and the part that names the attack's wheel (what a verification would have left)."""
     import uv
 
     where = subprocess.run(
         [uv.find_uv_bin(), "cache", "dir"], check=False, capture_output=True, text=True
     ).stdout.strip()
-    total = 0
+    total = named = 0
     for root, _dirs, files in os.walk(where):
         for name in files:
             try:
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+                size = os.lstat(os.path.join(root, name)).st_blocks * 512
             except OSError:
-                pass
-    return total
+                continue
+            total += size
+            named += size if "manyfiles" in os.path.join(root, name) else 0
+    return CacheSize(total, named)
 
 
 def out_json(hub: Hub) -> list[Result]:
@@ -549,6 +566,7 @@ def main() -> int:
     results: list[Result] = []
     with served_hub(args.database, args.sandbox) as hub:
         for name in chosen:
+            settle(hub, hub.runs)  # the runs of earlier classes are verified first
             started = time.monotonic()
             try:
                 found = CLASSES[name](hub)

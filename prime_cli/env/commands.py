@@ -10,6 +10,7 @@ Expected failures become a one-line `Error: …` and exit status 1 (`prime_cli.e
 from __future__ import annotations
 
 import dataclasses
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,14 @@ def env() -> None:
 def init(name: str, parent: Path, description: str | None, template: str) -> None:
     """Create a working environment package NAME (pyproject, module, README)."""
     dest = create_scaffold(name, parent, description, template)
+    if dest.name != name:
+        say(
+            err_console,
+            f"[yellow]note:[/] {name!r} is named {dest.name!r}: environment names are "
+            "normalised as pip and the hub spell them (lower case, '-' for '_' and '.'); "
+            f"`prime env install OWNER/{dest.name}` installs it, its module is "
+            f"{dest.name.replace('-', '_')}",
+        )
     say(console, f"Created environment [bold]{dest.name}[/] in {dest}")
     for item in sorted(dest.iterdir()):
         console.print(f"  {item.name}")
@@ -230,7 +239,8 @@ def build(path: Path, isolation: bool | None) -> None:
     "--visibility",
     type=click.Choice(["public", "private"], case_sensitive=False),
     default=None,
-    help="For a new environment (default public); an existing one keeps its visibility.",
+    help="For a new environment (asked on a terminal, default private; public when not asked, "
+    "as the hub's default, and said so); an existing one keeps its visibility.",
 )
 @click.option("--auto-bump", is_flag=True, help="Bump the patch version in pyproject.toml first.")
 @click.option("--rc", is_flag=True, help="Bump to the next release candidate (…rcN) first.")
@@ -287,6 +297,21 @@ def push(
                 original = (project.root / "pyproject.toml").read_bytes()
                 project = write_version(project, new_version)
                 err_console.print(f"bumped the version to {project.version} in pyproject.toml")
+        chosen: list[str | None] = []
+
+        def ask(slug: str) -> str | None:
+            """Who may see a new environment: asked on a terminal, else the hub's default."""
+            answer = None
+            if output != "json" and sys.stdin.isatty():
+                answer = click.prompt(
+                    f"{slug} is new: who may read and install it?",
+                    type=click.Choice(["private", "public"]),
+                    default="private",
+                    err=True,
+                )
+            chosen.append(answer)
+            return answer
+
         try:
             result = push_environment(
                 client,
@@ -295,6 +320,7 @@ def push(
                 visibility=visibility.lower() if visibility else None,
                 console=err_console,
                 dry_run=dry_run,
+                new_visibility=ask,
             )
         except BaseException:
             if original is not None:  # a failed push leaves the version as it was
@@ -321,6 +347,15 @@ def push(
             }
         )
         return
+    if chosen == [None]:  # a new environment, made public by default without asking
+        err_console.print(
+            f"{slug} is public (the default for a new environment when not asked): anyone can "
+            "read and install it. --visibility private on a new environment's first push keeps "
+            f"it to you; the hub's API changes it later (PATCH /api/v1/environmentshub/{slug} "
+            '{"visibility": "private"})',
+            markup=False,
+            highlight=False,
+        )
     if dry_run:
         console.print(f"Dry run: [bold]{slug}@{result.version}[/] is ready to push; nothing sent")
     else:

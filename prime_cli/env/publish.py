@@ -8,6 +8,7 @@ content), so a refused push costs no round trips and leaves nothing behind on th
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,11 +60,12 @@ def _bump_hint(version: str) -> str:
     return version + ".post1"
 
 
-def _existing_versions(client: HubClient, owner: str, name: str) -> list[VersionInfo]:
+def _existing_versions(client: HubClient, owner: str, name: str) -> list[VersionInfo] | None:
+    """The environment's versions on the hub; None when there is no such environment yet."""
     try:
         return client.versions(owner, name)
     except NotFound:
-        return []
+        return None
 
 
 def check_can_push(who: WhoAmI, owner: str, project: EnvProject) -> None:
@@ -174,11 +176,14 @@ def push_environment(
     visibility: str | None,
     console: Console,
     dry_run: bool = False,
+    new_visibility: Callable[[str], str | None] = lambda slug: None,
 ) -> PushResult:
     """Publish `project` to `owner` on the hub; raise ProjectError, PushRefused or HubError.
 
     With `dry_run` everything up to the upload runs (the local checks, the build, the hub's
-    own wheel validation, the version checks against the hub) and nothing is sent.
+    own wheel validation, the version checks against the hub) and nothing is sent. A new
+    environment pushed with no `visibility` gets `new_visibility(slug)` (the command asks on a
+    terminal; None leaves the hub's default, public, which the command then says).
     """
     check_environment(project)
     files = [project.root / rel for rel in iter_tree_files(project.root)]
@@ -189,9 +194,10 @@ def push_environment(
             "replace them with regular files"
         )
     content_hash = tree_content_hash(project.root)
-    uploaded_wheel = check_not_published(
-        _existing_versions(client, owner, project.name), project, owner, content_hash
-    )
+    existing = _existing_versions(client, owner, project.name)
+    uploaded_wheel = check_not_published(existing or [], project, owner, content_hash)
+    if existing is None and visibility is None and not dry_run:
+        visibility = new_visibility(f"{owner}/{project.name}")
 
     with tempfile.TemporaryDirectory(prefix="prime-push-") as tmp:
         out = Path(tmp)

@@ -36,7 +36,14 @@ from prime_cli.eval.options import CALLS, MODEL, SAMPLING, EvalOptions, eval_opt
 from prime_cli.eval.replay import replay_cmd
 from prime_cli.eval.runs import find_run, local_runs, open_hub, push_run, unpushed_runs
 from prime_cli.eval.sets import SetRequest, run_set
-from prime_cli.eval.tables import fmt, summary_row, summary_table, zero_reward_notes
+from prime_cli.eval.tables import (
+    fitted_table,
+    fmt,
+    summary_row,
+    summary_table,
+    zero_reward_notes,
+)
+from prime_cli.eval.transcript import print_conversation
 from prime_cli.eval.validate import validate_cmd
 from prime_cli.eval.view import view_cmd
 from prime_cli.feedback import console_feedback
@@ -325,9 +332,7 @@ def _report(
     if output == "json":
         runs = [
             {
-                **summary_row(
-                    run_.spec.name, s, run_.spec.cost(s.prompt_tokens, s.completion_tokens)
-                ),
+                **summary_row(run_.spec.name, s, run_.cost(s)),
                 "env": run_.env.id,
                 "run_id": run_.run_id,
                 "directory": str(run_.directory),
@@ -419,10 +424,9 @@ def push(
 def _hub_summary_cells(item: EvaluationInfo) -> list[str]:
     summary = item.summary
     if summary is None:  # not finalized yet: the hub computes it at finalize
-        return ["-", "-", "-", "-"]
+        return ["- ± -", "-", "-"]
     return [
-        fmt(summary.reward_mean),
-        fmt(summary.reward_stderr),
+        f"{fmt(summary.reward_mean)} ± {fmt(summary.reward_stderr)}",
         str(summary.rollouts),
         str(summary.errors),
     ]
@@ -461,20 +465,24 @@ def list_cmd(
         if output == "json":
             echo_json({"runs": [run.to_json() for run in runs]})
             return
-        table = Table(title=f"runs under {local_root}")
-        for column in ("directory", "env", "model", "n×r", "reward", "errors", "status"):
-            table.add_column(column, overflow="fold")
-        for run in runs:
-            m, s = run.meta, run.meta.summary
-            table.add_row(
+        rows = [
+            [
                 str(run.dir.root),
-                str(m.env_id),
-                str(m.model),
-                f"{m.num_examples}×{m.rollouts_per_example}",
+                str(run.meta.env_id),
+                str(run.meta.model),
+                f"{run.meta.num_examples}×{run.meta.rollouts_per_example}",
                 f"{fmt(s.reward_mean)} ± {fmt(s.reward_stderr)}" if s else "- ± -",
                 str(s.errors) if s else "-",
-                str(m.status),
-            )
+                str(run.meta.status),
+            ]
+            for run in runs
+            for s in [run.meta.summary]
+        ]
+        columns = ["directory", "env", "model", "n×r", "reward", "errors", "status"]
+        table = fitted_table(
+            f"runs under {local_root}", columns, rows, console.width,
+            whole=("directory", "reward"), optional=("n×r", "status", "errors", "model", "env"),
+        )  # fmt: skip
         console.print(table)
         return
     page = page_of(page, num, offset)
@@ -489,30 +497,24 @@ def list_cmd(
             }
         )
         return
-    table = Table(title=f"evaluations ({listing.total_count} total, page {page})")
-    for column in (
-        "id",
-        "environment",
-        "model",
-        "reward",
-        "stderr",
-        "rollouts",
-        "errors",
-        "status",
-        "verified",
-        "created",
-    ):
-        table.add_column(column, overflow="fold")
-    for item in listing.data:
-        table.add_row(
+    columns = ["id", "environment", "model", "reward", "rollouts", "errors", "status",
+               "verified", "created"]  # fmt: skip
+    rows = [
+        [
             item.id,
             f"{item.environment.slug}@{item.environment.version}",
             item.model_name,
             *_hub_summary_cells(item),
             item.status,
             item.verification or "-",  # the hub's own re-scoring (docs/eval.md)
-            item.created_at.isoformat()[:19],
-        )
+            item.created_at.isoformat()[:16].replace("T", " "),
+        ]
+        for item in listing.data
+    ]
+    table = fitted_table(
+        f"evaluations ({listing.total_count} total, page {page})", columns, rows, console.width,
+        whole=("id", "reward"), optional=("created", "rollouts", "verified", "status", "errors"),
+    )  # fmt: skip
     console.print(table)
 
 
@@ -551,7 +553,7 @@ def show(target: str, samples: int, output: str) -> None:
         table.add_row(key, value if isinstance(value, str) else json.dumps(value))
     console.print(table)
     for sample in payload.get("samples", []):
-        console.print_json(json.dumps(sample))
+        print_conversation(console, sample)
 
 
 eval_group.add_command(show, "get")  # the stock client's name
@@ -577,7 +579,7 @@ def samples_cmd(target: str, num: int, page: int, offset: int | None, output: st
         echo_json({"samples": rows, "total": total, "page": page, "per_page": num})
         return
     for sample in rows:
-        console.print_json(json.dumps(sample))
+        print_conversation(console, sample)
     console.print(
         f"[dim]samples {(page - 1) * num + 1}-{(page - 1) * num + len(rows)} of {total}[/]"
     )

@@ -2,8 +2,8 @@
 
 A RUN is a local run directory, a run id, or an evaluation on the hub (ids and unique prefixes,
 as `prime eval show`), so the runs a hub stores are the dataset store. Records are chosen by
-the environment's own rewards (prime_env.sft.select_records: `--min-reward`, `--best-of K` per
-task, de-duplicated) and written one conversation per line (a rollout whose trace graph
+the environment's own rewards (prime_env.sft.select_records: rollouts scored 0 left out unless
+`--keep-zero-reward`, `--min-reward`, `--best-of K` per task, de-duplicated) and written one conversation per line (a rollout whose trace graph
 branches, an agent program with a subagent, gives one line per branch):
 - as chats, `{"messages", "tools", "source"}` (`--tools-as openai|text`, see prime_env.sft);
 - with `--tokens`, `{"input_ids", "assistant_masks", "source"}`: the chat rendered by the
@@ -63,6 +63,11 @@ err_console = Console(stderr=True)
     help="the JSONL file to write",
 )
 @click.option("--min-reward", type=float, help="keep rollouts whose reward is at least this")
+@click.option(
+    "--keep-zero-reward",
+    is_flag=True,
+    help="keep rollouts scored 0 too (left out by default: rarely an answer to imitate)",
+)
 @click.option("--best-of", type=click.IntRange(min=1), help="keep the K best rollouts of each task")
 @click.option(
     "--dedup/--no-dedup",
@@ -99,6 +104,7 @@ def export_cmd(
     fmt: str,
     out: Path,
     min_reward: float | None,
+    keep_zero_reward: bool,
     best_of: int | None,
     dedup: bool,
     tools_as: str,
@@ -113,12 +119,15 @@ def export_cmd(
     if tokenizer and not tokens:
         raise click.UsageError("--tokenizer is for --tokens; chats are written untokenised")
     records = read_runs(runs, runs_dir)
-    selection = select_records(records, min_reward=min_reward, best_of=best_of, dedup=dedup)
+    selection = select_records(
+        records, min_reward=min_reward, best_of=best_of, dedup=dedup, zero_reward=keep_zero_reward
+    )
     if not selection.kept:
         raise CliError(
-            f"no rollout of {len(records)} passes the filters (errors {selection.errors}, below "
-            f"--min-reward {selection.below_min_reward}, duplicates {selection.duplicates}); "
-            "nothing was written"
+            f"no rollout of {len(records)} passes the filters ({selection.zero_reward} scored 0 "
+            f"(--keep-zero-reward keeps them), {selection.errors} errors, "
+            f"{selection.below_min_reward} below --min-reward, {selection.duplicates} "
+            "duplicates); nothing was written"
         )
     loaded = None
     if tokens:
@@ -144,6 +153,7 @@ def export_cmd(
         "written": written,
         "rollouts": len(selection.kept),
         "errors": selection.errors,
+        "zero_reward": selection.zero_reward,
         "below_min_reward": selection.below_min_reward,
         "duplicates": selection.duplicates,
         "beyond_best_of": selection.beyond_best_of,
@@ -154,7 +164,8 @@ def export_cmd(
     say(
         err_console,
         f"wrote {written} samples of {selection.read} rollouts to {out} (left out: "
-        f"{selection.errors} errors, {selection.below_min_reward} below --min-reward, "
+        f"{selection.errors} errors, {selection.zero_reward} scored 0 (--keep-zero-reward), "
+        f"{selection.below_min_reward} below --min-reward, "
         f"{selection.duplicates} duplicates, {selection.beyond_best_of} beyond --best-of)",
     )
 

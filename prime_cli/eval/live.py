@@ -15,16 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import BarColumn, Progress, ProgressColumn, Task
+from rich.table import Column
 from rich.text import Text
 
 from prime_env.clients.base import ModelClient
@@ -32,6 +24,12 @@ from prime_env.evaluation import EvalRun, execute
 from prime_env.parallel import ClientFactory
 from prime_env.record import RolloutRecord
 from prime_env.summary import Summary
+
+PLAIN_EVERY_S = 15.0
+"""Off a terminal (a log, a pipe, CI), a progress line per model this often: never silent."""
+FULL_LINE_WIDTH = 120
+"""From this many columns on, the live line has a bar (of BAR_WIDTH) before its numbers."""
+BAR_WIDTH = 30
 
 LIVE_RATE_WINDOW_S = 5.0
 """A local model's tokens/s on the live display is measured over this many recent seconds."""
@@ -83,15 +81,6 @@ class Tracker:
             "errors": str(self.errors),
             "rate": f"{(self.done - self.resumed) / elapsed:.2f}",
         }
-
-
-class TokensPerSecond(ProgressColumn):
-    """Rendered on every refresh (rich's own thread), so it moves between finished rollouts."""
-
-    def render(self, task: Task) -> Text:
-        tracker = task.fields.get("tracker")
-        rate = tracker.tokens_per_s() if isinstance(tracker, Tracker) else 0.0
-        return Text(f"{rate:,.0f} tok/s")
 
 
 @dataclass(frozen=True)
@@ -150,25 +139,90 @@ async def run_all(
     loop, main = asyncio.get_running_loop(), asyncio.current_task()
     assert main is not None
     loop.add_signal_handler(signal.SIGTERM, main.cancel)
+    plain = None
+    if not progress.disable and not progress.console.is_terminal:
+        plain = asyncio.create_task(plain_progress(progress, PLAIN_EVERY_S))
     try:
         return list(await asyncio.gather(*(one(*run) for run in runs)))
     finally:
+        if plain is not None:
+            plain.cancel()
         loop.remove_signal_handler(signal.SIGTERM)
 
 
+def _clock(seconds: float | None) -> str:
+    if seconds is None:
+        return "-:--:--"
+    whole = int(seconds)
+    return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
+
+
+def fit_line(parts: list[tuple[str, str]], name: str, width: int) -> str:
+    """One model's line within `width` columns: the full labels when they fit, else the short
+    ones, then the least needed fields dropped from the end, then the model name cut."""
+    for labels in (0, 1):
+        for keep in range(len(parts), 2, -1):
+            body = " ".join(part[labels] for part in parts[:keep])
+            if len(name) + 1 + len(body) <= width:
+                return f"{name} {body}"
+    body = " ".join(part[1] for part in parts[:3])
+    room = max(width - len(body) - 2, 4)
+    return f"{name[: room - 1]}… {body}" if len(name) > room else f"{name} {body}"
+
+
+class LineColumn(ProgressColumn):
+    """A model's progress as one line fitted to the terminal (fit_line): it never folds."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__(table_column=Column(no_wrap=True, overflow="crop"))
+        self.width = width
+
+    def render(self, task: Task) -> Text:
+        tracker = task.fields.get("tracker")
+        rate = tracker.tokens_per_s() if isinstance(tracker, Tracker) else 0.0
+        fields = task.fields
+        parts = [
+            (f"{int(task.completed)}/{int(task.total or 0)}",) * 2,
+            (f"reward {fields['reward']}", f"r {fields['reward']}"),
+            (f"errors {fields['errors']}", f"err {fields['errors']}"),
+            (f"{fields['rate']} rollouts/s", f"{fields['rate']}/s"),
+            (f"{rate:,.0f} tok/s",) * 2,
+            (_clock(task.elapsed),) * 2,
+            (f"eta {_clock(task.time_remaining)}",) * 2,
+        ]
+        return Text(fit_line(parts, str(task.description), self.width))
+
+
 def progress_display(console: Console, disable: bool) -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("reward {task.fields[reward]}"),
-        TextColumn("errors {task.fields[errors]}"),
-        TextColumn("{task.fields[rate]} rollouts/s"),
-        TokensPerSecond(),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-        console=console,
-        disable=disable,
-        refresh_per_second=4,
+    """One line per model, fitted to the terminal's width (a bar only where there is room),
+    so it never folds or cuts a number; off a terminal the width is unbounded
+    (messages.output_console) and `run_all` prints a plain line every PLAIN_EVERY_S, since
+    rich draws nothing there until the end."""
+    width = console.width
+    if width < FULL_LINE_WIDTH:
+        columns: list[ProgressColumn] = [LineColumn(width - 1)]
+    else:
+        columns = [LineColumn(width - BAR_WIDTH - 2), BarColumn(bar_width=BAR_WIDTH)]
+    return Progress(*columns, console=console, disable=disable, refresh_per_second=4)
+
+
+def plain_line(label: str, tracker: Tracker) -> str:
+    """The progress of one model as a plain line (off a terminal)."""
+    fields = tracker.fields()
+    elapsed = time.perf_counter() - tracker.started
+    return (
+        f"{label}: {tracker.done}/{tracker.total} reward {fields['reward']} errors "
+        f"{fields['errors']} {fields['rate']} rollouts/s {tracker.tokens_per_s():,.0f} tok/s "
+        f"{elapsed:.0f}s elapsed"
     )
+
+
+async def plain_progress(progress: Progress, every_s: float) -> None:
+    """Off a terminal: every `every_s`, one line per unfinished model (until cancelled)."""
+    while True:
+        await asyncio.sleep(every_s)
+        for task in progress.tasks:
+            tracker = task.fields.get("tracker")
+            if isinstance(tracker, Tracker) and tracker.done < tracker.total:
+                progress.console.print(plain_line(str(task.description), tracker), soft_wrap=True,
+                                       highlight=False, markup=False)  # fmt: skip

@@ -1,4 +1,4 @@
-"""`prime eval optimize ENV -m MODEL --reflection-model M`: GEPA-style search for ENV's system
+"""`prime eval optimize ENV -m MODEL [--reflection-model M]`: GEPA-style search for ENV's system
 prompt (`prime_env.prompt_optimizer` does the work; this is the shell: models, budget, the
 before/after table and where the result is written)."""
 
@@ -43,9 +43,12 @@ err_console = output_console(stderr=True)
     api_key_var={"help": "environment variable holding -m's key"},
 )  # fmt: skip
 @click.option(
-    "--reflection-model", required=True, help="the model that reads failures and writes prompts"
+    "--reflection-model",
+    help="the model that reads failures and writes prompts (default: -m's own model)",
 )
-@click.option("--reflection-base-url", help="a server to send --reflection-model to")
+@click.option(
+    "--reflection-base-url", help="a server to send --reflection-model to (default: -m's)"
+)
 @click.option(
     "--reflection-max-tokens", type=click.IntRange(min=1), default=1024, show_default=True
 )
@@ -88,7 +91,7 @@ err_console = output_console(stderr=True)
 @program_on_host_option
 def optimize_cmd(
     env_spec: str,
-    reflection_model: str,
+    reflection_model: str | None,
     reflection_base_url: str | None,
     reflection_max_tokens: int,
     reflection_temperature: float | None,
@@ -114,7 +117,12 @@ def optimize_cmd(
         api=opts.api,
         api_key_var=opts.api_key_var,
     )
-    reflector = resolve_model(reflection_model, base_url=reflection_base_url)
+    if reflection_model is None and reflection_base_url is None:
+        reflector = spec  # the run's own model reflects (GEPA's default is a stronger one)
+        say(err_console, f"reflecting with {spec.name}, the model optimised (--reflection-model M "
+            "to choose another)")  # fmt: skip
+    else:
+        reflector = resolve_model(reflection_model or spec.name, base_url=reflection_base_url)
     if REFERENCE_MODEL in (spec.client, reflector.client):
         raise CliError(
             "-m reference plays the environment's own policy, which reads no system prompt: "

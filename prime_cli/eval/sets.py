@@ -259,9 +259,9 @@ def _report(
             )
         )
     else:
-        table = Table(
-            title=f"eval set {eval_set.set_id}: n={config.n}, r={config.r}, reward mean ± se"
-        )
+        # the title as a line of its own: a table's title folds to the table's width
+        say(console, f"eval set {eval_set.set_id}: n={config.n}, r={config.r}, reward mean ± se")
+        table = Table()
         table.add_column("environment", no_wrap=True)
         for model in config.models:
             table.add_column(model, no_wrap=True)

@@ -16,6 +16,13 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _user_tokens(s: Summary) -> str:
+    """A simulated user's tokens beside the policy's (their cost is in the cost cell)."""
+    if not (s.user_prompt_tokens or s.user_completion_tokens):
+        return ""
+    return f" + user {s.user_prompt_tokens:,}/{s.user_completion_tokens:,}"
+
+
 def summary_row(spec_name: str, summary: Summary, cost: float | None) -> dict[str, Any]:
     return {"model": spec_name, "summary": summary.model_dump(), "cost_usd": cost}
 
@@ -37,7 +44,7 @@ def summary_table(rows: list[tuple[EvalRun, Summary]], width: int) -> Table:
     ]
     cells: list[list[str]] = []
     for run, s in rows:
-        cost = run.spec.cost(s.prompt_tokens, s.completion_tokens)
+        cost = run.cost(s)
         means = {**s.rewards, **s.metrics}
         errors = str(s.errors) + (
             f" ({', '.join(f'{t}: {c}' for t, c in s.error_types.items())})" if s.errors else ""
@@ -49,7 +56,7 @@ def summary_table(rows: list[tuple[EvalRun, Summary]], width: int) -> Table:
                 *[fmt(s.pass_at_k.get(k)) for k in ks],
                 *[fmt(means.get(m)) for m in metric_names],
                 errors,
-                f"{s.prompt_tokens:,}/{s.completion_tokens:,}",
+                f"{s.prompt_tokens:,}/{s.completion_tokens:,}" + _user_tokens(s),
                 "-" if cost is None else f"${cost:.4f}",
             ]
         )
@@ -82,3 +89,29 @@ def zero_reward_notes(rows: list[tuple[EvalRun, Summary]]) -> list[str]:
             f"`prime eval show {run.directory} --samples 3`"
         )
     return notes
+
+
+def fitted_table(
+    title: str,
+    columns: list[str],
+    rows: list[list[str]],
+    width: int,
+    *,
+    whole: tuple[str, ...] = (),
+    optional: tuple[str, ...] = (),
+) -> Table:
+    """A listing that fits `width`: the `optional` columns (least needed first) are left out
+    until it does; `whole` columns (ids and paths one copies) never wrap, the rest fold only
+    when even the needed columns are wider than the terminal."""
+    shown = list(columns)
+    for leave_out in (None, *optional):
+        if leave_out is not None:
+            shown.remove(leave_out)
+        table = Table(title=title)
+        for name in shown:
+            table.add_column(name, no_wrap=name in whole, overflow="fold")
+        for row in rows:
+            table.add_row(*[row[columns.index(name)] for name in shown])
+        if Console(width=10_000).measure(table).maximum <= width:
+            break
+    return table

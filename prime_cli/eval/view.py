@@ -19,6 +19,7 @@ from prime_cli.errors import CliError
 from prime_cli.eval.runs import find_run
 from prime_cli.messages import message_console
 from prime_env.eval_run_dir import EvalRunDir
+from prime_env.summary import Summary
 from registry_index.resolve import InvalidEnvRef, parse_env_id
 
 LOOPBACK = "127.0.0.1"
@@ -46,8 +47,6 @@ def read_run(directory: Path, taken: set[str]) -> dict[str, Any]:
     while run_id in taken:  # the same run twice, or two runs of one id in other output dirs
         run_id += "-2"
     taken.add(run_id)
-    from prime_env.summary import Summary
-
     records = [record.model_dump(mode="json") for record in run_dir.read_results()]
     return {
         "id": run_id,

@@ -49,3 +49,30 @@ def check_whole_run(config: TrainConfig) -> None:
             "(the environment's recipe?) choose their own: pass --no-env-recipe, or set "
             "stages.N.orchestrator.algo in a -c file"
         )
+
+
+def self_teacher_warnings(config: TrainConfig) -> list[str]:
+    """A stage distilling (`opd`) from the student's own base model learns nothing: at step 0
+    the teacher's logprobs are the student's, so every advantage is 0 (up to float error)."""
+    student = config.model.name
+    warnings = []
+    for stage in config.stage_plan():
+        algo = stage.config.orchestrator.algo
+        teacher = algo.teacher
+        if algo.type != "opd" or teacher is None or teacher.base_url is not None:
+            continue
+        if _same_model(teacher.model, student):
+            warnings.append(
+                f"stage {stage.name!r}: the opd teacher {teacher.model!r} is the student's own "
+                "base model, so its logprobs are the student's and every advantage starts at 0 "
+                "(nothing to learn); pass a stronger --teacher (a bigger model, a trained "
+                "policy directory)"
+            )
+    return warnings
+
+
+def _same_model(teacher: str, student: str) -> bool:
+    if teacher == student:
+        return True
+    paths = [Path(name).expanduser() for name in (teacher, student)]
+    return all(p.is_dir() for p in paths) and paths[0].resolve() == paths[1].resolve()

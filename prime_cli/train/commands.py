@@ -34,7 +34,8 @@ from prime_cli.feedback import console_feedback
 from prime_cli.messages import message_console
 from prime_cli.options import json_object
 from prime_cli.program_host import program_on_host_option
-from prime_cli.train.algo import algo_flags, check_whole_run
+from prime_cli.train.algo import algo_flags, check_whole_run, self_teacher_warnings
+from prime_cli.train.help import common_options_text
 from prime_cli.train.recipes import choose_recipe
 from trainer_bridge.outcome import outcome_lines, read_outcome
 
@@ -90,6 +91,7 @@ def train() -> None:
     "run",
     hidden=True,
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    epilog="\b\n" + common_options_text(),
 )
 @click.argument("env_spec", metavar="OWNER/NAME[@VER]", required=False)
 @click.option("-m", "--model", help="model.name: local/smollm2-135m or a Hugging Face model dir")
@@ -177,6 +179,8 @@ def run_cmd(
         )
         if algo is not None:
             check_whole_run(config)
+        for warning in self_teacher_warnings(config):
+            console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
         spec = config.env.id
     except ConfigError as exc:
         raise config_exit(str(exc)) from None

@@ -337,8 +337,11 @@ def resolve_model(
         # Run in this process: no key, no endpoint, nothing to pay.
         return ModelSpec(name, model, provider, provider, None, None, (0.0, 0.0))
     if not sep or provider not in PROVIDERS or not model:
+        hint = _provider_hint(name)
         raise ModelConfigError(
-            f"cannot tell which provider serves {name!r}: use provider/model with provider one of "
+            f"cannot tell which provider serves {name!r}"
+            + (f": did you mean -m {hint}? Otherwise use" if hint else ": use")
+            + " provider/model with provider one of "
             f"{', '.join(sorted([*PROVIDERS, *_registered()]))}, an alias from endpoints.toml, "
             "--base-url URL for any OpenAI-compatible server, or reference for the "
             "environment's own reference policy"
@@ -353,6 +356,36 @@ def resolve_model(
         api_key_var or known.key_var,
         PRICES_PER_MTOK.get(name),
     )
+
+
+_NAME_PREFIXES = {"gpt-": "openai", "o1": "openai", "o3": "openai", "o4": "openai",
+                  "chatgpt-": "openai", "claude-": "anthropic", "gemini-": "gemini",
+                  "deepseek-": "deepseek"}  # fmt: skip
+"""Model-name beginnings that say which provider's model it is (for the hint only)."""
+
+
+def _provider_hint(name: str) -> str:
+    """`openai/gpt-4.1-mini (OPENAI_BASE_URL is set)` for a bare model name whose provider is plain
+    (a priced model, a known name prefix, or the one provider whose variables are set)."""
+    if "/" in name or not name:
+        return ""
+    priced = [p for p in PROVIDERS if f"{p}/{name}" in PRICES_PER_MTOK]
+    by_prefix = [p for prefix, p in _NAME_PREFIXES.items() if name.startswith(prefix)]
+    configured = [
+        p
+        for p, known in PROVIDERS.items()
+        if os.environ.get(BASE_URL_VARS.get(p, "")) or os.environ.get(known.key_var)
+    ]
+    for found in (priced, by_prefix, configured):
+        if len(found) == 1:
+            provider = found[0]
+            why = [v for v in (BASE_URL_VARS.get(provider), PROVIDERS[provider].key_var)
+                   if v and os.environ.get(v)]  # fmt: skip
+            set_note = (
+                f" ({' and '.join(why)} {'are' if len(why) > 1 else 'is'} set)" if why else ""
+            )
+            return f"{provider}/{name}{set_note}"
+    return ""
 
 
 def split_adapter(name: str) -> tuple[str, str | None]:

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..clients.base import ToolSpec
 from ..errors import InfraError, ToolCallError
+from ..tools import parse_arguments
 
 # JSON-RPC codes a server may answer for a call the model got wrong (not the server's failure).
 _MODEL_ERROR_CODES = frozenset({-32602})  # invalid params
@@ -155,13 +156,7 @@ class MCPConnection:
 
     async def call(self, name: str, arguments: str | dict[str, Any] | None) -> str:
         """Run tool `name`; the model's mistakes raise ToolCallError, the server's InfraError."""
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
-            except json.JSONDecodeError as exc:
-                raise ToolCallError(f"arguments are not valid JSON: {exc.msg}") from exc
-        if not isinstance(arguments, dict):
-            raise ToolCallError("arguments must be a JSON object")
+        arguments = parse_arguments(arguments)
         client = self._client
         if client is None or not self.alive:
             raise InfraError("mcp_server_crashed", f"MCP server {self.source.name} is not running")

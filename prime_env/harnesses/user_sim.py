@@ -6,7 +6,9 @@ text) or has spoken `max_turns` times. A model-played user sees the conversation
 (the model's turns as `user`, its own as `assistant`) under its own prompt; a script gets the
 model's view and the state. The user's messages are marked in `state["simulated"]` (the
 record's `trace.simulated`): they sit in prompts, never in completions, so training masks them,
-and a user model's tokens never count in the rollout's usage (`state["user_usage"]` has them).
+and a user model's tokens never count in the rollout's usage: `state["user_usage"]` has them,
+with their cost when the model's price is known, and the record's `user_usage` carries them into
+the run's tokens and cost.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Awaitable, Callable
 
 from ..calling import call_user
 from ..clients.base import Message, ModelClient, SamplingArgs
+from ..clients.model_specs import ModelSpec
 from ..state import State
 from .base import Hook
 from .multi_turn import MultiTurn
@@ -50,6 +53,7 @@ class SimulatedUser:
         self.stop = stop
         self.max_turns = max_turns
         self.sampling = sampling or SamplingArgs()
+        self._spec: ModelSpec | None = None
         self._client: ModelClient | None = (
             model if not isinstance(model, (str, type(None))) else None
         )
@@ -59,8 +63,15 @@ class SimulatedUser:
             from ..clients.model_specs import resolve_model
 
             assert isinstance(self.model, str)
-            self._client = resolve_model(self.model).create_client()
+            spec = resolve_model(self.model)
+            self._spec = spec
+            self._client = spec.create_client()
         return self._client
+
+    def _cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """The user model's cost of a call: None for a client given as an object, or a model
+        whose price is unknown."""
+        return None if self._spec is None else self._spec.cost(prompt_tokens, completion_tokens)
 
     def system_prompt(self, state: State) -> str:
         if callable(self.prompt):
@@ -77,9 +88,16 @@ class SimulatedUser:
             view = [{"role": "system", "content": own}] if own else []
             view += _flipped(messages)
             response = await self.client().chat(view, sampling=self.sampling)
-            usage = state.setdefault("user_usage", {"prompt_tokens": 0, "completion_tokens": 0})
-            usage["prompt_tokens"] += response.usage.prompt_tokens
-            usage["completion_tokens"] += response.usage.completion_tokens
+            usage = state.setdefault(
+                "user_usage", {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+            )
+            used = (response.usage.prompt_tokens, response.usage.completion_tokens)
+            usage["prompt_tokens"] += used[0]
+            usage["completion_tokens"] += used[1]
+            cost = self._cost(*used)
+            usage["cost_usd"] = (
+                None if cost is None or usage["cost_usd"] is None else (usage["cost_usd"] + cost)
+            )
             text = response.message.get("content") or ""
         if text is None:
             return "", True

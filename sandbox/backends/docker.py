@@ -26,12 +26,12 @@ import zipfile
 from collections.abc import Sequence
 from typing import Any
 
+from sandbox import supervisor
 from sandbox.backends.base import HOME, Sandbox, SandboxRow
 from sandbox.channel import Channel, DockerAttachChannel
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.limits import DEFAULT_IMAGE, SandboxLimits
 from sandbox.owner import Owner
-from sandbox.supervisor import __file__ as _supervisor_file
 
 LABEL = "prime.sandbox"
 LABEL_OWNER = "prime.sandbox.owner"
@@ -253,8 +253,6 @@ class DockerSandbox(Sandbox):
                 "`prime sandbox build-image` (or pass --image)"
             )
         limits = self.limits
-        with open(_supervisor_file) as handle:
-            supervisor_source = handle.read()
         room = limits.memory_mb - SUPERVISOR_RESERVE_MB
         shm_mb = max(1, min(limits.shm_mb, room // 4))
         places = 2 + len(self.writable_dirs)
@@ -297,19 +295,14 @@ class DockerSandbox(Sandbox):
             )
             created = client.api.create_container(
                 self.image,
-                command=[
+                command=supervisor.command(
                     "python3",
-                    "-I",
-                    "-S",
-                    "-c",
-                    supervisor_source,
                     self.workdir,
-                    ":".join(self.scratch_dirs),
-                    str(int(limits.ttl_s)),
+                    self.scratch_dirs,
+                    limits.ttl_s,
                     limits.child_rlimits(),
                     SANDBOX_UID,
-                    "",
-                ],
+                ),
                 user="0:0",
                 working_dir=self.workdir,
                 environment={"LANG": "C.UTF-8", "TMPDIR": self.tmpdir, "HOME": HOME},

@@ -33,13 +33,13 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from sandbox import supervisor
 from sandbox.backends.base import HOME, Sandbox, SandboxRow
 from sandbox.cgroups import SandboxCgroup
 from sandbox.channel import Channel, PipeChannel
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.limits import SandboxLimits
 from sandbox.owner import Owner
-from sandbox.supervisor import __file__ as _supervisor_file
 
 # Private uids for local sandboxes: far above any uid a distribution hands out.
 UID_BASE = 2_100_000_000
@@ -278,26 +278,15 @@ class LocalSandbox(Sandbox):
         for path in (work, tmp):
             path.mkdir(mode=0o755)
         prefix = self._namespace_argv(as_root, work, tmp, limits.workdir_mb << 20)
-        with open(_supervisor_file) as handle:
-            supervisor_source = handle.read()
         cgroup_fds = [
             os.open(path, os.O_WRONLY)
             for path in (self.cgroup.procs_files() if self.cgroup else [])
         ]
-        argv = [
-            *prefix,
-            _python(),
-            "-I",
-            "-S",
-            "-c",
-            supervisor_source,
-            self.workdir,
-            ":".join(self.scratch_dirs),
-            str(int(limits.ttl_s)),
+        argv = [*prefix, *supervisor.command(
+            _python(), self.workdir, self.scratch_dirs, limits.ttl_s,
             limits.child_rlimits(address_space=True, processes=as_root),
-            f"{self.uid}:{self.uid}" if self.uid is not None else "",
-            ",".join(str(fd) for fd in cgroup_fds),
-        ]
+            f"{self.uid}:{self.uid}" if self.uid is not None else "", cgroup_fds,
+        )]  # fmt: skip
         # Limits and parent-death signal by util-linux wrappers rather than a preexec_fn, which
         # is unsafe in a threaded host (the pool runs sandboxes from worker threads).
         confine = [

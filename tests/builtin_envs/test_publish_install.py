@@ -18,8 +18,10 @@ import pytest
 
 from builtin_envs.publish import BUILTIN_NAMES, OWNER, PublishError, publish_builtins
 from registry_index.install_commands import install_commands
+from tests.e2e.cli_support import fresh_venv
+from tests.e2e.package_index import serve_packages
 from tests.hub_server.wheels import write_wheel
-from tests.support import free_port, require
+from tests.support import free_port
 
 BIN = Path(sys.executable).parent
 PRIME = str(BIN / "prime")
@@ -75,14 +77,7 @@ def test_publish_then_install_by_name_into_a_fresh_virtualenv(
     index = httpx.get(
         f"{url}/prime/simple/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
     ).json()
-    builtins = {
-        "wordle",
-        "wiki-search",
-        "reverse-text",
-        "arithmetic",
-        "python-code",
-        "twenty-questions",
-    }
+    builtins = set(BUILTIN_NAMES)
     assert builtins <= {p["name"] for p in index["projects"]}
 
     venv = tmp_path / "fresh"
@@ -132,44 +127,11 @@ def test_publishing_with_a_bad_token_fails_clearly(hub: tuple[str, str]) -> None
 def public_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A "public index" on loopback (pypiserver) where someone has squatted `reverse-text` with a
     higher version; every other name falls through to PyPI, like a real public index."""
-    server = BIN / "pypi-server"
-    require(server.exists(), "pypiserver (dev extra)")
     packages = tmp_path_factory.mktemp("public-index")
     write_wheel(packages, "reverse-text", "99.0", module_source='ORIGIN = "impostor"\n')
-    port = free_port()
-    log = (packages.parent / "pypiserver.log").open("wb")
-    proc = subprocess.Popen(
-        [str(server), "run", "-i", "127.0.0.1", "-p", str(port), "-a", ".", "-P", ".",
-         "--backend", "simple-dir", "--fallback-url", "https://pypi.org/simple/", str(packages)],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/simple/"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(url, timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("pypiserver did not start")
-            time.sleep(0.1)
+    log = packages.parent / "pypiserver.log"
+    with serve_packages(packages, log, fallback="https://pypi.org/simple/") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        log.close()
-
-
-def _venv(path: Path, *, with_pip: bool = False) -> Path:
-    if with_pip:
-        subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
-    else:
-        subprocess.run(
-            [str(BIN / "uv"), "venv", "-q", "--python", sys.executable, str(path)], check=True
-        )
-    return path / "bin" / "python"
 
 
 def _version_of(python: Path, dist: str, cwd: Path) -> str:
@@ -200,7 +162,7 @@ def test_every_shown_command_takes_the_hubs_package_over_a_higher_one_elsewhere(
     shown = {c.tool: c for c in install_commands(url, OWNER, "reverse-text")}
 
     # Control: the command publish.py used to suggest takes the impostor (so this test can fail).
-    control = _venv(tmp_path / "control")
+    control = fresh_venv(tmp_path / "control")
     old = subprocess.run(
         [str(BIN / "uv"), "pip", "install", "--dry-run", "--python", str(control),
          "--index-url", f"{url}/prime/simple/", "--extra-index-url", public_index, "reverse-text"],
@@ -209,7 +171,7 @@ def test_every_shown_command_takes_the_hubs_package_over_a_higher_one_elsewhere(
     assert "reverse-text==99.0" in old.stdout + old.stderr, old.stderr
 
     # uv, as shown: the hub's indexes first, first-index strategy.
-    with_uv = _venv(tmp_path / "uv")
+    with_uv = fresh_venv(tmp_path / "uv")
     argv = shlex.split(shown["uv"].command)
     done = subprocess.run(
         [str(BIN / "uv"), *argv[1:], "--python", str(with_uv)],
@@ -238,7 +200,7 @@ def test_every_shown_command_takes_the_hubs_package_over_a_higher_one_elsewhere(
         )
         if c.tool == "pip"
     )  # fmt: skip
-    with_pip = _venv(tmp_path / "pip", with_pip=True)
+    with_pip = fresh_venv(tmp_path / "pip", with_pip=True)
     argv = shlex.split(pip_line)
     done = subprocess.run(
         [str(with_pip), "-m", *argv], capture_output=True, text=True, env=env, check=False
@@ -247,7 +209,7 @@ def test_every_shown_command_takes_the_hubs_package_over_a_higher_one_elsewhere(
     assert _version_of(with_pip, "reverse-text", tmp_path) == "0.1.0"
 
     # prime env install: resolved on the hub, installed from the verified file.
-    with_prime = _venv(tmp_path / "prime")
+    with_prime = fresh_venv(tmp_path / "prime")
     done = subprocess.run(
         [PRIME, "env", "install", "prime/reverse-text", "--python", str(with_prime)],
         capture_output=True, text=True, env={**env, "PRIME_HUB_URL": url}, check=False,

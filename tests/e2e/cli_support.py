@@ -9,10 +9,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from hub_client.install import find_uv
-from tests.support import require
+from prime_env.uv_binary import find_uv
+from tests.support import require, suite_site_view
 
 PRIME = Path(sys.executable).with_name("prime")
 
@@ -98,13 +99,49 @@ def write_env(
     return root
 
 
-def fresh_venv(path: Path, env: dict[str, str]) -> Path:
-    uv = find_uv()
-    require(uv is not None, "uv")
-    subprocess.run(
-        [str(uv), "venv", "-q", "--python", sys.executable, str(path)], check=True, env=env
-    )
-    return path / "bin" / "python"
+def fresh_venv(
+    path: Path,
+    env: dict[str, str] | None = None,
+    *,
+    with_pip: bool = False,
+    sees_suite: bool = False,
+) -> Path:
+    """A new virtualenv's python: uv's, or the standard library's `with_pip`. `sees_suite`: it
+    also imports this checkout's packages (prime_cli, prime_env) through a `.pth`, but no
+    environment a user installed into the checkout's own venv (`tests.support.suite_site_view`)."""
+    if with_pip:
+        subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, env=env)
+    else:
+        uv = find_uv()
+        require(uv is not None, "uv")
+        subprocess.run(
+            [str(uv), "venv", "-q", "--python", sys.executable, str(path)], check=True, env=env
+        )
+    python = path / "bin" / "python"
+    if sees_suite:
+        site = subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        view = str(suite_site_view(path.parent / f"{path.name}-suite-site"))
+        Path(site, "_prime_sdk.pth").write_text(f"import site; site.addsitedir({view!r})\n")
+    return python
+
+
+def venv_cli(
+    python: Path, env: dict[str, str], cwd: Path, timeout: float = 600
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`prime ARGS...` as `python` (a venv's) runs it in `cwd` with `env`; any exit status."""
+
+    def prime(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(python), "-m", "prime_cli.main", *args],
+            cwd=cwd, env=env, text=True, capture_output=True, timeout=timeout, check=False,
+        )  # fmt: skip
+
+    return prime
 
 
 def installed(python: Path, dist: str) -> str | None:

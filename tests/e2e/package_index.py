@@ -18,15 +18,17 @@ PYPI_SERVER = Path(sys.executable).with_name("pypi-server")
 
 
 @contextmanager
-def serve_packages(packages: Path, log_path: Path) -> Iterator[str]:
-    """pypiserver serving `packages`; yields its simple-index URL."""
+def serve_packages(packages: Path, log_path: Path, *, fallback: str | None = None) -> Iterator[str]:
+    """pypiserver serving `packages`; yields its simple-index URL. A name it lacks is a 404, or
+    a redirect to `fallback` (a public index's simple URL) when one is given."""
     require(PYPI_SERVER.exists(), "pypiserver (dev extra)")
     port = free_port()
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             [
                 str(PYPI_SERVER), "run", "-i", "127.0.0.1", "-p", str(port), "-a", ".", "-P", ".",
-                "--disable-fallback", "--backend", "simple-dir", str(packages),
+                *(["--fallback-url", fallback] if fallback else ["--disable-fallback"]),
+                "--backend", "simple-dir", str(packages),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

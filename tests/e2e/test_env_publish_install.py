@@ -24,11 +24,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hub_client.install import find_uv
+from prime_env.uv_binary import find_uv
+from tests.e2e.cli_support import fresh_venv
 from tests.e2e.package_index import serve_packages
 from tests.hub_server.hubproc import HubProcess
 from tests.hub_server.wheels import write_wheel
-from tests.support import free_port, require, suite_site_view
+from tests.support import free_port, require
 
 PRIME = Path(sys.executable).with_name("prime")
 
@@ -101,32 +102,6 @@ def one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> s
     return lines[0]
 
 
-def fresh_venv(
-    path: Path, env: dict[str, str], *, with_pip: bool = False, sees_sdk: bool = True
-) -> Path:
-    """A new virtualenv; `sees_sdk`: it can import this checkout's SDK (see module docstring)."""
-    if with_pip:
-        subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, env=env)
-    else:
-        uv = find_uv()
-        require(uv is not None, "uv")
-        subprocess.run(
-            [str(uv), "venv", "-q", "--python", sys.executable, str(path)], check=True, env=env
-        )
-    python = path / "bin" / "python"
-    if not sees_sdk:
-        return python
-    site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    sdk_site = str(suite_site_view(path.parent / f"{path.name}-suite-site"))
-    Path(site, "_prime_sdk.pth").write_text(f"import site; site.addsitedir({sdk_site!r})\n")
-    return python
-
-
 def py(python: Path, code: str) -> str:
     result = subprocess.run(
         [str(python), "-c", code], check=False, capture_output=True, text=True, timeout=120
@@ -188,7 +163,7 @@ def test_init_build_push_install_import(
     shadow = make_env(cli_env, tmp_path / "src", "tiny-dep", deps=[], version="9.0")
     ok(prime(cli_env, "env", "push", str(shadow), token=tokens["bob"]))
 
-    python = fresh_venv(tmp_path / "venv", cli_env)
+    python = fresh_venv(tmp_path / "venv", cli_env, sees_suite=True)
     out = ok(
         prime(
             cli_env,
@@ -290,7 +265,7 @@ def test_fresh_venv_on_an_unseeded_hub_gets_the_light_sdk_from_the_hub(
     env = real_index_env(cli_env)
     ok(prime(env, "env", "init", "sdk-env", "--path", str(tmp_path / "src")))
     ok(prime(env, "env", "push", str(tmp_path / "src" / "sdk-env"), token=tokens["alice"]))
-    python = fresh_venv(tmp_path / "venv", env, with_pip=True, sees_sdk=False)
+    python = fresh_venv(tmp_path / "venv", env, with_pip=True)
     ok(prime(env, "env", "install", "alice/sdk-env", "--python", str(python), "--output", "json"))
 
     with FakeServer("openai", api_key="k") as fake:
@@ -333,7 +308,7 @@ def test_unresolvable_dependency_is_named_with_a_fix(
     """Before: "the installer failed with exit status 1". Now the requirement is named."""
     root = make_env(cli_env, tmp_path / "src", "needy-env", deps=["tiny-dep", "ghost-dep>=2"])
     ok(prime(cli_env, "env", "push", str(root), token=tokens["alice"]))
-    python = fresh_venv(tmp_path / "venv", cli_env)
+    python = fresh_venv(tmp_path / "venv", cli_env, sees_suite=True)
     for installer in ("uv", "pip"):
         failed = prime(
             cli_env, "env", "install", "alice/needy-env", "--python", str(python),
@@ -352,7 +327,7 @@ def test_an_sdk_the_hub_cannot_serve_is_named(
 ) -> None:
     root = make_env(cli_env, tmp_path / "src", "future-env", deps=["prime-envhub-sdk>=99"])
     ok(prime(cli_env, "env", "push", str(root), token=tokens["alice"]))
-    python = fresh_venv(tmp_path / "venv", cli_env, sees_sdk=False)
+    python = fresh_venv(tmp_path / "venv", cli_env)
     failed = prime(cli_env, "env", "install", "alice/future-env", "--python", str(python))
     assert failed.returncode == 1 and "Traceback" not in failed.stderr
     error = failed.stderr.strip().splitlines()[-1]
@@ -414,7 +389,7 @@ def test_private_environment_is_invisible_to_others(
         assert "secret-env" not in {item["name"] for item in listing["environments"]}
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         assert httpx.get(f"{hub.url}/alice/simple/secret-env/", headers=headers).status_code == 404
-    python = fresh_venv(tmp_path / "venv", cli_env)
+    python = fresh_venv(tmp_path / "venv", cli_env, sees_suite=True)
     one_line_error(
         prime(cli_env, "env", "install", "alice/secret-env", "--python", str(python), token=bob),
         "not found",
@@ -438,7 +413,7 @@ def test_unknown_name_never_falls_through(
     installer: str,
 ) -> None:
     """`ghost-env` exists on the normal index but not on the hub: install must refuse."""
-    python = fresh_venv(tmp_path / "venv", cli_env, with_pip=installer == "pip")
+    python = fresh_venv(tmp_path / "venv", cli_env, with_pip=installer == "pip", sees_suite=True)
     assert httpx.get(normal_index + "ghost-env/").status_code == 200
     result = prime(
         cli_env,
@@ -460,7 +435,7 @@ def test_pip_installer_uses_normal_index_for_dependencies(
 ) -> None:
     root = make_env(cli_env, tmp_path / "src", "pip-env", deps=["tiny-dep"])
     ok(prime(cli_env, "env", "push", str(root), token=tokens["alice"]))
-    python = fresh_venv(tmp_path / "venv", cli_env, with_pip=True)
+    python = fresh_venv(tmp_path / "venv", cli_env, with_pip=True, sees_suite=True)
     out = ok(
         prime(
             cli_env,
@@ -488,7 +463,7 @@ def test_errors_are_one_clear_line(
     tmp_path: Path, hub: HubProcess, cli_env: dict[str, str], tokens: dict[str, str]
 ) -> None:
     root = make_env(cli_env, tmp_path / "src", "err-env", deps=[])
-    python = fresh_venv(tmp_path / "venv", cli_env)
+    python = fresh_venv(tmp_path / "venv", cli_env, sees_suite=True)
 
     bad = "phub_" + "x" * 43
     one_line_error(prime(cli_env, "whoami", token=bad), "not authenticated", "prime login")

@@ -22,46 +22,10 @@ def test_two_providers_side_by_side(tmp_path: Path) -> None:
             f'[claude]\nurl = "{an.url}"\nkey_var = "FAKE_KEY"\nclient = "anthropic"\n'
         )
         env = prime_env(FAKE_KEY=key)
-        table = prime(
-            "eval",
-            "run",
-            str(SAY_ENV),
-            "-m",
-            "oa",
-            "-m",
-            "claude",
-            "-n",
-            "10",
-            "-r",
-            "2",
-            "-a",
-            '{"wrong_every": 2}',
-            "-o",
-            "out",
-            cwd=tmp_path,
-            env=env,
-        )
-        as_json = prime(
-            "eval",
-            "run",
-            str(SAY_ENV),
-            "-m",
-            "oa",
-            "-m",
-            "claude",
-            "-n",
-            "10",
-            "-r",
-            "2",
-            "-a",
-            '{"wrong_every": 2}',
-            "-o",
-            "out2",
-            "--output",
-            "json",
-            cwd=tmp_path,
-            env=env,
-        )
+        both = ["eval", "run", str(SAY_ENV), "-m", "oa", "-m", "claude", "-n", "10", "-r", "2",
+                "-a", '{"wrong_every": 2}']  # fmt: skip
+        table = prime(*both, "-o", "out", cwd=tmp_path, env=env)
+        as_json = prime(*both, "-o", "out2", "--output", "json", cwd=tmp_path, env=env)
     assert table.returncode == 0, table.stderr
     assert "oa" in table.stdout and "claude" in table.stdout and "0.500" in table.stdout
     assert "pass@2" in table.stdout

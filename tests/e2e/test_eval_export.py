@@ -98,7 +98,7 @@ def test_a_hub_evaluation_exports_as_its_local_run_does(hub: HubProcess, tmp_pat
     local = cli("eval", "export", str(run_dir), "-o", "local.jsonl", *options)
     remote = cli("eval", "export", evaluation_id[:8], "-o", "hub.jsonl", *options)
     # 6 tasks x 2 rollouts; tasks 0 and 3 ask for the wrong word (reward 0); one of each other
-    assert (remote["read"], remote["below_min_reward"], remote["written"]) == (12, 4, 4)
+    assert (remote["read"], remote["zero_reward"], remote["written"]) == (12, 4, 4)
     assert remote == {**local, "file": remote["file"]}
     assert (tmp_path / "hub.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
     tasks = {row["source"]["task_id"] for row in lines(tmp_path / "hub.jsonl")}

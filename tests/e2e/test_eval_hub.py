@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
-from hub_client.install import find_uv
 from testing.server import FakeServer
+from tests.e2e.cli_support import fresh_venv, venv_cli
 from tests.e2e.eval_support import SAY_ENV, prime_env, run_dirs
 from tests.hub_server.hubproc import HubProcess
 from tests.hub_server.wheels import write_wheel
-from tests.support import require, suite_site_view
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -53,40 +50,12 @@ def publish_say_env(hub: HubProcess, token: str, directory: Path) -> None:
     assert response.status_code == 200, response.text
 
 
-def fresh_python(path: Path) -> Path:
-    """A venv that sees this checkout (prime_cli, prime_env) but no environment, not even one a
-    user installed into the checkout's own venv."""
-    uv = find_uv()
-    require(uv is not None, "uv")
-    subprocess.run([str(uv), "venv", "-q", "--python", sys.executable, str(path)], check=True)
-    python = path / "bin" / "python"
-    site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    ours = str(suite_site_view(path.parent / f"{path.name}-suite-site"))
-    Path(site, "_prime_sdk.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
-    return python
-
-
 def test_run_installs_from_hub_pushes_and_reads_back(hub: HubProcess, tmp_path: Path) -> None:
     token = hub.add_user("alice")
     publish_say_env(hub, token, tmp_path / "dist")
-    python = fresh_python(tmp_path / "venv")
+    python = fresh_venv(tmp_path / "venv", sees_suite=True)
     env = prime_env(PRIME_HUB_URL=hub.url, PRIME_API_KEY=token, HOME=str(tmp_path))
-
-    def prime(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(python), "-m", "prime_cli.main", *args],
-            cwd=tmp_path,
-            env=env,
-            text=True,
-            capture_output=True,
-            timeout=600,
-            check=False,
-        )
+    prime = venv_cli(python, env, tmp_path)
 
     with FakeServer("openai") as server:
         result = prime(

@@ -69,3 +69,17 @@ def test_the_reference_policy_is_refused(tmp_path: Path) -> None:
         result = prime("eval", "optimize", str(INSTRUCTION_ENV), *role, "-o", "out", cwd=tmp_path)
         one_line_error(result, "-m reference plays the environment's own policy")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_reflection_model_defaults_to_the_optimised_one(tmp_path: Path) -> None:
+    """No --reflection-model: the run's own model reflects, said on stderr."""
+    with FakeServer("openai") as model:
+        model.script_replies([f"```text\n{GOOD}\n```"] * 50)
+        result = prime(
+            "eval", "optimize", str(INSTRUCTION_ENV), "-m", "fake", "-b", model.url,
+            "--budget", "20", "--val-size", "3", "--test-size", "3", "--output", "json",
+            "-o", str(tmp_path / "out"), cwd=tmp_path,
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "reflecting with fake, the model optimised" in result.stderr
+    assert json.loads(result.stdout)["rollouts_used"] <= 20

@@ -5,16 +5,14 @@ names the first; errored rollouts stay errors and a rubric that fails is a `scor
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
 
 from testing.server import FakeServer
-from tests.e2e.cli_support import one_line_error
+from tests.e2e.cli_support import fresh_venv, one_line_error, venv_cli
 from tests.e2e.eval_support import prime_env, records, run_dirs
-from tests.e2e.test_eval_hub import fresh_python
 from tests.hub_server.hubproc import HubProcess
 from tests.hub_server.wheels import twine_upload_form, wheel_bytes
 
@@ -65,14 +63,10 @@ def test_replay_rescores_with_another_version_and_no_model_calls(
     token = hub.add_user("alice")
     for version in ("0.1.0", "0.2.0"):
         _publish(hub, token, version)
-    python = fresh_python(tmp_path / "venv")
+    python = fresh_venv(tmp_path / "venv", sees_suite=True)
     env = prime_env(PRIME_HUB_URL=hub.url, PRIME_API_KEY=token, HOME=str(tmp_path))
 
-    def prime(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(python), "-m", "prime_cli.main", *args],
-            cwd=tmp_path, env=env, text=True, capture_output=True, timeout=600, check=False,
-        )  # fmt: skip
+    prime = venv_cli(python, env, tmp_path)
 
     with FakeServer("openai") as server:
         server.configure(script=["500"])  # the first call fails: an errored rollout

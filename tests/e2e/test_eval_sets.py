@@ -6,16 +6,16 @@ without rerunning its finished cells."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
 
 from testing.server import FakeServer
+from tests.e2e.cli_support import fresh_venv, venv_cli
 from tests.e2e.eval_support import ROOT, SAY_ENV, prime_env, records
 from tests.e2e.eval_support import prime as run_prime
-from tests.e2e.test_eval_hub import fresh_python, publish_say_env
+from tests.e2e.test_eval_hub import publish_say_env
 from tests.hub_server.hubproc import HubProcess
 from tests.hub_server.wheels import twine_upload_form, wheel_bytes
 from tests.support import free_port
@@ -43,16 +43,12 @@ def test_matrix_retries_push_and_resume(hub: HubProcess, tmp_path: Path) -> None
     token = hub.add_user("alice")
     publish_say_env(hub, token, tmp_path / "dist")
     _publish_echo_env(hub, token)
-    python = fresh_python(tmp_path / "venv")
+    python = fresh_venv(tmp_path / "venv", sees_suite=True)
     env = prime_env(PRIME_HUB_URL=hub.url, PRIME_API_KEY=token, HOME=str(tmp_path))
     endpoints = tmp_path / "endpoints.toml"
     envs = ["alice/say-env@0.1.0", "alice/echo-env@0.1.0"]
 
-    def prime(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(python), "-m", "prime_cli.main", *args],
-            cwd=tmp_path, env=env, text=True, capture_output=True, timeout=600, check=False,
-        )  # fmt: skip
+    prime = venv_cli(python, env, tmp_path)
 
     with FakeServer("openai") as server:
         dead = f"http://127.0.0.1:{free_port()}/v1"

@@ -25,7 +25,11 @@ def train(tmp_path: Path, model: Path, *args: str) -> tuple[Path, list[dict[str,
         "--output", "json", *FAST, *NO_EVAL, *args, cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    run = Path(json.loads(result.stdout)["run_dir"])
+    out = json.loads(result.stdout)
+    run = Path(out["run_dir"])
+    # what the run came to: the policy's step, and an SFT run's loss (its steps have no reward)
+    assert out["outcome"]["policy_step"] == 2
+    assert (out["outcome"]["sft_loss"] is not None) == (args[:2] == ("--algo", "sft"))
     return run, [json.loads(x) for x in (run / "trainer_metrics.jsonl").open()]
 
 

@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from hub_client.install import find_uv
+from prime_env.uv_binary import find_uv
+from tests.e2e.cli_support import fresh_venv, venv_cli
 from tests.e2e.eval_support import ROOT, prime_env
-from tests.e2e.test_eval_hub import fresh_python
 from tests.e2e.train_support import FAST, metrics
 from tests.hub_server.hubproc import HubProcess, start_hub
 from tests.trainer_bridge.conftest import smollm2_tokenizer_dir, tiny_model_dir  # noqa: F401
@@ -36,6 +36,19 @@ def seeded_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]
         yield hub
 
 
+def python_with_sdk(path: Path) -> Path:
+    """A venv that sees this checkout, with the SDK the checkout runs with installed into it
+    (not only visible through the `.pth`), so the installer resolves an environment's SDK
+    requirement there."""
+    python = fresh_venv(path, sees_suite=True)
+    subprocess.run(
+        [str(find_uv()), "pip", "install", "-q", "--python", str(python), "--no-deps",
+         "-e", str(ROOT / "sdk")],
+        check=True,
+    )  # fmt: skip
+    return python
+
+
 @pytest.mark.slow  # seeds five environments with uv, then installs and trains
 def test_train_installs_from_the_hub_and_trains(
     seeded_hub: HubProcess,
@@ -45,22 +58,10 @@ def test_train_installs_from_the_hub_and_trains(
     version = httpx.get(
         f"{seeded_hub.url}/api/v1/environmentshub/prime/arithmetic/@latest", timeout=30
     ).json()["data"]["semantic_version"]
-    python = fresh_python(tmp_path / "venv")
-    # The SDK the checkout runs with, installed into the venv itself (not only visible through
-    # fresh_python's .pth), so the installer resolves the environment's SDK requirement there.
-    subprocess.run(
-        [str(find_uv()), "pip", "install", "-q", "--python", str(python), "--no-deps",
-         "-e", str(ROOT / "sdk")],
-        check=True,
-    )  # fmt: skip
+    python = python_with_sdk(tmp_path / "venv")
     token = seeded_hub.add_user("alice")
     env = prime_env(PRIME_HUB_URL=seeded_hub.url, PRIME_API_KEY=token, HOME=str(tmp_path))
-
-    def prime(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(python), "-m", "prime_cli.main", *args],
-            cwd=tmp_path, env=env, text=True, capture_output=True, timeout=900, check=False,
-        )  # fmt: skip
+    prime = venv_cli(python, env, tmp_path, timeout=900)
 
     started = time.monotonic()
     unknown = prime("train", "prime/no-such-env", "--max-steps", "2")
@@ -138,12 +139,7 @@ def test_train_wiki_search_masks_tool_results(
     tool results, template and prompt with mask 0."""
     from transformers import AutoTokenizer
 
-    python = fresh_python(tmp_path / "venv")
-    subprocess.run(
-        [str(find_uv()), "pip", "install", "-q", "--python", str(python), "--no-deps",
-         "-e", str(ROOT / "sdk")],
-        check=True,
-    )  # fmt: skip
+    python = python_with_sdk(tmp_path / "venv")
     token = seeded_hub.add_user("bob")
     env = prime_env(PRIME_HUB_URL=seeded_hub.url, PRIME_API_KEY=token, HOME=str(tmp_path))
     questions = _verbatim_call_questions(tmp_path / "questions.jsonl")

@@ -14,12 +14,12 @@ from hub_client.install import (
     ResolvedEnv,
     check_archive,
     check_distinct_packages,
-    find_uv,
     install_command,
     run_installer,
     sdk_need,
     target_python,
 )
+from prime_env.uv_binary import find_uv
 from registry_index.resolve import parse_env_ref
 from tests.registry_index.wheelmaker import metadata_text, wheel_members, write_zip
 from tests.support import require
@@ -124,3 +124,49 @@ def test_real_uv_failure_names_the_missing_requirement(tmp_path: Path) -> None:
     message = str(info.value)
     assert message.startswith("alice/needy-env 1.0.0 requires 'ghost-dep-xyz>=2'"), message
     assert env_vars["UV_DEFAULT_INDEX"] in message and "pyproject.toml" in message
+
+
+def _wheel(tmp_path: Path, name: str, requires: list[str]) -> Path:
+    module = name.replace("-", "_")
+    wheel = tmp_path / f"{module}-1.0.0-py3-none-any.whl"
+    lines = "".join(f"Requires-Dist: {r}\n" for r in requires)
+    meta = metadata_text(module, "1.0.0").replace("Summary", lines + "Summary")
+    write_zip(
+        wheel, wheel_members(module, extra={f"{module}-1.0.0.dist-info/METADATA": meta.encode()})
+    )
+    return wheel
+
+
+def test_with_the_index_out_of_reach_what_is_installed_is_enough(tmp_path: Path) -> None:
+    """uv looks installed dependencies up on its index: offline, the install is tried again
+    with --offline and succeeds from the target's packages; a dependency that is missing is
+    named, with the package that needs it (not the one above it)."""
+    uv = find_uv()
+    require(uv is not None, "uv (dev extra)")
+    venv = tmp_path / "venv"
+    subprocess.run([str(uv), "venv", "-q", "--python", sys.executable, str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    base = _wheel(tmp_path, "base-dep", [])
+    subprocess.run([str(uv), "pip", "install", "-q", "--python", python, "--offline", str(base)],
+                   check=True)  # fmt: skip
+    needy = _wheel(tmp_path, "needy-env", ["base-dep>=1", "mid-pkg"])
+    mid = _wheel(tmp_path, "mid-pkg", ["ghost-dep-xyz>=2"])
+    lines: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("UV_DEFAULT_INDEX", "http://127.0.0.1:9/simple")  # nothing listens there
+        patch.setenv("UV_NO_CACHE", "1")
+        patch.setenv("UV_HTTP_RETRIES", "0")
+        requires = {"alice/needy-env 1.0.0": ["base-dep>=1", "mid-pkg"]}
+        with pytest.raises(InstallError) as info:
+            run_installer(install_command({"needy-env": needy, "mid-pkg": mid}, python, "uv"),
+                          requires, on_output=lines.append)  # fmt: skip
+        message = str(info.value)
+        assert message.startswith("mid-pkg requires 'ghost-dep-xyz>=2'"), "".join(lines)
+        assert "the package index was unreachable, so uv ran --offline" in message
+        assert any("trying again with what is installed" in line for line in lines)
+        mid = _wheel(tmp_path, "mid-pkg", [])
+        run_installer(install_command({"needy-env": needy, "mid-pkg": mid}, python, "uv"),
+                      requires, on_output=lines.append)  # fmt: skip
+    listed = subprocess.run([str(uv), "pip", "list", "--python", python], capture_output=True,
+                            text=True, check=True).stdout  # fmt: skip
+    assert "needy-env" in listed and "base-dep" in listed

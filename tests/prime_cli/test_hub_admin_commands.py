@@ -158,6 +158,8 @@ def test_seed_publishes_the_builtins_once_and_revokes_its_token(fresh_hub: HubPr
     args = ("hub", "seed", "--url", fresh_hub.url, "--data-dir", str(fresh_hub.data_dir))
     first = prime_process(*args, env=fresh_hub.env)
     assert first.returncode == 0, first.stderr
+    for name in ("wordle", "arithmetic", "python-code"):  # each package as it goes
+        assert f"{name}: building" in first.stderr and f"{name}: uploaded " in first.stderr
     listing = httpx.get(f"{fresh_hub.url}/api/v1/environmentshub/", params={"owner": "prime"})
     names = {env["name"] for env in listing.json()["data"]}
     assert {"wordle", "wiki-search", "reverse-text", "arithmetic", "python-code"} <= names
@@ -166,7 +168,7 @@ def test_seed_publishes_the_builtins_once_and_revokes_its_token(fresh_hub: HubPr
     assert httpx.get(f"{fresh_hub.url}/_sdk/simple/prime-envhub-sdk/").status_code == 200
     again = prime_process(*args, env=fresh_hub.env)
     assert again.returncode == 0, again.stderr
-    assert "0 new file(s)" in again.stdout
+    assert "0 new file(s)" in again.stdout and "wordle: already on the hub" in again.stderr
     engine = open_database(fresh_hub.settings)
     try:
         with Session(engine) as session:

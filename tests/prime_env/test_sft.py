@@ -205,3 +205,10 @@ def test_a_branching_trace_is_one_chat_per_branch() -> None:
     # one chain of calls (a linear rollout, or a simulated user's trace) stays one chat, whole
     linear = rollout([m[2], m[6], m[7]])
     assert [len(s["messages"]) for s in chat_samples(linear)] == [5]
+
+
+def test_rollouts_scored_zero_are_left_out_when_asked() -> None:
+    records = [record("t0", 0, 0.0, "a"), record("t0", 1, 1.0, "b"), record("t1", 0, 0.0, "c")]
+    kept = select_records(records, zero_reward=False)
+    assert [r.rollout_index for r in kept.kept] == [1] and kept.zero_reward == 2
+    assert len(select_records(records).kept) == 3  # the library's default keeps them

@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from hub_client.client import HubClient
-from prime_cli.env.project import build_distributions, load_project
+from prime_cli.env.project import build_distributions, load_project, write_version
 from prime_cli.env.publish import PushRefused, _upload_flow, check_not_published, push_environment
 from prime_cli.env.scaffold import create_scaffold
 from registry_index.content_hash import tree_content_hash
@@ -68,3 +68,29 @@ def test_push_resumes_after_the_wheel(tmp_path: Path, hub: InProcessHub) -> None
             push_environment(
                 client, project, "admin", visibility=None, console=Console(stderr=True)
             )
+
+
+def test_a_new_environment_asks_who_may_see_it(tmp_path: Path, hub: InProcessHub) -> None:
+    """With no --visibility, a new environment's visibility is asked (the command asks on a
+    terminal, default private); an existing one, or one given --visibility, is never asked."""
+    project = load_project(create_scaffold("asked-env", tmp_path))
+    asked: list[str] = []
+
+    def ask(slug: str) -> str:
+        asked.append(slug)
+        return "private"
+
+    with HubClient(hub.url, hub.admin_token, transport=hub.transport) as client:
+        push_environment(client, project, "admin", visibility=None, console=Console(stderr=True),
+                         new_visibility=ask)  # fmt: skip
+        assert asked == ["admin/asked-env"]
+        assert client.environment("admin", "asked-env").visibility.lower() == "private"
+        (project.root / "asked_env.py").write_text(
+            (project.root / "asked_env.py").read_text() + "\n# changed\n"
+        )
+        changed = write_version(load_project(project.root), "0.1.1")
+        push_environment(client, changed, "admin", visibility=None, console=Console(stderr=True),
+                         new_visibility=ask)  # fmt: skip
+        assert asked == ["admin/asked-env"]  # not asked again: it exists
+    anonymous = hub.client().get("/api/v1/environmentshub/admin/asked-env/@latest")
+    assert anonymous.status_code == 404  # private is invisible to others

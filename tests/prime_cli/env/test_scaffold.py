@@ -157,6 +157,15 @@ async def test_init_mcp_template_builds_and_scores_through_its_server(tmp_path: 
     records = await run_rollouts(env, PolicyClient(policy), concurrency=5)
     assert [r.reward for r in records] == [1.0] * 5
     assert all(r.metrics["tool_calls"] == 1.0 for r in records)
+    # its rubric is declared, so the hub checks (and can verify) its runs
+    from registry_index.rubric_spec import rubric_from_pyproject
+
+    declared = rubric_from_pyproject(pyproject["tool"]["prime"])
+    assert declared is not None
+    assert set(declared.root) == {f.name for f in env.rubric.funcs}
+    assert all(
+        declared.sample_problem(r.reward or 0.0, r.rewards, r.metrics) is None for r in records
+    )
 
     def bad_unit(messages: list[dict]) -> dict | str:
         if messages[-1]["role"] == "tool":
@@ -192,3 +201,11 @@ def test_init_mcp_template_evaluates_with_the_local_model(tmp_path: Path) -> Non
     rows = records(run)
     assert {r["example_index"] for r in rows} == {0, 1}
     assert all(r["error"] is None and r["reward"] is not None for r in rows)
+
+
+def test_a_name_that_is_normalised_is_said_so(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["env", "init", "Bad_Name", "--path", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "'Bad_Name' is named 'bad-name'" in result.output and (tmp_path / "bad-name").is_dir()
+    plain = CliRunner().invoke(cli, ["env", "init", "good-name", "--path", str(tmp_path)])
+    assert plain.exit_code == 0 and "is named" not in plain.output

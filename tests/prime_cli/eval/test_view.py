@@ -124,3 +124,15 @@ def test_the_command_serves_on_loopback_until_stopped(two_runs: tuple[Path, Path
     finally:
         proc.terminate()
         assert proc.wait(timeout=30) in (0, -15)
+
+
+def test_show_prints_samples_as_conversations_not_json(two_runs: tuple[Path, Path]) -> None:
+    shown = CliRunner().invoke(cli, ["eval", "show", str(two_runs[0]), "--samples", "4"])
+    assert shown.exit_code == 0, shown.output
+    out = shown.output
+    assert "── example 0 · rollout 0 · reward 1.000 (correct 1) · stop completed" in out
+    assert "system: Play wordle.\nuser: Guess word 0\nassistant: <guess>crane0</guess>" in out
+    assert "── example 1 · rollout 1 · error provider_error: 503 after 3 tries" in out
+    assert '"prompt"' not in out  # no raw JSON records
+    listed = CliRunner().invoke(cli, ["eval", "samples", str(two_runs[0]), "-n", "1"])
+    assert listed.exit_code == 0 and "user: Guess word 0" in listed.output

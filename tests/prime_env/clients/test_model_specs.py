@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from prime_env.clients.anthropic_client import AnthropicClient
-from prime_env.clients.model_specs import ModelConfigError, default_model, resolve_model
+from prime_env.clients.model_specs import (
+    BASE_URL_VARS,
+    PROVIDERS,
+    ModelConfigError,
+    default_model,
+    resolve_model,
+)
 from prime_env.clients.openai_client import OpenAIClient
 
 
@@ -103,3 +109,26 @@ def test_an_adapter_needs_a_model_run_in_this_process(base: str, tmp_path: Path)
         resolve_model(f"{base}+{tmp_path}", endpoints=None)
     on_local = resolve_model(f"local/smollm2-135m+{tmp_path}", endpoints=None)
     assert (on_local.client, on_local.adapter) == ("local", str(tmp_path.resolve()))
+
+
+def test_a_bare_model_name_is_refused_with_the_provider_it_most_likely_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`-m gpt-4.1-mini` with OPENAI_BASE_URL set says `openai/gpt-4.1-mini`; a name nothing
+    points at gets no guess."""
+    for var in [*BASE_URL_VARS.values(), *(p.key_var for p in PROVIDERS.values())]:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    with pytest.raises(ModelConfigError) as priced:
+        resolve_model("gpt-4.1-mini")
+    assert "did you mean -m openai/gpt-4.1-mini (OPENAI_BASE_URL is set)?" in str(priced.value)
+    with pytest.raises(ModelConfigError) as prefixed:
+        resolve_model("claude-sonnet-9")
+    assert "did you mean -m anthropic/claude-sonnet-9?" in str(prefixed.value)
+    with pytest.raises(ModelConfigError) as configured:
+        resolve_model("my-finetune")  # only OpenAI's variables are set: its server, likely
+    assert "did you mean -m openai/my-finetune (OPENAI_BASE_URL is set)?" in str(configured.value)
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    with pytest.raises(ModelConfigError) as unknown:
+        resolve_model("my-finetune")
+    assert "did you mean" not in str(unknown.value)
