@@ -8,10 +8,8 @@ adapter), and runs `importance_sampling` and `ppo` steps; a `read` token is refu
 
 from __future__ import annotations
 
-import io
 import itertools
 import math
-import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,10 +19,12 @@ import numpy as np
 import pytest
 import tinker
 import torch
+from click.testing import CliRunner
 from tinker import types
 
 from local_model.model_dirs import with_adapter
 from local_model.models import load_local_model
+from prime_cli.main import cli
 from tests.hub_server.lab.labhub import LabHub, serve_lab
 from trainer_bridge.lab.engine import TorchLabEngine
 
@@ -71,16 +71,12 @@ def batch(engine: TorchLabEngine) -> list[types.Datum]:
     return data
 
 
-def archive_dir(hub: LabHub, token: str, path: str, into: Path) -> Path:
-    reply = httpx.get(
-        f"{hub.tinker_url}/api/v1/checkpoint_archive",
-        params={"path": path},
-        headers={"X-API-Key": f"tml-{token}"},
+def export(hub: LabHub, token: str, path: str, into: Path) -> Path:
+    """`prime lab export PATH DIR`: the checkpoint as a PEFT adapter directory."""
+    result = CliRunner().invoke(
+        cli, ["lab", "export", path, str(into), "--lab", hub.tinker_url, "--key", token]
     )
-    assert reply.status_code == 200, reply.text
-    into.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(reply.content)) as tar:
-        tar.extractall(into, filter="data")
+    assert result.exit_code == 0, result.output
     assert sorted(p.name for p in into.iterdir()) == [
         "adapter_config.json",
         "adapter_model.safetensors",
@@ -128,7 +124,7 @@ def test_sdk_trains_samples_and_matches_the_torch_backend(
     answer = sampler.sample(types.ModelInput.from_ints(prompt), 2, params).result()
     assert len(answer.sequences) == 2
     saved = trainer.save_weights_for_sampler(name="after-5").result().path
-    adapter = archive_dir(lab, lab.admin_token, saved, tmp_path / "adapter")
+    adapter = export(lab, lab.admin_token, saved, tmp_path / "adapter")
     for sequence in answer.sequences:
         assert sequence.logprobs is not None and len(sequence.tokens) == len(sequence.logprobs)
         expected = torch_logprobs(adapter, prompt, sequence.tokens)
@@ -225,6 +221,12 @@ def test_two_accounts_train_at_once_and_see_only_their_own(
         refusals, 404
     )
     assert as_bob.get("/checkpoints").json() == {"checkpoints": []}
+    as_bob.close()
+    as_alice.close()
+    refused = CliRunner().invoke(
+        cli, ["lab", "export", state, "out", "--lab", lab.tinker_url, "--key", bob_token]
+    )
+    assert refused.exit_code == 1 and "No checkpoint" in refused.output, refused.output
     with pytest.raises(tinker.NotFoundError):
         service_client(lab, bob_token).create_training_client_from_state(state).result()
     # The same name under bob's own model is bob's, and alice's is untouched.
