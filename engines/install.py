@@ -29,7 +29,7 @@ from pathlib import Path
 
 import platformdirs
 
-from hub_client.install import find_uv
+from prime_env.uv_binary import find_uv
 from registry_index.files import write_json_atomic
 
 ENGINES_DIR_ENV = "PRIME_ENGINES_DIR"

@@ -33,6 +33,7 @@ from hub_client.client import HubClient, HubError, NotFound
 from hub_client.feedback import Feedback
 from hub_client.isolated import IsolatedInstallError, clashes, framework, install_isolated
 from hub_client.settings import load_settings
+from prime_env.uv_binary import find_uv
 from registry_index.content_hash import file_sha256
 from registry_index.errors import InvalidUpload
 from registry_index.resolve import EnvRef, parse_env_ref, select_version
@@ -238,16 +239,6 @@ def fetch_sdk(client: HubClient, need: SdkNeed) -> Path:
         client.download(urljoin(page_url, url), dest, sha256=sha256)
     check_archive(dest, SDK_DISTRIBUTION)
     return dest
-
-
-def find_uv() -> str | None:
-    """The uv binary: the one shipped in the `uv` wheel next to us, else one on PATH."""
-    try:
-        import uv
-
-        return str(uv.find_uv_bin())
-    except (ImportError, FileNotFoundError):
-        return shutil.which("uv")
 
 
 def target_python(python: str | None) -> str:

@@ -124,7 +124,8 @@ def replay_state(record: RolloutRecord) -> ReplayState:
 
 
 def source_spec(meta: EvalMetadata) -> ModelSpec:
-    """The model a run was made with, as its metadata.json describes it (no key, ever)."""
+    """The model a run was made with, as its metadata.json describes it (no key, ever), at no
+    price: a replay calls no model, so it costs nothing."""
     info = meta.model_info
     return ModelSpec(
         name=str(info.get("name") or meta.model),
@@ -134,6 +135,7 @@ def source_spec(meta: EvalMetadata) -> ModelSpec:
         base_url=info.get("base_url"),
         key_var=info.get("api_key_var"),
         adapter=info.get("adapter"),
+        price_per_mtok=(0.0, 0.0),
     )
 
 

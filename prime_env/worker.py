@@ -320,6 +320,10 @@ class OpenEnvAdapter(Adapter):
     kind = "openenv"
 
     def __init__(self, env_id: str, env_args: dict[str, Any]) -> None:
+        # The worker uses openenv-core's client only: its web UI, gradio (imported by
+        # openenv.core, which skips it when missing), stays out (~5 s of CPU per start).
+        # The server, a process of its own, is run as it is.
+        sys.modules.setdefault("gradio", None)  # type: ignore[arg-type]
         from openenv.core.generic_client import GenericEnvClient
 
         self.client_type = GenericEnvClient

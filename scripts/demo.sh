@@ -180,7 +180,7 @@ step "Scaffolding an example environment (prime env init hello-env)"
 "$PRIME" env init hello-env --path "$WORK/src"
 
 step "Publishing it (prime env push)"
-"$PRIME" env push "$WORK/src/hello-env"
+"$PRIME" env push "$WORK/src/hello-env" --visibility public
 "$PRIME" env list
 "$PRIME" env info demo/hello-env
 

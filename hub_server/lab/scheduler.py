@@ -24,8 +24,7 @@ from hub_server.core.errors import NotFound, RateLimited
 
 log = logging.getLogger(__name__)
 
-LONG_POLL_SECONDS = 5.0
-_POLL_INTERVAL = 0.02
+LONG_POLL_SECONDS = 30.0
 
 
 @dataclass
@@ -40,6 +39,14 @@ class Future:
     error: str | None = None
     user_error: bool = False
     finished_at: float | None = None
+    waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=list)
+
+    def finish(self) -> None:
+        """Mark done and wake every long poll waiting on it (from the worker thread)."""
+        self.finished_at = time.monotonic()
+        self.done.set()
+        for loop, event in self.waiters:
+            loop.call_soon_threadsafe(event.set)
 
 
 @dataclass
@@ -91,10 +98,21 @@ class FairQueue:
         return future
 
     async def wait(self, future: Future, seconds: float = LONG_POLL_SECONDS) -> bool:
-        """Wait up to `seconds` for `future`; whether it is done (a long poll, not a thread)."""
-        deadline = time.monotonic() + seconds
-        while not future.done.is_set() and time.monotonic() < deadline:
-            await asyncio.sleep(_POLL_INTERVAL)
+        """Wait up to `seconds` for `future`; whether it is done (a long poll: an asyncio
+        event the worker sets, no thread and no polling)."""
+        event = asyncio.Event()
+        waiter = (asyncio.get_running_loop(), event)
+        with self._lock:
+            if future.done.is_set():
+                return True
+            future.waiters.append(waiter)
+        try:
+            await asyncio.wait_for(event.wait(), seconds)
+        except TimeoutError:
+            pass
+        finally:
+            with self._lock:
+                future.waiters.remove(waiter)
         return future.done.is_set()
 
     def stop(self) -> None:
@@ -125,8 +143,8 @@ class FairQueue:
             except Exception as error:
                 log.exception("Lab request %s failed", future.request_id)
                 future.error = f"The Lab failed on this request: {type(error).__name__}: {error}"
-            future.finished_at = time.monotonic()
-            future.done.set()
+            with self._lock:
+                future.finish()
             self._forget_old()
 
     def _forget_old(self) -> None:

@@ -18,7 +18,8 @@ from urllib.parse import unquote, urlsplit
 
 from packaging.utils import canonicalize_name
 
-from hub_client.install import InstallError, cache_dir, find_uv
+from hub_client.install import InstallError, cache_dir
+from prime_env.uv_binary import find_uv
 from registry_index.resolve import parse_env_id
 
 _PROBE = r"""

@@ -35,6 +35,7 @@ from prime_cli.messages import message_console
 from prime_cli.options import json_object
 from prime_cli.program_host import program_on_host_option
 from prime_cli.train.algo import algo_flags, check_whole_run, self_teacher_warnings
+from prime_cli.train.help import common_options_text
 from prime_cli.train.recipes import choose_recipe
 from trainer_bridge.outcome import outcome_lines, read_outcome
 
@@ -90,6 +91,7 @@ def train() -> None:
     "run",
     hidden=True,
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    epilog="\b\n" + common_options_text(),
 )
 @click.argument("env_spec", metavar="OWNER/NAME[@VER]", required=False)
 @click.option("-m", "--model", help="model.name: local/smollm2-135m or a Hugging Face model dir")

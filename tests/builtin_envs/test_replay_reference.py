@@ -71,6 +71,7 @@ async def test_the_reference_run_replays_to_exactly_its_rewards(name: str, tmp_p
     assert before and all(error is None for *_, error in before)
     run, summary = await replay_run(source, env, name, tmp_path / "outputs")
     assert run.directory != source and summary.errors == 0
+    assert run.cost(summary) == 0.0  # no model was called
     assert _scores(run.directory) == before
     meta = json.loads((run.directory / "metadata.json").read_text())
     assert meta["status"] == COMPLETED and meta["replay_of"]["directory"] == str(source.resolve())

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from hub_client.install import find_uv
+from prime_env.uv_binary import find_uv
 from tests.support import require, suite_site_view
 
 PRIME = Path(sys.executable).with_name("prime")

@@ -23,8 +23,8 @@ def wheelhouse() -> Path:
 
 def foreign_env(home: Path, **extra: str) -> dict[str, str]:
     """The environment of a `prime` subprocess: this checkout importable, no provider keys, its
-    own settings and isolated environments, and uv told to find every package in the
-    wheelhouse only (`UV_NO_INDEX`): nothing is downloaded."""
+    own settings and isolated environments, this virtualenv's bin off PATH, and uv told to find
+    every package in the wheelhouse only (`UV_NO_INDEX`): nothing is downloaded."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -41,7 +41,9 @@ def foreign_env(home: Path, **extra: str) -> dict[str, str]:
         UV_FIND_LINKS=str(wheelhouse()),
         UV_PYTHON_DOWNLOADS="never",
         UV_CACHE_DIR=str(home / "uv-cache"),
-        PATH=bin_dir + os.pathsep + env.get("PATH", ""),  # uv, for verifiers' harness scripts
+        # as a `prime` run from an unactivated virtualenv: no uv on PATH (verifiers' harness
+        # scripts get the runner's, never one verifiers would download)
+        PATH=os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != bin_dir),
         NO_COLOR="1",
         COLUMNS="200",
     )

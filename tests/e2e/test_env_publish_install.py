@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hub_client.install import find_uv
+from prime_env.uv_binary import find_uv
 from tests.e2e.cli_support import fresh_venv
 from tests.e2e.package_index import serve_packages
 from tests.hub_server.hubproc import HubProcess

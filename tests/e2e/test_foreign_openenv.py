@@ -22,9 +22,9 @@ import pytest
 
 from testing.server import FakeServer
 from tests.e2e.cli_support import PRIME
-from tests.e2e.eval_support import run_dirs
+from tests.e2e.eval_support import records, run_dirs
 from tests.e2e.foreign_support import FOREIGN, copy_project, foreign_env
-from tests.e2e.test_foreign_verifiers import ok, prime, records
+from tests.e2e.test_foreign_verifiers import ok, prime
 from tests.e2e.train_support import NO_EVAL, metrics, train_dirs
 from tests.hub_server.hubproc import start_hub
 from tests.support import free_port
@@ -191,7 +191,7 @@ def test_train_two_steps_on_it(installed: dict[str, Any]) -> None:
     out = root / "train"
     ok(prime(
         env, "train", ENV, "-m", "local/smollm2-135m", "--max-steps", "2", "-a",
-        '{"max_turns": 1}', "--orchestrator.batch-size", "4",
+        '{"max_turns": 1}', "--orchestrator.batch-size", "2",
         "--orchestrator.rollouts-per-example", "2", "--orchestrator.sampling.max-tokens", "8",
         *NO_EVAL, "--no-orchestrator.filter-zero-advantages", "-o", str(out), cwd=root,
     ))  # fmt: skip
@@ -199,7 +199,7 @@ def test_train_two_steps_on_it(installed: dict[str, Any]) -> None:
     steps = metrics(run)
     assert [m["step"] for m in steps] == [0, 1]
     for step in steps:
-        assert step["batch/samples"] == 4 and step["errors/total"] == 0
+        assert step["batch/samples"] == 2 and step["errors/total"] == 0
         assert step["trainer/loss_tokens"] > 0
         if step["off_policy/max"] == 0:  # token-exact: sampled ids, not re-rendered (an
             assert step["trainer/mismatch_kl"] < 1e-4  # older policy's samples differ by more)

@@ -1,9 +1,9 @@
 """verifiers 0.4 packages, unchanged, on this hub: `prime env install` gives each a virtualenv of
 its own (verifiers pins openai<3, the SDK needs openai>=3.57), `prime eval run` scores them
 through an environment worker (prime_env.remote) against a fake OpenAI server, a provider
-failure is an error record (never a 0), a multi-turn one records each turn as a call continuing
-the last, and `prime train` trains the local model on one (which also covers the local model's
-token ids through the worker: no separate local-model eval).
+failure is an error record (never a 0), and `prime train` trains the local model on the
+multi-turn one (each turn a call continuing the last, bridged token for token; this also covers
+the local model's token ids through the worker: no separate local-model eval).
 
 One hub and one install home for the module (both packages, one uv cache); the virtualenvs are
 built from the wheelhouse, never an index. Each `prime eval run` costs a verifiers import in
@@ -22,7 +22,7 @@ import pytest
 
 from testing.server import FakeServer
 from tests.e2e.cli_support import PRIME
-from tests.e2e.eval_support import run_dirs
+from tests.e2e.eval_support import records, run_dirs
 from tests.e2e.foreign_support import copy_project, foreign_env
 from tests.e2e.train_support import NO_EVAL, metrics, train_dirs
 from tests.hub_server.hubproc import start_hub
@@ -57,10 +57,6 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
         yield {"hub": hub, "env": env, "root": root, "install": result}
 
 
-def records(run: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
-
-
 def test_install_gives_it_a_virtualenv_of_its_own(installed: dict[str, Any]) -> None:
     result = installed["install"]
     ok(result)
@@ -90,64 +86,44 @@ def test_eval_scores_it_and_a_provider_failure_is_an_error_record(
     with FakeServer("openai") as fake:
         # -c 1: rollouts in order, so the scripted answers meet known questions; the last
         # task's two requests fail (no retries): error records, not zeros
-        fake.configure(script=["ok"] * 4 + ["500", "500"])
-        fake.script_replies(["0", "0", "2", "5"])
+        fake.configure(script=["ok"] * 2 + ["500", "500"])
+        fake.script_replies(["0", "5"])
         out = root / "fake-run"
         ok(prime(
-            env, "eval", "run", "alice/addition-v1", "-m", "fake", "-b", fake.url, "-n", "3",
-            "-r", "2", "-c", "1", "--max-retries", "0", "--max-error-share", "0.5", "-o",
+            env, "eval", "run", "alice/addition-v1", "-m", "fake", "-b", fake.url, "-n", "2",
+            "-r", "2", "-c", "1", "--max-retries", "0", "--max-error-share", "1", "-o",
             str(out), cwd=root,
         ))  # fmt: skip
     [run] = run_dirs(out)
     got = sorted(records(run), key=lambda r: (r["example_index"], r["rollout_index"]))
-    assert [r["reward"] for r in got] == [1.0, 1.0, 1.0, 0.0, None, None]
-    assert [r["rewards"] for r in got][3] == {"exact_match": 0.0}
-    assert got[3]["metrics"] == {"reply_chars": 1.0}
+    assert [r["reward"] for r in got] == [1.0, 0.0, None, None]
+    assert got[1]["rewards"] == {"exact_match": 0.0}
+    assert got[1]["metrics"] == {"reply_chars": 1.0}
     first = got[0]
     assert first["error"] is None and first["answer"] == 0
     assert first["prompt"][-1] == {"role": "user", "content": "What is 0 + 0?"}
     assert first["completion"] == [{"role": "assistant", "content": "0"}]
     assert first["env"] == "alice/addition-v1@0.1.0"
     assert first["stop_reason"] == "agent_completed"
-    for failed in got[4:]:
+    for failed in got[2:]:
         assert failed["rewards"] == {}
         assert failed["error"]["type"] in ("server_error", "http_500"), failed["error"]
     meta = json.loads((run / "metadata.json").read_text())
     assert meta["summary"]["errors"] == 2
 
 
-def test_a_multi_turn_package_records_every_turn(installed: dict[str, Any]) -> None:
-    """alice/sorting-v1's `Env.run()` plays a scripted user over an interaction: each turn is
-    a call continuing the one before (so training can bridge the turns token for token)."""
-    env, root = installed["env"], installed["root"]
-    with FakeServer("openai") as fake:
-        fake.script_replies(["fig pear", "fig kiwi pear", "fig kiwi", "nope"])  # -c 1: in order
-        out = root / "multi-turn"
-        ok(prime(
-            env, "eval", "run", "alice/sorting-v1", "-m", "fake", "-b", fake.url, "-n", "2",
-            "-r", "1", "-c", "1", "-o", str(out), cwd=root,
-        ))  # fmt: skip
-    [run] = run_dirs(out)
-    got = sorted(records(run), key=lambda r: r["example_index"])
-    assert [r["reward"] for r in got] == [1.0, 0.5]
-    assert [r["metrics"]["turns_answered"] for r in got] == [2.0, 2.0]
-    first = got[0]
-    assert [m["role"] for m in first["prompt"] + first["completion"]] == [
-        "user", "assistant", "user", "assistant",
-    ]  # fmt: skip
-    assert first["trace"]["calls"][1]["parent"] == 0  # the second turn continues the first
-
-
 @pytest.mark.slow  # starts the verifiers worker and trains the local model twice
-def test_train_two_steps_on_it(installed: dict[str, Any]) -> None:
-    """`prime train` on the verifiers package: its rollouts run in its virtualenv, their model
-    calls come back to the trainer's sampler, and the samples are token-exact (the trainer's
-    logprobs of them match the sampler's)."""
+def test_train_two_steps_on_a_multi_turn_package(installed: dict[str, Any]) -> None:
+    """`prime train` on alice/sorting-v1, whose `Env.run()` plays a scripted user over an
+    interaction: its rollouts run in its virtualenv, each turn's model call comes back to the
+    trainer's sampler as a call continuing the last, bridged token for token (one sample per
+    rollout, the second turn's prompt ids extend the first turn's), and the samples are
+    token-exact (the trainer's logprobs of them match the sampler's)."""
     env, root = installed["env"], installed["root"]
     out = root / "train"
     ok(prime(
-        env, "train", "alice/addition-v1", "-m", "local/smollm2-135m", "--max-steps", "2",
-        "--orchestrator.batch-size", "4", "--orchestrator.rollouts-per-example", "2",
+        env, "train", "alice/sorting-v1", "-m", "local/smollm2-135m", "--max-steps", "2",
+        "--orchestrator.batch-size", "2", "--orchestrator.rollouts-per-example", "2",
         "--orchestrator.sampling.max-tokens", "8", *NO_EVAL,
         "--no-orchestrator.filter-zero-advantages", "-o", str(out), cwd=root,
     ))  # fmt: skip
@@ -155,8 +131,18 @@ def test_train_two_steps_on_it(installed: dict[str, Any]) -> None:
     steps = metrics(run)
     assert [m["step"] for m in steps] == [0, 1]
     for step in steps:
-        assert step["batch/samples"] == 4 and step["errors/total"] == 0
+        assert step["batch/samples"] == 2 and step["errors/total"] == 0
         assert step["trainer/loss_tokens"] > 0
         if step["off_policy/max"] == 0:  # token-exact: sampled ids, not re-rendered (an
             assert step["trainer/mismatch_kl"] < 1e-4  # older policy's samples differ by more)
     assert steps[0]["off_policy/max"] == 0
+    rollouts = [json.loads(line) for line in (run / "rollouts" / "step_0.jsonl").open()]
+    assert rollouts
+    for record in rollouts:
+        assert record["error"] is None and record["metrics"]["turns_answered"] == 2.0
+        roles = [m["role"] for m in record["prompt"] + record["completion"]]
+        assert roles == ["user", "assistant", "user", "assistant"]
+        assert record["trace"]["calls"][1]["parent"] == 0  # the second turn continues the first
+        first, second = record["turns"]
+        sampled = first["prompt_token_ids"] + first["completion_token_ids"]
+        assert second["prompt_token_ids"][: len(sampled)] == sampled

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from hub_client.install import find_uv
+from prime_env.uv_binary import find_uv
 from tests.e2e.cli_support import fresh_venv, venv_cli
 from tests.e2e.eval_support import ROOT, prime_env
 from tests.e2e.train_support import FAST, metrics

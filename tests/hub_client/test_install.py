@@ -14,12 +14,12 @@ from hub_client.install import (
     ResolvedEnv,
     check_archive,
     check_distinct_packages,
-    find_uv,
     install_command,
     run_installer,
     sdk_need,
     target_python,
 )
+from prime_env.uv_binary import find_uv
 from registry_index.resolve import parse_env_ref
 from tests.registry_index.wheelmaker import metadata_text, wheel_members, write_zip
 from tests.support import require

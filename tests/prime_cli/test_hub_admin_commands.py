@@ -114,6 +114,8 @@ def test_admin_commands_refuse_bad_input(tmp_path: Path) -> None:
     )
     assert bad_setting.returncode != 0
     assert "Invalid PRIME_HUB_* setting: max_upload_bytes" in bad_setting.stderr
+    lab_workers = prime("hub", "serve", "--lab", "--workers", "2", "--data-dir", data)
+    assert lab_workers.returncode != 0 and "--workers 1" in lab_workers.stderr
 
 
 @pytest.mark.slow  # builds the SDK and five environments with uv, twice

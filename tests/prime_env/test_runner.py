@@ -71,6 +71,7 @@ async def test_record_has_exactly_the_schema_fields_and_round_trips() -> None:
         "error",
         "stop_reason",
         "usage",
+        "user_usage",
         "timing",
         "policy_version",
         "turns",
@@ -79,6 +80,7 @@ async def test_record_has_exactly_the_schema_fields_and_round_trips() -> None:
         "state",
     }
     assert line["state"] == {"values": {}, "unsaved": {}}  # SingleTurn keeps no state of its own
+    assert line["user_usage"] is None  # no simulated user played by a model
     assert (
         line["env"] == "alice/adder@1.0.0" and line["run_id"] == "run1" and line["task_id"] == "t0"
     )

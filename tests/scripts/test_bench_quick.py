@@ -90,6 +90,17 @@ def test_bench_local_model_quick() -> None:
 
 
 @pytest.mark.slow
+def test_bench_lab_quick() -> None:
+    from tests.trainer_bridge.conftest import local_model_available
+
+    require(local_model_available(), "the local model (extra `train`)")
+    out = run_quick("bench_lab.py", "--quick")
+    assert re.search(r"\| 2 \| [\d.]+ \| [\d.]+x \|", out), out
+    assert re.search(r"queueing: .* (\d+) of tenant 0's steps finished before", out), out
+    assert "load" in out
+
+
+@pytest.mark.slow
 def test_bench_sampler_gpu_quick() -> None:
     from tests.trainer_bridge.conftest import local_model_available
 

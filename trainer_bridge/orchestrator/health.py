@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from prime_env.record import RolloutRecord
 from trainer_bridge.orchestrator.errors import TrainingStopped
+from trainer_bridge.orchestrator.sampler import SAMPLER_ERROR
 
 UNAVAILABLE_SUFFIX = "_unavailable"
 """Error types that say a service the env needs cannot run here at all (`sandbox_unavailable`:
@@ -29,6 +30,21 @@ def unavailable_service(records: list[RolloutRecord]) -> TrainingStopped | None:
         "fail the same way and the batches would hold only those that never "
         "reached it, so the run stops instead of training on them; fix it and "
         "resume"
+    )
+
+
+def only_errors(step: int, records: list[RolloutRecord]) -> TrainingStopped | None:
+    """The stop for a step whose every rollout was an error record (an env that cannot run
+    its episodes here: a verifiers harness that cannot start, a dead server). Its groups hold
+    no rewards at all, so "equal rewards" would be the wrong advice; the errors stay records.
+    The sampler's own failures have their rule (a rebuild), so a step of them goes on."""
+    if not records or any(r.error is None or r.error.type == SAMPLER_ERROR for r in records):
+        return None
+    first = next(r.error for r in records if r.error is not None)
+    return TrainingStopped(
+        f"every rollout of step {step} ({len(records)}) was an error, the first "
+        f"{first.type}: {first.message}. There is nothing to train on; fix it (prime eval run "
+        "shows the same errors) and resume"
     )
 
 

@@ -37,7 +37,7 @@ from trainer_bridge.orchestrator.algorithms import make_group
 from trainer_bridge.orchestrator.batches import Batches, StepStats
 from trainer_bridge.orchestrator.dispatch import TaskOrder, target_step
 from trainer_bridge.orchestrator.groups import Group
-from trainer_bridge.orchestrator.health import no_signal, unavailable_service
+from trainer_bridge.orchestrator.health import no_signal, only_errors, unavailable_service
 from trainer_bridge.orchestrator.progress import Progress
 from trainer_bridge.orchestrator.sampler import SAMPLER_ERROR, Sampler
 from trainer_bridge.orchestrator.stages import EnvLoader, StageRun, run_at, stage_runs
@@ -259,6 +259,10 @@ class Orchestrator:
             self.counters["empty_steps_in_a_row"] = 0
             self.counters["empty_groups_in_a_row"] = 0
         else:
+            failed = only_errors(self.step, self.batches.stats.records)
+            if failed is not None:
+                self._fail(failed)
+                return
             self.counters["empty_steps_in_a_row"] += 1
             self.counters["empty_groups_in_a_row"] += self.batches.stats.groups_seen
             in_a_row = self.counters["empty_steps_in_a_row"]

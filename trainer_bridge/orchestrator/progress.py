@@ -44,7 +44,8 @@ class StepProgress:
         elapsed = max(time.monotonic() - self.started, 1e-9)
         return self.rollouts / elapsed, self.tokens / elapsed
 
-    def line(self) -> str:
+    def line(self, width: int | None = None) -> str:
+        """The progress as one line; within `width` (a terminal's) the short form."""
         if self.sampled_all:
             left = self.waiting or "the trainer's last step and the final eval"
             return f"all {self.step} steps sampled; waiting for {left.removeprefix('waiting for ')}"
@@ -53,8 +54,16 @@ class StepProgress:
             f"step {self.step} ({self.stage}): {self.groups_done} groups "
             f"({self.groups_zero_advantage} zero-advantage), {self.usable_rollouts}/"
             f"{self.batch_size} rollouts for the batch, {per_s:.2f} rollouts/s, {tok_s:.1f} tok/s"
+        ) + (f"; {self.waiting}" if self.waiting else "")
+        if width is None or len(text) <= width:
+            return text
+        short = (
+            f"step {self.step}: {self.groups_done} groups ({self.groups_zero_advantage} zero-adv), "
+            f"{self.usable_rollouts}/{self.batch_size} rollouts"
+        )  # while it waits, the rates say nothing: what it waits for takes their place
+        return short + (
+            f"; {self.waiting}" if self.waiting else f", {per_s:.2f}/s, {tok_s:.0f} tok/s"
         )
-        return text + (f"; {self.waiting}" if self.waiting else "")
 
 
 class Progress:
@@ -105,8 +114,10 @@ class Progress:
             data.pop("started")
             data.update(rollouts_per_s=round(per_s, 3), tokens_per_s=round(tok_s, 2))
             write_json_atomic(self.run.progress, data)
-        if self._live is not None:
-            self._live.update(Text(self.current.line()), refresh=True)
+        if self._live is not None:  # one line, never folded: cut at the terminal's edge
+            width = self._live.console.width - 1
+            line = Text(self.current.line(width), no_wrap=True, overflow="ellipsis")
+            self._live.update(line, refresh=True)
         elif self.console is not None and now - self._printed >= PLAIN_EVERY_S:
             self._printed = now
             self.console.print(self.current.line(), highlight=False)

@@ -137,3 +137,16 @@ def test_train_help_lists_the_training_options_and_help_all_every_key() -> None:
     assert every.exit_code == 0, every.output
     assert "--orchestrator.advantage.std-norm  (bool, default False)" in every.output
     assert "--trainer.scheduler.type  (constant|linear|cosine, default constant)" in every.output
+    run_help = CliRunner().invoke(cli, ["train", "prime/arithmetic", "--help"])
+    assert run_help.exit_code == 0 and "--orchestrator.rollouts-per-example" in run_help.output
+
+
+def test_the_live_step_line_takes_its_short_form_on_a_narrow_terminal() -> None:
+    from trainer_bridge.orchestrator.progress import StepProgress
+
+    cur = StepProgress(step=12, stage="grpo-main", groups_done=37, groups_zero_advantage=21,
+                       usable_rollouts=48, batch_size=64, waiting="waiting for policy 13")  # fmt: skip
+    assert len(cur.line()) > 100  # the full form, for logs
+    short = cur.line(80)
+    assert len(short) <= 80 and short.startswith("step 12: 37 groups (21 zero-adv), 48/64")
+    assert cur.line(200) == cur.line()

@@ -74,6 +74,17 @@ def test_empty_steps_in_a_row_stop_the_run_with_the_advice(tmp_path: Path) -> No
     assert again.fatal is None and again.step == 3
 
 
+def test_a_step_of_only_error_records_stops_the_run_naming_the_error(tmp_path: Path) -> None:
+    """Not "equal rewards": there were none (a verifiers harness that could not start)."""
+    orch = orchestrator(tmp_path)
+    failed = [record(i, 0, 0, error="verifiers.HarnessError") for i in range(4)]
+    orch.batches.ready = [orch.stages[0].algorithm.screen("d0", 0, failed, 0)]
+    orch._write_step(orch.batches.take(0, 0, 8, 1) or [])
+    assert isinstance(orch.fatal, TrainingStopped)
+    assert "every rollout of step 0 (4) was an error" in str(orch.fatal)
+    assert "verifiers.HarnessError: x" in str(orch.fatal)
+
+
 STAGES = [
     ("stages", [
         {"name": "a", "max_steps": 2, "orchestrator": {"batch_size": 4}},

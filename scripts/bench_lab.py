@@ -1,0 +1,196 @@
+#!/usr/bin/env python
+"""Lab benchmark: training steps/s of 1, 2 and 4 concurrent tenants against one tenant alone.
+
+One hub with a Lab (local/smollm2-135m, fp32, CPU) served on loopback from this process; each
+tenant is its own hub user with a `train` token, driving the unchanged `tinker` SDK from a
+thread of its own: a LoRA (rank 8) training client, then `--steps` steps of forward_backward
+(`cross_entropy`, a fixed batch of 2 sequences) + optim_step. Printed per run: the aggregate
+steps/s, its ratio to the tenant alone (the baseline, measured in the same run), and the
+spread of the tenants' own rates (max/min: 1.0 is perfectly fair). Then the queueing check of
+the acceptance: one tenant queues 20 steps at once, another sends one step; how many of the
+first one's steps finished before the second one's did (round-robin: at most 2).
+
+The Lab runs one request at a time, so on a CPU the aggregate stays near the alone rate
+(the model is busy either way) while each tenant gets its share. The tenant alone runs before
+and after the others, its mean the baseline; the load average is printed.
+
+Usage: `python scripts/bench_lab.py [--steps 6] [--tenants 1,2,4] [--quick]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+BASE = "local/smollm2-135m"
+TEXTS = ["The capital of France is Paris.", "Two plus two equals four."]
+
+
+def serve(data_dir: Path, engine: Any) -> tuple[str, Any, threading.Thread]:
+    import socket
+
+    import uvicorn
+
+    from hub_server.app import create_app
+    from hub_server.core.settings import HubSettings
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    app = create_app(HubSettings.from_env(data_dir), lab=engine)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    return f"http://127.0.0.1:{port}/lab", server, thread
+
+
+def tenant_token(data_dir: Path, name: str) -> str:
+    from hub_server.admin import create_token, create_user, open_database
+    from hub_server.core.settings import HubSettings
+
+    engine = open_database(HubSettings.from_env(data_dir))
+    try:
+        create_user(engine, name)
+        return create_token(engine, name, "bench", ["train"])[0]
+    finally:
+        engine.dispose()
+
+
+def batch(tokenizer: Any) -> list[Any]:
+    import numpy as np
+    from tinker import types
+
+    data = []
+    for text in TEXTS:
+        ids = tokenizer.encode(text)
+        data.append(
+            types.Datum(
+                model_input=types.ModelInput.from_ints(ids[:-1]),
+                loss_fn_inputs={
+                    "target_tokens": types.TensorData.from_numpy(np.array(ids[1:], np.int64)),
+                    "weights": types.TensorData.from_numpy(np.ones(len(ids) - 1, np.float32)),
+                },
+            )
+        )
+    return data
+
+
+def trainer_for(url: str, token: str) -> Any:
+    import tinker
+
+    client = tinker.ServiceClient(base_url=url, api_key=f"tml-{token}")
+    return client.create_lora_training_client(base_model=BASE, rank=8).result()
+
+
+def run_tenants(trainers: list[Any], data: list[Any], steps: int) -> tuple[float, list[float]]:
+    """Each trainer does `steps` steps in a thread of its own; (wall s, each one's steps/s)."""
+    from tinker import types
+
+    rates = [0.0] * len(trainers)
+
+    def work(index: int) -> None:
+        start = time.perf_counter()
+        for _ in range(steps):
+            step = trainers[index].forward_backward(data, "cross_entropy")
+            update = trainers[index].optim_step(types.AdamParams(learning_rate=1e-4))
+            step.result()
+            update.result()
+        rates[index] = steps / (time.perf_counter() - start)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(trainers))]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - start, rates
+
+
+def queueing(busy: Any, other: Any, data: list[Any], queued: int) -> int:
+    """`busy` queues `queued` steps at once, then `other` sends one: how many of `busy`'s
+    steps had finished when `other`'s did (each result awaited in a thread of its own)."""
+    from tinker import types
+
+    finished: list[float] = []
+    lock = threading.Lock()
+
+    def record(future: Any) -> None:
+        future.result()
+        with lock:
+            finished.append(time.perf_counter())
+
+    waiters = []
+    for _ in range(queued):
+        busy.forward_backward(data, "cross_entropy")
+        update = busy.optim_step(types.AdamParams(learning_rate=1e-4))
+        waiters.append(threading.Thread(target=record, args=(update,)))
+        waiters[-1].start()
+    time.sleep(0.5)  # the busy tenant's requests reach the Lab first
+    other.forward_backward(data, "cross_entropy").result()
+    other_done = time.perf_counter()
+    for waiter in waiters:
+        waiter.join()
+    return sum(1 for t in finished if t <= other_done)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--tenants", default="1,2,4")
+    parser.add_argument("--queued", type=int, default=20)
+    parser.add_argument("--quick", action="store_true", help="CI check: 2 steps, 1 and 2 tenants")
+    args = parser.parse_args()
+    counts = [int(n) for n in args.tenants.split(",")]
+    steps, queued = args.steps, args.queued
+    if args.quick:
+        counts, steps, queued = [1, 2], 2, 3
+    os.environ.setdefault("TINKER_TELEMETRY", "0")
+
+    from trainer_bridge.lab.engine import TorchLabEngine
+
+    engine = TorchLabEngine(BASE)
+    data = batch(engine.tokenizer)
+    with tempfile.TemporaryDirectory(prefix="bench-lab-") as tmp:
+        data_dir = Path(tmp)
+        url, server, thread = serve(data_dir, engine)
+        try:
+            tokens = [tenant_token(data_dir, f"tenant{i}") for i in range(max(counts))]
+            trainers = [trainer_for(url, token) for token in tokens]
+            run_tenants(trainers[:1], data, 1)  # warm-up: first-step allocations
+            # The tenant alone before and after the others (the load drifts on a shared host):
+            # the baseline is the mean of the two.
+            first, _ = run_tenants(trainers[:1], data, steps)
+            results = {n: run_tenants(trainers[:n], data, steps) for n in counts if n > 1}
+            last, _ = run_tenants(trainers[:1], data, steps)
+            alone = steps / ((first + last) / 2)
+            print(f"alone: {steps / first:.2f} then {steps / last:.2f} steps/s (baseline: mean)")
+            print("| tenants | steps/s (all) | vs alone | per tenant (min-max) | spread |")
+            print("|---|---|---|---|---|")
+            print(f"| 1 | {alone:.2f} | 1.00x | {alone:.2f} | 1.00 |")
+            for count, (wall, rates) in results.items():
+                total = count * steps / wall
+                print(
+                    f"| {count} | {total:.2f} | {total / alone:.2f}x | "
+                    f"{min(rates):.2f}-{max(rates):.2f} | {max(rates) / min(rates):.2f} |"
+                )
+            if len(trainers) >= 2:
+                before = queueing(trainers[0], trainers[1], data, queued)
+                print(
+                    f"\nqueueing: tenant 0 queued {queued} steps, tenant 1 sent one; "
+                    f"{before} of tenant 0's steps finished before tenant 1's (round-robin: <= 2)"
+                )
+            print(f"load {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
+        finally:
+            server.should_exit = True
+            thread.join(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
