@@ -71,17 +71,23 @@ class _Prefill:
 
 
 def _prefill(model: Any, rows: Sequence[Row], pad_id: int, device: torch.device) -> _Prefill:
+    """The prompts' forward pass, each distinct prompt once: the rollouts of a group (and a
+    group's first turns) share their prompt, so its keys and values are copied, not computed
+    again (the prompt is most of a tool-using turn's cost on CPU: docs/benchmarks.md)."""
     from transformers import DynamicCache
 
-    width = max(len(r.prompt) for r in rows)
-    ids = torch.tensor([[pad_id] * (width - len(r.prompt)) + r.prompt for r in rows])
-    mask = torch.tensor([[0] * (width - len(r.prompt)) + [1] * len(r.prompt) for r in rows])
+    distinct: dict[tuple[int, ...], int] = {}
+    where = [distinct.setdefault(tuple(r.prompt), len(distinct)) for r in rows]
+    prompts = [list(p) for p in distinct]
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[pad_id] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache()
     # Unpadded rows (always at batch 1) need no mask: the model then builds none per forward
     # pass (~1% of a token's CPU at 135M parameters), and its causal attention is the same.
-    padded = any(len(r.prompt) < width for r in rows)
+    padded = any(len(p) < width for p in prompts)
     out = model(
         input_ids=ids,
         attention_mask=mask if padded else None,
@@ -90,7 +96,12 @@ def _prefill(model: Any, rows: Sequence[Row], pad_id: int, device: torch.device)
         use_cache=True,
         logits_to_keep=1,
     )
-    return _Prefill(out.logits[:, -1], cache, positions[:, -1] + 1, mask if padded else None)
+    logits, next_position = out.logits[:, -1], positions[:, -1] + 1
+    if len(prompts) < len(rows):
+        index = torch.tensor(where, device=device)
+        cache.batch_select_indices(index)
+        logits, next_position, mask = logits[index], next_position[index], mask[index]
+    return _Prefill(logits, cache, next_position, mask if padded else None)
 
 
 def decode(

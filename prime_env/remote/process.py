@@ -35,14 +35,19 @@ core; a big taskset takes longer)."""
 WORKER_DIED = "env_worker_died"
 
 
-def _with_uv(path: str) -> str:
-    """PATH with this Python's uv first: verifiers runs its harness programs as PEP 723 scripts
-    with `uv`, and with none on PATH (a `prime` run from an unactivated virtualenv) it installs
-    one itself (`pip install --user`, else a download from outside any package registry)."""
+def _with_uv(path: str, bin_dir: Path) -> str:
+    """PATH with this Python's uv first, alone in `bin_dir` (a link: nothing else of this
+    virtualenv shadows the worker's own tools): verifiers runs its harness programs as PEP 723
+    scripts with `uv`, and with none on PATH (a `prime` run from an unactivated virtualenv) it
+    installs one itself (`pip install --user`, else a download from outside any registry)."""
     uv = find_uv()
     if uv is None:
         return path
-    return os.pathsep.join([str(Path(uv).parent), *(p for p in path.split(os.pathsep) if p)])
+    bin_dir.mkdir(exist_ok=True)
+    link = bin_dir / "uv"
+    if not link.is_symlink():
+        link.symlink_to(uv)
+    return os.pathsep.join([str(bin_dir), *(p for p in path.split(os.pathsep) if p)])
 
 
 class WorkerProcess:
@@ -72,7 +77,7 @@ class WorkerProcess:
         """Start the worker and read its hello; EnvironmentNotFound (with the worker's own
         explanation) when it cannot load the environment."""
         env = {**os.environ, **self.extra_env, "PYTHONUNBUFFERED": "1"}
-        env["PATH"] = _with_uv(env.get("PATH", ""))
+        env["PATH"] = _with_uv(env.get("PATH", ""), self._dir / "bin")
         with self.log.open("wb") as log:
             self._proc = subprocess.Popen(
                 [

@@ -170,6 +170,28 @@ def test_rows_joining_a_batch_decode_as_they_would_alone(
     assert ended == [1, 0, 2] and asked[:4] == [1, 1, 1, 2]
 
 
+def test_a_prompt_shared_by_rows_is_prefilled_once(
+    tiny_model_dir: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A group's rollouts share their prompt: it runs through the model once (the prefill's
+    batch holds each distinct prompt), and every row decodes as it would alone, through
+    `LlamaStep` and through the model's forward pass."""
+    model = _model(tiny_model_dir)
+    shared, other = [1, 100, 200, 300], [1, 7]
+    rows = [local_decode.Row(p, 15) for p in (shared, other, shared, shared)]
+    batches: list[int] = []
+    model.register_forward_pre_hook(
+        lambda _, args, kwargs: batches.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
+    reference, stepped = _both(monkeypatch, model, rows)
+    assert batches[0] == 2  # the forward pass's own decode: the prefill, then batches of 4
+    alone = [_decode(model, [row])[0] for row in rows[:2]]
+    for decoded in (reference, stepped):
+        assert [t for t, _ in decoded] == [t for t, _ in (alone[0], alone[1], alone[0], alone[0])]
+    assert _max_difference(stepped, reference) < 1e-5
+
+
 def test_other_attention_implementations_decode_through_the_forward_pass(
     tiny_model_dir: Path,  # noqa: F811
 ) -> None:
