@@ -254,7 +254,8 @@ class LabService:
 
         def work() -> dict[str, Any]:
             self._restore(model)
-            self.store.put(account, path, self.engine.save(model.adapter, optimizer=True))
+            archive = self.engine.save(model.adapter, optimizer=True)
+            self.store.put(account, path, archive, overwrite=bool(request.overwrite))
             return {"path": str(path), "type": "save_weights"}
 
         return self.queue.submit(account, "save_weights", work)
@@ -319,6 +320,17 @@ class LabService:
             return {"path": str(path), "model_id": model_id, "type": "load_weights"}
 
         return self.queue.submit(account, "load_weights", work)
+
+    def delete_checkpoint(self, account: str, model_id: str, checkpoint_id: str) -> Future:
+        """Queue the deletion of `tinker://MODEL/CHECKPOINT_ID` (404 at once when unknown)."""
+        path = TinkerPath.parse(f"tinker://{model_id}/{checkpoint_id}")
+        self.store.find(account, path)
+
+        def work() -> dict[str, Any]:
+            self.store.delete(account, path)
+            return {"path": str(path)}
+
+        return self.queue.submit(account, "delete_checkpoint", work)
 
     @staticmethod
     def describe(row: LabCheckpoint) -> dict[str, Any]:

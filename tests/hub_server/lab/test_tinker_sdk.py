@@ -262,3 +262,6 @@ def test_a_restarted_hub_resumes_a_saved_model(tmp_path: Path, engine: TorchLabE
             f"{second.tinker_url}/api/v1/checkpoints", headers={"X-API-Key": f"tml-{token}"}
         ).json()["checkpoints"]
         assert [c["tinker_path"] for c in listed] == [path]
+        rest = tinker.RestClient(base_url=second.tinker_url, api_key=f"tml-{token}")
+        rest.delete_checkpoint_from_tinker_path(path).result()
+        assert rest.list_user_checkpoints().result().checkpoints == []
