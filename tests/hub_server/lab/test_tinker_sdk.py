@@ -259,6 +259,11 @@ def test_a_restarted_hub_resumes_a_saved_model(tmp_path: Path, engine: TorchLabE
         assert after.metrics["loss:sum"] == pytest.approx(before.metrics["loss:sum"], abs=1e-4)
         trainer.forward_backward(data, "cross_entropy").result()
         trainer.optim_step(types.AdamParams(learning_rate=1e-3)).result()
+        resumed = (
+            service_client(second, token).create_training_client_from_state_with_optimizer(path)
+        ).result()  # a new model from the checkpoint: its weights, not the step after
+        again = resumed.forward(data, "cross_entropy").result()
+        assert again.metrics["loss:sum"] == pytest.approx(before.metrics["loss:sum"], abs=1e-4)
         listed = httpx.get(
             f"{second.tinker_url}/api/v1/checkpoints", headers={"X-API-Key": f"tml-{token}"}
         ).json()["checkpoints"]
