@@ -22,6 +22,7 @@ import torch
 from click.testing import CliRunner
 from tinker import types
 
+from hub_server.lab.service import LabLimits
 from local_model.model_dirs import with_adapter
 from local_model.models import load_local_model
 from prime_cli.main import cli
@@ -258,7 +259,42 @@ def test_a_restarted_hub_resumes_a_saved_model(tmp_path: Path, engine: TorchLabE
         assert after.metrics["loss:sum"] == pytest.approx(before.metrics["loss:sum"], abs=1e-4)
         trainer.forward_backward(data, "cross_entropy").result()
         trainer.optim_step(types.AdamParams(learning_rate=1e-3)).result()
+        resumed = (
+            service_client(second, token).create_training_client_from_state_with_optimizer(path)
+        ).result()  # a new model from the checkpoint: its weights, not the step after
+        again = resumed.forward(data, "cross_entropy").result()
+        assert again.metrics["loss:sum"] == pytest.approx(before.metrics["loss:sum"], abs=1e-4)
         listed = httpx.get(
             f"{second.tinker_url}/api/v1/checkpoints", headers={"X-API-Key": f"tml-{token}"}
         ).json()["checkpoints"]
         assert [c["tinker_path"] for c in listed] == [path]
+        rest = tinker.RestClient(base_url=second.tinker_url, api_key=f"tml-{token}")
+        rest.delete_checkpoint_from_tinker_path(path).result()
+        assert rest.list_user_checkpoints().result().checkpoints == []
+
+
+def test_per_account_caps_refuse_with_a_message(tmp_path: Path, engine: TorchLabEngine) -> None:
+    """A second live model over `max_models`, and a base model the Lab does not serve, are
+    refused with what to do; unloading a model makes room."""
+    with serve_lab(tmp_path / "hub", engine, LabLimits(max_models=1)) as hub:
+        token = hub.add_user("erin", scopes=["train"])
+        client = service_client(hub, token)
+        first = client.create_lora_training_client(base_model=BASE, rank=2).result()
+        with pytest.raises(tinker.BadRequestError, match="unload one"):
+            client.create_lora_training_client(base_model=BASE, rank=2).result()
+        with pytest.raises(tinker.BadRequestError, match="This Lab serves"):
+            client.create_lora_training_client(base_model="Qwen/Qwen3-8B", rank=2).result()
+        as_erin = {"X-API-Key": f"tml-{token}"}
+        unload = httpx.post(
+            f"{hub.tinker_url}/api/v1/unload_model",
+            json={"model_id": first.model_id},
+            headers=as_erin,
+        ).json()["request_id"]
+        done = httpx.post(
+            f"{hub.tinker_url}/api/v1/retrieve_future",
+            json={"request_id": unload},
+            headers=as_erin,
+            timeout=60,
+        ).json()
+        assert done == {"model_id": first.model_id, "type": "unload_model"}
+        client.create_lora_training_client(base_model=BASE, rank=2).result()
