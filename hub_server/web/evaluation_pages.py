@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
-from typing import Annotated
+from collections.abc import Callable, Iterable, Iterator
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
@@ -56,9 +56,8 @@ def _run(
     return env.owner, env, evaluation
 
 
-def _metadata_rows(evaluation: Evaluation) -> list[tuple[str, str]]:
-    """The run's metadata as label/value pairs (nested values as compact JSON)."""
-    metadata = stored_json(evaluation.metadata_json, {})
+def metadata_rows(metadata: dict[str, Any]) -> list[tuple[str, str]]:
+    """A run's metadata as label/value pairs (nested values as compact JSON), bounded."""
     rows = []
     for key, value in list(metadata.items())[:_SHOWN_METADATA]:
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
@@ -72,6 +71,47 @@ def _float(value: str) -> float | None:
     except ValueError:
         return None
     return number if math.isfinite(number) else None
+
+
+def sample_query(
+    reward_min: str, reward_max: str, error: str, stop: str, example: int | None
+) -> tuple[SampleFilter, dict[str, str], Callable[[int], str]]:
+    """The run page's query as a filter, the filter form's values and the pager's links.
+
+    Shared by the hub's run page and the local viewer, which read the same query.
+    """
+    wanted = SampleFilter(
+        reward_min=_float(reward_min),
+        reward_max=_float(reward_max),
+        error_type=error or None,
+        stop_reason=stop or None,
+        example_index=example,
+    )
+    filters = {
+        "reward_min": reward_min,
+        "reward_max": reward_max,
+        "error": error,
+        "stop": stop,
+        "example": "" if example is None else str(example),
+    }
+
+    def pager_query(number: int) -> str:
+        return urlencode({**{k: v for k, v in filters.items() if v}, "page": number})
+
+    return wanted, filters, pager_query
+
+
+Means = dict[int, tuple[float | None, int, int]]
+
+
+def compare_rows(examples: Iterable[int], left: Means, right: Means) -> list[dict[str, Any]]:
+    """One row per example of two runs: each run's (mean, scored, errors) and the difference."""
+    rows = []
+    for index in examples:
+        mean_a, mean_b = left.get(index, (None, 0, 0)), right.get(index, (None, 0, 0))
+        diff = None if mean_a[0] is None or mean_b[0] is None else mean_b[0] - mean_a[0]
+        rows.append({"example": index, "a": mean_a, "b": mean_b, "diff": diff})
+    return rows
 
 
 @router.get("/{owner}/{name}/evals/{evaluation_id}", response_class=HTMLResponse)
@@ -100,26 +140,9 @@ def evaluation_page(
         own, env, evaluation = _run(session, principal, owner, name, evaluation_id)
     except HubError as exc:
         return page(request, "not_found.html", status_code=404, message=exc.message)
-    wanted = SampleFilter(
-        reward_min=_float(reward_min),
-        reward_max=_float(reward_max),
-        error_type=error or None,
-        stop_reason=stop or None,
-        example_index=example,
-    )
+    wanted, filters, pager_query = sample_query(reward_min, reward_max, error, stop, example)
     shown = page_of_samples(session, hub.store, evaluation, wanted, page_number, SAMPLES_PER_PAGE)
     pages = max(1, math.ceil(shown.total / SAMPLES_PER_PAGE))
-    filters = {
-        "reward_min": reward_min,
-        "reward_max": reward_max,
-        "error": error,
-        "stop": stop,
-        "example": "" if example is None else str(example),
-    }
-
-    def pager_query(number: int) -> str:
-        return urlencode({**{k: v for k, v in filters.items() if v}, "page": number})
-
     overview = run_overview(session, evaluation)
     others = service.other_runs(session, principal, evaluation, limit=20)
     return page(
@@ -140,7 +163,7 @@ def evaluation_page(
             "verification_detail": evaluation.verification_detail,
             "summary": service.summary_of(evaluation) or Summary(),
         },
-        metadata=_metadata_rows(evaluation),
+        metadata=metadata_rows(stored_json(evaluation.metadata_json, {})),
         histogram=histogram_svg(overview.bars, label="Scored samples by reward"),
         facets=overview.facets,
         filters=filters,
@@ -211,12 +234,7 @@ def compare_runs(
         example_means(session, first.id, examples),
         example_means(session, second.id, examples),
     )
-    rows = []
-    for index in examples:
-        mean_a = left.get(index, (None, 0, 0))
-        mean_b = right.get(index, (None, 0, 0))
-        diff = None if mean_a[0] is None or mean_b[0] is None else mean_b[0] - mean_a[0]
-        rows.append({"example": index, "a": mean_a, "b": mean_b, "diff": diff})
+    rows = compare_rows(examples, left, right)
     pages = max(1, math.ceil(total / EXAMPLES_PER_PAGE))
     return page(
         request,

@@ -25,7 +25,13 @@ from fastapi.staticfiles import StaticFiles
 from hub_server.evals.integrity import finite_score
 from hub_server.evals.sample_index import HISTOGRAM_BINS, Bar, SampleFilter
 from hub_server.web.charts import histogram_svg
-from hub_server.web.evaluation_pages import EXAMPLES_PER_PAGE, SAMPLES_PER_PAGE
+from hub_server.web.evaluation_pages import (
+    EXAMPLES_PER_PAGE,
+    SAMPLES_PER_PAGE,
+    compare_rows,
+    metadata_rows,
+    sample_query,
+)
 from hub_server.web.render import STATIC_DIR, build_templates
 from hub_server.web.sample_view import sample_view
 from registry_index.summary import Summary
@@ -121,14 +127,6 @@ def example_means(run: LocalRun) -> dict[int, tuple[float | None, int, int]]:
     return out
 
 
-def _float(value: str) -> float | None:
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _render(request: Request, template: str, status_code: int = 200, **context: Any) -> Response:
     return templates.TemplateResponse(request, template, context, status_code=status_code)
 
@@ -164,18 +162,9 @@ def viewer_app(runs: Sequence[LocalRun]) -> FastAPI:
         run = by_id.get(run_id)
         if run is None:
             return missing(request, f"No run {run_id!r} in this viewer.")
-        wanted = SampleFilter(_float(reward_min), _float(reward_max), error or None,
-                              stop or None, example)  # fmt: skip
+        wanted, filters, pager_query = sample_query(reward_min, reward_max, error, stop, example)
         matching = [r for r in run.records if _matches(r, wanted)]
         start = (page_number - 1) * SAMPLES_PER_PAGE
-        filters = {"reward_min": reward_min, "reward_max": reward_max, "error": error,
-                   "stop": stop, "example": "" if example is None else str(example)}  # fmt: skip
-
-        def pager_query(number: int) -> str:
-            return urlencode({**{k: v for k, v in filters.items() if v}, "page": number})
-
-        meta = [(k, v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)[:500])
-                for k, v in list(run.metadata.items())[:40]]  # fmt: skip
         return _render(
             request,
             "evaluation.html",
@@ -194,7 +183,7 @@ def viewer_app(runs: Sequence[LocalRun]) -> FastAPI:
                 "verification_detail": None,
                 "summary": run.summary,
             },
-            metadata=meta,
+            metadata=metadata_rows(run.metadata),
             histogram=histogram_svg(reward_bars(run.records), label="Scored samples by reward"),
             facets=facets(run.records),
             filters=filters,
@@ -233,11 +222,7 @@ def viewer_app(runs: Sequence[LocalRun]) -> FastAPI:
         left, right = example_means(first), example_means(second)
         examples = sorted(set(left) | set(right))
         start = (page_number - 1) * EXAMPLES_PER_PAGE
-        rows = []
-        for index in examples[start : start + EXAMPLES_PER_PAGE]:
-            mean_a, mean_b = left.get(index, (None, 0, 0)), right.get(index, (None, 0, 0))
-            diff = None if mean_a[0] is None or mean_b[0] is None else mean_b[0] - mean_a[0]
-            rows.append({"example": index, "a": mean_a, "b": mean_b, "diff": diff})
+        rows = compare_rows(examples[start : start + EXAMPLES_PER_PAGE], left, right)
         return _render(
             request,
             "compare.html",
