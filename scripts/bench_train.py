@@ -49,28 +49,14 @@ ARITHMETIC = ROOT / "builtin_envs" / "arithmetic"
 
 def tiny_model(directory: Path) -> Path:
     """SmolLM2's architecture and tokenizer at toy size, random init (no downloads)."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer
 
     from local_model.models import gguf_path
+    from local_model.tiny import save_tiny_smollm2
 
     path = gguf_path("smollm2-135m")
     AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name).save_pretrained(directory)
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=49152,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=2,
-    )
-    LlamaForCausalLM(config).save_pretrained(directory)
-    return directory
+    return save_tiny_smollm2(directory)
 
 
 def train(args: list[str], cwd: Path) -> tuple[Path, float]:

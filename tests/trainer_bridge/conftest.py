@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from local_model.tiny import save_tiny_smollm2
 from tests.support import distributions_installed, require
 
 
@@ -32,26 +33,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, smollm2_tokenizer_d
     """SmolLM2's layout (Llama, GQA, tied embeddings, its vocabulary) at toy width and depth."""
     import shutil
 
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=49152,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=2,
-        max_position_embeddings=2048,
-    )
-    model = LlamaForCausalLM(config)
-    out = tmp_path_factory.mktemp("tiny-smollm2")
-    model.save_pretrained(out)
+    out = save_tiny_smollm2(tmp_path_factory.mktemp("tiny-smollm2"))
     for file in smollm2_tokenizer_dir.iterdir():
         shutil.copy(file, out / file.name)
     return out
