@@ -24,7 +24,7 @@ from testing.server import FakeServer
 from tests.e2e.cli_support import PRIME
 from tests.e2e.eval_support import records, run_dirs
 from tests.e2e.foreign_support import copy_project, foreign_env
-from tests.e2e.train_support import NO_EVAL, metrics, train_dirs
+from tests.e2e.train_support import NO_EVAL, two_token_exact_steps
 from tests.hub_server.hubproc import start_hub
 
 pytestmark = [pytest.mark.timeout(1200), pytest.mark.xdist_group("foreign-verifiers")]
@@ -127,15 +127,7 @@ def test_train_two_steps_on_a_multi_turn_package(installed: dict[str, Any]) -> N
         "--orchestrator.sampling.max-tokens", "8", *NO_EVAL,
         "--no-orchestrator.filter-zero-advantages", "-o", str(out), cwd=root,
     ))  # fmt: skip
-    [run] = train_dirs(out)
-    steps = metrics(run)
-    assert [m["step"] for m in steps] == [0, 1]
-    for step in steps:
-        assert step["batch/samples"] == 2 and step["errors/total"] == 0
-        assert step["trainer/loss_tokens"] > 0
-        if step["off_policy/max"] == 0:  # token-exact: sampled ids, not re-rendered (an
-            assert step["trainer/mismatch_kl"] < 1e-4  # older policy's samples differ by more)
-    assert steps[0]["off_policy/max"] == 0
+    run = two_token_exact_steps(out)
     rollouts = [json.loads(line) for line in (run / "rollouts" / "step_0.jsonl").open()]
     assert rollouts
     for record in rollouts:

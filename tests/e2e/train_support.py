@@ -39,6 +39,20 @@ def metrics(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+def two_token_exact_steps(out: Path) -> Path:
+    """The one run under `out`, having trained two clean steps on token-exact samples."""
+    [run] = train_dirs(out)
+    steps = metrics(run)
+    assert [m["step"] for m in steps] == [0, 1]
+    for step in steps:
+        assert step["batch/samples"] == 2 and step["errors/total"] == 0
+        assert step["trainer/loss_tokens"] > 0
+        if step["off_policy/max"] == 0:  # token-exact: sampled ids, not re-rendered (an
+            assert step["trainer/mismatch_kl"] < 1e-4  # older policy's samples differ by more)
+    assert steps[0]["off_policy/max"] == 0
+    return run
+
+
 def alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie."""
     try:
