@@ -35,6 +35,14 @@ def run_quick(script: str, *args: str, timeout: float = 900) -> str:
     return proc.stdout
 
 
+def run_quick_on_local_model(script: str, *args: str) -> str:
+    """`run_quick`, skipped where the local model (extra `train`) is not installed."""
+    from tests.trainer_bridge.conftest import local_model_available
+
+    require(local_model_available(), "the local model (extra `train`)")
+    return run_quick(script, *args)
+
+
 @pytest.mark.slow
 def test_bench_eval_quick() -> None:
     out = run_quick("bench_eval.py", "--quick")
@@ -81,20 +89,14 @@ def test_bench_evals_quick() -> None:
 
 @pytest.mark.slow
 def test_bench_local_model_quick() -> None:
-    from tests.trainer_bridge.conftest import local_model_available
-
-    require(local_model_available(), "the local model (extra `train`)")
-    out = run_quick("bench_local_model.py", "--quick")
+    out = run_quick_on_local_model("bench_local_model.py", "--quick")
     assert re.search(r"batch 1 .* ratio [\d.]+", out) and re.search(r"-c 8 .* ratio [\d.]+", out)
     assert "load (1-min avg)" in out
 
 
 @pytest.mark.slow
 def test_bench_lab_quick() -> None:
-    from tests.trainer_bridge.conftest import local_model_available
-
-    require(local_model_available(), "the local model (extra `train`)")
-    out = run_quick("bench_lab.py", "--quick")
+    out = run_quick_on_local_model("bench_lab.py", "--quick")
     assert re.search(r"\| 2 \| [\d.]+ \| [\d.]+x \|", out), out
     assert re.search(r"queueing: .* (\d+) of tenant 0's steps finished before", out), out
     assert "load" in out
@@ -102,10 +104,7 @@ def test_bench_lab_quick() -> None:
 
 @pytest.mark.slow
 def test_bench_sampler_gpu_quick() -> None:
-    from tests.trainer_bridge.conftest import local_model_available
-
-    require(local_model_available(), "the local model (extra `train`)")
-    out = run_quick("bench_sampler_gpu.py", "--quick")
+    out = run_quick_on_local_model("bench_sampler_gpu.py", "--quick")
     assert re.search(r"served batch +4: .* ratio [\d.]+", out), out
     assert re.search(r"steps +batch +4: .* ratio [\d.]+", out), out
     assert "load (1-min avg)" in out

@@ -57,33 +57,32 @@ def push(
     wheel = wheel_bytes(name, version, module_source=module)
     filename = f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
     meta = {"description": f"{name} description", "tags": tags or ["test"]}
-    reserved = api.post(
-        f"{API}/{env_id}/wheels",
-        json={"content_hash": content_hash, "filename": filename, "semantic_version": version,
-              "sha256": hashlib.sha256(wheel).hexdigest(), "size": len(wheel), "metadata": meta},
+    result = _upload(
+        api, f"{API}/{env_id}/wheels", "wheel_id", wheel,
+        {"content_hash": content_hash, "filename": filename, "semantic_version": version,
+         "size": len(wheel), "metadata": meta},
     )  # fmt: skip
-    assert reserved.status_code == 200, reserved.text
-    data = reserved.json()["data"]
-    assert api.put(data["upload_url"], content=wheel).status_code == 200
-    done = api.post(f"{API}/{env_id}/wheels/{data['wheel_id']}/finalize")
-    assert done.status_code == 200, done.text
-    result = done.json()["data"]
     if source:
         archive = source_archive_bytes(
             {"pyproject.toml": b"[project]\n", f"{name}.py": module.encode()}
         )
-        reserved = api.post(
-            f"{API}/{env_id}/versions",
-            json={"content_hash": content_hash, "filename": f"{name}-{version}-{content_hash[:8]}.tar.gz",
-                  "semantic_version": version, "sha256": hashlib.sha256(archive).hexdigest()},
+        result = _upload(
+            api, f"{API}/{env_id}/versions", "version_id", archive,
+            {"content_hash": content_hash, "filename": f"{name}-{version}-{content_hash[:8]}.tar.gz",
+             "semantic_version": version},
         )  # fmt: skip
-        assert reserved.status_code == 200, reserved.text
-        data = reserved.json()["data"]
-        assert api.put(data["upload_url"], content=archive).status_code == 200
-        done = api.post(f"{API}/{env_id}/versions/{data['version_id']}/finalize")
-        assert done.status_code == 200, done.text
-        result = done.json()["data"]
     return {"env_id": env_id, "content_hash": content_hash, **result}
+
+
+def _upload(api: Any, url: str, id_key: str, content: bytes, body: dict[str, Any]) -> Any:
+    """Reserve an upload at `url`, put `content` at the URL it gives, finalize: its data."""
+    reserved = api.post(url, json={**body, "sha256": hashlib.sha256(content).hexdigest()})
+    assert reserved.status_code == 200, reserved.text
+    data = reserved.json()["data"]
+    assert api.put(data["upload_url"], content=content).status_code == 200
+    done = api.post(f"{url}/{data[id_key]}/finalize")
+    assert done.status_code == 200, done.text
+    return done.json()["data"]
 
 
 def test_push_protocol_and_install_record(hub: InProcessHub) -> None:

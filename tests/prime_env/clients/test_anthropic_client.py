@@ -8,12 +8,11 @@ import pytest
 
 from prime_env.clients.anthropic_client import AnthropicClient, to_anthropic
 from prime_env.clients.base import SamplingArgs
-from prime_env.clients.retry import AdaptiveLimiter, RetryPolicy
+from prime_env.clients.retry import RetryPolicy
 from prime_env.errors import ModelError
 from testing.server import FakeServer
-from tests.prime_env.clients.conftest import API_KEY
+from tests.prime_env.clients.conftest import API_KEY, FAST, hosted_client
 
-FAST = RetryPolicy(max_attempts=4, base_delay_s=0.01, max_delay_s=0.05, timeout_s=1.0)
 ADD = [
     {
         "type": "function",
@@ -27,14 +26,7 @@ ADD = [
 
 
 def client(server: FakeServer, stream: bool = False, policy: RetryPolicy = FAST) -> AnthropicClient:
-    return AnthropicClient(
-        "claude-test",
-        base_url=server.url,
-        api_key=API_KEY,
-        stream=stream,
-        policy=policy,
-        limiter=AdaptiveLimiter(),
-    )
+    return hosted_client(AnthropicClient, "claude-test", server, stream, policy)
 
 
 @pytest.fixture(autouse=True)

@@ -13,9 +13,8 @@ from prime_env.clients.retry import AdaptiveLimiter, RetryPolicy
 from prime_env.errors import ModelError
 from testing.behaviour import token_id
 from testing.server import FakeServer
-from tests.prime_env.clients.conftest import API_KEY
+from tests.prime_env.clients.conftest import API_KEY, FAST, hosted_client
 
-FAST = RetryPolicy(max_attempts=4, base_delay_s=0.01, max_delay_s=0.05, timeout_s=1.0)
 ADD = [
     {
         "type": "function",
@@ -32,15 +31,7 @@ ADD = [
 
 
 def client(server: FakeServer, stream: bool = False, policy: RetryPolicy = FAST) -> OpenAIClient:
-    # A private limiter per client so one test's rate limiting never slows another.
-    return OpenAIClient(
-        "fake-model",
-        base_url=server.url,
-        api_key=API_KEY,
-        stream=stream,
-        policy=policy,
-        limiter=AdaptiveLimiter(),
-    )
+    return hosted_client(OpenAIClient, "fake-model", server, stream, policy)
 
 
 @pytest.fixture(autouse=True)
