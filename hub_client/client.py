@@ -129,7 +129,7 @@ def _wait(policy: HubRetryPolicy) -> Callable[[tenacity.RetryCallState], float]:
     return wait
 
 
-def _detail(response: httpx.Response) -> str:
+def error_detail(response: httpx.Response) -> str:
     """The hub's error sentence (`ErrorBody.detail`), else the first line of whatever another
     server (a proxy, the storage) answered, else the reason phrase."""
     try:
@@ -262,7 +262,7 @@ class HubClient:
     def _check(self, response: httpx.Response, what: str) -> httpx.Response:
         if response.is_success:
             return response
-        status, detail = response.status_code, _detail(response)
+        status, detail = response.status_code, error_detail(response)
         if status == 401:
             hint = (
                 "run `prime login --url URL --token TOKEN` or set PRIME_API_KEY"

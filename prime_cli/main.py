@@ -22,6 +22,7 @@ _COMMANDS: dict[str, str] = {
     "engine": "prime_cli.engine:engine",
     "eval": "prime_cli.eval.commands:eval_group",
     "hub": "prime_cli.hub:hub",
+    "lab": "prime_cli.lab:lab",
     "sandbox": "prime_cli.sandbox:sandbox",
     "train": "prime_cli.train:train",
 }

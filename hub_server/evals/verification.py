@@ -24,19 +24,22 @@ Status lives in the database (`Evaluation.verification*`), so it survives restar
 claimed in a fair order (`verification_queue`: accounts in turn, one run at a time per
 account, an hourly budget each) with a conditional update (one worker each, across
 processes), and a run left `running` past twice the timeout (a worker that died) is claimed
-again, up to three attempts.
+again, up to three attempts. A hub that stops mid-verification stops that run's sandbox and
+puts the run back in the queue, the attempt not counted (`Stopping`).
 The worker runs in the hub process with bounded concurrency (`PRIME_HUB_VERIFY_CONCURRENCY`)
 and is off unless `PRIME_HUB_VERIFY_SANDBOX` names a backend (docs/security.md).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import logging
 import math
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +67,9 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
 _TOLERANCE = 1e-6
 _MAX_DETAIL = 2000
+_STOP_GRACE_S = 60.0
+"""How long a stopping hub waits for a verification to let go (an install step in progress
+cannot be interrupted; a sandbox can)."""
 # The sandbox of one verification: room for the environment's install (the SDK's
 # dependencies are ~60 MiB) and the run's samples.
 _TRANSFER_BYTES = 256 << 20
@@ -75,6 +81,45 @@ _RESCORE = (
 
 class NotVerifiable(Exception):
     """The run cannot be re-scored; the message says why (a `failed` verification)."""
+
+
+class Stopping:
+    """The worker's shutdown, seen from the threads that verify: once the hub stops, the
+    sandboxes under way are stopped (their calls return at once) and no new step begins, so
+    each run ends promptly and goes back to the queue instead of outliving the hub."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._boxes: set[Any] = set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._event.is_set()
+
+    def stop(self) -> None:
+        self._event.set()
+        with self._lock:
+            boxes = list(self._boxes)
+        for box in boxes:
+            box.stop()
+
+    def check(self) -> None:
+        if self.stopped:
+            raise NotVerifiable("the hub stopped")
+
+    @contextlib.contextmanager
+    def watching(self, box: Any) -> Iterator[None]:
+        """Stop `box` if the hub stops while it runs."""
+        with self._lock:
+            self._boxes.add(box)
+        try:
+            if self.stopped:
+                box.stop()
+            yield
+        finally:
+            with self._lock:
+                self._boxes.discard(box)
 
 
 # -- asking for one -------------------------------------------------------------------------
@@ -152,20 +197,51 @@ def _finish(engine: Engine, run_id: str, status: VerificationStatus, detail: str
 # -- re-scoring -----------------------------------------------------------------------------
 
 
-def verify(engine: Engine, store: BlobStorage, settings: HubSettings, run_id: str) -> None:
-    """Re-score one claimed run and record the outcome (never raises for the run's sake)."""
+def verify(
+    engine: Engine, store: BlobStorage, settings: HubSettings, run_id: str,
+    stopping: Stopping | None = None,
+) -> None:  # fmt: skip
+    """Re-score one claimed run and record the outcome (never raises for the run's sake); a
+    run the hub's shutdown interrupted waits in the queue again."""
+    stopping = stopping or Stopping()
     try:
-        status, detail = _verify(engine, store, settings, run_id)
+        status, detail = _verify(engine, store, settings, run_id, stopping)
     except NotVerifiable as exc:
         status, detail = VerificationStatus.FAILED, str(exc)
     except Exception as exc:
-        log.exception("verification of evaluation %s failed", run_id)
+        if not stopping.stopped:
+            log.exception("verification of evaluation %s failed", run_id)
         status, detail = VerificationStatus.FAILED, f"the hub could not re-score it: {exc}"
-    _finish(engine, run_id, status, detail)
+    if stopping.stopped:
+        _requeue(engine, run_id)
+    else:
+        _finish(engine, run_id, status, detail)
+
+
+def _requeue(engine: Engine, run_id: str) -> None:
+    """Back to the queue, the attempt not counted: the hub stopped, not the run."""
+    attempts = col(Evaluation.verification_attempts)
+    with Session(engine) as session:
+        session.execute(
+            sa.update(Evaluation)
+            .where(
+                col(Evaluation.id) == run_id,
+                col(Evaluation.verification) == VerificationStatus.RUNNING,
+            )
+            .values(
+                verification=VerificationStatus.PENDING,
+                verification_started_at=None,
+                verification_attempts=sa.case((attempts > 0, attempts - 1), else_=0),
+                verification_detail=(
+                    "the hub stopped while re-scoring it; it waits in the queue again"
+                ),
+            )
+        )
+        session.commit()
 
 
 def _verify(
-    engine: Engine, store: BlobStorage, settings: HubSettings, run_id: str
+    engine: Engine, store: BlobStorage, settings: HubSettings, run_id: str, stopping: Stopping
 ) -> tuple[VerificationStatus, str]:
     with Session(engine, expire_on_commit=False) as session:
         evaluation = session.get(Evaluation, run_id)
@@ -193,8 +269,9 @@ def _verify(
             raise NotVerifiable("the run has no scored sample")
         env_args = pushed.env_args if pushed.env_args is not None else _run_env_args(metadata)
         wheel_paths = fetch(store, wheels, work / "wheels")
+        stopping.check()
         rescored = _rescore_in_sandbox(
-            settings, work, wheel_paths, spec, env_args, pushed.records, samples
+            settings, work, wheel_paths, spec, env_args, pushed.records, samples, stopping
         )
     return compare(pushed.records, rescored, declared)
 
@@ -321,7 +398,7 @@ def parse_out_json(data: bytes) -> dict[str, Any]:
 
 def _rescore_in_sandbox(
     settings: HubSettings, work: Path, wheels: Sequence[Path], spec: str, env_args: dict[str, Any],
-    records: Sequence[dict[str, Any]], samples: Path,
+    records: Sequence[dict[str, Any]], samples: Path, stopping: Stopping | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     from sandbox import SandboxError, SandboxLimits, open_sandbox, resolve_backend
 
@@ -335,7 +412,8 @@ def _rescore_in_sandbox(
         backend = resolve_backend(settings.verify_sandbox)
         if backend == "unisolated":
             raise NotVerifiable("no isolating sandbox (Docker or bubblewrap) is available")
-        with open_sandbox(backend, limits=limits) as box:
+        stopping = stopping or Stopping()
+        with open_sandbox(backend, limits=limits) as box, stopping.watching(box):
             python = box.exec(
                 ["python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], timeout=60
             )
@@ -346,6 +424,7 @@ def _rescore_in_sandbox(
                 install(wheels, work, site, python.stdout.decode().strip(), settings)
             except InstallRefused as exc:
                 raise NotVerifiable(f"the environment could not be installed: {exc}") from None
+            stopping.check()
             box.upload_dir(site, "site")
             box.write_file("rescore/samples.jsonl", samples.read_bytes())
             request = {"env": spec, "env_args": env_args, "samples": "/work/rescore/samples.jsonl",
@@ -452,10 +531,11 @@ async def run_worker(engine: Engine, store: BlobStorage, settings: HubSettings) 
 
     slots = asyncio.Semaphore(settings.verify_concurrency)
     running: set[asyncio.Task[None]] = set()
+    stopping = Stopping()
 
     async def one(run_id: str) -> None:
         try:
-            await run_in_threadpool(verify, engine, store, settings, run_id)
+            await run_in_threadpool(verify, engine, store, settings, run_id, stopping)
         finally:
             slots.release()
 
@@ -475,5 +555,8 @@ async def run_worker(engine: Engine, store: BlobStorage, settings: HubSettings) 
             running.add(task)
             task.add_done_callback(running.discard)
     finally:
-        for task in running:
-            task.cancel()
+        # A thread cannot be cancelled: stop its sandbox and wait for it to put its run back,
+        # so nothing it started outlives the hub (its scratch directory included).
+        stopping.stop()
+        if running:
+            await asyncio.wait(running, timeout=_STOP_GRACE_S)

@@ -240,6 +240,18 @@ def checkpoints(model_id: str, lab: LabDep, account: AccountDep) -> dict[str, An
     return {"checkpoints": [lab.describe(row) for row in lab.store.listing(account, model_id)]}
 
 
+@router.delete("/training_runs/{model_id}/checkpoints/{checkpoint_id:path}", status_code=204)
+async def delete_checkpoint(
+    model_id: str, checkpoint_id: str, lab: LabDep, account: AccountDep
+) -> Response:
+    """Delete a checkpoint (its quota freed once the worker has removed it)."""
+    future = lab.delete_checkpoint(account, model_id, checkpoint_id)
+    await lab.queue.wait(future)
+    if future.error is not None:
+        raise BadRequest(future.error)
+    return Response(status_code=204)
+
+
 @router.get("/checkpoints")
 def all_checkpoints(lab: LabDep, account: AccountDep) -> dict[str, Any]:
     return {"checkpoints": [lab.describe(row) for row in lab.store.listing(account)]}

@@ -95,15 +95,18 @@ class CheckpointStore:
             ).one()
         return int(total)
 
-    def put(self, account: str, path: TinkerPath, archive: bytes) -> None:
-        """Store `archive` as `path` of `account`; ValueError (the caller's) over quota or when
-        the path is taken."""
-        used = self.usage(account)
+    def put(self, account: str, path: TinkerPath, archive: bytes, overwrite: bool = False) -> None:
+        """Store `archive` as `path` of `account` (replacing it with `overwrite`); ValueError
+        (the caller's) over quota or when the path is taken. Run on the Lab's worker."""
+        old = self._row(account, path) if overwrite else None
+        used = self.usage(account) - (old.size if old is not None else 0)
         if used + len(archive) > self.quota_bytes:
             raise ValueError(
                 f"Checkpoint quota exceeded: {used} of {self.quota_bytes} bytes used, this one "
                 f"is {len(archive)}; delete checkpoints first."
             )
+        if old is not None:  # replaced only once the new one is known to fit
+            self.delete(account, path)
         sha256 = hashlib.sha256(archive).hexdigest()
         self.store.put_bytes(archive, content_key(sha256))
         row = LabCheckpoint(
@@ -121,10 +124,9 @@ class CheckpointStore:
         except IntegrityError:
             raise ValueError(f"{path} exists already; save under another name.") from None
 
-    def find(self, account: str, path: TinkerPath) -> str:
-        """The blob key of `account`'s checkpoint `path`; 404 when it has none."""
+    def _row(self, account: str, path: TinkerPath) -> LabCheckpoint | None:
         with Session(self.engine) as session:
-            row = session.exec(
+            return session.exec(
                 select(LabCheckpoint).where(
                     LabCheckpoint.user_id == account,
                     LabCheckpoint.model_id == path.model_id,
@@ -132,9 +134,29 @@ class CheckpointStore:
                     LabCheckpoint.name == path.name,
                 )
             ).first()
+
+    def find(self, account: str, path: TinkerPath) -> str:
+        """The blob key of `account`'s checkpoint `path`; 404 when it has none."""
+        row = self._row(account, path)
         if row is None:
             raise NotFound(f"No checkpoint {path} on this Lab for this account.")
         return content_key(row.sha256)
+
+    def delete(self, account: str, path: TinkerPath) -> None:
+        """Forget `account`'s checkpoint `path` (404 when it has none), and its blob when no
+        other checkpoint holds the same bytes. Run on the Lab's worker, which alone writes
+        blobs, so no save can be relying on the blob it removes."""
+        row = self._row(account, path)
+        if row is None:
+            raise NotFound(f"No checkpoint {path} on this Lab for this account.")
+        with Session(self.engine) as session:
+            session.delete(session.get(LabCheckpoint, row.id))
+            session.commit()
+            shared = session.exec(
+                select(LabCheckpoint.id).where(LabCheckpoint.sha256 == row.sha256)
+            ).first()
+        if shared is None:
+            self.store.delete(content_key(row.sha256))
 
     def latest_state(self, account: str, model_id: str) -> str | None:
         """The blob key of the model's newest `weights` checkpoint, if it has one."""

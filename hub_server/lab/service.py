@@ -254,7 +254,8 @@ class LabService:
 
         def work() -> dict[str, Any]:
             self._restore(model)
-            self.store.put(account, path, self.engine.save(model.adapter, optimizer=True))
+            archive = self.engine.save(model.adapter, optimizer=True)
+            self.store.put(account, path, archive, overwrite=bool(request.overwrite))
             return {"path": str(path), "type": "save_weights"}
 
         return self.queue.submit(account, "save_weights", work)
@@ -285,15 +286,14 @@ class LabService:
         path = TinkerPath.parse(request.path)
         archive_key = self.store.find(account, path)  # 404 before anything is queued
         optimizer = bool(request.optimizer)
-        if request.model_id is not None:
-            model = self.model(account, request.model_id)
-        else:
-            future = self.create_model_from(account, request)
-            return future
+        if request.model_id is None:
+            return self.create_model_from(account, request)
+        model = self.model(account, request.model_id)
 
         def work() -> dict[str, Any]:
-            self.engine.load(model.adapter, self.store.read(archive_key), optimizer)
-            model.loaded = True
+            archive = self.store.read(archive_key)
+            self.engine.load(model.adapter, archive, optimizer)
+            model.loaded, model.rank = True, CheckpointStore.rank_of(archive)
             return {"path": str(path), "model_id": model.model_id, "type": "load_weights"}
 
         return self.queue.submit(account, "load_weights", work)
@@ -319,6 +319,17 @@ class LabService:
             return {"path": str(path), "model_id": model_id, "type": "load_weights"}
 
         return self.queue.submit(account, "load_weights", work)
+
+    def delete_checkpoint(self, account: str, model_id: str, checkpoint_id: str) -> Future:
+        """Queue the deletion of `tinker://MODEL/CHECKPOINT_ID` (404 at once when unknown)."""
+        path = TinkerPath.parse(f"tinker://{model_id}/{checkpoint_id}")
+        self.store.find(account, path)
+
+        def work() -> dict[str, Any]:
+            self.store.delete(account, path)
+            return {"path": str(path)}
+
+        return self.queue.submit(account, "delete_checkpoint", work)
 
     @staticmethod
     def describe(row: LabCheckpoint) -> dict[str, Any]:
@@ -373,12 +384,10 @@ class LabService:
         return found
 
     def sample(self, account: str, request: Any) -> tuple[Future, list[str]]:
-        if request.sampling_session_id is not None:
-            sampler = self.sampler(account, request.sampling_session_id)
-        elif request.model_path is not None:
-            sampler = self.sampler(account, self.create_sampler(account, request))
-        else:
-            sampler = self.sampler(account, self.create_sampler(account, request))
+        # A sampling client's session, else a one-off sampler of the request's own model_path
+        # or base_model (the SDK's sessionless form).
+        sampler_id = request.sampling_session_id or self.create_sampler(account, request)
+        sampler = self.sampler(account, sampler_id)
         if not 1 <= request.num_samples <= 64:
             raise BadRequest("num_samples must be 1 to 64.")
         prompt = wire.prompt_tokens(request.prompt)

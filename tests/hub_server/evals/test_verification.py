@@ -327,12 +327,24 @@ def _sleeping_rubric(module: str) -> str:
     return module.replace(head, head + "    import time\n\n    time.sleep(3600)\n")
 
 
+def _one_running(hub: InProcessHub, runs: list[str]) -> str:
+    """The first of `runs` whose verification is under way (waiting for one to start)."""
+    deadline = time.monotonic() + 600  # a bound for a hung worker only
+    while True:
+        for run in runs:
+            if hub.http.get(f"{hub.url}{EVALS}/{run}").json()["data"]["verification"] == "running":
+                return run
+        assert time.monotonic() < deadline, "no run started verifying"
+        time.sleep(0.2)
+
+
 def test_an_account_with_twenty_slow_runs_queued_delays_another_by_at_most_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 37's acceptance: first in, first out made an honest run wait for every slow run
     queued before it (N x the timeout); now it waits for at most the one under way. On
-    bubblewrap, the backend of a hub without Docker (the order does not depend on it)."""
+    bubblewrap, the backend of a hub without Docker (the order does not depend on it). The hub
+    then stops with a slow run under way, which goes back to the queue."""
     with hub_verifying_in("local", tmp_path, monkeypatch, "fairsums",
                           PRIME_HUB_VERIFY_TIMEOUT_SECONDS="10") as hub:  # fmt: skip
         push_scaffold(hub, tmp_path, "slowpoke", edit=_sleeping_rubric)
@@ -353,8 +365,17 @@ def test_an_account_with_twenty_slow_runs_queued_delays_another_by_at_most_one(
             assert time.monotonic() < deadline, states
             time.sleep(0.2)
         assert states[honest]["verification"] == "verified", states[honest]["verification_detail"]
-        with Session(create_engine(hub.settings.resolved_database_url)) as session:
+        database = create_engine(hub.settings.resolved_database_url)
+        with Session(database) as session:
             runs = {run.id: run for run in session.exec(select(Evaluation))}
+        interrupted = _one_running(hub, slow)
+    # The hub stopped with a slow run under way: its sandbox was stopped and the run waits in
+    # the queue again, the attempt not counted (it used to outlive the hub, left `running`).
+    with Session(database) as session:
+        after = session.get(Evaluation, interrupted)
+    assert after is not None and after.verification == VerificationStatus.PENDING
+    assert after.verification_attempts == 0 and after.verification_started_at is None
+    assert "the hub stopped while re-scoring it" in (after.verification_detail or "")
     mine = runs[honest]
     assert mine.verification_started_at is not None
     started_before = [

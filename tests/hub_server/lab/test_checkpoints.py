@@ -83,3 +83,24 @@ def test_the_quota_counts_an_accounts_archives(store: tuple[CheckpointStore, str
 def test_a_path_not_of_this_lab_is_a_clear_400(text: str) -> None:
     with pytest.raises(BadRequest, match="tinker://MODEL_ID/weights/NAME"):
         TinkerPath.parse(text)
+
+
+def test_overwrite_replaces_and_delete_frees_the_quota(
+    store: tuple[CheckpointStore, str, str],
+) -> None:
+    checkpoints, alice, bob = store
+    path = TinkerPath.new(MODEL, "weights", "latest")
+    checkpoints.put(alice, path, archive(25_000))
+    checkpoints.put(alice, path, archive(26_000), overwrite=True)  # within the quota: replaced
+    assert checkpoints.read(checkpoints.find(alice, path)) == archive(26_000)
+    with pytest.raises(ValueError, match="quota exceeded"):
+        checkpoints.put(alice, path, archive(45_000), overwrite=True)
+    assert checkpoints.read(checkpoints.find(alice, path)) == archive(26_000)  # kept
+    with pytest.raises(NotFound):
+        checkpoints.delete(bob, path)
+    key = checkpoints.find(alice, path)
+    checkpoints.delete(alice, path)
+    assert checkpoints.usage(alice) == 0 and not checkpoints.store.exists(key)
+    with pytest.raises(NotFound):
+        checkpoints.find(alice, path)
+    checkpoints.put(alice, TinkerPath.new(MODEL, "weights", "again"), archive(25_000))

@@ -8,10 +8,8 @@ adapter), and runs `importance_sampling` and `ppo` steps; a `read` token is refu
 
 from __future__ import annotations
 
-import io
 import itertools
 import math
-import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,10 +19,13 @@ import numpy as np
 import pytest
 import tinker
 import torch
+from click.testing import CliRunner
 from tinker import types
 
+from hub_server.lab.service import LabLimits
 from local_model.model_dirs import with_adapter
 from local_model.models import load_local_model
+from prime_cli.main import cli
 from tests.hub_server.lab.labhub import LabHub, serve_lab
 from trainer_bridge.lab.engine import TorchLabEngine
 
@@ -71,16 +72,12 @@ def batch(engine: TorchLabEngine) -> list[types.Datum]:
     return data
 
 
-def archive_dir(hub: LabHub, token: str, path: str, into: Path) -> Path:
-    reply = httpx.get(
-        f"{hub.tinker_url}/api/v1/checkpoint_archive",
-        params={"path": path},
-        headers={"X-API-Key": f"tml-{token}"},
+def export(hub: LabHub, token: str, path: str, into: Path) -> Path:
+    """`prime lab export PATH DIR`: the checkpoint as a PEFT adapter directory."""
+    result = CliRunner().invoke(
+        cli, ["lab", "export", path, str(into), "--lab", hub.tinker_url, "--key", token]
     )
-    assert reply.status_code == 200, reply.text
-    into.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(reply.content)) as tar:
-        tar.extractall(into, filter="data")
+    assert result.exit_code == 0, result.output
     assert sorted(p.name for p in into.iterdir()) == [
         "adapter_config.json",
         "adapter_model.safetensors",
@@ -128,7 +125,7 @@ def test_sdk_trains_samples_and_matches_the_torch_backend(
     answer = sampler.sample(types.ModelInput.from_ints(prompt), 2, params).result()
     assert len(answer.sequences) == 2
     saved = trainer.save_weights_for_sampler(name="after-5").result().path
-    adapter = archive_dir(lab, lab.admin_token, saved, tmp_path / "adapter")
+    adapter = export(lab, lab.admin_token, saved, tmp_path / "adapter")
     for sequence in answer.sequences:
         assert sequence.logprobs is not None and len(sequence.tokens) == len(sequence.logprobs)
         expected = torch_logprobs(adapter, prompt, sequence.tokens)
@@ -225,6 +222,12 @@ def test_two_accounts_train_at_once_and_see_only_their_own(
         refusals, 404
     )
     assert as_bob.get("/checkpoints").json() == {"checkpoints": []}
+    as_bob.close()
+    as_alice.close()
+    refused = CliRunner().invoke(
+        cli, ["lab", "export", state, "out", "--lab", lab.tinker_url, "--key", bob_token]
+    )
+    assert refused.exit_code == 1 and "No checkpoint" in refused.output, refused.output
     with pytest.raises(tinker.NotFoundError):
         service_client(lab, bob_token).create_training_client_from_state(state).result()
     # The same name under bob's own model is bob's, and alice's is untouched.
@@ -256,7 +259,42 @@ def test_a_restarted_hub_resumes_a_saved_model(tmp_path: Path, engine: TorchLabE
         assert after.metrics["loss:sum"] == pytest.approx(before.metrics["loss:sum"], abs=1e-4)
         trainer.forward_backward(data, "cross_entropy").result()
         trainer.optim_step(types.AdamParams(learning_rate=1e-3)).result()
+        resumed = (
+            service_client(second, token).create_training_client_from_state_with_optimizer(path)
+        ).result()  # a new model from the checkpoint: its weights, not the step after
+        again = resumed.forward(data, "cross_entropy").result()
+        assert again.metrics["loss:sum"] == pytest.approx(before.metrics["loss:sum"], abs=1e-4)
         listed = httpx.get(
             f"{second.tinker_url}/api/v1/checkpoints", headers={"X-API-Key": f"tml-{token}"}
         ).json()["checkpoints"]
         assert [c["tinker_path"] for c in listed] == [path]
+        rest = tinker.RestClient(base_url=second.tinker_url, api_key=f"tml-{token}")
+        rest.delete_checkpoint_from_tinker_path(path).result()
+        assert rest.list_user_checkpoints().result().checkpoints == []
+
+
+def test_per_account_caps_refuse_with_a_message(tmp_path: Path, engine: TorchLabEngine) -> None:
+    """A second live model over `max_models`, and a base model the Lab does not serve, are
+    refused with what to do; unloading a model makes room."""
+    with serve_lab(tmp_path / "hub", engine, LabLimits(max_models=1)) as hub:
+        token = hub.add_user("erin", scopes=["train"])
+        client = service_client(hub, token)
+        first = client.create_lora_training_client(base_model=BASE, rank=2).result()
+        with pytest.raises(tinker.BadRequestError, match="unload one"):
+            client.create_lora_training_client(base_model=BASE, rank=2).result()
+        with pytest.raises(tinker.BadRequestError, match="This Lab serves"):
+            client.create_lora_training_client(base_model="Qwen/Qwen3-8B", rank=2).result()
+        as_erin = {"X-API-Key": f"tml-{token}"}
+        unload = httpx.post(
+            f"{hub.tinker_url}/api/v1/unload_model",
+            json={"model_id": first.model_id},
+            headers=as_erin,
+        ).json()["request_id"]
+        done = httpx.post(
+            f"{hub.tinker_url}/api/v1/retrieve_future",
+            json={"request_id": unload},
+            headers=as_erin,
+            timeout=60,
+        ).json()
+        assert done == {"model_id": first.model_id, "type": "unload_model"}
+        client.create_lora_training_client(base_model=BASE, rank=2).result()
