@@ -70,29 +70,48 @@ class _Prefill:
     mask: torch.Tensor | None
 
 
+SHARED_PREFIX_MIN = 16
+"""Distinct prompts sharing at least this many leading tokens (a system prompt, tool schemas)
+run those through the model once."""
+
+
 def _prefill(model: Any, rows: Sequence[Row], pad_id: int, device: torch.device) -> _Prefill:
-    """The prompts' forward pass, each distinct prompt once: the rollouts of a group (and a
-    group's first turns) share their prompt, so its keys and values are copied, not computed
-    again (the prompt is most of a tool-using turn's cost on CPU: docs/benchmarks.md)."""
+    """The prompts' forward pass, each distinct prompt once and their common head once: the
+    rollouts of a group share their prompt, and the groups of a batch their system prompt and
+    tool schemas, so those keys and values are copied, not computed again (the prompt is most
+    of a tool-using turn's cost on CPU: docs/benchmarks.md "Engines"). Each row's remainder
+    is right-aligned after the head; the columns between are masked out."""
     from transformers import DynamicCache
 
     distinct: dict[tuple[int, ...], int] = {}
     where = [distinct.setdefault(tuple(r.prompt), len(distinct)) for r in rows]
     prompts = [list(p) for p in distinct]
-    width = max(len(p) for p in prompts)
-    ids = torch.tensor([[pad_id] * (width - len(p)) + p for p in prompts])
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-    ids, mask = ids.to(device), mask.to(device)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache()
+    cache_kw = {cache_keyword(model): cache}
+    head = _common_head(prompts)
+    if head:
+        model(
+            input_ids=torch.tensor([prompts[0][:head]], device=device),
+            position_ids=torch.arange(head, device=device)[None],
+            **cache_kw,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        cache.batch_select_indices(torch.zeros(len(prompts), dtype=torch.long, device=device))
+    tails = [p[head:] for p in prompts]
+    width = max(len(t) for t in tails)
+    ids = torch.tensor([[pad_id] * (width - len(t)) + t for t in tails])
+    mask = torch.tensor([[1] * head + [0] * (width - len(t)) + [1] * len(t) for t in tails])
+    ids, mask = ids.to(device), mask.to(device)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, head:]
     # Unpadded rows (always at batch 1) need no mask: the model then builds none per forward
     # pass (~1% of a token's CPU at 135M parameters), and its causal attention is the same.
-    padded = any(len(p) < width for p in prompts)
+    padded = any(len(t) < width for t in tails)
     out = model(
         input_ids=ids,
         attention_mask=mask if padded else None,
         position_ids=positions,
-        **{cache_keyword(model): cache},
+        **cache_kw,
         use_cache=True,
         logits_to_keep=1,
     )
@@ -102,6 +121,21 @@ def _prefill(model: Any, rows: Sequence[Row], pad_id: int, device: torch.device)
         cache.batch_select_indices(index)
         logits, next_position, mask = logits[index], next_position[index], mask[index]
     return _Prefill(logits, cache, next_position, mask if padded else None)
+
+
+def _common_head(prompts: list[list[int]]) -> int:
+    """How many leading tokens all `prompts` share (0 below `SHARED_PREFIX_MIN`, or for one
+    prompt); each keeps at least its last token for the pass that gives its logits."""
+    if len(prompts) < 2:
+        return 0
+    head = min(len(p) for p in prompts) - 1
+    first = prompts[0]
+    for other in prompts[1:]:
+        same = 0
+        while same < head and first[same] == other[same]:
+            same += 1
+        head = same
+    return head if head >= SHARED_PREFIX_MIN else 0
 
 
 def decode(

@@ -192,6 +192,29 @@ def test_a_prompt_shared_by_rows_is_prefilled_once(
     assert _max_difference(stepped, reference) < 1e-5
 
 
+def test_distinct_prompts_with_a_common_head_decode_as_they_would_alone(
+    tiny_model_dir: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Prompts sharing a long head (a system prompt, tool schemas) run it through the model
+    once; each remainder follows it right-aligned, the columns between masked out: every
+    row decodes as it would alone, through `LlamaStep` and the model's forward pass."""
+    model = _model(tiny_model_dir)
+    head = [1, *range(100, 100 + local_decode.SHARED_PREFIX_MIN + 4)]
+    prompts = [head + [5, 6, 7], head + [8], head + [9, 10, 11, 12, 13, 14], [*head, 5, 6, 7]]
+    rows = [local_decode.Row(p, 12) for p in prompts]
+    lengths: list[int] = []
+    model.register_forward_pre_hook(
+        lambda _, args, kwargs: lengths.append(kwargs["input_ids"].shape[1]), with_kwargs=True
+    )
+    reference, stepped = _both(monkeypatch, model, rows)
+    assert lengths[:2] == [len(head), 6]  # the head once, then the longest remainder
+    alone = [_decode(model, [row])[0] for row in rows]
+    for decoded in (reference, stepped):
+        assert [t for t, _ in decoded] == [t for t, _ in alone]
+        assert _max_difference(decoded, alone) < 1e-5
+
+
 def test_other_attention_implementations_decode_through_the_forward_pass(
     tiny_model_dir: Path,  # noqa: F811
 ) -> None:

@@ -236,31 +236,34 @@ def test_token_scopes_and_organisations(hub: InProcessHub) -> None:
     from hub_server.admin import add_members, create_org, open_database
 
     engine = open_database(hub.settings)
-    create_org(engine, "lab", ["sam"])
-    add_members(engine, "lab", ["sue"])
+    create_org(engine, "labteam", ["sam"])
+    add_members(engine, "labteam", ["sue"])
     engine.dispose()
-    one_env = client(hub, hub.token_for("sam", ["upload:lab/only-this"]))
+    one_env = client(hub, hub.token_for("sam", ["upload:labteam/only-this"]))
     assert (
-        one_env.post(f"{API}/resolve", json={"name": "only-this", "owner_slug": "lab"}).status_code
+        one_env.post(
+            f"{API}/resolve", json={"name": "only-this", "owner_slug": "labteam"}
+        ).status_code
         == 200
     )
     # Refused; 404 where the hub answers a name outside the token's reach like a private one.
     assert one_env.post(
-        f"{API}/resolve", json={"name": "other", "owner_slug": "lab"}
+        f"{API}/resolve", json={"name": "other", "owner_slug": "labteam"}
     ).status_code in (403, 404)
     assert one_env.post(f"{API}/resolve", json={"name": "mine"}).status_code in (403, 404)
     read_only = client(hub, hub.token_for("sue", ["read"]))
     assert (
-        read_only.post(f"{API}/resolve", json={"name": "x", "owner_slug": "lab"}).status_code == 403
+        read_only.post(f"{API}/resolve", json={"name": "x", "owner_slug": "labteam"}).status_code
+        == 403
     )
     whoami = read_only.get("/api/v1/user/whoami").json()["data"]
-    assert whoami["username"] == "sue" and whoami["organizations"] == ["lab"]
+    assert whoami["username"] == "sue" and whoami["organizations"] == ["labteam"]
     assert whoami["token"]["scopes"] == ["read"]
-    org_push = client(hub, hub.token_for("sue", ["upload:lab"]))
-    push(org_push, "lab-env", "1.0.0", owner="lab", visibility="private", source=False)
-    assert read_only.get(f"{API}/lab/lab-env").status_code == 200
+    org_push = client(hub, hub.token_for("sue", ["upload:labteam"]))
+    push(org_push, "lab-env", "1.0.0", owner="labteam", visibility="private", source=False)
+    assert read_only.get(f"{API}/labteam/lab-env").status_code == 200
     outsider = client(hub, hub.add_user("tom"))
-    assert outsider.get(f"{API}/lab/lab-env").status_code == 404
+    assert outsider.get(f"{API}/labteam/lab-env").status_code == 404
 
 
 def test_bad_tokens_are_401_then_rate_limited(fresh_hub: InProcessHub) -> None:
