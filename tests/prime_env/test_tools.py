@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from typing import Literal
 
 import pytest
@@ -12,6 +13,7 @@ from prime_env import (
     Environment,
     InfraError,
     ModelError,
+    RolloutRecord,
     Rubric,
     Task,
     ToolLoop,
@@ -155,11 +157,8 @@ async def test_hidden_args_injected_from_setup_and_cleanup_always_runs() -> None
     assert cleaned == [s1.tool_args["box"], s2.tool_args["box"]]
 
 
-async def test_infra_error_in_a_tool_makes_an_error_record_not_a_zero() -> None:
-    def run_code(code: str) -> str:
-        """Run code in the sandbox."""
-        raise InfraError("sandbox_crashed", "container exited unexpectedly")
-
+async def _rollout_calling(run_code: Callable[[str], str]) -> RolloutRecord:
+    """One rollout of a model that calls `run_code` once, in a tool loop scored 0."""
     env = Environment([{"question": "q"}], ToolLoop([run_code]), Rubric([lambda completion: 0.0]))
     client = ScriptedClient(
         lambda m, t: {
@@ -169,6 +168,15 @@ async def test_infra_error_in_a_tool_makes_an_error_record_not_a_zero() -> None:
         }
     )
     [record] = await run_rollouts(env, client)
+    return record
+
+
+async def test_infra_error_in_a_tool_makes_an_error_record_not_a_zero() -> None:
+    def run_code(code: str) -> str:
+        """Run code in the sandbox."""
+        raise InfraError("sandbox_crashed", "container exited unexpectedly")
+
+    record = await _rollout_calling(run_code)
     assert record.reward is None and record.rewards == {}
     assert record.error.type == "sandbox_crashed"
     assert record.stop_reason == "error"
@@ -187,15 +195,7 @@ async def test_sandbox_error_in_a_tool_is_infrastructure() -> None:
         """Run code in the sandbox."""
         raise SandboxUnavailable("docker daemon unreachable")
 
-    env = Environment([{"question": "q"}], ToolLoop([run_code]), Rubric([lambda completion: 0.0]))
-    client = ScriptedClient(
-        lambda m, t: {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [tool_call("run_code", '{"code": "1"}')],
-        }
-    )
-    [record] = await run_rollouts(env, client)
+    record = await _rollout_calling(run_code)
     assert record.reward is None
     assert record.error.model_dump() == {
         "type": "sandbox_unavailable",
