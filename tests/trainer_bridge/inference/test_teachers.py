@@ -66,17 +66,22 @@ async def test_a_vllm_style_server_and_the_local_teacher_give_the_same_logprobs(
     assert remote == pytest.approx(local, abs=1e-5)
 
 
-async def test_a_server_that_does_not_echo_prompt_logprobs_is_a_clear_error() -> None:
-    fake = FakeOpenAI(FaultPlan(), None)  # no scorer: it answers /completions with a 400
+async def _scoring_refused(fake: FakeOpenAI, match: str) -> None:
+    """A scorer of `fake`, served on loopback, raises a TeacherError matching `match`."""
     server = await serve(fake, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
         scorer = CompletionsScorer(TeacherConfig(model="m", base_url=f"http://127.0.0.1:{port}/v1"))
-        with pytest.raises(TeacherError, match="answered 400.*opd needs /v1/completions with echo"):
+        with pytest.raises(TeacherError, match=match):
             await scorer.logprobs(IDS)
         await scorer.close()
     finally:
         server.close()
+
+
+async def test_a_server_that_does_not_echo_prompt_logprobs_is_a_clear_error() -> None:
+    fake = FakeOpenAI(FaultPlan(), None)  # no scorer: it answers /completions with a 400
+    await _scoring_refused(fake, "answered 400.*opd needs /v1/completions with echo")
 
 
 async def test_a_server_scoring_other_tokens_is_refused() -> None:
@@ -87,15 +92,9 @@ async def test_a_server_scoring_other_tokens_is_refused() -> None:
         def answer(self, body: dict[str, Any], out: Any, malformed: bool) -> None:
             super().answer({**body, "prompt": [i + 1 for i in body["prompt"]]}, out, malformed)
 
-    server = await serve(Retokenising(FaultPlan(), None, scorer=shifted), "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        scorer = CompletionsScorer(TeacherConfig(model="m", base_url=f"http://127.0.0.1:{port}/v1"))
-        with pytest.raises(TeacherError, match="must share the student's tokenizer"):
-            await scorer.logprobs(IDS)
-        await scorer.close()
-    finally:
-        server.close()
+    await _scoring_refused(
+        Retokenising(FaultPlan(), None, scorer=shifted), "must share the student's tokenizer"
+    )
 
 
 async def test_an_adapter_directory_teaches_on_the_students_base(
