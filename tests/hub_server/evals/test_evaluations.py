@@ -39,6 +39,7 @@ from hub_server.registry.publishing import create_environment
 from registry_index.schemas.evals import CreateEvaluation
 from tests.hub_server.hubproc import HubAccounts, start_hub
 from tests.hub_server.inproc import start_inproc_hub
+from tests.hub_server.wheels import twine_upload_form
 
 
 def rollout(
@@ -555,27 +556,15 @@ class RunningHub:
         extra: dict[str, bytes] | None = None,
     ) -> None:
         """Publish through the twine endpoint, as `twine upload` would."""
-        import hashlib
-
         wheel = build_wheel(
             self.root, name, version, readme, summary or f"{name} environment", extra
         )
-        data = wheel.read_bytes()
+        fields, files = twine_upload_form(name, version, wheel.read_bytes())
         response = self.http.post(
             f"/{owner}/legacy/",
             auth=("__token__", self.tokens[who]),
-            data={
-                ":action": "file_upload",
-                "protocol_version": "1",
-                "name": name,
-                "version": version,
-                "filetype": "bdist_wheel",
-                "pyversion": "py3",
-                "metadata_version": "2.1",
-                "summary": summary,
-                "sha256_digest": hashlib.sha256(data).hexdigest(),
-            },
-            files={"content": (wheel.name, data, "application/octet-stream")},
+            data={**fields, "summary": summary},
+            files=files,
         )
         assert response.status_code == 200, response.text
 
