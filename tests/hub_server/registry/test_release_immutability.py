@@ -56,6 +56,14 @@ def twine(hub: InProcessHub, token: str, filename: str, data: bytes, version: st
     )
 
 
+def published(hub: InProcessHub, token: str, version: str, module: str) -> None:
+    """Upload wordle `version` (with `module` as its code) through twine, which must take it."""
+    answer = twine(
+        hub, token, f"wordle-{version}-py3-none-any.whl", wheel(version, module), version
+    )
+    assert answer.status_code == 200, answer.text
+
+
 def rest_push(hub: InProcessHub, token: str, filename: str, data: bytes, version: str) -> Any:
     """`prime env push`'s wheel upload: reserve, PUT, finalize; the first refusal's answer."""
     api = hub.client(token)
@@ -86,8 +94,7 @@ def test_a_second_wheel_of_a_released_version_is_refused(
     hub: InProcessHub, path: str, filename: str, spelled: str
 ) -> None:
     token = hub.add_user("sam")
-    first = twine(hub, token, "wordle-1.2.0-py3-none-any.whl", wheel("1.2.0", ORIGINAL), "1.2.0")
-    assert first.status_code == 200, first.text
+    published(hub, token, "1.2.0", ORIGINAL)
     other = wheel(spelled, CHANGED)
     answer = (twine if path == "twine" else rest_push)(hub, token, filename, other, spelled)
     assert answer.status_code == 400, answer.text
@@ -104,12 +111,7 @@ def test_a_second_wheel_of_a_released_version_is_refused(
 
 def test_a_second_source_archive_is_refused_and_one_of_each_is_allowed(hub: InProcessHub) -> None:
     token = hub.add_user("sam")
-    assert (
-        twine(
-            hub, token, "wordle-1.2.0-py3-none-any.whl", wheel("1.2.0", ORIGINAL), "1.2.0"
-        ).status_code
-        == 200
-    )
+    published(hub, token, "1.2.0", ORIGINAL)
     api = hub.client(token)
     env_id = api.post(f"{API}/resolve", json={"name": "wordle"}).json()["data"]["id"]
 
@@ -132,18 +134,8 @@ def test_a_second_source_archive_is_refused_and_one_of_each_is_allowed(hub: InPr
     # The identical file again is still a no-op; a new version is welcome.
     again = source("wordle-1.2.0-aaaa.tar.gz", original)
     assert again.status_code == 200, again.text
-    assert (
-        twine(
-            hub, token, "wordle-1.2.0-py3-none-any.whl", wheel("1.2.0", ORIGINAL), "1.2.0"
-        ).status_code
-        == 200
-    )
-    assert (
-        twine(
-            hub, token, "wordle-1.3.0-py3-none-any.whl", wheel("1.3.0", CHANGED), "1.3.0"
-        ).status_code
-        == 200
-    )
+    published(hub, token, "1.2.0", ORIGINAL)
+    published(hub, token, "1.3.0", CHANGED)
 
 
 @pytest.mark.parametrize(
@@ -156,12 +148,7 @@ def test_two_different_wheels_of_one_version_racing_cannot_both_land(
     release, before its transaction): the check under the environment's write lock still
     refuses this one."""
     token = hub.add_user("sam")
-    assert (
-        twine(
-            hub, token, "wordle-1.0.0-py3-none-any.whl", wheel("1.0.0", ORIGINAL), "1.0.0"
-        ).status_code
-        == 200
-    )
+    published(hub, token, "1.0.0", ORIGINAL)
     state = hub.client().app.state.hub
     engine, store = state.engine, state.store
     with Session(engine) as session:
