@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from testing.benchmarks import wheel_bytes
+from testing.benchmarks import stop_process, wait_until_up, wheel_bytes
 
 BIN = Path(sys.executable).parent
 OWNER = "bench"
@@ -61,12 +61,7 @@ class Hub:
     log: Path
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process, 15)
 
 
 def start_hub(work: Path) -> Hub:
@@ -93,18 +88,12 @@ def start_hub(work: Path) -> Hub:
         env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"the hub exited:\n{log.read_text()[-3000:]}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return Hub(url, token, process, log)
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    process.kill()
-    raise SystemExit("the hub did not start in 240 s")
+    try:
+        wait_until_up(url, process, 240, log)
+    except SystemExit:
+        stop_process(process, 15)
+        raise
+    return Hub(url, token, process, log)
 
 
 def publish(hub: Hub, filename: str, data: bytes) -> str:

@@ -51,7 +51,7 @@ from hub_server.admin import create_token, create_user, open_database
 from hub_server.core.settings import HubSettings
 from hub_server.registry.models import Version
 from hub_server.registry.publishing import create_environment
-from testing.benchmarks import wait_until_up
+from testing.benchmarks import stop_process, wait_until_up
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -280,11 +280,7 @@ def main() -> int:
         sampler.stop()
         settings_now = HubSettings(data_dir=data_dir)
     finally:
-        server.terminate()
-        try:
-            server.wait(15)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_process(server, 15)
         log.close()
 
     statuses = [s for _name, answers, _note in results for s in answers]

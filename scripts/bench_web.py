@@ -46,7 +46,7 @@ from hub_server.core.blobstore import BlobStore
 from hub_server.core.settings import HubSettings
 from hub_server.registry.publishing import EnvTarget, NewFile, publish_file
 from registry_index.validation import UploadLimits, validate_distribution
-from testing.benchmarks import wheel_bytes, write_section
+from testing.benchmarks import stop_process, wait_until_up, wheel_bytes, write_section
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -184,27 +184,12 @@ def start_hub(data_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
                "--data-dir", str(data_dir)]  # fmt: skip
     process = subprocess.Popen(command, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"the hub exited early; log:\n{log.read_text()}")
-        try:
-            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                return process, base
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    process.kill()
-    raise SystemExit(f"the hub did not start within 90 s; log:\n{log.read_text()}")
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    try:
+        wait_until_up(base, process, 90, log)
+    except SystemExit:
+        stop_process(process, 15)
+        raise
+    return process, base
 
 
 # --- measurement ---------------------------------------------------------------------------
@@ -274,7 +259,7 @@ def measure(
                 for label in order:
                     timings[label].append(timed_get(client, kinds[label]()))
     finally:
-        stop(process)
+        stop_process(process, 15)
     return timings, setup
 
 

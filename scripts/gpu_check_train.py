@@ -34,6 +34,7 @@ import tomli_w
 import torch
 
 from prime_env.clients.base import SamplingArgs
+from testing.benchmarks import stop_process
 from trainer_bridge.config import ModelConfig
 from trainer_bridge.inference.base import InferenceBackend
 from trainer_bridge.protocol.batches import TrainSample
@@ -221,14 +222,6 @@ def start_server(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
         )
 
 
-def stop_server(server: subprocess.Popen[bytes]) -> None:
-    server.terminate()
-    try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-
-
 async def vllm_half(args: argparse.Namespace, work: Path) -> None:
     from trainer_bridge.config import TrainConfig
     from trainer_bridge.inference.factory import vllm_command
@@ -279,7 +272,7 @@ async def vllm_half(args: argparse.Namespace, work: Path) -> None:
             check("full-FT sync", True, f"not implemented on vLLM; refused loudly: {exc}")
         await backend.close()
     finally:
-        stop_server(server)
+        stop_process(server, 30)
 
 
 async def main() -> int:

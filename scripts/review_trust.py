@@ -50,6 +50,7 @@ from hub_server.core.settings import HubSettings
 from prime_cli.env.project import load_project
 from prime_cli.env.publish import push_environment
 from prime_cli.env.scaffold import create_scaffold
+from testing.benchmarks import stop_process, wait_until_up
 
 PRIME = str(Path(sys.executable).with_name("prime"))
 EVALS = "/api/v1/evaluations"
@@ -143,23 +144,10 @@ def served_hub(database: str, sandbox: str) -> Iterator[Hub]:
         )  # fmt: skip
         hub = Hub(f"http://127.0.0.1:{port}", data_dir, work, process, tokens, url)
         try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    if httpx.get(f"{hub.url}/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise SystemExit(f"the hub did not start; see {work / 'server.log'}")
-                time.sleep(0.2)
+            wait_until_up(hub.url, process, 120, work / "server.log")
             yield hub
         finally:
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            stop_process(process, 30)
             shutil.rmtree(work, ignore_errors=True)
 
 

@@ -30,6 +30,16 @@ def write_section(heading: str, section: str, path: Path = BENCHMARKS_MD) -> Non
     path.write_text(text)
 
 
+def stop_process(process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """SIGTERM `process` and wait for it; SIGKILL it (and reap it) if it outlives `timeout_s`."""
+    process.terminate()
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def wait_until_up(url: str, server: subprocess.Popen[bytes], timeout_s: float, log: Path) -> None:
     """Poll `url/healthz` until the hub answers 200; SystemExit with its log's tail when it
     exits or does not answer within `timeout_s`."""

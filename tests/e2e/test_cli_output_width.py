@@ -6,12 +6,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import httpx
-
 from testing.server import FakeServer
 from tests.e2e.eval_support import PRIME, SAY_ENV, prime_env
 from tests.hub_server.hubproc import start_hub
-from tests.hub_server.wheels import twine_upload_form, wheel_bytes
+from tests.hub_server.wheels import twine_upload
 
 SUMMARY = "An environment whose one-line description is longer than eighty columns on its own"
 
@@ -35,17 +33,7 @@ def test_env_list_in_a_pipe_is_one_row_a_line(tmp_path: Path) -> None:
         token = hub.add_user("alice")
         names = [f"wide-env-{i}" for i in range(3)]
         for name in names:
-            fields, files = twine_upload_form(
-                name, "0.1.0", wheel_bytes(name, "0.1.0", summary=SUMMARY)
-            )
-            response = httpx.post(
-                f"{hub.url}/alice/legacy/",
-                auth=("__token__", token),
-                data=fields,
-                files=files,
-                timeout=60,
-            )
-            assert response.status_code == 200, response.text
+            twine_upload(hub.url, token, "alice", name, "0.1.0", summary=SUMMARY)
         listed = _piped("env", "list", cwd=tmp_path, PRIME_HUB_URL=hub.url)
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()

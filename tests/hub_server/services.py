@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from testing.benchmarks import stop_process
 from tests.support import free_port
 
 
@@ -82,12 +83,7 @@ def postgres_cluster() -> Iterator[str]:
         )  # fmt: skip
         yield f"postgresql://postgres@127.0.0.1:{port}/hub"
     finally:
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server, 30)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.hub_server.hubproc import HubProcess, start_hub
-from tests.hub_server.wheels import twine_upload_form, wheel_bytes
+from tests.hub_server.wheels import twine_upload
 from tests.support import require
 
 SHOTS = Path(__file__).resolve().parents[3] / "outputs" / "screenshots"
@@ -41,26 +41,14 @@ def load_environment():
 """
 
 
-def _upload(hub: HubProcess, token: str, owner: str, name: str, version: str, **kw: Any) -> None:
-    fields, files = twine_upload_form(name, version, wheel_bytes(name, version, **kw))
-    response = httpx.post(
-        f"{hub.url}/{owner}/legacy/",
-        auth=("__token__", token),
-        data=fields,
-        files=files,
-        timeout=60,
-    )
-    assert response.status_code == 200, response.text
-
-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubProcess, dict[str, str]]]:
     with start_hub(
         tmp_path_factory.mktemp("browser-hub"), {"PRIME_HUB_UPLOADS_PER_MINUTE": "10000"}
     ) as hub:
         tokens = {"alice": hub.add_user("alice"), "bob": hub.add_user("bob")}
-        _upload(
-            hub,
+        twine_upload(
+            hub.url,
             tokens["alice"],
             "alice",
             "tiny-maths",
@@ -79,9 +67,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubProcess,
             ),
             description=README,
         )
-        _upload(hub, tokens["bob"], "bob", "word-game", "0.1.0", summary="Guess words",
+        twine_upload(hub.url, tokens["bob"], "bob", "word-game", "0.1.0", summary="Guess words",
                 extra_metadata=("Keywords: game",))  # fmt: skip
-        _upload(hub, tokens["alice"], "alice", "secret-env", "0.1.0", summary="Hidden")
+        twine_upload(hub.url, tokens["alice"], "alice", "secret-env", "0.1.0", summary="Hidden")
         response = httpx.patch(
             f"{hub.url}/api/v1/environmentshub/alice/secret-env",
             headers={"Authorization": f"Bearer {tokens['alice']}"},
