@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from testing.benchmarks import stop_process, wait_until_up, wheel_bytes
+from testing.benchmarks import serve_hub, stop_process, wheel_bytes
 
 BIN = Path(sys.executable).parent
 OWNER = "bench"
@@ -66,11 +66,7 @@ class Hub:
 
 def start_hub(work: Path) -> Hub:
     """`prime hub serve` on a free loopback port, with a user `bench` and its token."""
-    import socket
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
     data_dir = work / "hub"
     env = {**os.environ, "PRIME_HUB_UPLOADS_PER_MINUTE": "100000"}
     for name in ("PRIME_HUB_DATABASE_URL", "PRIME_HUB_STORAGE_URL"):
@@ -82,17 +78,7 @@ def start_hub(work: Path) -> Hub:
     )  # fmt: skip
     token = added.stdout.strip().splitlines()[-1].strip()
     log = work / "hub.log"
-    process = subprocess.Popen(
-        [prime, "hub", "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--data-dir", str(data_dir)],
-        env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_up(url, process, 240, log)
-    except SystemExit:
-        stop_process(process, 15)
-        raise
+    process, url = serve_hub(data_dir, env, log, 240)
     return Hub(url, token, process, log)
 
 

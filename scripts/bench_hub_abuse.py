@@ -51,7 +51,7 @@ from hub_server.admin import create_token, create_user, open_database
 from hub_server.core.settings import HubSettings
 from hub_server.registry.models import Version
 from hub_server.registry.publishing import create_environment
-from testing.benchmarks import stop_process, wait_until_up
+from testing.benchmarks import serve_hub, stop_process
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -180,17 +180,10 @@ def main() -> int:
         session.add(Version(environment_id=env.id, version="0.0.1", canonical_version="0.0.1"))
         session.commit()
     engine.dispose()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = (work / "server.log").open("wb")
-    server = subprocess.Popen(
-        [str(Path(sys.executable).with_name("prime")), "hub", "serve", "--port", str(port),
-         "--data-dir", str(data_dir)],
-        env={**os.environ, "TMPDIR": str(tmp)}, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    server, url = serve_hub(data_dir, {**os.environ, "TMPDIR": str(tmp)}, work / "server.log", 120)
+    port = int(url.rsplit(":", 1)[1])  # serve_hub's URL ends with its port
     results: list[tuple[str, list[int], str]] = []
     try:
-        wait_until_up(url, server, 120, work / "server.log")
         auth = {"Authorization": f"Bearer {alice}"}
         env_id = httpx.post(
             f"{url}/api/v1/environmentshub/resolve", headers=auth, json={"name": "target"}
@@ -281,7 +274,6 @@ def main() -> int:
         settings_now = HubSettings(data_dir=data_dir)
     finally:
         stop_process(server, 15)
-        log.close()
 
     statuses = [s for _name, answers, _note in results for s in answers]
     refusals = [s for s in statuses if s != 200]

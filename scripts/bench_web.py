@@ -46,7 +46,7 @@ from hub_server.core.blobstore import BlobStore
 from hub_server.core.settings import HubSettings
 from hub_server.registry.publishing import EnvTarget, NewFile, publish_file
 from registry_index.validation import UploadLimits, validate_distribution
-from testing.benchmarks import stop_process, wait_until_up, wheel_bytes, write_section
+from testing.benchmarks import serve_hub, stop_process, wheel_bytes, write_section
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -176,20 +176,10 @@ def free_port() -> int:
 
 
 def start_hub(data_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
     env = {**os.environ, "PRIME_HUB_UPLOADS_PER_MINUTE": "1000000"}
     for key in ("PRIME_HUB_DATABASE_URL", "PRIME_HUB_STORAGE_URL"):
         env.pop(key, None)
-    command = [str(BIN / "prime"), "hub", "serve", "--host", "127.0.0.1", "--port", str(port),
-               "--data-dir", str(data_dir)]  # fmt: skip
-    process = subprocess.Popen(command, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_up(base, process, 90, log)
-    except SystemExit:
-        stop_process(process, 15)
-        raise
-    return process, base
+    return serve_hub(data_dir, env, log, 90)
 
 
 # --- measurement ---------------------------------------------------------------------------

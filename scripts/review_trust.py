@@ -50,7 +50,7 @@ from hub_server.core.settings import HubSettings
 from prime_cli.env.project import load_project
 from prime_cli.env.publish import push_environment
 from prime_cli.env.scaffold import create_scaffold
-from testing.benchmarks import stop_process, wait_until_up
+from testing.benchmarks import serve_hub, stop_process
 
 PRIME = str(Path(sys.executable).with_name("prime"))
 EVALS = "/api/v1/evaluations"
@@ -134,17 +134,10 @@ def served_hub(database: str, sandbox: str) -> Iterator[Hub]:
             create_user(engine, user, admin=user == "admin")
             tokens[user] = create_token(engine, user, "review", ["all"])[0]
         engine.dispose()
-        from tests.support import free_port
-
-        port = free_port()
-        log = (work / "server.log").open("wb")
-        process = subprocess.Popen(
-            [PRIME, "hub", "serve", "--port", str(port), "--data-dir", str(data_dir)],
-            env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        hub = Hub(f"http://127.0.0.1:{port}", data_dir, work, process, tokens, url)
+        # A hub that does not come up leaves `work` behind: its server.log says why.
+        process, hub_url = serve_hub(data_dir, {**os.environ, **env}, work / "server.log", 120)
+        hub = Hub(hub_url, data_dir, work, process, tokens, url)
         try:
-            wait_until_up(hub.url, process, 120, work / "server.log")
             yield hub
         finally:
             stop_process(process, 30)

@@ -7,9 +7,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import socket
 import subprocess
+import sys
 import time
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
@@ -28,6 +31,31 @@ def write_section(heading: str, section: str, path: Path = BENCHMARKS_MD) -> Non
         end = text.find("\n## ", start + 1)
         text = text[: start + 1] + section.rstrip("\n") + "\n" + (text[end:] if end != -1 else "")
     path.write_text(text)
+
+
+def serve_hub(
+    data_dir: Path, env: Mapping[str, str], log: Path, timeout_s: float
+) -> tuple[subprocess.Popen[bytes], str]:
+    """`prime hub serve` of `data_dir` on a free loopback port, its output in `log`, once it
+    answers: the process and its URL. One that does not come up is stopped (SystemExit)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    prime = Path(sys.executable).with_name("prime")
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(prime), "hub", "serve", "--port", str(port), "--data-dir", str(data_dir)],
+            env=dict(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_up(url, process, timeout_s, log)
+    except SystemExit:
+        stop_process(process, 15)
+        raise
+    return process, url
 
 
 def stop_process(process: subprocess.Popen[bytes], timeout_s: float) -> None:
