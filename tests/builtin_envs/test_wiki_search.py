@@ -16,7 +16,7 @@ from wiki_search.search import SearchIndex
 from prime_env import ReferenceClient, run_rollouts, summarize
 from prime_env.chat_template import assistant_message, template_messages
 from prime_env.reference_check import validate_reference
-from tests.builtin_envs.policy import PolicyClient, tool_call
+from tests.builtin_envs.policy import PolicyClient, mean_reward, tool_call
 
 
 @pytest.fixture(scope="module")
@@ -129,12 +129,8 @@ async def test_the_reference_searches_in_rank_order_on_a_custom_corpus(
 async def test_guessing_without_tools_and_empty_policies_score_low() -> None:
     env = load_environment()
     rng = random.Random(0)
-    guess = await run_rollouts(
-        env, PolicyClient(lambda m: f"<answer>{rng.randint(1500, 2020)}</answer>"), n=50
-    )
-    empty = await run_rollouts(env, PolicyClient(lambda m: ""), n=20)
-    assert summarize(guess).reward_mean < 0.1
-    assert summarize(empty).reward_mean == 0.0
+    assert await mean_reward(env, lambda m: f"<answer>{rng.randint(1500, 2020)}</answer>", 50) < 0.1
+    assert await mean_reward(env, lambda m: "", 20) == 0.0
 
 
 async def test_a_company_corpus_as_a_template(handbook: tuple[Path, Path]) -> None:
@@ -224,8 +220,7 @@ async def test_judge_rubric_scores_with_the_judge_and_keeps_exact_match_as_a_met
     assert all(
         r.rewards == {"judge_correct": 1.0} and r.metrics["exact_match"] == 1.0 for r in records
     )
-    wrong = await run_rollouts(env, PolicyClient(lambda m: "<answer>1066</answer>"), n=10)
-    assert summarize(wrong).reward_mean <= 0.1
+    assert await mean_reward(env, lambda m: "<answer>1066</answer>", 10) <= 0.1
 
 
 async def test_the_same_tools_served_over_mcp() -> None:
