@@ -289,26 +289,6 @@ def test_environment_requires_a_rubric() -> None:
         Environment(TASKS, SingleTurn())
 
 
-def test_summary_pass_at_k_and_stderr() -> None:
-    def rec(i, j, reward):
-        return RolloutRecord(
-            run_id="r",
-            env="e",
-            task_id=str(i),
-            example_index=i,
-            rollout_index=j,
-            model="m",
-            prompt=[],
-            reward=reward,
-        )
-
-    records = [rec(0, 0, 1.0), rec(0, 1, 0.0), rec(1, 0, 0.0), rec(1, 1, 0.0)]
-    s = summarize(records)
-    assert s.reward_mean == 0.25
-    assert s.pass_at_k == {"1": 0.25, "2": 0.5}
-    assert s.reward_stderr == pytest.approx((0.25**0.5) / 2)
-
-
 @settings(max_examples=25, deadline=None)
 @given(
     n=st.integers(min_value=1, max_value=4),

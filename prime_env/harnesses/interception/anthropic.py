@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from ...clients.base import ChatResponse, Message, SamplingArgs, ToolSpec
+from ...clients.wire import tool_use_block
 from .dialect import BadRequest, Request, new_id, number, reply_message, sse, stop_list, text_of
 
 _STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
@@ -46,19 +47,7 @@ class AnthropicMessages:
         blocks: list[dict[str, Any]] = []
         if message.get("content"):
             blocks.append({"type": "text", "text": message["content"]})
-        for call in message.get("tool_calls") or []:
-            try:
-                arguments = json.loads(call["function"]["arguments"] or "{}")
-            except json.JSONDecodeError:
-                arguments = {}
-            blocks.append(
-                {
-                    "type": "tool_use",
-                    "id": call["id"],
-                    "name": call["function"]["name"],
-                    "input": arguments if isinstance(arguments, dict) else {},
-                }
-            )
+        blocks += [tool_use_block(call) for call in message.get("tool_calls") or []]
         if not blocks:
             blocks.append({"type": "text", "text": ""})
         return {
