@@ -2,8 +2,10 @@
 
 `auto` follows docs/benchmarks.md ("Engines"): on CUDA, vLLM when it is installed (batched
 kernels, tens of thousands of tokens/s where our torch sampler makes hundreds); on CPU the
-torch engine, which on two cores matches vLLM-CPU's tokens per CPU-second and starts in
-seconds where vLLM takes minutes. The same rule for `prime train` and `prime eval run`.
+torch engine, even where vLLM-CPU is installed: on two cores it makes more tokens per
+CPU-second than vLLM-CPU, trains the arithmetic recipe to the same held-out result in about
+half the CPU-seconds, and starts in seconds where vLLM takes minutes. The same rule for
+`prime train` and `prime eval run`.
 """
 
 from __future__ import annotations
