@@ -212,6 +212,17 @@ class TorchLabEngine:
             cache, logits = output_cache(out), out.logits[:, -1].float()
         return [(s, lp, d or "length") for s, lp, d in zip(seqs, logps, done, strict=True)]
 
+    @torch.no_grad()
+    def prompt_logprobs(self, name: str | None, prompt: list[int]) -> list[float]:
+        """log p(prompt[i] | prompt[:i]) for i >= 1 under adapter `name` (the base when None):
+        what `forward` computes for the same tokens (the SDK's `compute_logprobs`)."""
+        if not 1 < len(prompt) <= self.max_context:
+            raise ValueError(f"Scoring needs 2 to {self.max_context} prompt tokens.")
+        self._activate(name)
+        ids = torch.tensor([prompt], device=self.device)
+        logp = torch.log_softmax(self.model(input_ids=ids).logits[0, :-1].float(), dim=-1)
+        return [float(x) for x in logp.gather(-1, ids[0, 1:, None]).squeeze(-1)]
+
     # ------------------------------------------------------------------ checkpoints
 
     def save(self, name: str, optimizer: bool) -> bytes:
