@@ -48,6 +48,15 @@ def records(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
 
 
+def eval_run_json(tmp_path: Path, *args: str) -> tuple[dict[str, Any], Path]:
+    """`prime eval run ARGS -o out --output json` in `tmp_path`, which must succeed: what it
+    printed, and the run directory it wrote."""
+    result = prime("eval", "run", *args, "-o", "out", "--output", "json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = run_dirs(tmp_path / "out")
+    return json.loads(result.stdout), run_dir
+
+
 def hub_runs(hub_url: str, token: str, **params: Any) -> list[dict[str, Any]]:
     """One page of the runs `token` may read on the hub (`GET /api/v1/evaluations/`)."""
     answer = httpx.get(
