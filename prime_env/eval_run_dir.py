@@ -37,6 +37,17 @@ METADATA = "metadata.json"
 METADATA_SCHEMA = "prime.eval/1"
 
 
+def config_differences(command: Any, stored: Any, kept_by: str) -> list[str]:
+    """Each field of two configs (dataclasses of one kind) that differs, as a resume refusal
+    names it: `KEY: run has STORED, command has COMMAND` (`kept_by`: run, set)."""
+    mine, theirs = asdict(command), asdict(stored)
+    return [
+        f"{key}: {kept_by} has {theirs[key]!r}, command has {mine[key]!r}"
+        for key in mine
+        if mine[key] != theirs[key]
+    ]
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """What makes two runs comparable; `--resume` refuses when any of it differs.
@@ -64,12 +75,7 @@ class RunConfig:
         return [self.model]
 
     def differences(self, other: RunConfig) -> list[str]:
-        mine, theirs = asdict(self), asdict(other)
-        return [
-            f"{key}: run has {theirs[key]!r}, command has {mine[key]!r}"
-            for key in mine
-            if mine[key] != theirs[key]
-        ]
+        return config_differences(self, other, "run")
 
 
 class TrainingRef(BaseModel):

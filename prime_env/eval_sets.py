@@ -19,7 +19,7 @@ from typing import Any
 from registry_index.files import utc_now, write_json_atomic, write_lines_atomic
 
 from .errors import EvalError
-from .eval_run_dir import RESULTS, read_results
+from .eval_run_dir import RESULTS, config_differences, read_results
 
 SET_FILE = "set.json"
 SET_SCHEMA = "prime.eval_set/1"
@@ -43,12 +43,7 @@ class SetConfig:
     api: str | None = None
 
     def differences(self, other: SetConfig) -> list[str]:
-        mine, theirs = asdict(self), asdict(other)
-        return [
-            f"{key}: set has {theirs[key]!r}, command has {mine[key]!r}"
-            for key in mine
-            if mine[key] != theirs[key]
-        ]
+        return config_differences(self, other, "set")
 
 
 @dataclass

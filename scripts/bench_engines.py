@@ -4,6 +4,7 @@ vllm`) and the torch engine, interleaved, same prompts and sampling. Prints rati
     python scripts/bench_engines.py sample [--rounds 3] [--conditions quiet,busy]
     python scripts/bench_engines.py steps  [--steps 8] [--seeds 0]
     python scripts/bench_engines.py learn  [--seeds 0,1] [--sides torch,vllm,trl] [--stop-at 0.8]
+                                           [--through 8] [--give-up 16]
 
 `sample`: tokens/s and tokens per CPU-second (every process of the engine counted: the client
 and, for vLLM, its server, engine and worker processes) for two workloads: `single` (32
@@ -14,11 +15,15 @@ busy by a spinning process (`busy`, as the trainer keeps one). The vLLM server i
 (its start-up is reported on its own); the torch engine samples on one thread, as in training.
 
 `steps`: `prime train prime/arithmetic` with its recipe for N steps (no evals) through each
-engine, interleaved: CPU-seconds of the whole run, vLLM's start-up included. Target: vLLM
-within 1.5x of torch.
+engine, interleaved: CPU-seconds of the whole run (every process, vLLM's start-up included).
+Target: vLLM within 1.5x of torch.
 
-`learn`: the arithmetic recipe to held-out `correct` >= the bar with each engine and seed, TRL
-beside (scripts/bench_train.py's side): CPU-s to 0.5 and to the bar. Target: vLLM's held-out
+`learn`: `prime train prime/arithmetic` with its recipe through each engine, two seeds, TRL's
+GRPOTrainer beside (scripts/bench_train.py `trl`: one run at a time, interleaved), each run
+stopped once it has reached held-out `correct` >= the bar and been evaluated at step
+`--through`, or at `--give-up`. CPU-s (every process, vLLM's server included: `evals.jsonl`'s
+`cpu_s`) and wall-s to the bar, and held-out `correct`, CPU-s and wall-s at step `--through`.
+Targets: vLLM within 1.5x of torch's CPU-s for 8 steps, start-up included, and its held-out
 within 0.15 of torch's.
 """
 
@@ -245,8 +250,11 @@ def bench_sample(rounds: int, conditions: list[str], workloads: list[str]) -> No
 
 
 def bench_steps(steps: int, seeds: list[int]) -> None:
-    """CPU-s of N recipe steps (evals off) per engine, vLLM's start included, interleaved."""
-    from bench_train import Load, finish_ours, start_ours
+    """CPU-s of N recipe steps (evals off) per engine, vLLM's start included, interleaved:
+    the larger of wait4's (the processes reaped) and the run's own count of its live process
+    tree at its last step (`perf/cpu_s_total`). wait4 alone can miss vLLM's engine core (stopped
+    with its server's process group, not reaped by the server: docs/benchmarks.md, "Engines")."""
+    from bench_train import Load, finish_ours, rows, start_ours
 
     work = Path(tempfile.mkdtemp(prefix="bench-engines-steps-"))
     load = Load()
@@ -264,6 +272,8 @@ def bench_steps(steps: int, seeds: list[int]) -> None:
                 work / f"{engine}-{seed}.log",
             )  # fmt: skip
             run = finish_ours(f"{engine} seed {seed}", proc, work / f"{engine}-{seed}.log", started)
+            tree = [m.get("perf/cpu_s_total") or 0.0 for m in rows(run.directory, "metrics.jsonl")]
+            run.cpu_s = max([run.cpu_s, *tree])
             runs.setdefault(engine, []).append(run)
             print(f"{run.name}: {run.cpu_s:.0f} CPU-s, {run.wall_s:.0f} s wall; {load.now()}")
     torch_cpu = statistics.mean(r.cpu_s for r in runs["torch"])
@@ -276,52 +286,59 @@ def bench_steps(steps: int, seeds: list[int]) -> None:
     print(load.stop())
 
 
-def bench_learn(seeds: list[int], sides: list[str], stop_at: float) -> None:
-    """The recipe to the held-out bar, per seed: torch, vLLM and TRL interleaved."""
-    from bench_train import (
-        RECIPE,
-        Load,
-        finish_ours,
-        finish_trl,
-        recipe_settings,
-        report,
-        start_ours,
-        start_trl,
-        trl_venv,
-    )
+def bench_learn(
+    out: Path,
+    seeds: list[int],
+    sides: list[str],
+    stop_at: float,
+    through: int,
+    give_up: int,
+    threads: int,
+) -> None:
+    """The recipe to the held-out bar per engine and seed, TRL beside (bench_train's `trl`,
+    interleaved; its virtualenv kept in OUT); then each engine at step `through` and at the
+    bar, vLLM against torch."""
+    from bench_train import bench_trl
 
-    work = Path(tempfile.mkdtemp(prefix="bench-engines-learn-"))
-    load = Load()
-    runs = []
-    python = trl_venv(work) if "trl" in sides else None
-    for seed in seeds:
-        for side in sides:
-            started = time.monotonic()
-            log = work / f"{side}-{seed}.log"
-            if side == "trl":
-                assert python is not None
-                out = work / f"trl-{seed}"
-                proc = start_trl(python, recipe_settings(seed, threads=2), out)
-                runs.append(finish_trl(f"TRL seed {seed}", proc, out, started))
-            else:
-                proc = start_ours(
-                    [str(ARITHMETIC), "-c", str(RECIPE), "--backend", side, "--seed", str(seed),
-                     "-o", str(work / "out")],
-                    log,
-                )  # fmt: skip
-                runs.append(finish_ours(f"{side} seed {seed}", proc, log, started))
-            print(f"{runs[-1].name} done: {runs[-1].curve()} ({load.now()})", flush=True)
-    report(runs, load.stop())
-    final = {
-        side: statistics.mean(r.evals[-1][1] for r in runs if r.name.startswith(side) and r.evals)
-        for side in sides
-        if side != "trl"
-    }
-    if {"torch", "vllm"} <= final.keys():
-        gap = abs(final["vllm"] - final["torch"])
+    runs = bench_trl(out, seeds, threads, sides, stop_at, through=through, give_up=give_up)
+    engines = [side for side in ("torch", "vllm", "trl") if side in sides]
+    summary: dict[str, dict[str, float]] = {}
+    for side in engines:
+        mine = [r for r in runs if r.name.split()[0].lower() == side]
+        at = [(r.name, r.at_step(through)) for r in mine]
+        for name, found in at:
+            if found is None:
+                print(f"{name}: no eval at step {through}")
+        held = [f for _, f in at if f is not None]
+        to_bar = [r.cpu_to(stop_at) for r in mine]
+        walls_to_bar = [r.wall_to(stop_at) for r in mine]
         print(
-            f"final held-out correct: vLLM {final['vllm']:.2f}, torch {final['torch']:.2f}: gap "
-            f"{gap:.2f} (target <= 0.15: {'met' if gap <= 0.15 else 'missed'}); bar {stop_at}"
+            f"{side}: at step {through}: held-out "
+            + ", ".join(f"{c:.2f}" for c, _, _ in held)
+            + "; CPU-s "
+            + ", ".join(f"{cpu:.0f}" for _, cpu, _ in held)
+            + "; wall-s "
+            + ", ".join(f"{w:.0f}" if w is not None else "?" for _, _, w in held)
+            + f" | to >= {stop_at}: CPU-s "
+            + ", ".join(f"{c:.0f}" if c is not None else "never" for c in to_bar)
+            + ", wall-s "
+            + ", ".join(f"{w:.0f}" if w is not None else "never" for w in walls_to_bar)
+        )
+        if held:
+            summary[side] = {
+                "correct": statistics.mean(c for c, _, _ in held),
+                "cpu_s": statistics.mean(cpu for _, cpu, _ in held),
+            }
+    if {"torch", "vllm"} <= summary.keys():
+        torch_, vllm = summary["torch"], summary["vllm"]
+        ratio = vllm["cpu_s"] / torch_["cpu_s"]
+        gap = abs(vllm["correct"] - torch_["correct"])
+        print(
+            f"{through} steps (mean over seeds): vLLM {vllm['cpu_s']:.0f} CPU-s, torch "
+            f"{torch_['cpu_s']:.0f}: {ratio:.2f}x (target <= 1.5x: "
+            f"{'met' if ratio <= 1.5 else 'missed'}); held-out vLLM {vllm['correct']:.2f}, "
+            f"torch {torch_['correct']:.2f}: gap {gap:.2f} (target <= 0.15: "
+            f"{'met' if gap <= 0.15 else 'missed'})"
         )
 
 
@@ -347,13 +364,26 @@ def main() -> None:
     learn.add_argument("--seeds", default="0,1")
     learn.add_argument("--sides", default="torch,vllm,trl")
     learn.add_argument("--stop-at", type=float, default=0.8)
+    learn.add_argument("--through", type=int, default=8, help="keep a run to its eval here")
+    learn.add_argument("--give-up", type=int, default=16, help="stop a run here, bar or not")
+    learn.add_argument("--trl-threads", type=int, default=1)
+    learn.add_argument("--out", type=Path, default=Path("outputs/bench-engines"))
     args = parser.parse_args()
     if args.what == "sample":
         bench_sample(args.rounds, args.conditions.split(","), args.workloads.split(","))
     elif args.what == "steps":
         bench_steps(args.steps, [int(s) for s in args.seeds.split(",")])
     else:
-        bench_learn([int(s) for s in args.seeds.split(",")], args.sides.split(","), args.stop_at)
+        seeds = [int(s) for s in args.seeds.split(",")]
+        bench_learn(
+            args.out.resolve(),
+            seeds,
+            args.sides.split(","),
+            args.stop_at,
+            args.through,
+            args.give_up,
+            args.trl_threads,
+        )
 
 
 if __name__ == "__main__":

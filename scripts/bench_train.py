@@ -16,10 +16,11 @@ problems). Prints greedy held-out `correct` at every eval, CPU-s of the run's pr
 peak RSS, the load meanwhile, and the bars: the last two evals >= step 0 + 0.5 within
 2,400 CPU-s and 8 GB, <= 2% of training rollouts copying the prompt's example, cores busy.
 
-`trl`: per seed, ours (as `learn`) and TRL 1.16's GRPOTrainer (scripts/bench_train_trl.py,
-in a virtualenv of the bench's own) on the recipe's settings, one run at a time, interleaved
-(ours seed 0, TRL seed 0, ours seed 1, …): CPU-s to held-out 0.5 and 0.8 for both, and ours'
-bars. `ablate`: recipe variants, two at a time.
+`trl`: per seed, ours (as `learn`; `--sides torch,vllm,trl` through each engine instead) and
+TRL 1.16's GRPOTrainer (scripts/bench_train_trl.py, in a virtualenv of the bench's own) on the
+recipe's settings, one run at a time, interleaved (ours seed 0, TRL seed 0, TRL seed 1, ours
+seed 1, …): CPU-s to held-out 0.5 and 0.8 for each, and ours' bars; scripts/bench_engines.py
+`learn` is this with the engines. `ablate`: recipe variants, two at a time.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -174,9 +175,20 @@ class Run:
     peak_rss_gb: float
     directory: Path
     notes: str = ""
+    walls: list[float] = field(default_factory=list)  # wall-s since the start, at each eval
 
     def cpu_to(self, bar: float) -> float | None:
         return next((cpu for _, correct, cpu in self.evals if correct >= bar), None)
+
+    def wall_to(self, bar: float) -> float | None:
+        return next((w for (_, c, _), w in zip(self.evals, self.walls) if c >= bar), None)
+
+    def at_step(self, step: int) -> tuple[float, float, float | None] | None:
+        """(held-out correct, CPU-s, wall-s) at the eval of `step`; None if there was none."""
+        for i, (at, correct, cpu) in enumerate(self.evals):
+            if at == step:
+                return correct, cpu, self.walls[i] if i < len(self.walls) else None
+        return None
 
     def curve(self) -> str:
         return ", ".join(f"{step}: {correct:.2f}" for step, correct, _ in self.evals)
@@ -213,22 +225,25 @@ def finish_ours(name: str, process: subprocess.Popen[str], log: Path, started: f
         answer = {}
     if process.returncode not in (0, 143) and not answer.get("run_dir"):
         sys.exit(f"prime train failed (exit {process.returncode}):\n{log.read_text()[-3000:]}")
-    run = read_run(name, Path(answer["run_dir"]), cpu, time.monotonic() - started, rss)
+    wall = time.monotonic() - started
+    run = read_run(name, Path(answer["run_dir"]), cpu, wall, rss, started_at=time.time() - wall)
     if process.returncode not in (0, 143):
         run.notes = f"stopped itself (exit {process.returncode}): {answer.get('error')}"
     return run
 
 
-def read_run(name: str, run: Path, cpu: float, wall: float, rss_gb: float) -> Run:
-    """One of our finished runs from its directory: the held-out curve of `evals.jsonl`, the
+def read_run(
+    name: str, run: Path, cpu: float, wall: float, rss_gb: float, started_at: float | None = None
+) -> Run:
+    """One of our finished runs from its directory: the held-out curve of `evals.jsonl` (with
+    each eval's wall-s since `started_at`, the epoch second the run was started, if given), the
     peak RSS the larger of `rss_gb` and the trainer's own (`metrics.jsonl`)."""
-    evals = [
-        (int(e["policy"]), float(e["eval/correct"]), float(e["cpu_s"]))
-        for e in rows(run, "evals.jsonl")
-    ]
+    found = rows(run, "evals.jsonl")
+    evals = [(int(e["policy"]), float(e["eval/correct"]), float(e["cpu_s"])) for e in found]
+    walls = [float(e["time"]) - started_at for e in found] if started_at is not None else []
     metrics = rows(run, "metrics.jsonl")
     trainer_rss = max((m.get("trainer/peak_rss_mb") or 0.0 for m in metrics), default=0.0)
-    return Run(name, evals, cpu, wall, max(rss_gb, trainer_rss / 1024), run)
+    return Run(name, evals, cpu, wall, max(rss_gb, trainer_rss / 1024), run, walls=walls)
 
 
 def trl_venv(work: Path) -> Path:
@@ -297,19 +312,23 @@ def finish_trl(
         sys.exit(
             f"TRL failed (exit {process.returncode}):\n{(out / 'trl.log').read_text()[-3000:]}"
         )
-    evals = [
-        (int(e["step"]), float(e["correct"]), float(e["cpu_s"])) for e in rows(out, "evals.jsonl")
-    ]
-    return Run(name, evals, cpu, time.monotonic() - started, rss, out)
+    found = rows(out, "evals.jsonl")
+    evals = [(int(e["step"]), float(e["correct"]), float(e["cpu_s"])) for e in found]
+    wall = time.monotonic() - started
+    started_at = time.time() - wall
+    walls = [float(e["time"]) - started_at for e in found]
+    return Run(name, evals, cpu, wall, rss, out, walls=walls)
 
 
 def report(runs: list[Run], load: str) -> None:
     for run in runs:
-        to5, to8 = run.cpu_to(0.5), run.cpu_to(0.8)
+        to5, to8, wall8 = run.cpu_to(0.5), run.cpu_to(0.8), run.wall_to(0.8)
         print(
             f"{run.name}: held-out correct by step {{{run.curve()}}}\n"
             f"      CPU-s to >= 0.5: {to5 if to5 is not None else 'never'}, to >= 0.8: "
-            f"{to8 if to8 is not None else 'never'}; {run.cpu_s:.0f} CPU-s in all, "
+            f"{to8 if to8 is not None else 'never'}"
+            + (f" ({wall8:.0f} s wall)" if wall8 is not None else "")
+            + f"; {run.cpu_s:.0f} CPU-s in all, "
             f"{run.wall_s:.0f} s wall, peak RSS {run.peak_rss_gb:.2f} GB; {run.directory}"
             + (f"\n      {run.notes}" if run.notes else "")
         )
@@ -435,22 +454,33 @@ def bench_ablate(out: Path, names: list[str], seed: int, stop_at: float | None) 
         print(f"{run.name}: {cores_busy(run.directory)}")
 
 
-def our_scores(log: Path) -> list[float]:
-    """Held-out `correct` so far of the run `start_ours` named after LOG."""
+def our_scores(log: Path) -> list[tuple[int, float]]:
+    """(step, held-out `correct`) so far of the run `start_ours` named after LOG."""
     found = list(log.parent.glob(f"train/*/{log.stem}-*/evals.jsonl"))
-    return [float(e.get("eval/correct", 0.0)) for f in found for e in rows(f.parent, f.name)]
+    return [
+        (int(e["policy"]), float(e.get("eval/correct", 0.0)))
+        for f in found
+        for e in rows(f.parent, f.name)
+    ]
 
 
-def trl_scores(out: Path) -> list[float]:
-    """Held-out `correct` so far of the TRL run writing to OUT."""
-    return [float(e["correct"]) for e in rows(out, "evals.jsonl")]
+def trl_scores(out: Path) -> list[tuple[int, float]]:
+    """(step, held-out `correct`) so far of the TRL run writing to OUT."""
+    return [(int(e["step"]), float(e["correct"])) for e in rows(out, "evals.jsonl")]
+
+
+Scores = Callable[[], list[tuple[int, float]]]
 
 
 def stop_when_reached(
-    going: Mapping[str, tuple[subprocess.Popen[str], Callable[[], list[float]]]], bar: float
+    going: Mapping[str, tuple[subprocess.Popen[str], Scores]],
+    bar: float,
+    through: int = 0,
+    give_up: int | None = None,
 ) -> set[str]:
-    """SIGTERM each run once an eval reaches `bar` (its CPU-s to the bar are then known);
-    returns the names of those stopped."""
+    """SIGTERM each run once an eval reaches `bar` and one has been taken at step `through`
+    or later (its CPU-s to the bar, and its held-out at `through`, are then known), or once
+    one has been taken at step `give_up` or later; returns the names of those stopped."""
     import signal
 
     live, stopped = dict(going), set()
@@ -459,7 +489,11 @@ def stop_when_reached(
         for name, (process, scores) in list(live.items()):
             if not alive(process):
                 del live[name]
-            elif any(c >= bar for c in scores()):
+                continue
+            found = scores()
+            last = max((step for step, _ in found), default=-1)
+            reached = any(c >= bar for _, c in found) and last >= through
+            if reached or (give_up is not None and last >= give_up):
                 process.send_signal(signal.SIGTERM)
                 stopped.add(name)
                 del live[name]
@@ -471,6 +505,10 @@ def alive(process: subprocess.Popen[str]) -> bool:
     return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
 
 
+OURS = ("ours", "torch", "vllm")
+"""Our sides of `trl`: `prime train` as shipped (`--backend auto`), or through that engine."""
+
+
 def bench_trl(
     out: Path,
     seeds: list[int],
@@ -478,33 +516,39 @@ def bench_trl(
     sides: list[str],
     stop_at: float | None,
     variant: str = "recipe",
-) -> None:
-    """Ours (the recipe, as `prime train prime/arithmetic` runs it, or one of ABLATIONS) and
-    TRL's GRPOTrainer on the same settings, one run at a time, interleaved (ours seed 0, TRL
-    seed 0, ours seed 1, …): CPU-s to held-out correct >= 0.5 and 0.8. `stop_at` stops each
-    run at that score."""
+    through: int = 0,
+    give_up: int | None = None,
+) -> list[Run]:
+    """Ours (the recipe, as `prime train prime/arithmetic` runs it, or one of ABLATIONS; on
+    the engine a side of OURS names) and TRL's GRPOTrainer on the same settings, one run at a
+    time, interleaved, the order reversed every other seed (ours seed 0, TRL seed 0, TRL seed
+    1, ours seed 1, …): CPU-s to held-out correct >= 0.5 and 0.8. `stop_at` stops each run
+    at that score once it has an eval at step `through` (stop_when_reached), or at its eval
+    of step `give_up`."""
     out.mkdir(parents=True, exist_ok=True)
     python = trl_venv(out) if "trl" in sides else None
+    bar = stop_at if stop_at is not None else 2.0  # 2.0: never reached, the run goes to its end
     load = Load()
     runs: list[Run] = []
-    for seed in seeds:
-        for side in sides:
+    for i, seed in enumerate(seeds):
+        for side in sides if i % 2 == 0 else sides[::-1]:
             started = time.monotonic()
-            if side == "ours":
-                log = out / f"ours-{variant}-s{seed}.log"
+            if side in OURS:
+                log = out / f"{side}-{variant}-s{seed}.log"
                 flags = ["-o", str(out), "--seed", str(seed), *ABLATIONS[variant]]
+                if side != "ours":
+                    flags += ["--backend", side]
                 ours = start_ours([str(ARITHMETIC), *flags], log)
-                if stop_at is not None:
-                    stop_when_reached({side: (ours, partial(our_scores, log))}, stop_at)
-                runs.append(finish_ours(f"ours seed {seed}", ours, log, started))
+                scores = partial(our_scores, log)
+                stop_when_reached({side: (ours, scores)}, bar, through, give_up)
+                runs.append(finish_ours(f"{side} seed {seed}", ours, log, started))
             else:
                 assert python is not None
                 trl_out = out / f"trl-s{seed}"
                 shutil.rmtree(trl_out, ignore_errors=True)
                 trl = start_trl(python, recipe_settings(seed, threads), trl_out)
-                stopped = stop_when_reached(
-                    {side: (trl, partial(trl_scores, trl_out))}, stop_at if stop_at else 2.0
-                )
+                scores = partial(trl_scores, trl_out)
+                stopped = stop_when_reached({side: (trl, scores)}, bar, through, give_up)
                 runs.append(finish_trl(f"TRL seed {seed}", trl, trl_out, started, bool(stopped)))
             print(f"{runs[-1].name} done {time.strftime('%H:%M:%S')}, {load.now()}", flush=True)
     report(runs, load.stop())
@@ -512,16 +556,16 @@ def bench_trl(
         line = []
         for seed in seeds:
             pair = {r.name.split()[0]: r for r in runs if r.name.endswith(f"seed {seed}")}
-            if len(pair) < 2:
-                continue
-            a, b = pair["ours"].cpu_to(bar), pair["TRL"].cpu_to(bar)
-            ratio = f"{a / b:.2f}x" if a is not None and b is not None else "n/a"
-            line.append(f"seed {seed}: ours {a} vs TRL {b} ({ratio})")
+            for side in (s for s in OURS if s in pair and "TRL" in pair):
+                a, b = pair[side].cpu_to(bar), pair["TRL"].cpu_to(bar)
+                ratio = f"{a / b:.2f}x" if a is not None and b is not None else "n/a"
+                line.append(f"seed {seed}: {side} {a} vs TRL {b} ({ratio})")
         if line:
             print(f"CPU-s to held-out >= {bar}: " + "; ".join(line))
     for run in runs:
-        if run.name.startswith("ours"):
+        if run.name.split()[0] in OURS:
             bars(run)
+    return runs
 
 
 def main() -> None:
@@ -542,7 +586,9 @@ def main() -> None:
         "--variant", default="recipe", choices=ABLATIONS, help="trl: ours as this ablation"
     )
     parser.add_argument("--seed", type=int, default=0, help="ablate: the seed")
-    parser.add_argument("--sides", default="ours,trl", help="trl: which runs per seed, in order")
+    parser.add_argument(
+        "--sides", default="ours,trl", help="trl: which runs per seed (ours, torch, vllm, trl)"
+    )
     parser.add_argument(
         "--stop-at", type=float, help="ablate, trl: stop a run at this held-out score"
     )
@@ -557,8 +603,10 @@ def main() -> None:
     elif args.which == "trl":
         seeds = [int(s) for s in args.seeds.split(",")]
         sides = args.sides.split(",")
-        if not set(sides) <= {"ours", "trl"}:
-            sys.exit(f"--sides takes ours and/or trl, comma-separated; got {args.sides!r}")
+        if not set(sides) <= {*OURS, "trl"}:
+            sys.exit(
+                f"--sides takes {', '.join(OURS)} and trl, comma-separated; got {args.sides!r}"
+            )
         bench_trl(args.out.resolve(), seeds, args.trl_threads, sides, args.stop_at, args.variant)
     else:
         bench_ablate(args.out.resolve(), args.variants.split(","), args.seed, args.stop_at)

@@ -188,24 +188,36 @@ async def train_and_probe(
     return load_s
 
 
+async def step0_then_train(
+    backend: InferenceBackend,
+    model: ModelConfig,
+    run_dir: Path,
+    args: argparse.Namespace,
+    label: str,
+) -> list[float]:
+    """Check the step-0 mismatch of `backend`'s samples (reported as LABEL's), then train,
+    publish and probe `--versions` policies: each publish's load seconds."""
+    replies = await sample(backend, 1.0)
+    trainer = make_trainer(run_dir, model, args.versions)
+    trainer.publish(0)
+    mean_kl, max_delta = step0_mismatch(trainer, replies, 1.0)
+    check(
+        f"{label} step-0 mismatch",
+        mean_kl <= KL_BAR,
+        f"mean k3 {mean_kl:.2e}, max |Δ| {max_delta:.2e}",
+    )
+    return await train_and_probe(
+        trainer, backend, as_samples(replies, 1.0), args.versions, args.probe_tol
+    )
+
+
 async def torch_half(args: argparse.Namespace, work: Path) -> None:
     from trainer_bridge.inference.torch_backend import TorchBackend
 
     model_dir = random_smollm2(work / "random-smollm2", args.tiny)
     model = ModelConfig(name=str(model_dir), device=args.device)
     backend = TorchBackend(model)
-    replies = await sample(backend, 1.0)
-    trainer = make_trainer(work / "torch-run", model, args.versions)
-    trainer.publish(0)
-    mean_kl, max_delta = step0_mismatch(trainer, replies, 1.0)
-    check(
-        "torch step-0 mismatch",
-        mean_kl <= KL_BAR,
-        f"mean k3 {mean_kl:.2e}, max |Δ| {max_delta:.2e}",
-    )
-    load_s = await train_and_probe(
-        trainer, backend, as_samples(replies, 1.0), args.versions, args.probe_tol
-    )
+    load_s = await step0_then_train(backend, model, work / "torch-run", args, "torch")
     print(f"torch publish p50 {statistics.median(load_s):.3f} s", flush=True)
     if torch.cuda.is_available():
         print(f"peak CUDA memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB", flush=True)
@@ -241,18 +253,7 @@ async def vllm_half(args: argparse.Namespace, work: Path) -> None:
                 raise RuntimeError(f"vllm serve exited {server.returncode}; see {log}")
 
         await backend.wait_ready(420, alive)
-        replies = await sample(backend, 1.0)
-        trainer = make_trainer(work / "vllm-run", model, args.versions)
-        trainer.publish(0)
-        mean_kl, max_delta = step0_mismatch(trainer, replies, 1.0)
-        check(
-            "vLLM bf16 step-0 mismatch",
-            mean_kl <= KL_BAR,
-            f"mean k3 {mean_kl:.2e}, max |Δ| {max_delta:.2e}",
-        )
-        load_s = await train_and_probe(
-            trainer, backend, as_samples(replies, 1.0), args.versions, args.probe_tol
-        )
+        load_s = await step0_then_train(backend, model, work / "vllm-run", args, "vLLM bf16")
         p50 = statistics.median(load_s)
         check("adapter load p50", p50 <= LOAD_P50_BAR_S, f"{p50:.3f} s over {len(load_s)} loads")
         loaded = len(backend.served_versions())

@@ -1,19 +1,22 @@
 """The declared floors are tested: in .venv/floors (scripts/floors_venv.sh: the lowest versions
 sdk/pyproject.toml and pyproject.toml allow for transformers, peft, accelerate, gguf, numpy,
 torch at this machine's one CPU wheel), the trainer/sampler tests that touch transformers' API
-pass, one trainer step among them.
+pass, and so does `prime train builtin_envs/arithmetic --max-steps 1`.
 
 The transformers floor is 5.17, the version a GPU image trained with (and died with at step 0
 before `local_model.transformers_compat`): this module is also that release's test. A small
-selection runs, not the suite twice: the prefix-sharing gradient test (the cache's name), one
-LoRA trainer step in process (step 0 against the sampler, the broadcast), the decode step, the
-conversion of the shipped GGUF (its special tokens), the torch backend. `prime train` itself
-is not run here (3-13 minutes on two cores): its pieces at the floors are these tests, and the
-CLI around them does not touch the model stack.
+selection of tests runs, not the suite twice: the prefix-sharing gradient test (the cache's
+name), one LoRA trainer step in process (step 0 against the sampler, the broadcast), the decode
+step, the conversion of the shipped GGUF (its special tokens), the torch backend. Then the CLI
+itself, as the GPU image ran it, shrunk by its own flags to one step of 2 groups x 4 rollouts
+kept whatever their rewards (so the trainer always runs its forward and backward) and a 2-problem
+eval at the end (its time: docs/benchmarks.md, "Engines").
 """
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import tomllib
 from pathlib import Path
@@ -108,3 +111,31 @@ def test_the_trainer_and_sampler_tests_pass_at_the_floors(floors_python: Path) -
         timeout=1200,
     )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+
+
+def test_prime_train_runs_a_step_at_the_floors(floors_python: Path, tmp_path: Path) -> None:
+    """The GPU image's failure (step 0's shared-prefix forward reading a cache name 5.17 lacks)
+    as a user meets it: `prime train` from the repository root, its settings in `tmp_path`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_")}
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")  # the user's `prime` settings untouched
+    run = subprocess.run(
+        [
+            str(floors_python.with_name("prime")), "train", "builtin_envs/arithmetic",
+            "--max-steps", "1", "-o", str(tmp_path / "out"), "--output", "json",
+            "--monitors.live", "false",
+            "--orchestrator.batch-size", "8", "--orchestrator.rollouts-per-example", "4",
+            "--orchestrator.filter-zero-advantages", "false",
+            "--orchestrator.eval.at-start", "false", "--orchestrator.eval.num-examples", "2",
+        ],
+        cwd=ROOT, env=env, check=False, capture_output=True, text=True, timeout=540,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    answer = json.loads(run.stdout)
+    assert (answer["status"], answer["steps"]) == ("completed", 1)
+    directory = Path(answer["run_dir"])
+    assert (directory / "checkpoints" / "step_1" / "STABLE").is_file()
+    [step] = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
+    assert step["step"] == 0 and step["errors/total"] == 0
+    assert step["trainer/samples"] == 8 and step["trainer/loss_tokens"] > 0
+    [held_out] = answer["outcome"]["held_out"]
+    assert held_out["step"] == 1

@@ -30,7 +30,7 @@ from hub_server.registry.metadata import file_metadata
 from hub_server.registry.models import DistFile, Environment
 from hub_server.registry.views import summaries, version_infos
 from hub_server.web.charts import leaderboard_svg
-from hub_server.web.pages import page
+from hub_server.web.pages import not_found_page, page
 from hub_server.web.readme import MetadataCache, VersionMetadata
 from hub_server.web.session import WebPrincipalDep
 from registry_index.env_args import EnvSignature, read_env_signature
@@ -104,14 +104,18 @@ def _render(
     hub: HubDep,
     session: Session,
     principal: Any,
-    own: Owner,
-    env: Environment,
+    owner: str,
+    name: str,
     chosen: str | None,
     *,
     board_version: str | None,
     first_party: bool,
     verified_only: bool,
 ) -> Response:
+    try:
+        own, env = _readable(session, principal, owner, name)
+    except HubError as exc:
+        return not_found_page(request, exc.message)
     base = public_base(request, hub)
     (summary,) = summaries(session, [(env, own)])
     versions = version_infos(session, base, own, env)
@@ -122,12 +126,7 @@ def _render(
         else next((v for v in versions if v.semantic_version == chosen), None)
     )
     if chosen is not None and shown is None:
-        return page(
-            request,
-            "not_found.html",
-            status_code=404,
-            message=f"{own.name}/{env.name} has no version {chosen!r}.",
-        )
+        return not_found_page(request, f"{own.name}/{env.name} has no version {chosen!r}.")
     wheel = registry_service.wheel_of(session, shown.id) if shown else None
     signature, recipes = _wheel_facts(hub.store, wheel)
     rows = leaderboard(
@@ -176,12 +175,8 @@ def environment_page(
 ) -> Response:  # fmt: skip
     if name == "simple":
         return RedirectResponse(f"/{owner}/simple/", status_code=301)
-    try:
-        own, env = _readable(session, principal, owner, name)
-    except HubError as exc:
-        return page(request, "not_found.html", status_code=404, message=exc.message)
     return _render(
-        request, hub, session, principal, own, env, None,
+        request, hub, session, principal, owner, name, None,
         board_version=board_version or None, first_party=first_party,
         verified_only=verified_only,
     )  # fmt: skip
@@ -197,11 +192,7 @@ def version_page(
         # `/{owner}/files/v/{filename}` is a download from a project named "v"; this router
         # is matched before the index's, so hand the request to the index route.
         return index_routes.download(owner, "v", version, request, hub, session, principal)
-    try:
-        own, env = _readable(session, principal, owner, name)
-    except HubError as exc:
-        return page(request, "not_found.html", status_code=404, message=exc.message)
     return _render(
-        request, hub, session, principal, own, env, version,
+        request, hub, session, principal, owner, name, version,
         board_version=version, first_party=first_party, verified_only=verified_only,
     )  # fmt: skip

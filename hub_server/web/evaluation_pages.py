@@ -36,7 +36,7 @@ from hub_server.http.deps import HubDep, SessionDep
 from hub_server.index import api as index_routes
 from hub_server.registry.models import Environment
 from hub_server.web.charts import histogram_svg
-from hub_server.web.pages import page
+from hub_server.web.pages import not_found_page, page
 from hub_server.web.sample_view import sample_view
 from hub_server.web.session import WebPrincipalDep
 from registry_index.bounds import MAX_STORED_INT
@@ -139,7 +139,7 @@ def evaluation_page(
     try:
         own, env, evaluation = _run(session, principal, owner, name, evaluation_id)
     except HubError as exc:
-        return page(request, "not_found.html", status_code=404, message=exc.message)
+        return not_found_page(request, exc.message)
     wanted, filters, pager_query = sample_query(reward_min, reward_max, error, stop, example)
     shown = page_of_samples(session, hub.store, evaluation, wanted, page_number, SAMPLES_PER_PAGE)
     pages = max(1, math.ceil(shown.total / SAMPLES_PER_PAGE))
@@ -224,7 +224,7 @@ def compare_runs(
         own, env, first = _run(session, principal, owner, name, a)
         _, _, second = _run(session, principal, owner, name, b)
     except HubError as exc:
-        return page(request, "not_found.html", status_code=404, message=exc.message)
+        return not_found_page(request, exc.message)
     for run in (first, second):
         ensure_indexed(session, hub.store, run)
     examples, total = example_indexes(

@@ -30,7 +30,7 @@ from hub_server.registry.models import Environment
 from hub_server.registry.views import summaries
 from hub_server.search.service import EnvironmentQuery, SortField, search_environments
 from hub_server.web.environment_pages import RESERVED_FIRST_SEGMENTS
-from hub_server.web.pages import page
+from hub_server.web.pages import not_found_page, page
 from hub_server.web.render import STATIC_DIR
 from hub_server.web.session import WebPrincipalDep
 
@@ -54,10 +54,6 @@ def static_file(filename: str) -> FileResponse:
 
 def _page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
     return page(request, template, status_code=status_code, **context)
-
-
-def _not_found(request: Request, message: str) -> HTMLResponse:
-    return _page(request, "not_found.html", status_code=404, message=message)
 
 
 def _cards(session: Session, pairs: list[tuple[Environment, Owner]]) -> list[dict[str, Any]]:
@@ -172,7 +168,7 @@ def owner_page(
 ) -> HTMLResponse:
     found = None if owner in RESERVED_FIRST_SEGMENTS else find_owner(session, owner)
     if found is None:
-        return _not_found(request, f"There is no user or organisation named {owner!r}.")
+        return not_found_page(request, f"There is no user or organisation named {owner!r}.")
     return _listing(
         request,
         session,

@@ -31,3 +31,8 @@ def page(request: Request, template: str, status_code: int = 200, **context: Any
     remember_csrf(request, response, request.app.state.hub)
     response.headers.setdefault("Cache-Control", "private, no-cache")
     return response
+
+
+def not_found_page(request: Request, message: str) -> HTMLResponse:
+    """The 404 page, saying what was not found."""
+    return page(request, "not_found.html", status_code=404, message=message)

@@ -11,12 +11,8 @@ from typing import Any
 import anthropic
 
 from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec
-from prime_env.clients.retry import (
-    Failure,
-    classify_common,
-    status_failure,
-)
-from prime_env.clients.sdk_client import SDKClient
+from prime_env.clients.retry import Failure
+from prime_env.clients.sdk_client import SDKClient, classify_sdk_error
 from prime_env.clients.wire import from_anthropic, to_anthropic, to_anthropic_tools
 
 DEFAULT_MAX_TOKENS = 4096
@@ -25,18 +21,7 @@ DEFAULT_MAX_TOKENS = 4096
 
 def classify(exc: BaseException) -> Failure:
     """Map anthropic SDK exceptions onto the shared failure classes."""
-    common = classify_common(exc)
-    if common is not None:
-        return common
-    if isinstance(exc, anthropic.APITimeoutError):
-        return Failure("timeout", "the request timed out", retryable=True)
-    if isinstance(exc, anthropic.APIConnectionError):
-        return Failure("connection_error", f"connection failed: {exc}", retryable=True)
-    if isinstance(exc, anthropic.APIStatusError):
-        return status_failure(exc.status_code, exc.message, exc.response.headers.get("retry-after"))
-    if isinstance(exc, anthropic.APIResponseValidationError):
-        return Failure("malformed_response", str(exc), retryable=True)
-    return Failure(type(exc).__name__, str(exc), retryable=False)
+    return classify_sdk_error(exc, anthropic)
 
 
 class AnthropicClient(SDKClient):

@@ -13,33 +13,19 @@ import aiohttp
 import openai
 
 from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec
-from prime_env.clients.retry import (
-    Failure,
-    classify_common,
-    status_failure,
-)
-from prime_env.clients.sdk_client import SDKClient
+from prime_env.clients.retry import Failure
+from prime_env.clients.sdk_client import SDKClient, classify_sdk_error
 from prime_env.clients.transport.prepared_post import PreparedPost
 from prime_env.clients.wire import from_openai, from_openai_stream
 
 
 def classify(exc: BaseException) -> Failure:
     """Map openai SDK exceptions onto the shared failure classes."""
-    common = classify_common(exc)
-    if common is not None:
-        return common
     if isinstance(exc, openai.APITimeoutError):
         dropped = _connection_cause(exc)
         if dropped is not None:
             return Failure("connection_error", f"connection failed: {dropped}", retryable=True)
-        return Failure("timeout", "the request timed out", retryable=True)
-    if isinstance(exc, openai.APIConnectionError):
-        return Failure("connection_error", f"connection failed: {exc}", retryable=True)
-    if isinstance(exc, openai.APIStatusError):
-        return status_failure(exc.status_code, exc.message, exc.response.headers.get("retry-after"))
-    if isinstance(exc, openai.APIResponseValidationError):
-        return Failure("malformed_response", str(exc), retryable=True)
-    return Failure(type(exc).__name__, str(exc), retryable=False)
+    return classify_sdk_error(exc, openai)
 
 
 def _connection_cause(exc: BaseException) -> BaseException | None:

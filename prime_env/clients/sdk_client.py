@@ -8,6 +8,7 @@ onto the shared failure classes, the request body, and one attempt (`wire` conve
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from types import ModuleType
 from typing import Any
 
 from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec
@@ -16,9 +17,28 @@ from prime_env.clients.retry import (
     Failure,
     RetryPolicy,
     call_with_retries,
+    classify_common,
     limiter_for,
     redact,
+    status_failure,
 )
+
+
+def classify_sdk_error(exc: BaseException, sdk: ModuleType) -> Failure:
+    """Map an exception of `sdk` (openai or anthropic: their SDKs are generated alike and name
+    their exceptions alike) onto the shared failure classes."""
+    common = classify_common(exc)
+    if common is not None:
+        return common
+    if isinstance(exc, sdk.APITimeoutError):
+        return Failure("timeout", "the request timed out", retryable=True)
+    if isinstance(exc, sdk.APIConnectionError):
+        return Failure("connection_error", f"connection failed: {exc}", retryable=True)
+    if isinstance(exc, sdk.APIStatusError):
+        return status_failure(exc.status_code, exc.message, exc.response.headers.get("retry-after"))
+    if isinstance(exc, sdk.APIResponseValidationError):
+        return Failure("malformed_response", str(exc), retryable=True)
+    return Failure(type(exc).__name__, str(exc), retryable=False)
 
 
 class SDKClient(ABC):

@@ -190,19 +190,7 @@ def to_anthropic(messages: list[Message]) -> tuple[str | None, list[dict[str, An
         elif role == "assistant":
             text = _text_of(message.get("content"))
             blocks = [{"type": "text", "text": text}] if text else []
-            for call in message.get("tool_calls") or []:
-                try:
-                    args = json.loads(call["function"]["arguments"] or "{}")
-                except json.JSONDecodeError:
-                    args = {}
-                blocks.append(
-                    {
-                        "type": "tool_use",
-                        "id": call["id"],
-                        "name": call["function"]["name"],
-                        "input": args,
-                    }
-                )
+            blocks += [tool_use_block(call) for call in message.get("tool_calls") or []]
         else:
             blocks = _user_blocks(message.get("content"))
         if turns and turns[-1]["role"] == role:
@@ -210,6 +198,21 @@ def to_anthropic(messages: list[Message]) -> tuple[str | None, list[dict[str, An
         else:
             turns.append({"role": role, "content": blocks})
     return ("\n\n".join(system) if system else None), turns
+
+
+def tool_use_block(call: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI-style tool call as an Anthropic `tool_use` block; its input is the arguments'
+    JSON object ({} when they are not one: the API takes nothing else)."""
+    try:
+        arguments = json.loads(call["function"]["arguments"] or "{}")
+    except json.JSONDecodeError:
+        arguments = {}
+    return {
+        "type": "tool_use",
+        "id": call["id"],
+        "name": call["function"]["name"],
+        "input": arguments if isinstance(arguments, dict) else {},
+    }
 
 
 def to_anthropic_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from prime_env import ChatResponse, SamplingArgs, Usage
+from prime_env import ChatResponse, Environment, SamplingArgs, Usage, run_rollouts, summarize
 
 Message = dict[str, Any]
 Reply = str | Message
@@ -69,3 +69,8 @@ def tool_call(name: str, call_id: str, **arguments: Any) -> Message:
             }
         ],
     }
+
+
+async def mean_reward(env: Environment, policy: Policy, n: int) -> float | None:
+    """The mean reward of `policy` on `env`'s first `n` tasks, one rollout each."""
+    return summarize(await run_rollouts(env, PolicyClient(policy), n=n)).reward_mean

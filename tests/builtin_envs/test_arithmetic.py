@@ -9,9 +9,9 @@ import pytest
 from arithmetic import LEVELS, generate, load_environment, shortest_correct
 from arithmetic.reference import evaluate
 
-from prime_env import run_rollouts, summarize
+from prime_env import run_rollouts
 from prime_env.reference_check import validate_reference
-from tests.builtin_envs.policy import PolicyClient
+from tests.builtin_envs.policy import PolicyClient, mean_reward
 
 
 def _reference_value(expression: str) -> int:
@@ -95,12 +95,8 @@ async def test_verbose_correct_answers_lose_the_group_bonus() -> None:
 async def test_guessing_and_empty_policies_score_low() -> None:
     env = load_environment(difficulty=3, num_eval_examples=40)
     rng = random.Random(0)
-    guess = await run_rollouts(
-        env, PolicyClient(lambda m: f"\\boxed{{{rng.randint(-100, 1000)}}}"), n=40
-    )
-    empty = await run_rollouts(env, PolicyClient(lambda m: ""), n=40)
-    assert summarize(guess).reward_mean < 0.1
-    assert summarize(empty).reward_mean == 0.0
+    assert await mean_reward(env, lambda m: f"\\boxed{{{rng.randint(-100, 1000)}}}", 40) < 0.1
+    assert await mean_reward(env, lambda m: "", 40) == 0.0
 
 
 def test_bad_arguments_are_rejected_clearly() -> None:

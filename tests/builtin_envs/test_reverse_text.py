@@ -7,9 +7,8 @@ import random
 import pytest
 from reverse_text import lcs_ratio, load_environment
 
-from prime_env import run_rollouts, summarize
 from prime_env.reference_check import validate_reference
-from tests.builtin_envs.policy import PolicyClient
+from tests.builtin_envs.policy import mean_reward
 
 
 def _text(messages: list[dict]) -> str:
@@ -51,19 +50,14 @@ async def test_the_shipped_reference_reverses_perfectly() -> None:
 
 async def test_copying_scrambling_and_empty_policies_score_low() -> None:
     env = load_environment()
-    copy = await run_rollouts(env, PolicyClient(lambda m: f"<reversed>{_text(m)}</reversed>"), n=40)
+    assert await mean_reward(env, lambda m: f"<reversed>{_text(m)}</reversed>", 40) < 0.4
     rng = random.Random(0)
-    shuffled = await run_rollouts(
-        env,
-        PolicyClient(
-            lambda m: "<reversed>" + "".join(rng.sample(_text(m), len(_text(m)))) + "</reversed>"
-        ),
-        n=40,
-    )
-    empty = await run_rollouts(env, PolicyClient(lambda m: ""), n=40)
-    assert summarize(copy).reward_mean < 0.4
-    assert summarize(shuffled).reward_mean < 0.5
-    assert summarize(empty).reward_mean == 0.0
+
+    def shuffled(m: list[dict]) -> str:
+        return "<reversed>" + "".join(rng.sample(_text(m), len(_text(m)))) + "</reversed>"
+
+    assert await mean_reward(env, shuffled, 40) < 0.5
+    assert await mean_reward(env, lambda m: "", 40) == 0.0
 
 
 def test_bad_arguments_are_rejected_clearly() -> None:

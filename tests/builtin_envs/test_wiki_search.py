@@ -16,12 +16,32 @@ from wiki_search.search import SearchIndex
 from prime_env import ReferenceClient, run_rollouts, summarize
 from prime_env.chat_template import assistant_message, template_messages
 from prime_env.reference_check import validate_reference
-from tests.builtin_envs.policy import PolicyClient, tool_call
+from tests.builtin_envs.policy import PolicyClient, mean_reward, tool_call
 
 
 @pytest.fixture(scope="module")
 def index() -> SearchIndex:
     return SearchIndex(default_corpus())
+
+
+@pytest.fixture
+def handbook(tmp_path: Path) -> tuple[Path, Path]:
+    """A company's own corpus (a folder of Markdown and text, nested) and its questions file."""
+    docs = tmp_path / "handbook"
+    (docs / "policies").mkdir(parents=True)
+    (docs / "policies" / "travel.md").write_text(
+        "# Travel policy\nBook through the portal.\n\n## Per diem\nThe daily meal allowance is 45 euros.\n\n"
+        "## Flights\nEconomy class for flights under 6 hours.\n"
+    )
+    (docs / "onboarding.txt").write_text("New starters get a laptop on their first day.\n")
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(
+        json.dumps({"question": "What is the daily meal allowance?", "answer": "45 euros"})
+        + "\n"
+        + json.dumps({"question": "What do new starters get on day one?", "answer": "a laptop"})
+        + "\n"
+    )
+    return docs, questions
 
 
 def test_default_corpus_is_the_vital_articles(index: SearchIndex) -> None:
@@ -91,20 +111,10 @@ async def test_the_reference_writes_its_calls_in_the_local_models_text_form() ->
     ]
 
 
-async def test_the_reference_searches_in_rank_order_on_a_custom_corpus(tmp_path: Path) -> None:
-    docs = tmp_path / "handbook"
-    docs.mkdir()
-    (docs / "travel.md").write_text(
-        "# Travel\nBook through the portal.\n\n## Per diem\nThe daily meal allowance is 45 euros.\n"
-    )
-    (docs / "desk.md").write_text("# Desk\nNew starters get a laptop on their first day.\n")
-    questions = tmp_path / "questions.jsonl"
-    questions.write_text(
-        json.dumps({"question": "How much is the daily meal allowance?", "answer": "45 euros"})
-        + "\n"
-        + json.dumps({"question": "What do new starters get?", "answer": "a laptop"})
-        + "\n"
-    )
+async def test_the_reference_searches_in_rank_order_on_a_custom_corpus(
+    tmp_path: Path, handbook: tuple[Path, Path]
+) -> None:
+    docs, questions = handbook
     env = load_environment(corpus=str(docs), questions=str(questions), num_eval_examples=1)
     report = await validate_reference(env)
     assert report.passed, report.shortfalls
@@ -119,29 +129,12 @@ async def test_the_reference_searches_in_rank_order_on_a_custom_corpus(tmp_path:
 async def test_guessing_without_tools_and_empty_policies_score_low() -> None:
     env = load_environment()
     rng = random.Random(0)
-    guess = await run_rollouts(
-        env, PolicyClient(lambda m: f"<answer>{rng.randint(1500, 2020)}</answer>"), n=50
-    )
-    empty = await run_rollouts(env, PolicyClient(lambda m: ""), n=20)
-    assert summarize(guess).reward_mean < 0.1
-    assert summarize(empty).reward_mean == 0.0
+    assert await mean_reward(env, lambda m: f"<answer>{rng.randint(1500, 2020)}</answer>", 50) < 0.1
+    assert await mean_reward(env, lambda m: "", 20) == 0.0
 
 
-async def test_a_company_corpus_as_a_template(tmp_path: Path) -> None:
-    docs = tmp_path / "handbook"
-    (docs / "policies").mkdir(parents=True)
-    (docs / "policies" / "travel.md").write_text(
-        "# Travel policy\nBook through the portal.\n\n## Per diem\nThe daily meal allowance is 45 euros.\n\n"
-        "## Flights\nEconomy class for flights under 6 hours.\n"
-    )
-    (docs / "onboarding.txt").write_text("New starters get a laptop on their first day.\n")
-    questions = tmp_path / "questions.jsonl"
-    questions.write_text(
-        json.dumps({"question": "What is the daily meal allowance?", "answer": "45 euros"})
-        + "\n"
-        + json.dumps({"question": "What do new starters get on day one?", "answer": "a laptop"})
-        + "\n"
-    )
+async def test_a_company_corpus_as_a_template(handbook: tuple[Path, Path]) -> None:
+    docs, questions = handbook
     corpus = load_corpus(docs)
     assert sorted(corpus.pages) == ["onboarding", "travel_policy"]
     assert [s.heading for s in corpus.pages["travel_policy"].sections] == [
@@ -227,8 +220,7 @@ async def test_judge_rubric_scores_with_the_judge_and_keeps_exact_match_as_a_met
     assert all(
         r.rewards == {"judge_correct": 1.0} and r.metrics["exact_match"] == 1.0 for r in records
     )
-    wrong = await run_rollouts(env, PolicyClient(lambda m: "<answer>1066</answer>"), n=10)
-    assert summarize(wrong).reward_mean <= 0.1
+    assert await mean_reward(env, lambda m: "<answer>1066</answer>", 10) <= 0.1
 
 
 async def test_the_same_tools_served_over_mcp() -> None:

@@ -59,4 +59,15 @@ class ScriptedClient:
         return None
 
 
-__all__ = ["ModelError", "ScriptedClient", "tool_call"]
+def always_calling(name: str, arguments: str) -> ScriptedClient:
+    """A model that answers every turn with the same call of one tool (it never stops itself)."""
+    return ScriptedClient(
+        lambda m, t: {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [tool_call(name, arguments)],
+        }
+    )
+
+
+__all__ = ["ModelError", "ScriptedClient", "always_calling", "tool_call"]

@@ -22,7 +22,7 @@ from prime_env import (
 from prime_env.harnesses.program import ON_HOST_VAR
 from tests.support import require
 
-from .scripted import ScriptedClient, tool_call
+from .scripted import ScriptedClient, always_calling, tool_call
 
 AGENTS = Path(__file__).parent / "agents"
 SITE = sysconfig.get_paths()["purelib"]
@@ -96,13 +96,7 @@ async def test_program_turn_limit_kills_the_agent() -> None:
         program("/agents/calc_agent.py", "--calls", "100", max_turns=3, timeout=60),
         Rubric([lambda completion: 1.0]),
     )
-    client = ScriptedClient(
-        lambda m, t: {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [tool_call("calc", '{"expr": "1"}')],
-        }
-    )
+    client = always_calling("calc", '{"expr": "1"}')
     [rec] = await run_rollouts(env, client)
     assert rec.stop_reason == "max_turns" and len(client.calls) == 3
 

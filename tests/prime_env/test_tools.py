@@ -22,7 +22,7 @@ from prime_env import (
 )
 from prime_env.tools import Tool, ToolCallError
 
-from .scripted import ScriptedClient, tool_call
+from .scripted import ScriptedClient, always_calling, tool_call
 
 TASK = Task(prompt=[{"role": "user", "content": "go"}])
 
@@ -139,13 +139,7 @@ async def test_hidden_args_injected_from_setup_and_cleanup_always_runs() -> None
 
     harness = ToolLoop([write], max_turns=2, hidden=["box"], setup=setup, cleanup=cleanup)
     assert list(harness.tool_specs[0]["function"]["parameters"]["properties"]) == ["path", "text"]
-    client = ScriptedClient(
-        lambda m, t: {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [tool_call("write", '{"path": "a", "text": "b"}')],
-        }
-    )
+    client = always_calling("write", '{"path": "a", "text": "b"}')
     s1 = await harness.rollout(client, TASK)
     s2 = await harness.rollout(client, TASK)
     assert s1.stop_reason == "max_turns" and s1["writes"] == 2
@@ -160,13 +154,7 @@ async def test_hidden_args_injected_from_setup_and_cleanup_always_runs() -> None
 async def _rollout_calling(run_code: Callable[[str], str]) -> RolloutRecord:
     """One rollout of a model that calls `run_code` once, in a tool loop scored 0."""
     env = Environment([{"question": "q"}], ToolLoop([run_code]), Rubric([lambda completion: 0.0]))
-    client = ScriptedClient(
-        lambda m, t: {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [tool_call("run_code", '{"code": "1"}')],
-        }
-    )
+    client = always_calling("run_code", '{"code": "1"}')
     [record] = await run_rollouts(env, client)
     return record
 
@@ -248,12 +236,6 @@ async def test_blocking_sync_tools_run_in_parallel_beyond_asyncio_default_pool()
         ToolLoop([slow_lookup], max_turns=1),
         Rubric([lambda completion: 1.0]),
     )
-    client = ScriptedClient(
-        lambda m, t: {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [tool_call("slow_lookup", '{"key": "k"}')],
-        }
-    )
+    client = always_calling("slow_lookup", '{"key": "k"}')
     records = await run_rollouts(env, client, concurrency=32)
     assert [r.completion[1]["content"] for r in records] == ["ok"] * 32

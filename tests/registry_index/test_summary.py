@@ -79,6 +79,7 @@ def test_errors_are_counted_never_zeros_and_pass_at_k() -> None:
     assert summary.errors == 2 and summary.error_types == {"rate_limit": 2}
     assert summary.examples == 2
     assert summary.pass_at_k == {"1": 0.25, "2": 0.5}
+    assert summary.reward_stderr == pytest.approx(0.5 / 2)  # example means 0.5 and 0: sd 0.5
     assert summary.metrics == {"turns": 3.0}
     assert pass_at_k(4, 1, 2) == pytest.approx(0.5)
 

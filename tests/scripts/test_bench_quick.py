@@ -6,41 +6,16 @@ and prints the ratio and the load, never how fast anything was.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from sandbox.backends.docker import docker_available, image_exists
 from sandbox.limits import DEFAULT_IMAGE
+from tests.scripts.quick import ROOT, run_quick, run_quick_on_local_model
 from tests.support import require
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def run_quick(script: str, *args: str, timeout: float = 900) -> str:
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / script), *args],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc.stdout
-
-
-def run_quick_on_local_model(script: str, *args: str) -> str:
-    """`run_quick`, skipped where the local model (extra `train`) is not installed."""
-    from tests.trainer_bridge.conftest import local_model_available
-
-    require(local_model_available(), "the local model (extra `train`)")
-    return run_quick(script, *args)
 
 
 @pytest.mark.slow
@@ -87,27 +62,32 @@ def test_bench_evals_quick() -> None:
     assert "ratio hub/baseline" in out and "load average" in out
 
 
-@pytest.mark.slow
-def test_bench_local_model_quick() -> None:
-    out = run_quick_on_local_model("bench_local_model.py", "--quick")
-    assert re.search(r"batch 1 .* ratio [\d.]+", out) and re.search(r"-c 8 .* ratio [\d.]+", out)
-    assert "load (1-min avg)" in out
+# The benches of the in-process model: what each prints of its runs.
+LOCAL_MODEL_FIGURES = {
+    "bench_local_model.py": [
+        r"batch 1 .* ratio [\d.]+",
+        r"-c 8 .* ratio [\d.]+",
+        r"load \(1-min avg\)",
+    ],
+    "bench_lab.py": [
+        r"\| 2 \| [\d.]+ \| [\d.]+x \|",
+        r"queueing: .* (\d+) of tenant 0's steps finished before",
+        "load",
+    ],
+    "bench_sampler_gpu.py": [
+        r"served batch +4: .* ratio [\d.]+",
+        r"steps +batch +4: .* ratio [\d.]+",
+        r"load \(1-min avg\)",
+    ],
+}
 
 
 @pytest.mark.slow
-def test_bench_lab_quick() -> None:
-    out = run_quick_on_local_model("bench_lab.py", "--quick")
-    assert re.search(r"\| 2 \| [\d.]+ \| [\d.]+x \|", out), out
-    assert re.search(r"queueing: .* (\d+) of tenant 0's steps finished before", out), out
-    assert "load" in out
-
-
-@pytest.mark.slow
-def test_bench_sampler_gpu_quick() -> None:
-    out = run_quick_on_local_model("bench_sampler_gpu.py", "--quick")
-    assert re.search(r"served batch +4: .* ratio [\d.]+", out), out
-    assert re.search(r"steps +batch +4: .* ratio [\d.]+", out), out
-    assert "load (1-min avg)" in out
+@pytest.mark.parametrize("script", sorted(LOCAL_MODEL_FIGURES))
+def test_local_model_bench_quick(script: str) -> None:
+    out = run_quick_on_local_model(script, "--quick")
+    for figure in LOCAL_MODEL_FIGURES[script]:
+        assert re.search(figure, out), out
 
 
 @pytest.mark.slow

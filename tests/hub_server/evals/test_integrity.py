@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import event
 from sqlmodel import Session, select
 
 from hub_server.accounts.models import Owner
@@ -20,6 +19,7 @@ from hub_server.evals.service import mark_abandoned
 from hub_server.registry.models import Environment
 from hub_server.registry.publishing import EnvTarget, NewFile, publish_file
 from tests.hub_server.hardening_hub import HardenedHub
+from tests.hub_server.races import after_first_select
 
 EVALS = "/api/v1/evaluations"
 
@@ -337,20 +337,10 @@ def test_identical_upload_committed_between_reads_is_not_a_400(hub: HardenedHub)
         owner = session.exec(select(Owner).where(Owner.name == "alice")).one()
     target = EnvTarget(owner=owner, name="wordle", environment_id=hub.env_ids["alice/wordle"])
     user_id = owner.user_id or ""
-    fired: list[bool] = []
 
-    def other_upload_lands(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if (
-            not fired
-            and statement.lstrip().upper().startswith("SELECT")
-            and "distfile" in statement
-        ):
-            fired.append(True)
-            publish_file(hub.engine, store, target, new, store.scratch_copy(data), user_id)
+    def other_upload_lands() -> None:
+        publish_file(hub.engine, store, target, new, store.scratch_copy(data), user_id)
 
-    event.listen(hub.engine, "after_cursor_execute", other_upload_lands)
-    try:
+    with after_first_select(hub.engine, "distfile", other_upload_lands) as fired:
         result = publish_file(hub.engine, store, target, new, store.scratch_copy(data), user_id)
-    finally:
-        event.remove(hub.engine, "after_cursor_execute", other_upload_lands)
     assert fired and not result.created

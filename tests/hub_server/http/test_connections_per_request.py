@@ -26,6 +26,7 @@ from sqlmodel import Session
 
 from hub_server.accounts.models import ApiToken
 from tests.hub_server.hardening_hub import HardenedHub
+from tests.hub_server.web.signin import csrf_of
 from tests.hub_server.wheels import source_archive_bytes, twine_upload_form, wheel_bytes
 
 _REQUEST: contextvars.ContextVar[str | None] = contextvars.ContextVar("request", default=None)
@@ -138,14 +139,12 @@ def test_no_request_holds_two_connections(
         call("GET", path)
     # The web's forms.
     login = call("GET", "/login")
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"', login.text)
-    assert csrf
-    call("POST", "/login", data={"csrf_token": csrf.group(1), "token": token, "next": "/"})
+    call("POST", "/login", data={"csrf_token": csrf_of(login.text), "token": token, "next": "/"})
     page = call("GET", "/settings/tokens")
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
-    assert csrf
     call(
-        "POST", "/settings/tokens", data={"csrf_token": csrf.group(1), "name": "n", "scope": "read"}
+        "POST",
+        "/settings/tokens",
+        data={"csrf_token": csrf_of(page.text), "name": "n", "scope": "read"},
     )
     assert meter.peak, "no checkout was attributed to a request"
     over = {request: held for request, held in meter.peak.items() if held > 1}

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 from annotated_types import Le
-from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from pydantic import BaseModel
 
 from registry_index.bounds import MAX_STORED_INT
+from tests.hub_server.api_routes import api_routes
 from tests.hub_server.hardening_hub import HardenedHub
 
 
@@ -34,15 +34,6 @@ def _is_int(annotation: Any) -> bool:
 def _maximum(field: Any) -> int | None:
     bounds = [m.le for m in field.metadata if isinstance(m, Le)]
     return min(bounds) if bounds else None
-
-
-def api_routes(routes: list[Any]) -> Iterator[APIRoute]:
-    """Every route of the app, through the routers it includes."""
-    for route in routes:
-        if isinstance(route, APIRoute):
-            yield route
-        elif hasattr(route, "original_router"):
-            yield from api_routes(route.original_router.routes)
 
 
 def params_of(dependant: Any, kind: str) -> list[Any]:

@@ -9,13 +9,13 @@ import hashlib
 from typing import Any
 
 import pytest
-from sqlalchemy import event
 from sqlmodel import Session, select
 
 from hub_server.accounts.models import Owner
 from hub_server.core.errors import BadRequest
 from hub_server.registry.publishing import EnvTarget, NewFile, publish_file
 from tests.hub_server.inproc import InProcessHub
+from tests.hub_server.races import after_first_select
 from tests.hub_server.registry.test_rest_api import API
 from tests.hub_server.wheels import source_archive_bytes, twine_upload_form, wheel_bytes
 
@@ -160,25 +160,17 @@ def test_two_different_wheels_of_one_version_racing_cannot_both_land(
                        size=len(data), version="1.2.0")  # fmt: skip
 
     ours, theirs = wheel("1.2.0", ORIGINAL), wheel("1.2.0", CHANGED)
-    fired: list[bool] = []
 
-    def theirs_lands(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if (
-            not fired
-            and statement.lstrip().upper().startswith("SELECT")
-            and "distfile" in statement
-        ):
-            fired.append(True)
-            publish_file(engine, store, target, new_file("wordle-1.2.0-1-py3-none-any.whl", theirs),
-                         theirs, owner.user_id or "")  # fmt: skip
+    def theirs_lands() -> None:
+        publish_file(engine, store, target, new_file("wordle-1.2.0-1-py3-none-any.whl", theirs),
+                     theirs, owner.user_id or "")  # fmt: skip
 
-    event.listen(engine, "after_cursor_execute", theirs_lands)
-    try:
-        with pytest.raises(BadRequest, match="never changes"):
-            publish_file(engine, store, target, new_file("wordle-1.2.0-py3-none-any.whl", ours),
-                         ours, owner.user_id or "")  # fmt: skip
-    finally:
-        event.remove(engine, "after_cursor_execute", theirs_lands)
+    with (
+        after_first_select(engine, after, theirs_lands) as fired,
+        pytest.raises(BadRequest, match="never changes"),
+    ):
+        publish_file(engine, store, target, new_file("wordle-1.2.0-py3-none-any.whl", ours),
+                     ours, owner.user_id or "")  # fmt: skip
     assert fired
     assert "wordle-1.2.0-1-py3-none-any.whl" in served_wheels(hub)
     assert "wordle-1.2.0-py3-none-any.whl" not in served_wheels(hub)

@@ -14,10 +14,10 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
 from hub_client.client import HubClient
+from tests.hub_server.api_routes import api_routes
 from tests.hub_server.hubproc import HubProcess
 from tests.hub_server.inproc import InProcessHub
 from tests.hub_server.wheels import source_archive_bytes, wheel_bytes
@@ -110,22 +110,18 @@ def test_push_protocol_and_install_record(hub: InProcessHub) -> None:
     with tarfile.open(fileobj=io.BytesIO(source.content), mode="r:gz") as archive:
         assert sorted(archive.getnames()) == ["pyproject.toml", "wordle.py"]
 
-    # Unchanged content is refused with the message the prime CLI recognises.
-    wheel2 = wheel_bytes("wordle", "0.1.1")
-    dup = api.post(
-        f"{API}/{pushed['env_id']}/wheels",
-        json={"content_hash": pushed["content_hash"], "filename": "wordle-0.1.1-py3-none-any.whl",
-              "semantic_version": "0.1.1", "sha256": hashlib.sha256(wheel2).hexdigest()},
-    )  # fmt: skip
-    assert dup.status_code == 409
-    assert "already exists with the same content" in dup.json()["detail"]
-    wheel1 = wheel_bytes("wordle", "0.1.0")
-    repush = api.post(
-        f"{API}/{pushed['env_id']}/wheels",
-        json={"content_hash": pushed["content_hash"], "filename": "wordle-0.1.0-py3-none-any.whl",
-              "semantic_version": "0.1.0", "sha256": hashlib.sha256(wheel1).hexdigest()},
-    )  # fmt: skip
-    assert repush.status_code == 409, repush.text  # an unchanged re-push, as the stock CLI sends it
+    # Unchanged content is refused with the message the prime CLI recognises: under a new
+    # version number, and as the stock CLI re-pushes an unchanged version.
+    for version in ("0.1.1", "0.1.0"):
+        built = wheel_bytes("wordle", version)
+        refused = api.post(
+            f"{API}/{pushed['env_id']}/wheels",
+            json={"content_hash": pushed["content_hash"], "semantic_version": version,
+                  "filename": f"wordle-{version}-py3-none-any.whl",
+                  "sha256": hashlib.sha256(built).hexdigest()},
+        )  # fmt: skip
+        assert refused.status_code == 409, refused.text
+        assert "already exists with the same content" in refused.json()["detail"]
 
     push(api, "wordle", "0.2.0", module="VALUE = 2\n")
     versions = hub.http.get(f"{hub.url}{API}/pam/wordle/versions").json()["data"]
@@ -361,20 +357,11 @@ def _models(annotation: Any, seen: set[type[BaseModel]]) -> Iterator[type[BaseMo
         yield from _models(inner, seen)
 
 
-def _api_routes(routes: list[Any]) -> Iterator[APIRoute]:
-    """The app's API routes, those of included routers too (FastAPI keeps them per router)."""
-    for route in routes:
-        if isinstance(route, APIRoute):
-            yield route
-        elif hasattr(route, "original_router"):
-            yield from _api_routes(route.original_router.routes)
-
-
 def test_api_routes_speak_only_the_shared_wire_schemas(hub: InProcessHub) -> None:
     """One definition per wire shape: every REST route's request body and answer is a model from
     `registry_index.schemas` (or the shared `summary` and `rubric_spec` models; the CLI's client
     parses them all), none defined in hub_server."""
-    routes = [r for r in _api_routes(hub.http.app.routes) if r.path.startswith("/api/v1")]
+    routes = [r for r in api_routes(hub.http.app.routes) if r.path.startswith("/api/v1")]
     seen: set[type[BaseModel]] = set()
     for route in routes:
         declared = [route.response_model]

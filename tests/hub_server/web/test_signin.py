@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from hub_server.admin import create_token, create_user, open_database
 from hub_server.app import create_app
 from hub_server.core.settings import HubSettings
+from tests.hub_server.web.signin import csrf_of, sign_in
 from tests.hub_server.wheels import twine_upload_form, wheel_bytes
 
 
@@ -48,22 +49,9 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, 
         yield client, tokens
 
 
-def _csrf(html: str) -> str:
-    match = re.search(r'name="csrf_token" value="([^"]+)"', html)
-    assert match, "the page has no CSRF field"
-    return match.group(1)
-
-
 def _sign_in(client: TestClient, token: str) -> None:
-    client.cookies.clear()
-    form = client.get("/login")
-    response = client.post(
-        "/login",
-        data={"csrf_token": _csrf(form.text), "token": token, "next": "/alice/hidden-env"},
-        follow_redirects=False,
-    )
-    assert response.status_code == 303, response.text
-    assert response.headers["location"] == "/alice/hidden-env"
+    """Sign in from the private environment's page: the form sends the browser back there."""
+    sign_in(client, token, next_page="/alice/hidden-env")
 
 
 def test_signed_in_owner_sees_private_environment_and_others_do_not(
@@ -103,7 +91,7 @@ def test_wrong_token_is_a_clear_error(hub: tuple[TestClient, dict[str, str]]) ->
     client, _ = hub
     client.cookies.clear()
     form = client.get("/login")
-    response = client.post("/login", data={"csrf_token": _csrf(form.text), "token": "phub_nope"})
+    response = client.post("/login", data={"csrf_token": csrf_of(form.text), "token": "phub_nope"})
     assert response.status_code == 401 and "not valid or was revoked" in response.text
 
 
@@ -111,7 +99,9 @@ def test_sign_out_ends_the_session(hub: tuple[TestClient, dict[str, str]]) -> No
     client, tokens = hub
     _sign_in(client, tokens["alice"])
     page = client.get("/")
-    response = client.post("/logout", data={"csrf_token": _csrf(page.text)}, follow_redirects=False)
+    response = client.post(
+        "/logout", data={"csrf_token": csrf_of(page.text)}, follow_redirects=False
+    )
     assert response.status_code == 303
     assert client.get("/alice/hidden-env").status_code == 404
 
@@ -122,7 +112,7 @@ def test_open_redirects_are_refused(hub: tuple[TestClient, dict[str, str]]) -> N
     form = client.get("/login")
     response = client.post(
         "/login",
-        data={"csrf_token": _csrf(form.text), "token": tokens["bob"], "next": "//evil.example/"},
+        data={"csrf_token": csrf_of(form.text), "token": tokens["bob"], "next": "//evil.example/"},
         follow_redirects=False,
     )
     assert response.status_code == 303 and response.headers["location"] == "/"
@@ -140,7 +130,7 @@ def test_tokens_page_creates_lists_without_secret_and_revokes(
     assert tokens["alice"] not in page.text and "cli" in page.text
     created = client.post(
         "/settings/tokens",
-        data={"csrf_token": _csrf(page.text), "name": "laptop", "scope": "read"},
+        data={"csrf_token": csrf_of(page.text), "name": "laptop", "scope": "read"},
     )
     assert created.status_code == 201
     secret = re.search(r'<code id="new-token">(phub_[^<]+)</code>', created.text)
@@ -156,7 +146,7 @@ def test_tokens_page_creates_lists_without_secret_and_revokes(
     assert read.status_code == 200
     bad = client.post(
         "/settings/tokens",
-        data={"csrf_token": _csrf(listed.text), "name": "x", "scope": "root"},
+        data={"csrf_token": csrf_of(listed.text), "name": "x", "scope": "root"},
     )
     assert bad.status_code == 400 and "Unknown scope" in bad.text
     # Revoke it: its next API call is refused at once.
@@ -167,7 +157,7 @@ def test_tokens_page_creates_lists_without_secret_and_revokes(
         if "laptop" in row_html:
             revoked = client.post(
                 f"/settings/tokens/{candidate}/revoke",
-                data={"csrf_token": _csrf(listed.text)},
+                data={"csrf_token": csrf_of(listed.text)},
                 follow_redirects=False,
             )
             assert revoked.status_code == 303
@@ -186,7 +176,7 @@ def test_narrow_token_session_cannot_mint_tokens_and_revoked_session_ends(
     page = client.get("/settings/tokens")
     assert "scope <code>all</code> to create tokens" in page.text
     refused = client.post(
-        "/settings/tokens", data={"csrf_token": _csrf(page.text), "name": "x", "scope": "all"}
+        "/settings/tokens", data={"csrf_token": csrf_of(page.text), "name": "x", "scope": "all"}
     )
     assert refused.status_code == 403 and "to create tokens" in refused.text
     assert client.get("/alice/hidden-env").status_code == 200
@@ -200,7 +190,7 @@ def test_narrow_token_session_cannot_mint_tokens_and_revoked_session_ends(
     assert len(current) == 1
     client.post(
         f"/settings/tokens/{current[0]}/revoke",
-        data={"csrf_token": _csrf(page.text)},
+        data={"csrf_token": csrf_of(page.text)},
         follow_redirects=False,
     )
     assert client.get("/alice/hidden-env").status_code == 404
@@ -223,7 +213,7 @@ def test_a_narrow_session_cannot_revoke_another_token(
     assert f"/settings/tokens/{strong_id}/revoke" not in page.text  # no button for it
     refused = client.post(
         f"/settings/tokens/{strong_id}/revoke",
-        data={"csrf_token": _csrf(page.text)},
+        data={"csrf_token": csrf_of(page.text)},
         follow_redirects=False,
     )
     assert refused.status_code == 403 and "revoke other tokens" in refused.text

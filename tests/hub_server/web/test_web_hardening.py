@@ -4,7 +4,6 @@ a form's CSRF value is bound to the session (a planted CSRF cookie does not help
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from fastapi.testclient import TestClient
 from hub_server.admin import create_token, create_user, open_database
 from hub_server.app import create_app
 from hub_server.core.settings import HubSettings
+from tests.hub_server.web.signin import csrf_of, sign_in
 from tests.hub_server.wheels import twine_upload_form, wheel_bytes
 
 
@@ -34,20 +34,6 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, 
         assert client.patch("/api/v1/environmentshub/vic/secret-env", json={"visibility": "private"},
                             headers={"Authorization": f"Bearer {tokens['vic']}"}).status_code == 200  # fmt: skip
         yield client, tokens
-
-
-def csrf_of(html: str) -> str:
-    match = re.search(r'name="csrf_token" value="([^"]+)"', html)
-    assert match, "the page has no CSRF field"
-    return match.group(1)
-
-
-def sign_in(client: TestClient, token: str) -> None:
-    client.cookies.clear()
-    form = client.get("/login")
-    answer = client.post("/login", data={"csrf_token": csrf_of(form.text), "token": token},
-                         follow_redirects=False)  # fmt: skip
-    assert answer.status_code == 303, answer.text
 
 
 PATHS = ["/", "/login", "/vic", "/vic/secret-env", "/no/such-env", "/static/hub.css",

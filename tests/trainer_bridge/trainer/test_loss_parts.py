@@ -11,7 +11,7 @@ import torch
 
 from trainer_bridge.config import LossConfig, TrainerConfig
 from trainer_bridge.protocol.batches import TrainSample
-from trainer_bridge.trainer.loss import resolve_loss
+from trainer_bridge.trainer.loss import LossStats, resolve_loss
 from trainer_bridge.trainer.loss_parts import composed_loss, token_streams
 from trainer_bridge.trainer.micro_batches import normaliser
 
@@ -37,22 +37,28 @@ def rows(values: list[list[Any]], dtype: torch.dtype) -> torch.Tensor:
     return torch.tensor(values, dtype=dtype)
 
 
+def loss_of(
+    samples: list[TrainSample], cfg: TrainerConfig, logprobs: torch.Tensor
+) -> tuple[torch.Tensor, LossStats]:
+    """The composed loss of `samples` (one micro-batch) at the policy's `logprobs`, and its stats."""
+    return composed_loss(
+        resolve_loss(cfg.loss),
+        cfg.loss,
+        normaliser(samples, cfg, 1),
+        token_streams(samples, [s.loss_mask for s in samples], rows),
+        logprobs=logprobs,
+        sampler_logprobs=rows([s.sampler_logprobs for s in samples], torch.float32),
+    )
+
+
 def test_rl_and_ce_parts_each_divide_by_their_own_tokens() -> None:
     samples = [RL, CE]
     cfg = TrainerConfig()
     norm = normaliser(samples, cfg, 1)
     assert (norm.tokens, norm.sequences, norm.ce_tokens) == (3.0, 1.0, 2.0)
-    streams = token_streams(samples, [s.loss_mask for s in samples], rows)
     # π_θ = μ on the rl row (ρ = 1): dapo's token loss is −A; the ce row's logprobs are its own
     logprobs = torch.tensor([[0.0, -1.0, -2.0, -0.5], [0.0, -3.0, -0.25, -4.0]], requires_grad=True)
-    loss, stats = composed_loss(
-        resolve_loss(cfg.loss),
-        cfg.loss,
-        norm,
-        streams,
-        logprobs=logprobs,
-        sampler_logprobs=rows([s.sampler_logprobs for s in samples], torch.float32),
-    )
+    loss, stats = loss_of(samples, cfg, logprobs)
     rl = -(0.5 - 1.0 + 2.0) / 3
     ce = (0.25 * 1.0 + 4.0 * 0.5) / 2
     assert float(loss) == pytest.approx(rl + ce)
@@ -67,17 +73,7 @@ def test_rl_and_ce_parts_each_divide_by_their_own_tokens() -> None:
 
 def test_a_batch_of_given_traces_has_no_rl_part() -> None:
     cfg = TrainerConfig(loss=LossConfig(type="grpo"))
-    norm = normaliser([CE], cfg, 1)
-    streams = token_streams([CE], [CE.loss_mask], rows)
-    logprobs = torch.tensor([[0.0, -3.0, -0.25, -4.0]], requires_grad=True)
-    loss, stats = composed_loss(
-        resolve_loss(cfg.loss),
-        cfg.loss,
-        norm,
-        streams,
-        logprobs=logprobs,
-        sampler_logprobs=torch.zeros(1, 4),
-    )
+    loss, stats = loss_of([CE], cfg, torch.tensor([[0.0, -3.0, -0.25, -4.0]], requires_grad=True))
     assert float(loss) == pytest.approx((0.25 + 2.0) / 2)
     assert stats.tokens == 0.0 and stats.mismatch_kl == 0.0
 
