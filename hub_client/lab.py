@@ -20,17 +20,44 @@ PEFT_FILES = ("adapter_config.json", "adapter_model.safetensors")
 MAX_ARCHIVE_BYTES = 4 * 1024**3
 
 
-def export_adapter(lab_url: str, api_key: str, tinker_path: str, dest: Path) -> Path:
-    """Write checkpoint `tinker_path` of the Lab at `lab_url` (what TINKER_BASE_URL names) as
-    a PEFT adapter directory `dest` (absent or empty); HubError saying what went wrong."""
-    if dest.exists() and any(dest.iterdir()):
-        raise HubError(f"{dest} exists and is not empty; name a new directory.")
-    key = api_key if api_key.startswith("tml-") else f"tml-{api_key}"
+def tinker_key(token: str) -> str:
+    """The key the Tinker SDK sends for a hub token: `tml-` + the token (kept if already so)."""
+    return token if token.startswith("tml-") else f"tml-{token}"
+
+
+def lab_capabilities(lab_url: str, api_key: str) -> dict[str, object]:
+    """The Lab's `get_server_capabilities` (its base models), which also proves the key may
+    train there; HubError with the Lab's own words when it may not (401, 403) or is not up."""
+    try:
+        reply = httpx.get(
+            f"{lab_url.rstrip('/')}/api/v1/get_server_capabilities",
+            headers={"X-API-Key": tinker_key(api_key)},
+            timeout=30,
+        )
+    except httpx.HTTPError as error:
+        raise HubError(f"cannot reach the Lab at {lab_url}: {error}") from None
+    if reply.status_code != 200:
+        raise HubError(
+            f"the Lab at {lab_url} refused the token ({reply.status_code}): {error_detail(reply)}",
+            reply.status_code,
+        )
+    try:
+        body = reply.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise HubError(f"{lab_url} is not a Lab (its capabilities are not JSON); it is HUB/lab")
+    return body
+
+
+def fetch_adapter(lab_url: str, api_key: str, tinker_path: str) -> dict[str, bytes]:
+    """Checkpoint `tinker_path` of the Lab at `lab_url` (what TINKER_BASE_URL names) as the
+    PEFT adapter's files by name; HubError saying what went wrong."""
     try:
         reply = httpx.get(
             f"{lab_url.rstrip('/')}/api/v1/checkpoint_archive",
             params={"path": tinker_path},
-            headers={"X-API-Key": key},
+            headers={"X-API-Key": tinker_key(api_key)},
             timeout=300,
         )
     except httpx.HTTPError as error:
@@ -43,11 +70,27 @@ def export_adapter(lab_url: str, api_key: str, tinker_path: str, dest: Path) -> 
         raise HubError("the Lab sent an archive larger than 4 GiB; nothing was kept")
     try:
         with tarfile.open(fileobj=io.BytesIO(reply.content)) as tar:
-            names = sorted(tar.getnames())
-            if names != sorted(PEFT_FILES):
+            members = tar.getmembers()
+            names = sorted(m.name for m in members)
+            if names != sorted(PEFT_FILES) or not all(m.isfile() for m in members):
                 raise HubError(f"the Lab's archive holds {names}, not a PEFT adapter")
-            with atomic_directory(dest) as staging:
-                tar.extractall(staging, filter="data")
+            files = {}
+            for member in members:
+                extracted = tar.extractfile(member)
+                assert extracted is not None  # a regular file (checked above)
+                files[member.name] = extracted.read()
     except tarfile.TarError as error:
         raise HubError(f"the Lab's archive is damaged: {error}") from None
+    return files
+
+
+def export_adapter(lab_url: str, api_key: str, tinker_path: str, dest: Path) -> Path:
+    """Write checkpoint `tinker_path` as a PEFT adapter directory `dest` (absent or empty),
+    whole or not at all; HubError saying what went wrong."""
+    if dest.exists() and any(dest.iterdir()):
+        raise HubError(f"{dest} exists and is not empty; name a new directory.")
+    files = fetch_adapter(lab_url, api_key, tinker_path)
+    with atomic_directory(dest) as staging:
+        for name, data in files.items():
+            (staging / name).write_bytes(data)
     return dest

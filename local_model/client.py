@@ -285,39 +285,9 @@ class LocalClient:
     def _response(
         self, job: _Job, prompt: list[int], tokens: list[int], logprobs: list[float], limit: int
     ) -> ChatResponse:
-        eos = self._tokenizer.eos_token_id
-        finish = "length"
-        end = min(limit, len(tokens))
-        if eos in tokens[:end]:
-            end = tokens.index(eos) + 1  # the EOS the model chose is part of what it generated
-            finish = "stop"
-        tokens, logprobs = tokens[:end], logprobs[:end]
-        text = self._decode(tokens)
-        cut = _first_stop(text, job.sampling.stop or [])
-        if cut is not None:
-            # The ids end with the token that completed the stop string, as the server stopped
-            # there: nothing after it was sampled as far as the caller (or a trainer) knows.
-            end = next(
-                k
-                for k in range(1, len(tokens) + 1)
-                if _first_stop(self._decode(tokens[:k]), job.sampling.stop or []) is not None
-            )
-            tokens, logprobs, text, finish = tokens[:end], logprobs[:end], text[:cut], "stop"
-        message: Message = (
-            assistant_message(text, lambda: f"call_{uuid.uuid4().hex[:12]}")
-            if job.tools
-            else {"role": "assistant", "content": text}
-        )
-        if message.get("tool_calls"):
-            finish = "tool_calls"
-        return ChatResponse(
-            message=message,
-            finish_reason=finish,
-            usage=Usage(prompt_tokens=len(prompt), completion_tokens=len(tokens)),
-            prompt_token_ids=prompt,
-            completion_token_ids=tokens,
-            completion_logprobs=logprobs,
-            model=self.model,
+        sampled = Sampled(tokens, logprobs, limit)
+        return completion_response(
+            self._tokenizer, prompt, sampled, job.sampling.stop, job.tools, self.model
         )
 
     def _decode(self, tokens: list[int]) -> str:
@@ -331,6 +301,67 @@ class LocalClient:
         if self._drainer is not None:
             await asyncio.gather(self._drainer, return_exceptions=True)
         self._model = self._tokenizer = None
+
+
+@dataclass
+class Sampled:
+    """What an engine sampled after a prompt: tokens and their logprobs, up to `limit`."""
+
+    tokens: list[int]
+    logprobs: list[float]
+    limit: int
+
+
+def completion_response(
+    tokenizer: Any,
+    prompt: list[int],
+    sampled: Sampled,
+    stops: list[str] | None,
+    tools: list[ToolSpec] | None,
+    model: str,
+) -> ChatResponse:
+    """The ChatResponse of a sampled completion: cut after the EOS the model chose, or after
+    the token that completed a stop string (the text before it), a tool call parsed when tools
+    were offered. One rule for every engine that samples token ids (the torch one, the Lab)."""
+
+    def decode(ids: list[int]) -> str:
+        return str(tokenizer.decode(ids, skip_special_tokens=True))
+
+    eos = tokenizer.eos_token_id
+    finish = "length"
+    tokens, logprobs = sampled.tokens, sampled.logprobs
+    end = min(sampled.limit, len(tokens))
+    if eos in tokens[:end]:
+        end = tokens.index(eos) + 1  # the EOS the model chose is part of what it generated
+        finish = "stop"
+    tokens, logprobs = tokens[:end], logprobs[:end]
+    text = decode(tokens)
+    cut = _first_stop(text, stops or [])
+    if cut is not None:
+        # The ids end with the token that completed the stop string, as the server stopped
+        # there: nothing after it was sampled as far as the caller (or a trainer) knows.
+        end = next(
+            k
+            for k in range(1, len(tokens) + 1)
+            if _first_stop(decode(tokens[:k]), stops or []) is not None
+        )
+        tokens, logprobs, text, finish = tokens[:end], logprobs[:end], text[:cut], "stop"
+    message: Message = (
+        assistant_message(text, lambda: f"call_{uuid.uuid4().hex[:12]}")
+        if tools
+        else {"role": "assistant", "content": text}
+    )
+    if message.get("tool_calls"):
+        finish = "tool_calls"
+    return ChatResponse(
+        message=message,
+        finish_reason=finish,
+        usage=Usage(prompt_tokens=len(prompt), completion_tokens=len(tokens)),
+        prompt_token_ids=prompt,
+        completion_token_ids=tokens,
+        completion_logprobs=logprobs,
+        model=model,
+    )
 
 
 def _settle(future: asyncio.Future[ChatResponse], response: ChatResponse) -> None:

@@ -7,6 +7,8 @@ import itertools
 import os
 import random
 import socket
+import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -47,6 +49,15 @@ def _own_ports() -> list[int]:
 
 
 _ports = itertools.cycle(_own_ports())
+
+
+def python_output(code: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
+    """What `python -c CODE` prints in a fresh interpreter (this one's environment unless `env`
+    is given); it must exit 0."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, cwd=cwd
+    )
+    return done.stdout
 
 
 def free_port() -> int:

@@ -358,9 +358,11 @@ class CkptConfig(Strict):
 
 
 class InferenceConfig(Strict):
-    backend: Literal["auto", "torch", "vllm", "external"] = "auto"
+    backend: Literal["auto", "torch", "vllm", "external", "lab"] = "auto"
+    """`lab`: a hub's Lab trains and samples (`--lab URL`, docs/lab.md); the rest sample here."""
     urls: list[str] = Field(default_factory=list)
-    """vLLM servers to use (external) or to start (one per url with backend vllm)."""
+    """vLLM servers to use (external) or to start (one per url with backend vllm); with `lab`,
+    the Lab's one URL (HUB/lab)."""
     gpu_memory_utilization: float = Field(default=0.5, gt=0, le=1)
     max_loras: int | None = Field(default=None, ge=1)
     extra_args: list[str] = Field(default_factory=list)
@@ -369,6 +371,15 @@ class InferenceConfig(Strict):
     idle_trainer_threads: int = Field(default=2, ge=1)
     """The torch sampler's threads while the trainer waits for a batch (its core is free);
     lent only on a machine with room, as trainer.idle_sampler_threads."""
+
+    @model_validator(mode="after")
+    def _lab_has_one_url(self) -> InferenceConfig:
+        if self.backend == "lab" and len(self.urls) != 1:
+            raise ValueError(
+                "inference.backend = 'lab' needs the Lab's URL, one: `--lab http://HUB/lab` "
+                "(or inference.urls = ['http://HUB/lab'])"
+            )
+        return self
 
 
 class WandbConfig(Strict):

@@ -61,12 +61,13 @@ def check_env(config: TrainConfig, env: Environment, load_env: EnvLoader | None 
 
 
 def trainer_command(
-    run: RunDir, python: str, resume_step: int = 0, world_size: int = 1
+    run: RunDir, python: str, resume_step: int = 0, world_size: int = 1, *, lab: bool = False
 ) -> list[str]:
     """The trainer process's command line: `python -m trainer_bridge.trainer`, under torchrun
-    (one process per rank on this host, a free rendezvous port) when `world_size` > 1."""
-    module = ["-m", "trainer_bridge.trainer"]
-    if world_size > 1:
+    (one process per rank on this host, a free rendezvous port) when `world_size` > 1; with
+    `lab`, `python -m trainer_bridge.lab.trainer` (the Lab trains: trainer_bridge/lab)."""
+    module = ["-m", "trainer_bridge.lab.trainer" if lab else "trainer_bridge.trainer"]
+    if world_size > 1 and not lab:
         launcher = ["-m", "torch.distributed.run", "--standalone"]
         module = [*launcher, "--nproc-per-node", str(world_size), *module]
     return [python, *module, "--run-dir", str(run.root), "--resume-step", str(resume_step)]
@@ -78,13 +79,31 @@ def host_commands(config: TrainConfig, run_root: Path) -> dict[str, dict[str, st
     local: dict[str, str] = {
         "orchestrator": f"prime train resume {shlex.quote(str(run_root))}  (this process)",
         "trainer": shlex.join(
-            trainer_command(run, sys.executable, world_size=config.trainer.world_size)
+            trainer_command(
+                run, sys.executable, world_size=config.trainer.world_size, lab=on_lab(config)
+            )
         ),
     }
     hosts: dict[str, dict[str, str]] = {"localhost": local}
     for host, procs in inference_commands(config).items():
         hosts.setdefault(host, {}).update(procs)
     return hosts
+
+
+def on_lab(config: TrainConfig) -> bool:
+    """Whether a Lab trains and samples the run (`--lab URL`)."""
+    return backend_choice(config).kind == "lab"
+
+
+def trainer_env(lab: bool) -> dict[str, str]:
+    """The trainer's environment: ours, unbuffered, and for a Lab the token to train with
+    (passed here, never written to the run directory)."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if lab:
+        from trainer_bridge.lab.connect import KEY_VARIABLE, lab_key
+
+        env[KEY_VARIABLE] = lab_key()
+    return env
 
 
 @dataclass
@@ -200,11 +219,12 @@ def execute(
     status, code, message = "failed", 1, ""
     try:
         resume_step = prepared.resume.step if prepared.resume else 0
+        lab = on_lab(config)
         children.start(
             "trainer",
-            trainer_command(run, sys.executable, resume_step, config.trainer.world_size),
+            trainer_command(run, sys.executable, resume_step, config.trainer.world_size, lab=lab),
             run.logs / "trainer.log",
-            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            env=trainer_env(lab),
         )
         factory = make_backend_factory(config, children, run, lambda text: console.print(text))
 

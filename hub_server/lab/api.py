@@ -124,6 +124,14 @@ async def heartbeat(request: Request, lab: LabDep, account: AccountDep) -> dict[
     return {"type": "session_heartbeat"}
 
 
+@router.post("/sessions/{session_id}/finish")
+def finish_session(session_id: str, lab: LabDep, account: AccountDep) -> dict[str, str]:
+    """`ServiceClient.close(status)`: acknowledged; the session's models live on (unload_model
+    or the account's cap ends them)."""
+    lab.session(account, session_id)
+    return {"type": "finish_session"}
+
+
 # ---------------------------------------------------------------------- models and training
 
 

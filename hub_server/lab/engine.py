@@ -62,6 +62,10 @@ class LabEngine(Protocol):
         `params`: max_tokens, temperature, top_k, top_p, seed."""
         ...
 
+    def prompt_logprobs(self, name: str | None, prompt: list[int]) -> list[float]:
+        """log p(prompt[i] | prompt[:i]) for i >= 1 (the base model when `name` is None)."""
+        ...
+
     def save(self, name: str, optimizer: bool) -> bytes:
         """The adapter as a tar of a PEFT adapter directory (adapter_config.json,
         adapter_model.safetensors: what `prime eval run --adapter` reads), with its optimizer

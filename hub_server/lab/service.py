@@ -10,6 +10,7 @@ with a future id; the rest answers at once. Checkpoints are blobs of the hub's s
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import uuid
@@ -401,6 +402,9 @@ class LabService:
             "seed": params.seed,
         }
 
+        scored = bool(request.prompt_logprobs)
+        last_n = request.prompt_logprobs_last_n
+
         def work() -> bytes:
             if not sampler.loaded:
                 if sampler.model_path is None:
@@ -415,7 +419,12 @@ class LabService:
             sequences = self.engine.sample(
                 sampler.adapter, prompt, request.num_samples, values, stop_tokens, stop_strings
             )
-            return wire.sample_response(sequences)
+            if not scored:
+                return wire.sample_response(sequences)
+            logprobs = [math.nan, *self.engine.prompt_logprobs(sampler.adapter, prompt)]
+            if last_n is not None:
+                logprobs = [math.nan] * max(0, len(prompt) - last_n) + logprobs[-last_n:]
+            return wire.sample_response(sequences, logprobs)
 
         future = self.queue.submit(account, "sample", work)
         ids = [f"{future.request_id}-{i}" for i in range(request.num_samples)]

@@ -104,9 +104,16 @@ def forward_backward_output(
     return bytes(message.SerializeToString())
 
 
-def sample_response(sequences: list[tuple[list[int], list[float], str]]) -> bytes:
-    """The protobuf SampleResponse of sampled (tokens, logprobs, stop reason) triples."""
+def sample_response(
+    sequences: list[tuple[list[int], list[float], str]],
+    prompt_logprobs: list[float] | None = None,
+) -> bytes:
+    """The protobuf SampleResponse of sampled (tokens, logprobs, stop reason) triples, and
+    the prompt's logprobs when asked (NaN where none is computed: the first token, and those
+    before `prompt_logprobs_last_n`)."""
     message = pb.SampleResponse()
+    if prompt_logprobs is not None:
+        message.prompt_logprobs = np.asarray(prompt_logprobs, dtype=np.float32).tobytes()
     for tokens, logprobs, stop in sequences:
         seq = message.sequences.add()
         seq.tokens = np.asarray(tokens, dtype=np.int32).tobytes()

@@ -140,6 +140,20 @@ def viewer_app(runs: Sequence[LocalRun]) -> FastAPI:
     def missing(request: Request, what: str) -> Response:
         return _render(request, "not_found.html", status_code=404, message=what)
 
+    def comparison(
+        request: Request, template: str, first: LocalRun, second: LocalRun, **context: Any
+    ) -> Response:
+        """A page of two runs, under the first's environment."""
+        return _render(
+            request,
+            template,
+            owner=first.owner,
+            name=first.name,
+            first=first,
+            second=second,
+            **context,
+        )
+
     @app.get("/", response_class=HTMLResponse)
     def home() -> Response:
         first = runs[0]
@@ -222,15 +236,12 @@ def viewer_app(runs: Sequence[LocalRun]) -> FastAPI:
         left, right = example_means(first), example_means(second)
         examples = sorted(set(left) | set(right))
         start = (page_number - 1) * EXAMPLES_PER_PAGE
-        rows = compare_rows(examples[start : start + EXAMPLES_PER_PAGE], left, right)
-        return _render(
+        return comparison(
             request,
             "compare.html",
-            owner=first.owner,
-            name=first.name,
-            first=first,
-            second=second,
-            rows=rows,
+            first,
+            second,
+            rows=compare_rows(examples[start : start + EXAMPLES_PER_PAGE], left, right),
             page=page_number,
             pages=max(1, math.ceil(len(examples) / EXAMPLES_PER_PAGE)),
             pager_query=lambda number: urlencode({"a": a, "b": b, "page": number}),
@@ -252,14 +263,12 @@ def viewer_app(runs: Sequence[LocalRun]) -> FastAPI:
             wanted = SampleFilter(example_index=example)
             return [sample_view(r) for r in run.records if _matches(r, wanted)][:SAMPLES_PER_PAGE]
 
-        return _render(
+        return comparison(
             request,
             "compare_example.html",
-            owner=first.owner,
-            name=first.name,
+            first,
+            second,
             example=example,
-            first=first,
-            second=second,
             left=shown(first),
             right=shown(second),
         )

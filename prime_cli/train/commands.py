@@ -1,7 +1,7 @@
 """`prime train …`: RL on a hub environment (trainer_bridge does the work; this is the shell).
 
     prime train OWNER/NAME[@VER] [-m MODEL] [-c FILE.toml]... [-a ENV_ARGS] [--max-steps N]
-        [--backend auto|torch|vllm|external] [-o DIR] [--run-name N] [--push [--public]]
+        [--backend auto|torch|vllm|external] [--lab URL] [-o DIR] [--run-name N] [--push [--public]]
         [--no-env-recipe] [--dry-run] [--output json] [--dotted.key VALUE]...
     prime train resume RUN_DIR [--max-steps N]
     prime train plot RUN_DIR [-o PNG]
@@ -102,7 +102,14 @@ def train() -> None:
 @click.option(
     "--max-steps", type=click.IntRange(min=1), help="optimizer steps to train (max_steps)"
 )
-@click.option("--backend", type=click.Choice(["auto", "torch", "vllm", "external"]))
+@click.option("--backend", type=click.Choice(["auto", "torch", "vllm", "external", "lab"]))
+@click.option(
+    "--lab",
+    "lab_url",
+    metavar="URL",
+    help="train and sample on a hub's Lab (HUB/lab) with your train-scoped token "
+    "(prime login or PRIME_API_KEY); the orchestrator and the env stay here",
+)
 @click.option(
     "-o", "--output-dir", type=Path, help="where outputs/train/… goes (default ./outputs)"
 )
@@ -139,6 +146,7 @@ def run_cmd(
     env_args: str | None,
     max_steps: int | None,
     backend: str | None,
+    lab_url: str | None,
     output_dir: Path | None,
     run_name: str | None,
     push: bool,
@@ -155,13 +163,16 @@ def run_cmd(
     from trainer_bridge.config import ConfigError
     from trainer_bridge.config_loader import build_config, parse_flags, to_toml
 
+    if lab_url and backend not in (None, "lab"):
+        raise config_exit(f"--lab trains and samples on the Lab; drop --backend {backend}")
     try:
         extra_files, overrides = parse_flags(ctx.args)
         flags: list[tuple[str, Any]] = []
         for key, value in (
             ("model.name", model),
             ("max_steps", max_steps),
-            ("inference.backend", backend),
+            ("inference.backend", "lab" if lab_url else backend),
+            ("inference.urls", [lab_url] if lab_url else None),
             ("output_dir", str(output_dir) if output_dir else None),
             ("run_name", run_name),
             *algo_flags(algo, data, teacher, output_dir),

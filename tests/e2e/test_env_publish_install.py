@@ -124,6 +124,14 @@ def make_env(
     return root
 
 
+def push_new_env(
+    env: dict[str, str], parent: Path, name: str, token: str, *push_args: str, deps: list[str]
+) -> None:
+    """`make_env`, then `prime env push` it (with `push_args`) as `token`'s account."""
+    root = make_env(env, parent, name, deps=deps)
+    ok(prime(env, "env", "push", str(root), *push_args, token=token))
+
+
 def bump(root: Path, old: str, new: str) -> None:
     pyproject = root / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace(f'version = "{old}"', f'version = "{new}"'))
@@ -306,8 +314,9 @@ def test_unresolvable_dependency_is_named_with_a_fix(
     tmp_path: Path, cli_env: dict[str, str], tokens: dict[str, str]
 ) -> None:
     """Before: "the installer failed with exit status 1". Now the requirement is named."""
-    root = make_env(cli_env, tmp_path / "src", "needy-env", deps=["tiny-dep", "ghost-dep>=2"])
-    ok(prime(cli_env, "env", "push", str(root), token=tokens["alice"]))
+    push_new_env(
+        cli_env, tmp_path / "src", "needy-env", tokens["alice"], deps=["tiny-dep", "ghost-dep>=2"]
+    )
     python = fresh_venv(tmp_path / "venv", cli_env, sees_suite=True)
     for installer in ("uv", "pip"):
         failed = prime(
@@ -325,8 +334,9 @@ def test_unresolvable_dependency_is_named_with_a_fix(
 def test_an_sdk_the_hub_cannot_serve_is_named(
     tmp_path: Path, cli_env: dict[str, str], tokens: dict[str, str]
 ) -> None:
-    root = make_env(cli_env, tmp_path / "src", "future-env", deps=["prime-envhub-sdk>=99"])
-    ok(prime(cli_env, "env", "push", str(root), token=tokens["alice"]))
+    push_new_env(
+        cli_env, tmp_path / "src", "future-env", tokens["alice"], deps=["prime-envhub-sdk>=99"]
+    )
     python = fresh_venv(tmp_path / "venv", cli_env)
     failed = prime(cli_env, "env", "install", "alice/future-env", "--python", str(python))
     assert failed.returncode == 1 and "Traceback" not in failed.stderr
@@ -340,8 +350,7 @@ def test_listing_info_yank_json(
     tmp_path: Path, cli_env: dict[str, str], tokens: dict[str, str]
 ) -> None:
     alice = tokens["alice"]
-    root = make_env(cli_env, tmp_path / "src", "listed-env", deps=[])
-    ok(prime(cli_env, "env", "push", str(root), token=alice))
+    push_new_env(cli_env, tmp_path / "src", "listed-env", alice, deps=[])
 
     listing = json.loads(ok(prime(cli_env, "env", "list", "--owner", "alice", "--output", "json")))
     assert "listed-env" in {item["name"] for item in listing["environments"]}
@@ -377,8 +386,7 @@ def test_private_environment_is_invisible_to_others(
     tmp_path: Path, hub: HubProcess, cli_env: dict[str, str], tokens: dict[str, str]
 ) -> None:
     alice, bob = tokens["alice"], tokens["bob"]
-    root = make_env(cli_env, tmp_path / "src", "secret-env", deps=[])
-    ok(prime(cli_env, "env", "push", str(root), "--visibility", "private", token=alice))
+    push_new_env(cli_env, tmp_path / "src", "secret-env", alice, "--visibility", "private", deps=[])
 
     for token in (bob, None):
         one_line_error(prime(cli_env, "env", "info", "alice/secret-env", token=token), "not found")
@@ -433,8 +441,7 @@ def test_unknown_name_never_falls_through(
 def test_pip_installer_uses_normal_index_for_dependencies(
     tmp_path: Path, cli_env: dict[str, str], tokens: dict[str, str]
 ) -> None:
-    root = make_env(cli_env, tmp_path / "src", "pip-env", deps=["tiny-dep"])
-    ok(prime(cli_env, "env", "push", str(root), token=tokens["alice"]))
+    push_new_env(cli_env, tmp_path / "src", "pip-env", tokens["alice"], deps=["tiny-dep"])
     python = fresh_venv(tmp_path / "venv", cli_env, with_pip=True, sees_suite=True)
     out = ok(
         prime(

@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from testing.server import FakeServer
-from tests.e2e.eval_support import SAY_ENV, TOOL_ENV, prime, prime_env, records, run_dirs
+from tests.e2e.eval_support import (
+    SAY_ENV,
+    TOOL_ENV,
+    eval_run_json,
+    prime,
+    prime_env,
+    records,
+    run_dirs,
+)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -106,26 +114,10 @@ def test_tool_loop_over_both_wire_formats(tmp_path: Path, provider: str, stream:
         (tmp_path / "endpoints.toml").write_text(
             f'[fake]\nurl = "{server.url}"\nclient = "{provider}"\n'
         )
-        result = prime(
-            "eval",
-            "run",
-            str(TOOL_ENV),
-            "-m",
-            "fake",
-            "-n",
-            "5",
-            "-r",
-            "2",
-            stream,
-            "-o",
-            "out",
-            "--output",
-            "json",
-            cwd=tmp_path,
+        out, run_dir = eval_run_json(
+            tmp_path, str(TOOL_ENV), "-m", "fake", "-n", "5", "-r", "2", stream
         )
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["runs"][0]["summary"]["reward_mean"] == 1.0
-    (run_dir,) = run_dirs(tmp_path / "out")
+    assert out["runs"][0]["summary"]["reward_mean"] == 1.0
     for row in records(run_dir):
         roles = [m["role"] for m in row["completion"]]
         assert roles == ["assistant", "tool", "assistant"], row["completion"]

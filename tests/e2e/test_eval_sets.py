@@ -13,7 +13,7 @@ import pytest
 
 from testing.server import FakeServer
 from tests.e2e.cli_support import fresh_venv, venv_cli
-from tests.e2e.eval_support import ROOT, SAY_ENV, prime_env, records
+from tests.e2e.eval_support import ROOT, SAY_ENV, hub_runs, prime_env, records
 from tests.e2e.eval_support import prime as run_prime
 from tests.e2e.test_eval_hub import publish_say_env
 from tests.hub_server.hubproc import HubProcess
@@ -90,12 +90,7 @@ def test_matrix_retries_push_and_resume(hub: HubProcess, tmp_path: Path) -> None
     assert all(c["summary"]["reward_mean"] == 1.0 for c in out["cells"])
     ids = [c["evaluation_id"] for c in out["cells"]]
     assert ids[0] == first_cell["evaluation_id"] and len(set(ids)) == 4  # each pushed once
-    listed = httpx.get(
-        f"{hub.url}/api/v1/evaluations/",
-        params={"per_page": 50},
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=30,
-    ).json()["data"]
+    listed = hub_runs(hub.url, token, per_page=50)
     assert sorted(e["id"] for e in listed) == sorted(ids)
     meta = json.loads((set_dir / first_cell["directory"] / "metadata.json").read_text())
     assert meta["eval_set"]["set_id"] == state["set_id"]

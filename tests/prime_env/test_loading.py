@@ -12,6 +12,7 @@ import pytest
 
 import prime_env
 from prime_env import EnvironmentNotFound, installed_environments, load, parse_env_id
+from tests.support import python_output
 
 REPO = Path(prime_env.__file__).resolve().parents[1]
 
@@ -159,13 +160,6 @@ def test_pip_installed_environment_is_found_by_entry_point(tmp_path: Path) -> No
         "env = prime_env.load('carol/piped-env@2.0', num_tasks=4);"
         "print(env.id, len(env.tasks), sorted(prime_env.installed_environments()))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": f"{target}{os.pathsep}{REPO}"},
-        cwd=tmp_path,
-    )
-    assert out.stdout.split(" ", 2)[:2] == ["carol/piped-env@2.0.1", "4"]
-    assert "'piped-env'" in out.stdout
+    out = python_output(code, {**os.environ, "PYTHONPATH": f"{target}{os.pathsep}{REPO}"}, tmp_path)
+    assert out.split(" ", 2)[:2] == ["carol/piped-env@2.0.1", "4"]
+    assert "'piped-env'" in out

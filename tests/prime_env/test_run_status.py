@@ -24,6 +24,7 @@ from prime_env.eval_run_dir import EvalRunDir, RunConfig
 from prime_env.evaluation import EvalError, EvalRun, execute, resume_run, start_run
 from prime_env.run_status import owner_state, read_status, status_fields
 from sandbox.owner import host_id
+from tests.support import python_output
 
 TASKS = [{"question": f"{i}+{i}", "answer": str(2 * i), "id": f"t{i}"} for i in range(3)]
 SPEC = ModelSpec("scripted", "scripted-model", "scripted", "openai", None, None)
@@ -149,9 +150,7 @@ def test_an_owner_recorded_without_a_start_time_falls_back_to_its_pid() -> None:
     data = _running_here()
     data["owner"]["start_time"] = ""
     assert owner_state(data) == "alive"
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)  # fmt: skip
-    data["owner"]["pid"] = int(gone.stdout)
+    data["owner"]["pid"] = int(python_output("import os; print(os.getpid())"))  # exited since
     assert owner_state(data) == "gone"
 
 

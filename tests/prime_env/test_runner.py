@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -40,6 +42,15 @@ def answering_client(**kw):
         return str(2 * int(a))
 
     return ScriptedClient(reply, **kw)
+
+
+def numbered_env(n: int, reward: Callable[..., Any]) -> Environment:
+    """`n` single-turn tasks, question and id "0", "1", …, scored by `reward` alone."""
+    return Environment(
+        TaskSet.from_records({"question": str(i), "id": str(i)} for i in range(n)),
+        SingleTurn(),
+        Rubric([reward]),
+    )
 
 
 def make_env(**kw):
@@ -165,11 +176,7 @@ async def test_concurrency_is_bounded_and_used() -> None:
             live["now"] -= 1
 
     client.chat = chat  # type: ignore[method-assign]
-    env = Environment(
-        TaskSet.from_records({"question": str(i)} for i in range(40)),
-        SingleTurn(),
-        Rubric([lambda completion: 1.0]),
-    )
+    env = numbered_env(40, lambda completion: 1.0)
     records = await run_rollouts(env, client, concurrency=8)
     assert len(records) == 40 and all(r.error is None for r in records)
     assert live["max"] == 8
@@ -194,11 +201,7 @@ async def test_scoring_overlaps_generation() -> None:
             await asyncio.wait_for(second_call.wait(), timeout=5)
         return 1.0
 
-    env = Environment(
-        TaskSet.from_records({"question": str(i), "id": str(i)} for i in range(3)),
-        SingleTurn(),
-        Rubric([waits_for_next_generation]),
-    )
+    env = numbered_env(3, waits_for_next_generation)
     records = await run_rollouts(env, client, concurrency=1)
     assert [r.error for r in records] == [None, None, None]
     assert [r.reward for r in records] == [1.0, 1.0, 1.0]
@@ -224,11 +227,7 @@ async def test_a_burst_of_replies_sends_its_next_requests_before_any_scoring() -
         requests_when_scored.append(requests)
         return 1.0
 
-    env = Environment(
-        TaskSet.from_records({"question": str(i)} for i in range(8)),
-        SingleTurn(),
-        Rubric([counts_requests]),
-    )
+    env = numbered_env(8, counts_requests)
     records = await run_rollouts(env, client, concurrency=4)
     assert [r.reward for r in records] == [1.0] * 8
     assert len(requests_when_scored) == 8 and requests_when_scored[0] == 8
@@ -251,11 +250,7 @@ async def test_a_steady_stream_of_replies_is_scored_in_batches_of_the_concurrenc
         unscored.append(len(client.calls) - len(unscored))
         return 1.0
 
-    env = Environment(
-        TaskSet.from_records({"question": str(i)} for i in range(200)),
-        SingleTurn(),
-        Rubric([counts_unscored]),
-    )
+    env = numbered_env(200, counts_unscored)
     records = await run_rollouts(env, client, concurrency=4)
     assert len(records) == 200 and all(r.reward == 1.0 for r in records)
     assert max(unscored) <= 2 * 4  # waiting (up to 4) plus generating (up to 4)

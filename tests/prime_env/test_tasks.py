@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from prime_env import DatasetError, Task, TaskSet
-from tests.support import require
+from tests.support import python_output, require
 
 RECORDS = [
     {"question": "2+2?", "answer": "4", "difficulty": "easy"},
@@ -113,14 +111,8 @@ def test_shuffle_is_deterministic_across_processes() -> None:
         "ts=TaskSet.from_records({'question': f'q{i}'} for i in range(50));"
         "print(','.join(t.prompt[0]['content'] for t in ts.shuffle(7)))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={"PYTHONHASHSEED": "123", "PATH": "/usr/bin"},
-    )
-    assert out.stdout.strip().split(",") == order
+    out = python_output(code, {"PYTHONHASHSEED": "123", "PATH": "/usr/bin"})
+    assert out.strip().split(",") == order
 
 
 def test_head_and_split() -> None:

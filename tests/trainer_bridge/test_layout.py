@@ -98,6 +98,7 @@ FORBIDDEN = {
     "trainer_bridge.trainer": ["orchestrator", "inference", "launch", "metrics", "children"],
     "trainer_bridge.orchestrator": ["trainer", "launch", "shutdown"],
     "trainer_bridge.inference": ["orchestrator", "launch"],
+    "trainer_bridge.lab": ["orchestrator", "inference", "launch"],
 }  # fmt: skip
 
 

@@ -49,7 +49,13 @@ def backend_kind(config: TrainConfig) -> str:
 def check_servable(config: TrainConfig) -> None:
     """Refuse, before anything starts, what the vLLM backend cannot do: a bare LoRA adapter
     directory as the model, full fine-tuning (vLLM serves the policies as LoRA adapters), an
-    engine that is not installed."""
+    engine that is not installed. A Lab (`lab`) is asked whether it trains this config for
+    this token (trainer_bridge.lab.connect)."""
+    if backend_kind(config) == "lab":
+        from trainer_bridge.lab.connect import check_lab, lab_key
+
+        check_lab(config, lab_key())
+        return
     if backend_kind(config) not in ("vllm", "external"):
         return
     name = config.model.name
@@ -108,6 +114,8 @@ def inference_commands(config: TrainConfig) -> dict[str, dict[str, str]]:
         return {"localhost": {"inference": "in-process torch sampler (backend torch)"}}
     if kind == "external":
         return {"localhost": {"inference": "external servers: " + ", ".join(config.inference.urls)}}
+    if kind == "lab":
+        return {"localhost": {"inference": f"the Lab at {config.inference.urls[0]} (tinker SDK)"}}
     engine = find_vllm()
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(server_env({}).items()))
     hosts: dict[str, dict[str, str]] = {}
@@ -137,6 +145,8 @@ def make_backend_factory(
 
     if kind == "torch":
         return torch_backend
+    if kind == "lab":
+        return lab_backend_factory(config)
     specs = server_specs(config) if kind == "vllm" else []
     urls = [spec.url for spec in specs] or list(config.inference.urls)
 
@@ -169,3 +179,19 @@ def make_backend_factory(
                 f"minutes on CPU (log: {log})"
             )
     return vllm_backend
+
+
+def lab_backend_factory(config: TrainConfig) -> BackendFactory:
+    """The `lab` backend: sampling clients of the Lab at `inference.urls[0]`, the prompts
+    rendered here with the model's tokenizer."""
+
+    async def lab_backend() -> InferenceBackend:
+        from local_model.models import load_tokenizer
+        from trainer_bridge.inference.lab_backend import LabBackend
+        from trainer_bridge.lab.connect import lab_key, lab_url
+
+        tokenizer = await asyncio.to_thread(load_tokenizer, config.model.name)
+        key, url = lab_key(), lab_url(config)
+        return await asyncio.to_thread(LabBackend, config.model.name, url, key, tokenizer)
+
+    return lab_backend

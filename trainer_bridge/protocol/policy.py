@@ -39,6 +39,8 @@ class PolicyRef:
     path: Path
     kind: Literal["lora", "full"]
     sha256: str
+    lab_path: str | None = None
+    """The same adapter on a Lab (`tinker://MODEL/sampler_weights/step_N`) in `--lab` runs."""
 
 
 @dataclass(frozen=True)
@@ -71,15 +73,36 @@ def write_policy(run_dir: Path, version: int, model: Any, probe: Probe) -> Polic
             model.config.save_pretrained(scratch)
             weights = scratch / FULL_WEIGHTS
             save_model(model, str(weights))
-        sha = file_sha256(weights)
-        manifest = {
-            "version": version,
-            "kind": kind,
-            "sha256": sha,
-            "probe": {"token_ids": probe.token_ids, "logprobs": probe.logprobs},
-        }
-        (scratch / POLICY_FILE).write_text(json.dumps(manifest))
-    return PolicyRef(version=version, path=final, kind=kind, sha256=sha)
+        ref = PolicyRef(version=version, path=final, kind=kind, sha256=file_sha256(weights))
+        _write_manifest(scratch, ref, probe)
+    return ref
+
+
+def write_lab_policy(
+    run_dir: Path, version: int, files: dict[str, bytes], probe: Probe, lab_path: str
+) -> PolicyRef:
+    """Write `broadcasts/step_{version}/` from a Lab's adapter (its PEFT files by name, as
+    `hub_client.lab.fetch_adapter` returns them), naming where the Lab holds it."""
+    final = RunDir(run_dir).broadcast(version)
+    with stable_dir(final, overwrite=True) as scratch:
+        for name, data in files.items():
+            (scratch / name).write_bytes(data)
+        sha = file_sha256(scratch / ADAPTER_WEIGHTS)
+        ref = PolicyRef(version=version, path=final, kind="lora", sha256=sha, lab_path=lab_path)
+        _write_manifest(scratch, ref, probe)
+    return ref
+
+
+def _write_manifest(directory: Path, ref: PolicyRef, probe: Probe) -> None:
+    manifest: dict[str, Any] = {
+        "version": ref.version,
+        "kind": ref.kind,
+        "sha256": ref.sha256,
+        "probe": {"token_ids": probe.token_ids, "logprobs": probe.logprobs},
+    }
+    if ref.lab_path is not None:
+        manifest["lab_path"] = ref.lab_path
+    (directory / POLICY_FILE).write_text(json.dumps(manifest))
 
 
 def read_policy(path: Path) -> tuple[PolicyRef, Probe]:
@@ -93,6 +116,7 @@ def read_policy(path: Path) -> tuple[PolicyRef, Probe]:
             path=path,
             kind=manifest["kind"],
             sha256=str(manifest["sha256"]),
+            lab_path=manifest.get("lab_path"),
         )
         probe = Probe(
             token_ids=[int(t) for t in manifest["probe"]["token_ids"]],

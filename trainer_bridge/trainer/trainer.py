@@ -60,6 +60,7 @@ from trainer_bridge.trainer.modeling import (
     resolve_device,
     right_pad,
 )
+from trainer_bridge.trainer.schedule import lr_schedule
 from trainer_bridge.usage import peak_rss_mb
 
 POLL_S = 0.2
@@ -134,8 +135,6 @@ class Trainer:
 
     def _enter(self, stage: Stage) -> None:
         """A fresh AdamW and schedule (over the stage's steps) and the stage's loss."""
-        from transformers import get_scheduler
-
         self.stage = stage
         tc = stage.config.trainer
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -145,15 +144,7 @@ class Trainer:
             betas=(tc.optim.betas1, tc.optim.betas2),
             weight_decay=tc.optim.weight_decay,
         )
-        name: str = tc.scheduler.type
-        if name == "constant" and tc.scheduler.warmup_steps:
-            name = "constant_with_warmup"
-        self.scheduler = get_scheduler(
-            name,
-            self.optimizer,
-            num_warmup_steps=tc.scheduler.warmup_steps,
-            num_training_steps=stage.steps,
-        )
+        self.scheduler = lr_schedule(self.optimizer, tc, stage.steps)
         self.loss_fn = resolve_loss(tc.loss)
 
     # --- one step -----------------------------------------------------------------------

@@ -10,9 +10,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...clients.base import ChatResponse, Message, SamplingArgs, ToolSpec
+from ...clients.base import ChatResponse, Message, SamplingArgs
 from ...clients.wire import tool_use_block
-from .dialect import BadRequest, Request, new_id, number, reply_message, sse, stop_list, text_of
+from .dialect import (
+    BadRequest,
+    Request,
+    function_tools,
+    new_id,
+    number,
+    reply_message,
+    sse,
+    stop_list,
+    text_of,
+)
 
 _STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
@@ -40,7 +50,12 @@ class AnthropicMessages:
             top_p=number(body, "top_p"),
             stop=stop_list(body.get("stop_sequences")),
         )
-        return Request(messages, _tools(body.get("tools")), wanted, bool(body.get("stream")))
+        return Request(
+            messages,
+            function_tools(body.get("tools"), _input_schema),
+            wanted,
+            bool(body.get("stream")),
+        )
 
     def render(self, response: ChatResponse, request: Request, model: str) -> dict[str, Any]:
         message = reply_message(response)
@@ -184,23 +199,7 @@ def _user(content: Any) -> list[Message]:
     return results
 
 
-def _tools(raw: Any) -> list[ToolSpec] | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, list):
-        raise BadRequest("tools must be a list")
-    specs: list[ToolSpec] = []
-    for tool in raw:
-        if not isinstance(tool, dict) or "input_schema" not in tool:
-            raise BadRequest("only client tools {name, description, input_schema} are supported")
-        specs.append(
-            {
-                "type": "function",
-                "function": {
-                    "name": tool.get("name", ""),
-                    "description": tool.get("description") or "",
-                    "parameters": tool["input_schema"],
-                },
-            }
-        )
-    return specs or None
+def _input_schema(tool: Any) -> Any:
+    if not isinstance(tool, dict) or "input_schema" not in tool:
+        raise BadRequest("only client tools {name, description, input_schema} are supported")
+    return tool["input_schema"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -57,6 +58,29 @@ def merge_sampling(run: SamplingArgs, wanted: SamplingArgs, cap: int | None) -> 
         logprobs=run.logprobs or wanted.logprobs,
         extra=run.extra,
     )
+
+
+def function_tools(raw: Any, parameters_of: Callable[[Any], Any]) -> list[ToolSpec] | None:
+    """A request's `tools` as the SDK's function tools (None when it has none); a dialect's
+    `parameters_of(tool)` reads a tool's JSON schema, a BadRequest for a tool it cannot take."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise BadRequest("tools must be a list")
+    specs: list[ToolSpec] = []
+    for tool in raw:
+        parameters = parameters_of(tool)
+        specs.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": tool.get("name", ""),
+                    "description": tool.get("description") or "",
+                    "parameters": parameters,
+                },
+            }
+        )
+    return specs or None
 
 
 def new_id(prefix: str) -> str:

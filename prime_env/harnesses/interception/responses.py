@@ -13,8 +13,17 @@ import json
 import time
 from typing import Any
 
-from ...clients.base import ChatResponse, Message, SamplingArgs, ToolSpec
-from .dialect import BadRequest, Request, new_id, number, reply_message, sse, text_of
+from ...clients.base import ChatResponse, Message, SamplingArgs
+from .dialect import (
+    BadRequest,
+    Request,
+    function_tools,
+    new_id,
+    number,
+    reply_message,
+    sse,
+    text_of,
+)
 
 
 class Responses:
@@ -41,7 +50,12 @@ class Responses:
         )
         system = {"role": "system", "content": text_of(instructions)} if instructions else None
         return Request(
-            messages, _tools(body.get("tools")), wanted, bool(body.get("stream")), previous, system
+            messages,
+            function_tools(body.get("tools"), _parameters),
+            wanted,
+            bool(body.get("stream")),
+            previous,
+            system,
         )
 
     def render(self, response: ChatResponse, request: Request, model: str) -> dict[str, Any]:
@@ -205,24 +219,8 @@ def _part(part: dict[str, Any]) -> dict[str, Any]:
     return {"type": "text", "text": str(part.get("text", ""))}
 
 
-def _tools(raw: Any) -> list[ToolSpec] | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, list):
-        raise BadRequest("tools must be a list")
-    specs: list[ToolSpec] = []
-    for tool in raw:
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            kind = tool.get("type") if isinstance(tool, dict) else tool
-            raise BadRequest(f"only function tools are supported, got {json.dumps(kind)}")
-        specs.append(
-            {
-                "type": "function",
-                "function": {
-                    "name": tool.get("name", ""),
-                    "description": tool.get("description") or "",
-                    "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
-                },
-            }
-        )
-    return specs or None
+def _parameters(tool: Any) -> Any:
+    if not isinstance(tool, dict) or tool.get("type") != "function":
+        kind = tool.get("type") if isinstance(tool, dict) else tool
+        raise BadRequest(f"only function tools are supported, got {json.dumps(kind)}")
+    return tool.get("parameters") or {"type": "object", "properties": {}}

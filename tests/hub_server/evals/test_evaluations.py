@@ -574,6 +574,21 @@ class RunningHub:
         )
         assert response.status_code == 200, response.text
 
+    def create_eval(self, who: str, slug: str, model: str, **fields: Any) -> str:
+        """Open a run of `model` on `slug` (named `SLUG--MODEL` unless `name` is given): its id."""
+        created = self.post(
+            "/api/v1/evaluations/",
+            who,
+            json={
+                "name": f"{slug}--{model}",
+                "environments": [{"slug": slug}],
+                "model_name": model,
+                **fields,
+            },
+        )
+        assert created.status_code == 200, created.text
+        return str(created.json()["evaluation_id"])
+
     def run_eval(
         self,
         who: str,
@@ -585,22 +600,10 @@ class RunningHub:
         batch: int = 50,
     ) -> str:
         """Create → push in batches → finalize; `None` rewards are pushed as errored rollouts."""
-        created = self.post(
-            "/api/v1/evaluations/",
-            who,
-            json={
-                "name": f"{slug}--{model}",
-                "environments": [{"slug": slug}],
-                "model_name": model,
-                "framework": "prime",
-                "is_public": public,
-                "metrics": {},
-                "tags": ["test"],
-                "metadata": {},
-            },
-        )
-        assert created.status_code == 200, created.text
-        evaluation_id = created.json()["evaluation_id"]
+        evaluation_id = self.create_eval(
+            who, slug, model, framework="prime", is_public=public, metrics={}, tags=["test"],
+            metadata={},
+        )  # fmt: skip
         samples = [
             rollout(i, 0, r) if r is not None else failed(i, 0) for i, r in enumerate(rewards)
         ]
@@ -889,12 +892,7 @@ def concurrent_pushes(hub: RunningHub, evaluation_id: str) -> None:
 
 
 def test_http_concurrent_batches_on_sqlite(running_hub: RunningHub) -> None:
-    created = running_hub.post(
-        "/api/v1/evaluations/",
-        "alice",
-        json={"name": "c", "environments": [{"slug": "alice/wordle"}], "model_name": "c"},
-    )
-    concurrent_pushes(running_hub, created.json()["evaluation_id"])
+    concurrent_pushes(running_hub, running_hub.create_eval("alice", "alice/wordle", "c", name="c"))
 
 
 @pytest.mark.postgres
@@ -917,23 +915,9 @@ def test_http_on_postgres_and_s3(tmp_path: Path) -> None:
             samples = hub.get(f"/api/v1/evaluations/{evaluation_id}/samples").json()
             assert [s["example_index"] for s in samples["data"]] == [0, 1, 2, 3]
             assert not (tmp_path / "hub" / "hub.sqlite3").exists()
-            created = hub.post(
-                "/api/v1/evaluations/",
-                "alice",
-                json={"name": "c", "environments": [{"slug": "alice/wordle"}], "model_name": "c"},
-            )
-            concurrent_pushes(hub, created.json()["evaluation_id"])
-            private = hub.post(
-                "/api/v1/evaluations/",
-                "bob",
-                json={"name": "p", "environments": [{"slug": "alice/wordle"}], "model_name": "p"},
-            )
-            assert (
-                hub.get(
-                    f"/api/v1/evaluations/{private.json()['evaluation_id']}", "alice"
-                ).status_code
-                == 404
-            )
+            concurrent_pushes(hub, hub.create_eval("alice", "alice/wordle", "c", name="c"))
+            private = hub.create_eval("bob", "alice/wordle", "p", name="p")
+            assert hub.get(f"/api/v1/evaluations/{private}", "alice").status_code == 404
         finally:
             hub.close()
 

@@ -50,6 +50,17 @@ _NOTHING = {"environment": 0, "version": 0, "distfile": 0}
 _JSON = "application/vnd.pypi.simple.v1+json"
 
 
+def _fields(filename: str, data: bytes, **extra: str) -> dict[str, str]:
+    """The form fields of a twine upload of `data` as `filename` (with its true digest)."""
+    return {
+        ":action": "file_upload",
+        "protocol_version": "1",
+        "filetype": "bdist_wheel" if filename.endswith(".whl") else "sdist",
+        "sha256_digest": hashlib.sha256(data).hexdigest(),
+        **extra,
+    }
+
+
 def _post(hub: InProcessHub, fields: dict[str, str], filename: str, data: bytes) -> Any:
     body, content_type = multipart(fields, filename, data)
     return hub.http.post(
@@ -77,9 +88,8 @@ def test_a_digest_that_is_not_ascii_is_refused_and_leaves_nothing(
     hub = fresh_inproc_hub
     noise = {"dig_env/n.bin": os.urandom(SIZES[path])}
     data = wheel_bytes("dig-env", "1.0.0", extra_members=noise)
-    fields = {":action": "file_upload", "protocol_version": "1", "filetype": "bdist_wheel",
-              "sha256_digest": hashlib.sha256(data).hexdigest(), field: value}  # fmt: skip
-    response = _post(hub, fields, "dig_env-1.0.0-py3-none-any.whl", data)
+    filename = "dig_env-1.0.0-py3-none-any.whl"
+    response = _post(hub, _fields(filename, data, **{field: value}), filename, data)
     assert response.status_code == 400, response.text
     assert "digest" in response.text
     assert stored_blobs(hub) == []
@@ -106,9 +116,8 @@ def test_a_value_longer_than_its_column_is_refused_before_the_blob_write(
     hub = fresh_inproc_hub
     name, options, expected = TOO_LONG[case]
     data = wheel_bytes(name, "1.0.0", **options)  # type: ignore[arg-type]
-    fields = {":action": "file_upload", "protocol_version": "1", "filetype": "bdist_wheel",
-              "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
-    response = _post(hub, fields, f"{name.replace('-', '_')}-1.0.0-py3-none-any.whl", data)
+    filename = f"{name.replace('-', '_')}-1.0.0-py3-none-any.whl"
+    response = _post(hub, _fields(filename, data), filename, data)
     assert response.status_code == 400, response.text
     assert expected in response.text
     assert stored_blobs(hub) == []
@@ -127,9 +136,8 @@ def test_a_nul_in_the_metadata_is_refused_before_anything_is_written(
     both) was a 500 from the insert after the blob write had begun; SQLite stored it."""
     hub = fresh_inproc_hub
     data = wheel_bytes("nul-env", "1.0.0", **options)  # type: ignore[arg-type]
-    fields = {":action": "file_upload", "protocol_version": "1", "filetype": "bdist_wheel",
-              "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
-    response = _post(hub, fields, "nul_env-1.0.0-py3-none-any.whl", data)
+    filename = "nul_env-1.0.0-py3-none-any.whl"
+    response = _post(hub, _fields(filename, data), filename, data)
     assert response.status_code == 400, response.text
     assert "NUL" in response.text
     assert stored_blobs(hub) == []
@@ -325,10 +333,7 @@ def test_a_hostile_archive_gets_the_same_answer_in_memory_and_through_a_scratch_
     for pad in (0, _PAD):
         data = build(pad)
         assert (len(data) >= _MiB) == (pad > 0)
-        fields = {":action": "file_upload", "protocol_version": "1",
-                  "filetype": "bdist_wheel" if filename.endswith(".whl") else "sdist",
-                  "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
-        response = _post(hub, fields, filename, data)
+        response = _post(hub, _fields(filename, data), filename, data)
         answers.append((response.status_code, response.text))
     assert answers[0] == answers[1], answers
     assert answers[0][0] == 400 and expected in answers[0][1], answers[0]
@@ -344,9 +349,7 @@ def test_an_sdist_is_stored_and_advertises_no_metadata_file(
     and JSON) and `<sdist>.metadata` is a 404."""
     hub = fresh_inproc_hub
     data = _sdist("sd_env", pad)
-    fields = {":action": "file_upload", "protocol_version": "1", "filetype": "sdist",
-              "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
-    response = _post(hub, fields, "sd_env-1.0.0.tar.gz", data)
+    response = _post(hub, _fields("sd_env-1.0.0.tar.gz", data), "sd_env-1.0.0.tar.gz", data)
     assert response.status_code == 200, response.text
     page = hub.http.get("/admin/simple/sd-env/", headers={"Accept": _JSON}).json()
     (entry,) = page["files"]
@@ -373,10 +376,10 @@ def test_concurrent_uploads_of_one_filename_with_other_bytes_store_exactly_one(
     barrier = threading.Barrier(len(datas))
 
     def one(data: bytes) -> tuple[int, str]:
-        fields = {":action": "file_upload", "protocol_version": "1", "filetype": "bdist_wheel",
-                  "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
+        filename = "race_env-1.0.0-py3-none-any.whl"
+        fields = _fields(filename, data)
         barrier.wait()
-        response = _post(hub, fields, "race_env-1.0.0-py3-none-any.whl", data)
+        response = _post(hub, fields, filename, data)
         return response.status_code, response.text
 
     with ThreadPoolExecutor(len(datas)) as pool:
@@ -397,9 +400,8 @@ def test_one_wheel_uploaded_by_two_owners_at_once_is_stored_for_both(
     data = wheel_bytes(
         "shared-env", "1.0.0", extra_members={"shared_env/pad.bin": os.urandom(_PAD)}
     )
-    fields = {":action": "file_upload", "protocol_version": "1", "filetype": "bdist_wheel",
-              "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
-    body, content_type = multipart(fields, "shared_env-1.0.0-py3-none-any.whl", data)
+    filename = "shared_env-1.0.0-py3-none-any.whl"
+    body, content_type = multipart(_fields(filename, data), filename, data)
     barrier = threading.Barrier(6)
 
     def one(owner_and_token: tuple[str, str]) -> int:
@@ -515,10 +517,9 @@ def test_concurrent_uploads_of_confusable_new_names_create_one(
 
     def one(name: str) -> int:
         data = wheel_bytes(name, "1.0.0")
-        fields = {":action": "file_upload", "protocol_version": "1", "filetype": "bdist_wheel",
-                  "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
-        barrier.wait()
         filename = f"{name.replace('-', '_')}-1.0.0-py3-none-any.whl"
+        fields = _fields(filename, data)
+        barrier.wait()
         return _post(hub, fields, filename, data).status_code
 
     for _round in range(3):
@@ -540,9 +541,8 @@ def test_confusable_new_names_from_twine_and_resolve_at_once_create_one(
 
     def one(name: str) -> int:
         data = wheel_bytes(name, "1.0.0")
-        fields = {":action": "file_upload", "protocol_version": "1", "filetype": "bdist_wheel",
-                  "sha256_digest": hashlib.sha256(data).hexdigest()}  # fmt: skip
         filename = f"{name.replace('-', '_')}-1.0.0-py3-none-any.whl"
+        fields = _fields(filename, data)
         barrier.wait()
         if name.endswith("-env"):
             return _post(hub, fields, filename, data).status_code

@@ -148,17 +148,9 @@ def test_run_page_shows_summary_and_first_samples(site: tuple[RunningHub, dict[s
 
 def test_an_open_run_page_shows_no_score_yet(site: tuple[RunningHub, dict[str, str]]) -> None:
     hub, _ = site
-    created = hub.post(
-        "/api/v1/evaluations/",
-        "bob",
-        json={
-            "name": "open run",
-            "environments": [{"slug": "alice/wordle"}],
-            "model_name": "still-running",
-            "is_public": True,
-        },
+    evaluation_id = hub.create_eval(
+        "bob", "alice/wordle", "still-running", name="open run", is_public=True
     )
-    evaluation_id = created.json()["evaluation_id"]
     shown = text_of(hub.get(f"/alice/wordle/evals/{evaluation_id}").text)
     assert "running" in shown and "Mean reward —" in shown.replace("MEAN REWARD", "Mean reward")
     assert "still-running" not in hub.get("/api/v1/environmentshub/alice/wordle/leaderboard").text
