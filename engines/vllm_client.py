@@ -23,7 +23,14 @@ import httpx
 
 from local_model.client import DEFAULT_MAX_TOKENS
 from prime_env.chat_template import assistant_message, bridge_ids, prompt_ids
-from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec, Usage
+from prime_env.clients.base import (
+    ChatResponse,
+    Message,
+    RenderingClient,
+    SamplingArgs,
+    ToolSpec,
+    Usage,
+)
 from prime_env.clients.retry import (
     Failure,
     RetryPolicy,
@@ -88,14 +95,9 @@ class TokenWire:
         return body
 
     async def complete(
-        self,
-        model: str,
-        prompt: list[int],
-        messages: list[Message],
-        tools: list[ToolSpec] | None,
-        sampling: SamplingArgs,
+        self, model: str, prompt: list[int], tools: list[ToolSpec] | None, sampling: SamplingArgs
     ) -> ChatResponse:
-        """Sample a completion of `prompt` (the ids `messages` render to) as `model`."""
+        """Sample a completion of `prompt` as `model` (`tools`: parse tool calls from it)."""
         body = self.body(model, prompt, sampling)
 
         async def attempt() -> dict[str, Any]:
@@ -145,7 +147,7 @@ def _call_id() -> str:
     return f"call_{uuid.uuid4().hex[:12]}"
 
 
-class VLLMClient:
+class VLLMClient(RenderingClient):
     """A model client for `-m local/<name>|DIR [--adapter DIR]` with `--backend vllm`: the
     server for the model (and adapter) is found or started by `serving.ensure_server`, or is
     the one at `url` (a server already running, started with the flags of vllm_server.py)."""
@@ -196,31 +198,17 @@ class VLLMClient:
         self._served = server.request_model
         self.base_url = server.url
 
-    async def chat(
-        self,
-        messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        sampling: SamplingArgs | None = None,
-    ) -> ChatResponse:
+    async def render(self, messages: list[Message], tools: list[ToolSpec] | None) -> list[int]:
         await self.ensure_loaded()
         assert self._wire is not None
-        prompt = self._wire.render(messages, tools)
-        return await self.chat_ids(prompt, messages, tools=tools, sampling=sampling)
+        return self._wire.render(messages, tools)
 
-    async def chat_ids(
-        self,
-        prompt_ids: list[int],
-        messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        sampling: SamplingArgs | None = None,
+    async def sample(
+        self, prompt_ids: list[int], tools: list[ToolSpec] | None, sampling: SamplingArgs
     ) -> ChatResponse:
         await self.ensure_loaded()
         assert self._wire is not None
-        response = await self._wire.complete(
-            self._served, list(prompt_ids), messages, tools, sampling or SamplingArgs()
-        )
+        response = await self._wire.complete(self._served, prompt_ids, tools, sampling)
         return replace(response, model=self.model)
 
     def bridge(

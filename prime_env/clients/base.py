@@ -8,6 +8,7 @@ rubrics never see provider differences.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -100,3 +101,52 @@ class TokenClient(Protocol):
     ) -> ChatResponse:
         """`chat` with the prompt given as token ids (`messages` are what they render)."""
         ...
+
+
+class RenderingClient(ABC):
+    """A `TokenClient` that renders chats to prompt ids itself (prime_env.chat_template) and
+    samples from ids (the vLLM and Lab backends): `chat` is `chat_ids` over its own rendering,
+    so a first turn and a continued one reach the model the same way."""
+
+    model: str
+    provider: str
+    base_url: str | None
+
+    async def chat(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        sampling: SamplingArgs | None = None,
+    ) -> ChatResponse:
+        prompt = await self.render(messages, tools)
+        return await self.chat_ids(prompt, messages, tools=tools, sampling=sampling)
+
+    async def chat_ids(
+        self,
+        prompt_ids: list[int],
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        sampling: SamplingArgs | None = None,
+    ) -> ChatResponse:
+        return await self.sample(list(prompt_ids), tools, sampling or SamplingArgs())
+
+    @abstractmethod
+    async def render(self, messages: list[Message], tools: list[ToolSpec] | None) -> list[int]:
+        """The prompt ids `messages` (and `tools`) render to."""
+
+    @abstractmethod
+    async def sample(
+        self, prompt_ids: list[int], tools: list[ToolSpec] | None, sampling: SamplingArgs
+    ) -> ChatResponse:
+        """One completion of `prompt_ids`; `tools` tell how to parse tool calls from it."""
+
+    @abstractmethod
+    def bridge(
+        self, completion_ids: list[int], messages: list[Message], tools: list[ToolSpec] | None
+    ) -> list[int] | None:
+        """As `TokenClient.bridge`."""
+
+    async def aclose(self) -> None:
+        """Release connections; a client over a backend's connections has none of its own."""

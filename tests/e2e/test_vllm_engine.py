@@ -141,7 +141,7 @@ def test_greedy_answers_agree_with_the_torch_engine(vllm: Host) -> None:
     class Wire:
         async def chat(self, messages: list[dict[str, str]], *, sampling: object) -> object:
             ids = wire.render(messages, None)  # type: ignore[arg-type]
-            return await wire.complete(MODEL, ids, messages, None, sampling)  # type: ignore[arg-type]
+            return await wire.complete(MODEL, ids, None, sampling)  # type: ignore[arg-type]
 
     async def both() -> tuple[list[str], list[str]]:
         try:

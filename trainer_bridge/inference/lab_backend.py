@@ -26,7 +26,7 @@ from hub_client.client import HubError
 from hub_client.lab import lab_capabilities, tinker_key
 from local_model.client import DEFAULT_MAX_TOKENS, Sampled, completion_response
 from prime_env.chat_template import bridge_ids, prompt_ids
-from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec
+from prime_env.clients.base import ChatResponse, Message, RenderingClient, SamplingArgs, ToolSpec
 from trainer_bridge.lab.connect import quiet_queue_waits
 from trainer_bridge.protocol.policy import PolicyError, PolicyRef
 
@@ -130,7 +130,7 @@ class LabBackend:
                 future.set_result(sequence)
 
 
-class LabClient:
+class LabClient(RenderingClient):
     """A prime_env model client over the backend; responses carry the policy that sampled
     them, and a later turn may continue an earlier one token for token (a `TokenClient`)."""
 
@@ -141,25 +141,12 @@ class LabClient:
         self.model = backend.base_model
         self.base_url: str | None = backend.url
 
-    async def chat(
-        self,
-        messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        sampling: SamplingArgs | None = None,
-    ) -> ChatResponse:
-        prompt = prompt_ids(self.backend.tokenizer, messages, tools)
-        return await self.chat_ids(prompt, messages, tools=tools, sampling=sampling)
+    async def render(self, messages: list[Message], tools: list[ToolSpec] | None) -> list[int]:
+        return prompt_ids(self.backend.tokenizer, messages, tools)
 
-    async def chat_ids(
-        self,
-        prompt_ids: list[int],
-        messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        sampling: SamplingArgs | None = None,
+    async def sample(
+        self, prompt_ids: list[int], tools: list[ToolSpec] | None, sampling: SamplingArgs
     ) -> ChatResponse:
-        sampling = sampling or SamplingArgs()
         limit = sampling.max_tokens or DEFAULT_MAX_TOKENS
         params = types.SamplingParams(
             max_tokens=limit,
@@ -169,10 +156,10 @@ class LabClient:
             stop=list(sampling.stop) if sampling.stop else None,
         )
         version = self.backend.version
-        sequence = await self.backend.sample(list(prompt_ids), params)
+        sequence = await self.backend.sample(prompt_ids, params)
         sampled = Sampled(list(sequence.tokens), [float(x) for x in sequence.logprobs], limit)
         response = completion_response(
-            self.backend.tokenizer, list(prompt_ids), sampled, sampling.stop, tools, self.model
+            self.backend.tokenizer, prompt_ids, sampled, sampling.stop, tools, self.model
         )
         return replace(response, policy_version=version)
 
@@ -180,6 +167,3 @@ class LabClient:
         self, completion_ids: list[int], messages: list[Message], tools: list[ToolSpec] | None
     ) -> list[int] | None:
         return bridge_ids(self.backend.tokenizer, completion_ids, messages, tools)
-
-    async def aclose(self) -> None:
-        """The backend owns the Lab connection."""

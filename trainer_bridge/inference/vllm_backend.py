@@ -30,7 +30,7 @@ import httpx
 
 from engines.vllm_client import TokenWire
 from engines.vllm_server import wait_ready
-from prime_env.clients.base import ChatResponse, Message, SamplingArgs, ToolSpec
+from prime_env.clients.base import ChatResponse, Message, RenderingClient, SamplingArgs, ToolSpec
 from prime_env.clients.retry import RetryPolicy
 from trainer_bridge.protocol.policy import PolicyRef
 
@@ -219,7 +219,7 @@ class VLLMBackend:
                     )
 
 
-class _PinnedClient:
+class _PinnedClient(RenderingClient):
     """One group's client: every call goes to the same server, tagged with the newest policy;
     a later turn may continue an earlier one token for token (a `TokenClient`)."""
 
@@ -232,33 +232,18 @@ class _PinnedClient:
         self.base_url: str | None = server.url
         self.session = uuid.uuid4().hex[:12]
 
-    async def chat(
-        self,
-        messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        sampling: SamplingArgs | None = None,
-    ) -> ChatResponse:
-        prompt = self.server.wire.render(messages, tools)
-        return await self.chat_ids(prompt, messages, tools=tools, sampling=sampling)
+    async def render(self, messages: list[Message], tools: list[ToolSpec] | None) -> list[int]:
+        return self.server.wire.render(messages, tools)
 
-    async def chat_ids(
-        self,
-        prompt_ids: list[int],
-        messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        sampling: SamplingArgs | None = None,
+    async def sample(
+        self, prompt_ids: list[int], tools: list[ToolSpec] | None, sampling: SamplingArgs
     ) -> ChatResponse:
         version = self.backend._acquire()
         model = self.backend.model_name(version)
-        sampling = sampling or SamplingArgs()
         sampling = replace(sampling, extra={**sampling.extra, "user": self.session})
         self.server.inflight += 1
         try:
-            response = await self.server.wire.complete(
-                model, list(prompt_ids), messages, tools, sampling
-            )
+            response = await self.server.wire.complete(model, prompt_ids, tools, sampling)
         finally:
             self.server.inflight -= 1
             await self.backend._release(version)
@@ -268,9 +253,6 @@ class _PinnedClient:
         self, completion_ids: list[int], messages: list[Message], tools: list[ToolSpec] | None
     ) -> list[int] | None:
         return self.server.wire.bridge(completion_ids, messages, tools)
-
-    async def aclose(self) -> None:
-        """The backend owns the server connections."""
 
 
 def _prompt_logprobs(data: dict[str, Any], token_ids: list[int]) -> list[float]:
