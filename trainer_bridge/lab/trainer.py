@@ -37,14 +37,13 @@ from trainer_bridge.config import Stage, TrainConfig, stage_at
 from trainer_bridge.config_loader import load_resolved
 from trainer_bridge.lab.connect import KEY_VARIABLE, lab_url, quiet_queue_waits, targets
 from trainer_bridge.lab.datums import LabBatch, chunks, lab_batch
-from trainer_bridge.protocol.batches import batch_ready, read_batch
+from trainer_bridge.protocol.batches import read_batch, wait_for_batch
 from trainer_bridge.protocol.policy import Probe, probe_token_ids, write_lab_policy
 from trainer_bridge.protocol.run_dir import RunDir
 from trainer_bridge.protocol.stable import is_stable, stable_dir
 from trainer_bridge.trainer.schedule import lr_schedule
 from trainer_bridge.usage import peak_rss_mb
 
-POLL_S = 0.2
 STATE_FILE = "lab.json"
 SAMPLER_KEEP = 4
 """Sampler checkpoints kept on the Lab (older ones are deleted: the broadcasts hold them)."""
@@ -210,14 +209,14 @@ class LabTrainer:
             self._create()
         self._enter(stage, start)
         self.publish(start)
-        self._trim_metrics(start)
+        self.paths.trim_trainer_metrics(start)
         interval = self.config.ckpt.interval
         for step in range(start, self.config.max_steps):
             stage = stage_at(self.plan, step)
             if stage.index != self.stage.index:
                 self._enter(stage, step)
                 self._fresh_optimizer()
-            waited = self._wait_for_batch(step)
+            waited = wait_for_batch(self.paths.root, step)
             samples = read_batch(self.paths.root, step).samples
             metrics = self.train_step(lab_batch(samples, self.stage.config.trainer))
             self.publish(step + 1)
@@ -229,20 +228,6 @@ class LabTrainer:
             )
             with self.paths.trainer_metrics.open("a") as out:
                 out.write(json.dumps(metrics) + "\n")
-
-    def _wait_for_batch(self, step: int) -> float:
-        started = time.perf_counter()
-        while not batch_ready(self.paths.root, step):
-            time.sleep(POLL_S)
-        return time.perf_counter() - started
-
-    def _trim_metrics(self, start: int) -> None:
-        """On resume, forget the steps after the checkpoint: they are trained again."""
-        path = self.paths.trainer_metrics
-        if not path.is_file():
-            return
-        kept = [line for line in path.read_text().splitlines() if json.loads(line)["step"] < start]
-        path.write_text("".join(line + "\n" for line in kept))
 
 
 def _datums(part: list[dict[str, Any]]) -> list[types.Datum]:

@@ -8,6 +8,7 @@ the trainer reads, nothing about environments or the algorithm that made it.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,8 @@ from trainer_bridge.protocol.stable import is_stable, stable_dir
 
 SAMPLES_FILE = "samples.jsonl"
 META_FILE = "meta.json"
+BATCH_POLL_S = 0.2
+"""How often a trainer looks for the batch it waits for."""
 
 
 class TrainSample(BaseModel):
@@ -100,6 +103,14 @@ def write_batch(
 
 def batch_ready(run_dir: Path, step: int) -> bool:
     return is_stable(RunDir(run_dir).batch(step))
+
+
+def wait_for_batch(run_dir: Path, step: int, poll_s: float = BATCH_POLL_S) -> float:
+    """Block until the step's batch is stable (a trainer's side of the handoff); seconds waited."""
+    started = time.perf_counter()
+    while not batch_ready(run_dir, step):
+        time.sleep(poll_s)
+    return time.perf_counter() - started
 
 
 def read_batch(run_dir: Path, step: int) -> Batch:

@@ -86,6 +86,15 @@ class RunDir:
     def trainer_metrics(self) -> Path:
         return self.root / TRAINER_METRICS
 
+    def trim_trainer_metrics(self, start: int) -> None:
+        """On resume, forget the trainer's metrics of the steps from `start` on: they are
+        trained again."""
+        path = self.trainer_metrics
+        if not path.is_file():
+            return
+        kept = [line for line in path.read_text().splitlines() if json.loads(line)["step"] < start]
+        path.write_text("".join(line + "\n" for line in kept))
+
     @property
     def progress(self) -> Path:
         """The step being sampled, live (orchestrator/progress.py)."""

@@ -34,7 +34,7 @@ from trainer_bridge.config import (
 )
 from trainer_bridge.config_loader import load_resolved
 from trainer_bridge.cores import idle_threads
-from trainer_bridge.protocol.batches import TrainSample, batch_ready, read_batch
+from trainer_bridge.protocol.batches import TrainSample, read_batch, wait_for_batch
 from trainer_bridge.protocol.policy import Probe, probe_token_ids, write_policy
 from trainer_bridge.protocol.run_dir import RunDir
 from trainer_bridge.protocol.stable import is_stable
@@ -62,8 +62,6 @@ from trainer_bridge.trainer.modeling import (
 )
 from trainer_bridge.trainer.schedule import lr_schedule
 from trainer_bridge.usage import peak_rss_mb
-
-POLL_S = 0.2
 
 
 def load_run_config(run_dir: Path) -> TrainConfig:
@@ -337,13 +335,13 @@ class Trainer:
             self._align_lr()
         self.publish(start)
         if self.dist.main:
-            self._trim_metrics(start)
+            self.paths.trim_trainer_metrics(start)
         interval = self.config.ckpt.interval
         for step in range(start, self.config.max_steps):
             stage = stage_at(self.plan, step)
             if stage.index != self.stage.index:
                 self._enter(stage)
-            waited = self._wait_for_batch(step)
+            waited = wait_for_batch(self.run_dir, step)
             batch = read_batch(self.run_dir, step)
             metrics = self.train_step(batch.samples)
             self.publish(step + 1)
@@ -356,20 +354,6 @@ class Trainer:
                 )
                 with self.paths.trainer_metrics.open("a") as out:
                     out.write(json.dumps(metrics) + "\n")
-
-    def _wait_for_batch(self, step: int) -> float:
-        started = time.perf_counter()
-        while not batch_ready(self.run_dir, step):
-            time.sleep(POLL_S)
-        return time.perf_counter() - started
-
-    def _trim_metrics(self, start: int) -> None:
-        """On resume, forget the steps after the checkpoint: they are trained again."""
-        path = self.paths.trainer_metrics
-        if not path.is_file():
-            return
-        kept = [line for line in path.read_text().splitlines() if json.loads(line)["step"] < start]
-        path.write_text("".join(line + "\n" for line in kept))
 
 
 def sampler_waiting(paths: RunDir) -> bool:
