@@ -69,6 +69,19 @@ def _post(hub: InProcessHub, fields: dict[str, str], filename: str, data: bytes)
     )  # fmt: skip
 
 
+def _nothing_written(hub: InProcessHub) -> None:
+    """No blob stored and no row written: what a refused upload leaves."""
+    assert stored_blobs(hub) == []
+    assert table_counts(hub) == _NOTHING
+
+
+def _refused_before_writing(hub: InProcessHub, response: Any, expected: str) -> None:
+    """A 400 whose text names `expected`, and nothing written."""
+    assert response.status_code == 400, response.text
+    assert expected in response.text
+    _nothing_written(hub)
+
+
 @pytest.mark.parametrize("path", sorted(SIZES))
 @pytest.mark.parametrize(
     ("field", "value"),
@@ -90,10 +103,7 @@ def test_a_digest_that_is_not_ascii_is_refused_and_leaves_nothing(
     data = wheel_bytes("dig-env", "1.0.0", extra_members=noise)
     filename = "dig_env-1.0.0-py3-none-any.whl"
     response = _post(hub, _fields(filename, data, **{field: value}), filename, data)
-    assert response.status_code == 400, response.text
-    assert "digest" in response.text
-    assert stored_blobs(hub) == []
-    assert table_counts(hub) == _NOTHING
+    _refused_before_writing(hub, response, "digest")
 
 
 # Longer than the columns they go to (environment.name 128, requires_python 256): SQLite stored
@@ -118,10 +128,7 @@ def test_a_value_longer_than_its_column_is_refused_before_the_blob_write(
     data = wheel_bytes(name, "1.0.0", **options)  # type: ignore[arg-type]
     filename = f"{name.replace('-', '_')}-1.0.0-py3-none-any.whl"
     response = _post(hub, _fields(filename, data), filename, data)
-    assert response.status_code == 400, response.text
-    assert expected in response.text
-    assert stored_blobs(hub) == []
-    assert table_counts(hub) == _NOTHING
+    _refused_before_writing(hub, response, expected)
 
 
 @pytest.mark.parametrize(
@@ -138,10 +145,7 @@ def test_a_nul_in_the_metadata_is_refused_before_anything_is_written(
     data = wheel_bytes("nul-env", "1.0.0", **options)  # type: ignore[arg-type]
     filename = "nul_env-1.0.0-py3-none-any.whl"
     response = _post(hub, _fields(filename, data), filename, data)
-    assert response.status_code == 400, response.text
-    assert "NUL" in response.text
-    assert stored_blobs(hub) == []
-    assert table_counts(hub) == _NOTHING
+    _refused_before_writing(hub, response, "NUL")
 
 
 @pytest.mark.parametrize("size", ["small", "large"])
@@ -337,8 +341,7 @@ def test_a_hostile_archive_gets_the_same_answer_in_memory_and_through_a_scratch_
         answers.append((response.status_code, response.text))
     assert answers[0] == answers[1], answers
     assert answers[0][0] == 400 and expected in answers[0][1], answers[0]
-    assert stored_blobs(hub) == []
-    assert table_counts(hub) == _NOTHING
+    _nothing_written(hub)
 
 
 @pytest.mark.parametrize("pad", [0, _PAD], ids=["in memory", "through a scratch file"])
