@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.hub_server.eval_push import push_eval
 from tests.hub_server.hubproc import HubProcess, start_hub
 from tests.hub_server.wheels import twine_upload
 from tests.support import require
@@ -237,20 +238,12 @@ def _push_run(
     hub: HubProcess, token: str, model: str, rewards: list[float | None], *, batch: int = 5000
 ) -> str:
     """Create → push in batches → finalize, as `prime eval push` does; None = errored."""
-    headers = {"Authorization": f"Bearer {token}"}
-    created = httpx.post(
-        f"{hub.url}/api/v1/evaluations/",
-        headers=headers,
-        json={
-            "name": f"tiny-maths--{model}",
-            "environments": [{"slug": "alice/tiny-maths"}],
-            "model_name": model,
-            "is_public": True,
-        },
-        timeout=60,
-    )
-    assert created.status_code == 200, created.text
-    run_id = str(created.json()["evaluation_id"])
+    run = {
+        "name": f"tiny-maths--{model}",
+        "environments": [{"slug": "alice/tiny-maths"}],
+        "model_name": model,
+        "is_public": True,
+    }
     samples = [
         {
             "example_index": i // 4,
@@ -262,19 +255,8 @@ def _push_run(
         }
         for i, reward in enumerate(rewards)
     ]
-    for start in range(0, len(samples), batch):
-        pushed = httpx.post(
-            f"{hub.url}/api/v1/evaluations/{run_id}/samples",
-            headers=headers,
-            json={"samples": samples[start : start + batch]},
-            timeout=120,
-        )
-        assert pushed.status_code == 200, pushed.text
-    done = httpx.post(
-        f"{hub.url}/api/v1/evaluations/{run_id}/finalize", headers=headers, json={}, timeout=120
-    )
-    assert done.status_code == 200, done.text
-    return run_id
+    with httpx.Client(base_url=hub.url, timeout=120) as http:
+        return push_eval(http, token, run, samples, batch=batch)
 
 
 def test_leaderboard_ranks_and_marks_ties_after_pushes(

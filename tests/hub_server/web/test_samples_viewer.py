@@ -18,6 +18,7 @@ from hub_server.admin import create_token, create_user, open_database
 from hub_server.app import create_app
 from hub_server.core.settings import HubSettings
 from hub_server.evals.models import EvaluationSample
+from tests.hub_server.eval_push import push_eval
 from tests.hub_server.wheels import twine_upload_form, wheel_bytes
 
 N_EXAMPLES = 150  # x 2 rollouts = 300 samples in 3 batches
@@ -41,31 +42,15 @@ def sample(example: int, rollout: int, reward: float | None, **extra: Any) -> di
 
 
 def push_run(client: TestClient, token: str, model: str, reward_of: Any) -> str:
-    headers = {"Authorization": f"Bearer {token}"}
-    created = client.post(
-        "/api/v1/evaluations/",
-        headers=headers,
-        json={
-            "name": f"run of {model}",
-            "environments": [{"slug": "alice/maths"}],
-            "model_name": model,
-            "is_public": True,
-            "metadata": {"sampling_args": {"temperature": 0.7}, "env_args": {"n": 3}},
-        },
-    )
-    assert created.status_code == 200, created.text
-    run_id = str(created.json()["evaluation_id"])
+    run = {
+        "name": f"run of {model}",
+        "environments": [{"slug": "alice/maths"}],
+        "model_name": model,
+        "is_public": True,
+        "metadata": {"sampling_args": {"temperature": 0.7}, "env_args": {"n": 3}},
+    }
     records = [sample(i, r, reward_of(i, r)) for i in range(N_EXAMPLES) for r in range(2)]
-    for start in range(0, len(records), 100):
-        pushed = client.post(
-            f"/api/v1/evaluations/{run_id}/samples",
-            headers=headers,
-            json={"samples": records[start : start + 100]},
-        )
-        assert pushed.status_code == 200, pushed.text
-    done = client.post(f"/api/v1/evaluations/{run_id}/finalize", headers=headers, json={})
-    assert done.status_code == 200, done.text
-    return run_id
+    return push_eval(client, token, run, records, batch=100)
 
 
 @pytest.fixture(scope="module")
