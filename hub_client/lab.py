@@ -25,8 +25,8 @@ def tinker_key(token: str) -> str:
     return token if token.startswith("tml-") else f"tml-{token}"
 
 
-def lab_capabilities(lab_url: str, api_key: str) -> dict[str, object]:
-    """The Lab's `get_server_capabilities` (its base models), which also proves the key may
+def lab_models(lab_url: str, api_key: str) -> list[str]:
+    """The base models of the Lab's `get_server_capabilities`, which also proves the key may
     train there; HubError with the Lab's own words when it may not (401, 403) or is not up."""
     try:
         reply = httpx.get(
@@ -45,9 +45,12 @@ def lab_capabilities(lab_url: str, api_key: str) -> dict[str, object]:
         body = reply.json()
     except ValueError:
         body = None
-    if not isinstance(body, dict):
-        raise HubError(f"{lab_url} is not a Lab (its capabilities are not JSON); it is HUB/lab")
-    return body
+    models = body.get("supported_models") if isinstance(body, dict) else None
+    if not isinstance(models, list):
+        raise HubError(
+            f"{lab_url} is not a Lab (no supported_models in its capabilities); it is HUB/lab"
+        )
+    return [str(m.get("model_name")) for m in models if isinstance(m, dict)]
 
 
 def fetch_adapter(lab_url: str, api_key: str, tinker_path: str) -> dict[str, bytes]:

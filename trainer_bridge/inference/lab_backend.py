@@ -23,7 +23,7 @@ import tinker
 from tinker import types
 
 from hub_client.client import HubError
-from hub_client.lab import lab_capabilities, tinker_key
+from hub_client.lab import lab_models, tinker_key
 from local_model.client import DEFAULT_MAX_TOKENS, Sampled, completion_response
 from prime_env.chat_template import bridge_ids, prompt_ids
 from prime_env.clients.base import ChatResponse, Message, RenderingClient, SamplingArgs, ToolSpec
@@ -85,7 +85,7 @@ class LabBackend:
 
     async def health(self) -> bool:
         try:
-            await asyncio.to_thread(lab_capabilities, self.url, self.key)
+            await asyncio.to_thread(lab_models, self.url, self.key)
         except HubError:
             return False
         return True

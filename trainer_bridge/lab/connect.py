@@ -13,7 +13,7 @@ import logging
 import os
 
 from hub_client.client import HubError
-from hub_client.lab import lab_capabilities
+from hub_client.lab import lab_models
 from hub_client.settings import ConfigError as SettingsError
 from hub_client.settings import load_settings
 from trainer_bridge.config import ConfigError, TrainConfig
@@ -75,13 +75,12 @@ def check_lab(config: TrainConfig, key: str) -> None:
     for stage in config.stage_plan():
         check_loss(stage.config.trainer.loss, where=f"stage {stage.name!r}")
     try:
-        capabilities = lab_capabilities(url, key)
+        served = lab_models(url, key)
     except HubError as error:
         raise ConfigError(str(error)) from None
-    served = [m.get("model_name") for m in capabilities.get("supported_models", [])]  # type: ignore[union-attr]
     if config.model.name not in served:
         raise ConfigError(
-            f"the Lab at {url} trains {', '.join(map(str, served)) or 'no model'}, not "
+            f"the Lab at {url} trains {', '.join(served) or 'no model'}, not "
             f"{config.model.name}; pass -m with one of them"
         )
 

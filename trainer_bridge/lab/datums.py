@@ -46,21 +46,30 @@ def check_loss(loss: LossConfig, where: str = "the run") -> None:
 
 
 @dataclass
+class LabDatum:
+    """One sequence for the Lab: its input ids, its `loss_fn_inputs` arrays, and (for an `rl`
+    datum) the loss positions the trainer's mismatch metric sums over."""
+
+    tokens: list[int]
+    inputs: dict[str, np.ndarray]
+    mask: np.ndarray | None = None
+
+
+@dataclass
 class LabBatch:
     """A batch as the Lab's calls: the `rl` datums (one loss), the `ce` datums, and per datum
     what the trainer's metrics need (the sampler's logprobs and the loss positions)."""
 
     loss_fn: str
     loss_config: dict[str, float]
-    rl: list[dict[str, object]] = field(default_factory=list)
-    ce: list[dict[str, object]] = field(default_factory=list)
+    rl: list[LabDatum] = field(default_factory=list)
+    ce: list[LabDatum] = field(default_factory=list)
     rl_tokens: float = 0.0
     ce_tokens: float = 0.0
 
 
 def lab_batch(samples: list[TrainSample], tc: TrainerConfig) -> LabBatch:
-    """The Lab's datums (as plain dicts: `model_input` ids, `loss_fn_inputs` arrays) for a
-    batch trained with `tc`'s loss."""
+    """The Lab's datums for a batch trained with `tc`'s loss."""
     loss = tc.loss
     norm = normaliser(samples, tc, 1)
     if loss.clip_against == "proximal":
@@ -79,7 +88,7 @@ def lab_batch(samples: list[TrainSample], tc: TrainerConfig) -> LabBatch:
         if is_ce(sample):
             weights = np.asarray((sample.ce_weights or [])[1:], dtype=np.float32) * mask
             inputs = {"target_tokens": _ids(ids[1:]), "weights": weights / max(norm.ce_tokens, 1)}
-            batch.ce.append({"tokens": ids[:-1], "inputs": inputs})
+            batch.ce.append(LabDatum(ids[:-1], inputs))
             continue
         per_token = sample.advantages or [sample.advantage] * len(ids)
         scale = _scale(loss.type, float(mask.sum()), norm.tokens, norm.sequences, norm.constant)
@@ -88,7 +97,7 @@ def lab_batch(samples: list[TrainSample], tc: TrainerConfig) -> LabBatch:
             "logprobs": np.asarray(sample.sampler_logprobs[1:], dtype=np.float32),
             "advantages": np.asarray(per_token[1:], dtype=np.float32) * mask * scale,
         }
-        batch.rl.append({"tokens": ids[:-1], "inputs": inputs, "mask": mask})
+        batch.rl.append(LabDatum(ids[:-1], inputs, mask))
     return batch
 
 
@@ -105,14 +114,14 @@ def _ids(values: list[int]) -> np.ndarray:
     return np.asarray(values, dtype=np.int64)
 
 
-def chunks(datums: list[dict[str, object]], budget: int) -> list[list[dict[str, object]]]:
+def chunks(datums: list[LabDatum], budget: int) -> list[list[LabDatum]]:
     """Consecutive datums in calls of at most `budget` padded tokens (rows × the longest;
     one datum alone may exceed it): the Lab runs each call as one forward."""
-    out: list[list[dict[str, object]]] = []
-    current: list[dict[str, object]] = []
+    out: list[list[LabDatum]] = []
+    current: list[LabDatum] = []
     longest = 0
     for datum in datums:
-        length = len(datum["tokens"])  # type: ignore[arg-type]
+        length = len(datum.tokens)
         if current and (len(current) + 1) * max(longest, length) > budget:
             out.append(current)
             current, longest = [], 0

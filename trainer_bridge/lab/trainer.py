@@ -36,7 +36,7 @@ from trainer_bridge.checkpoints.layout import trainer_part
 from trainer_bridge.config import Stage, TrainConfig, stage_at
 from trainer_bridge.config_loader import load_resolved
 from trainer_bridge.lab.connect import KEY_VARIABLE, lab_url, quiet_queue_waits, targets
-from trainer_bridge.lab.datums import LabBatch, chunks, lab_batch
+from trainer_bridge.lab.datums import LabBatch, LabDatum, chunks, lab_batch
 from trainer_bridge.protocol.batches import read_batch, wait_for_batch
 from trainer_bridge.protocol.policy import Probe, probe_token_ids, write_lab_policy
 from trainer_bridge.protocol.run_dir import RunDir
@@ -142,11 +142,11 @@ class LabTrainer:
             loss += float(out.metrics.get("loss:sum", 0.0))
             for datum, result in zip(part, out.loss_fn_outputs, strict=True):
                 logprobs = result["logprobs"].to_numpy()
-                if "mask" in datum:  # an `rl` datum: k3(log π_θ − log μ) on its loss tokens
-                    gap = logprobs - datum["inputs"]["logprobs"]
-                    mismatch += float(((np.expm1(gap) - gap) * datum["mask"]).sum())
+                if datum.mask is not None:  # an `rl` datum: k3(log π_θ − log μ), loss tokens
+                    gap = logprobs - datum.inputs["logprobs"]
+                    mismatch += float(((np.expm1(gap) - gap) * datum.mask).sum())
                 else:
-                    ce_nll += float((-logprobs * (datum["inputs"]["weights"] > 0)).sum())
+                    ce_nll += float((-logprobs * (datum.inputs["weights"] > 0)).sum())
         grad_norm = float(step.result().metrics.get("grad_norm:mean", 0.0))
         return {
             "loss": loss,
@@ -230,11 +230,11 @@ class LabTrainer:
                 out.write(json.dumps(metrics) + "\n")
 
 
-def _datums(part: list[dict[str, Any]]) -> list[types.Datum]:
+def _datums(part: list[LabDatum]) -> list[types.Datum]:
     return [
         types.Datum(
-            model_input=types.ModelInput.from_ints(list(d["tokens"])),
-            loss_fn_inputs={k: types.TensorData.from_numpy(v) for k, v in d["inputs"].items()},
+            model_input=types.ModelInput.from_ints(list(d.tokens)),
+            loss_fn_inputs={k: types.TensorData.from_numpy(v) for k, v in d.inputs.items()},
         )
         for d in part
     ]

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from trainer_bridge.config import ConfigError, LossConfig, TrainerConfig
-from trainer_bridge.lab.datums import check_loss, chunks, lab_batch
+from trainer_bridge.lab.datums import LabDatum, check_loss, chunks, lab_batch
 from trainer_bridge.lab.engine import _token_loss
 from trainer_bridge.protocol.batches import TrainSample
 from trainer_bridge.trainer.loss import LossInputs, resolve_loss
@@ -31,13 +31,13 @@ def sample(n: int, advantage: float, *, seed: int, ce: bool = False) -> TrainSam
     )
 
 
-def lab_loss(datums: list[dict[str, object]], loss_fn: str, config: dict[str, float],
+def lab_loss(datums: list[LabDatum], loss_fn: str, config: dict[str, float],
              logp: list[torch.Tensor]) -> torch.Tensor:  # fmt: skip
     total = torch.zeros(())
     for datum, lp in zip(datums, logp, strict=True):
         total = (
-            total + _token_loss(loss_fn, lp[1:], datum["inputs"], config, torch.device("cpu")).sum()
-        )  # type: ignore[arg-type]
+            total + _token_loss(loss_fn, lp[1:], datum.inputs, config, torch.device("cpu")).sum()
+        )
     return total
 
 
@@ -80,9 +80,9 @@ def test_given_traces_are_cross_entropy_over_their_own_tokens() -> None:
     samples = [sample(6, 0.0, seed=4, ce=True), sample(4, 0.0, seed=5, ce=True)]
     batch = lab_batch(samples, TrainerConfig())
     assert not batch.rl and len(batch.ce) == 2 and batch.ce_tokens == 6
-    weights = np.concatenate([d["inputs"]["weights"] for d in batch.ce])  # type: ignore[index]
+    weights = np.concatenate([d.inputs["weights"] for d in batch.ce])
     assert weights.sum() == pytest.approx(1.0)  # Σ w ÷ the ce tokens
-    assert batch.ce[0]["tokens"] == samples[0].input_ids[:-1]
+    assert batch.ce[0].tokens == samples[0].input_ids[:-1]
 
 
 def test_ppo_carries_the_clip_range() -> None:
@@ -108,7 +108,7 @@ def test_what_the_lab_cannot_compute_is_refused_by_name(loss: LossConfig, named:
 
 
 def test_calls_hold_at_most_the_token_budget() -> None:
-    datums: list[dict[str, object]] = [{"tokens": [0] * n} for n in (10, 10, 30, 5, 5)]
+    datums = [LabDatum([0] * n, {}) for n in (10, 10, 30, 5, 5)]
     parts = chunks(datums, 40)
     assert [len(p) for p in parts] == [2, 1, 2]
-    assert chunks([{"tokens": [0] * 100}], 40) == [[{"tokens": [0] * 100}]]
+    assert chunks([LabDatum([0] * 100, {})], 40) == [[LabDatum([0] * 100, {})]]
