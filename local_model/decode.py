@@ -12,6 +12,12 @@ Each reported logprob is that of the sampled token under the distribution it was
 forward pass, a Llama-architecture model decodes through `LlamaStep` (the same logits, less
 CPU per token); any other through its own forward pass. Imported only when a local model
 generates (it imports torch).
+
+Rows of one batch may each name a LoRA adapter of a peft model (`Row.adapter`; `BASE` for
+none): every forward pass then applies to each row its own adapter only (peft's mixed-adapter
+batch), so several tenants' policies decode together on one copy of the base weights (the
+Lab). A caller with its own sampling rule per row (temperature, top-k, seed, the logprobs it
+reports) passes `pick`.
 """
 
 from __future__ import annotations
@@ -38,12 +44,37 @@ def sampled_tokens() -> int:
     return _sampled
 
 
+BASE = "__base__"
+"""The adapter name of a row decoded by the base model alone (peft's)."""
+
+Pick = Callable[[torch.Tensor, list[int]], tuple[torch.Tensor, torch.Tensor]]
+"""(next-token logits of the rows decoding, their row numbers) -> (each row's token, the
+logprob reported for it)."""
+
+
 @dataclass(frozen=True)
 class Row:
     prompt: list[int]
     limit: int
     stopped: Callable[[list[int]], bool] | None = None
     """Called with the tokens so far: True once a stop string has appeared."""
+    adapter: str | None = None
+    """The peft adapter that decodes this row (`BASE`: none); in a batch, every row names
+    one or none does (the model as it stands)."""
+
+
+def _adapters(rows: Sequence[Row]) -> list[str] | None:
+    """The rows' adapter names for peft's `adapter_names`, or None where no row names one."""
+    names = [r.adapter for r in rows]
+    if all(n is None for n in names):
+        return None
+    if any(n is None for n in names):
+        raise ValueError("in a batch, every row names its adapter (BASE for none) or none does")
+    return [n for n in names if n is not None]
+
+
+def _adapter_kw(names: list[str] | None) -> dict[str, list[str]]:
+    return {} if names is None else {"adapter_names": names}
 
 
 def _processed(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
@@ -62,12 +93,14 @@ def _processed(logits: torch.Tensor, temperature: float, top_p: float) -> torch.
 @dataclass
 class _Prefill:
     """A prompt forward pass over some rows: the logits of each row's first token, the cache,
-    where each row's next token goes, and the padding mask (None: no row was padded)."""
+    where each row's next token goes, the padding mask (None: no row was padded) and the rows'
+    adapters (None: none named)."""
 
     logits: torch.Tensor
     cache: Any
     next_position: torch.Tensor
     mask: torch.Tensor | None
+    adapters: list[str] | None
 
 
 SHARED_PREFIX_MIN = 16
@@ -80,20 +113,24 @@ def _prefill(model: Any, rows: Sequence[Row], pad_id: int, device: torch.device)
     rollouts of a group share their prompt, and the groups of a batch their system prompt and
     tool schemas, so those keys and values are copied, not computed again (the prompt is most
     of a tool-using turn's cost on CPU: docs/benchmarks.md "Engines"). Each row's remainder
-    is right-aligned after the head; the columns between are masked out."""
+    is right-aligned after the head; the columns between are masked out. A prompt is the
+    same only under the same adapter, and a head is shared only when every row's adapter is."""
     from transformers import DynamicCache
 
-    distinct: dict[tuple[int, ...], int] = {}
-    where = [distinct.setdefault(tuple(r.prompt), len(distinct)) for r in rows]
-    prompts = [list(p) for p in distinct]
+    names = _adapters(rows)
+    distinct: dict[tuple[str | None, tuple[int, ...]], int] = {}
+    where = [distinct.setdefault((r.adapter, tuple(r.prompt)), len(distinct)) for r in rows]
+    prompts = [list(p) for _, p in distinct]
+    adapters = None if names is None else [a for a, _ in distinct if a is not None]
     cache = DynamicCache()
     cache_kw = {cache_keyword(model): cache}
-    head = _common_head(prompts)
+    head = _common_head(prompts) if len({a for a, _ in distinct}) == 1 else 0
     if head:
         model(
             input_ids=torch.tensor([prompts[0][:head]], device=device),
             position_ids=torch.arange(head, device=device)[None],
             **cache_kw,
+            **_adapter_kw(None if adapters is None else adapters[:1]),
             use_cache=True,
             logits_to_keep=1,
         )
@@ -112,6 +149,7 @@ def _prefill(model: Any, rows: Sequence[Row], pad_id: int, device: torch.device)
         attention_mask=mask if padded else None,
         position_ids=positions,
         **cache_kw,
+        **_adapter_kw(adapters),
         use_cache=True,
         logits_to_keep=1,
     )
@@ -120,7 +158,25 @@ def _prefill(model: Any, rows: Sequence[Row], pad_id: int, device: torch.device)
         index = torch.tensor(where, device=device)
         cache.batch_select_indices(index)
         logits, next_position, mask = logits[index], next_position[index], mask[index]
-    return _Prefill(logits, cache, next_position, mask if padded else None)
+    return _Prefill(logits, cache, next_position, mask if padded else None, names)
+
+
+def _sampler(temperature: float, top_p: float, seed: int | None, device: torch.device) -> Pick:
+    """Draws at `temperature` and `top_p` (greedy at 0), one generator for the batch, each
+    token reported with its logprob under the distribution it was drawn from."""
+    generator = None
+    if seed is not None and temperature > 0:
+        generator = torch.Generator(device=device).manual_seed(seed)
+
+    def pick(logits: torch.Tensor, rows: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        logp = _processed(logits, temperature, top_p)
+        if temperature > 0:
+            chosen = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+        else:
+            chosen = logp.argmax(-1)
+        return chosen, logp.gather(1, chosen[:, None]).squeeze(1)
+
+    return pick
 
 
 def _common_head(prompts: list[list[int]]) -> int:
@@ -150,8 +206,12 @@ def decode(
     should_stop: Callable[[], bool] | None = None,
     admit: Callable[[int], Sequence[Row]] | None = None,
     finished: Callable[[int, list[int], list[float]], None] | None = None,
+    pick: Pick | None = None,
 ) -> list[tuple[list[int], list[float]]]:
     """Sample a completion for every row; return (token ids, logprobs) per row, in order.
+
+    Tokens are drawn at `temperature` and `top_p` (seeded by `seed`), each reported with its
+    processed logprob; or by `pick`, which then owns every row's sampling rule (and seeds).
 
     `should_stop` is asked before each forward pass; once it says True, `Stopped` is raised.
     A long batch runs in a worker thread that nothing else can interrupt, and the process
@@ -161,13 +221,15 @@ def decode(
     rows: they are prefilled and join the batch (their keys and values aligned beside the
     others'), numbered after the rows before them; `finished(index, tokens, logprobs)` hears
     of each row as it ends, so its caller need not wait for the batch. Rows join only through
-    `LlamaStep` and without a seed (a seeded batch's draws stay those of its first rows)."""
+    `LlamaStep`, and with `seed` only through `pick` (a seeded batch's draws stay those of its
+    first rows)."""
     global _sampled
     device = next(model.parameters()).device
     rows = list(rows)
-    generator = None
-    if seed is not None and temperature > 0:
-        generator = torch.Generator(device=device).manual_seed(seed)
+    if pick is None:
+        pick = _sampler(temperature, top_p, seed, device)
+        if seed is not None and temperature > 0:
+            admit = None
     tokens: list[list[int]] = [[] for _ in rows]
     logprobs: list[list[float]] = [[] for _ in rows]
     active = list(range(len(rows)))  # original row of each batch position
@@ -175,22 +237,19 @@ def decode(
         raise Stopped
     with torch.inference_mode():
         first = _prefill(model, rows, pad_id, device)
-        logits, cache, next_position, mask = (
+        logits, cache, next_position, mask, adapters = (
             first.logits,
             first.cache,
             first.next_position,
             first.mask,
+            first.adapters,
         )
-        step = LlamaStep.start(model, cache, mask)  # None: every step through the forward pass
-        if step is None or generator is not None:
+        # None: every step through the forward pass
+        step = LlamaStep.start(model, cache, mask, adapters=adapters)
+        if step is None:
             admit = None
         while True:
-            logp = _processed(logits, temperature, top_p)
-            if temperature > 0:
-                chosen = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
-            else:
-                chosen = logp.argmax(-1)
-            picked = logp.gather(1, chosen[:, None]).squeeze(1)
+            chosen, picked = pick(logits, active)
             # One copy to the host per token (on a GPU each is a wait for the step to finish):
             # token ids and float32 logprobs are both exact as float64.
             host_ids, host_logprobs = torch.stack((chosen.double(), picked.double())).tolist()
@@ -215,6 +274,7 @@ def decode(
                 if step is None:
                     cache.batch_select_indices(index)
                     mask = None if mask is None else mask[index]
+                    adapters = None if adapters is None else [adapters[b] for b in keep]
                 else:
                     step.select(index)
                 next_position, chosen = next_position[index], chosen[index]
@@ -231,13 +291,14 @@ def decode(
                     attention_mask=mask,
                     position_ids=next_position[:, None],
                     **{cache_keyword(model): cache},
+                    **_adapter_kw(adapters),
                     use_cache=True,
                 ).logits[:, -1]
             next_position = next_position + 1
             joining = [] if admit is None else list(admit(len(active)))
             if joining:
                 joined = _prefill(model, joining, pad_id, device)
-                step.join(joined.cache, joined.mask)  # type: ignore[union-attr]
+                step.join(joined.cache, joined.mask, joined.adapters)  # type: ignore[union-attr]
                 logits = torch.cat([logits, joined.logits])
                 next_position = torch.cat([next_position, joined.next_position])
                 active += range(len(rows), len(rows) + len(joining))

@@ -16,6 +16,9 @@ instead (merged_lora.py: a decode step there is bound by kernel launches). The a
 lives in a buffer that grows with the keys, so a step writes one column instead of copying
 the mask. Any other architecture, or attention other than SDPA, gets `None` from
 `LlamaStep.start` and decodes through the model's forward pass.
+
+A batch may name each row's adapter (`adapters`, peft's mixed-adapter batch: `__base__` for
+none): each LoRA projection then adds to each row only that row's adapter, and nothing folds.
 """
 
 from __future__ import annotations
@@ -39,11 +42,13 @@ class LlamaStep:
         values: list[torch.Tensor],
         mask: torch.Tensor | None,
         fold_lora: bool,
+        adapters: list[str] | None,
     ) -> None:
         self._inner = base.model
         self._lm_head = base.lm_head
         self._layers = list(self._inner.layers)
-        self._fold = fold_lora
+        self._fold = fold_lora and adapters is None
+        self._adapters = adapters
         config = base.config
         self._heads = config.num_attention_heads
         self._kv_heads = config.num_key_value_heads
@@ -64,11 +69,12 @@ class LlamaStep:
         mask: torch.Tensor | None = None,
         *,
         fold_lora: bool | None = None,
+        adapters: list[str] | None = None,
     ) -> LlamaStep | None:
         """Steps for `model` (or the model a peft wrapper holds) after a prefill into `cache`
         under `mask` (batch, length; None for an unpadded batch); None where this step would
         not compute what the model's forward pass does. `fold_lora` (default: on a GPU) runs
-        each LoRA projection on its folded weight."""
+        each LoRA projection on its folded weight; `adapters` names each row's adapter."""
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         config = getattr(base, "config", None)
         if (
@@ -85,20 +91,27 @@ class LlamaStep:
         if fold_lora is None:
             fold_lora = base.lm_head.weight.device.type == "cuda"
         keys = [layer.keys for layer in layers]
-        return cls(base, keys, [layer.values for layer in layers], mask, fold_lora)
+        return cls(base, keys, [layer.values for layer in layers], mask, fold_lora, adapters)
 
     def select(self, index: torch.Tensor) -> None:
         """Keep only the batch rows at `index` (rows that finished leave the batch)."""
+        if self._adapters is not None:
+            self._adapters = [self._adapters[i] for i in index.tolist()]
         self._keys = [k.index_select(0, index) for k in self._keys]
         self._values = [v.index_select(0, index) for v in self._values]
         if self._mask is not None:
             self._mask = self._mask.index_select(0, index)
 
-    def join(self, cache: Any, mask: torch.Tensor | None) -> None:
-        """Add the rows a prefill put in `cache` (their padding `mask`, None if unpadded) after
-        the rows decoding. Each side is right-aligned to the longer one; the columns that
-        aligning adds are masked out. Rotary positions are in the keys already (each row's
-        own), so a row's place in the buffer changes nothing it computes."""
+    def join(self, cache: Any, mask: torch.Tensor | None, adapters: list[str] | None) -> None:
+        """Add the rows a prefill put in `cache` (their padding `mask`, None if unpadded; their
+        `adapters`, named as the rows decoding name theirs) after the rows decoding. Each side
+        is right-aligned to the longer one; the columns that aligning adds are masked out.
+        Rotary positions are in the keys already (each row's own), so a row's place in the
+        buffer changes nothing it computes."""
+        if (adapters is None) != (self._adapters is None):
+            raise ValueError("rows joining a batch name their adapters as its rows do")
+        if self._adapters is not None and adapters is not None:
+            self._adapters = self._adapters + adapters
         keys = [layer.keys for layer in cache.layers]
         values = [layer.values for layer in cache.layers]
         new_length = keys[0].shape[2]
@@ -179,6 +192,9 @@ class LlamaStep:
             weight = folded_weight(module)
             if weight is not None:
                 return F.linear(x, weight, module.base_layer.bias)  # type: ignore[arg-type, union-attr]
+        if self._adapters is not None:
+            mixed: torch.Tensor = module(x, adapter_names=self._adapters)
+            return mixed
         result: torch.Tensor = module(x)
         return result
 

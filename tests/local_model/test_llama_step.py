@@ -142,6 +142,67 @@ def test_a_folded_lora_weight_decodes_as_the_adapter_and_follows_swaps(
     assert folded_weight(q_proj) is not None and folded_weight(q_proj.base_layer) is None
 
 
+def test_rows_of_several_adapters_decode_together_as_each_adapter_alone(
+    tiny_model_dir: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """peft's mixed-adapter batch (`Row.adapter`): rows of two adapters (one on the attention
+    only) and of the base, the same prompt under two adapters, a long head their prompts
+    share, and a row joining mid-batch each give what that adapter alone gives (the model
+    with only it active, or with adapters disabled for the base), through `LlamaStep` and
+    through the model's forward pass: no row sees another's adapter."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(3)
+    attention = ["q_proj", "k_proj", "v_proj", "o_proj"]
+    mlp = ["gate_proj", "up_proj", "down_proj"]
+    model: Any = get_peft_model(
+        _model(tiny_model_dir), LoraConfig(r=4, target_modules=attention + mlp), "first"
+    )
+    model.add_adapter("second", LoraConfig(r=2, target_modules=attention))
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.5)
+    model.eval()
+    head = [1, *range(100, 100 + local_decode.SHARED_PREFIX_MIN + 2)]
+    rows = [
+        local_decode.Row([*head, 5, 6], 14, adapter="first"),
+        local_decode.Row([*head, 7], 20, adapter="second"),
+        local_decode.Row([*head, 5, 6], 9, adapter=local_decode.BASE),
+        local_decode.Row([1, 40, 41], 16, adapter="first"),
+        local_decode.Row([1, 40, 41], 16, adapter="second"),
+    ]
+    joiner = local_decode.Row([1, 50, 51, 52, 53], 11, adapter="second")
+
+    def alone(row: local_decode.Row) -> tuple[list[int], list[float]]:
+        plain = local_decode.Row(row.prompt, row.limit)
+        if row.adapter == local_decode.BASE:
+            with model.disable_adapter():
+                return _decode(model, [plain])[0]
+        model.set_adapter(row.adapter)
+        return _decode(model, [plain])[0]
+
+    expected = [alone(row) for row in [*rows, joiner]]
+    assert len({tuple(t) for t, _ in expected[:3]}) == 3  # the adapters change the tokens
+    reference, stepped = _both(monkeypatch, model, rows)
+    for decoded in (reference, stepped):
+        assert [t for t, _ in decoded] == [t for t, _ in expected[:5]]
+        assert _max_difference(decoded, expected) < 1e-5
+    asked: list[int] = []
+
+    def admit(active: int) -> list[local_decode.Row]:
+        asked.append(active)
+        return [joiner] if len(asked) == 4 else []
+
+    joined = local_decode.decode(model, rows, pad_id=2, eos_id=-1, temperature=0.0, admit=admit)
+    assert [t for t, _ in joined] == [t for t, _ in expected]
+    assert _max_difference(joined, expected) < 1e-5
+    with pytest.raises(ValueError, match="every row names its adapter"):
+        _decode(model, [rows[0], local_decode.Row([1, 5], 3)])
+
+
 def test_rows_joining_a_batch_decode_as_they_would_alone(
     tiny_model_dir: Path,  # noqa: F811
 ) -> None:
