@@ -10,12 +10,27 @@ the engine is the caller's mistake (its message is the answer); anything else is
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 # (tokens, logprobs, stop reason "stop" | "length") of one sampled sequence
 SampledTokens = tuple[list[int], list[float], str]
+
+
+@dataclass(frozen=True)
+class SampleCall:
+    """One sample request: `num_samples` continuations of `prompt` by adapter `adapter` (the
+    base model when None); `params`: max_tokens, temperature, top_k, top_p, seed."""
+
+    adapter: str | None
+    prompt: list[int]
+    num_samples: int
+    params: dict[str, float | int | None]
+    stop_tokens: list[int]
+    stop_strings: list[str]
 
 
 class LabEngine(Protocol):
@@ -49,17 +64,17 @@ class LabEngine(Protocol):
 
     def optim_step(self, name: str, adam: dict[str, float]) -> dict[str, float]: ...
 
-    def sample(
+    def sample_batch(
         self,
-        name: str | None,
-        prompt: list[int],
-        num_samples: int,
-        params: dict[str, float | int | None],
-        stop_tokens: list[int],
-        stop_strings: list[str],
-    ) -> list[SampledTokens]:
-        """`num_samples` continuations of `prompt` (the base model when `name` is None);
-        `params`: max_tokens, temperature, top_k, top_p, seed."""
+        calls: list[SampleCall],
+        more: Callable[[int], list[SampleCall]],
+        done: Callable[[int, list[SampledTokens] | ValueError], None],
+    ) -> None:
+        """Decode `calls` together, every row by its own call's adapter and sampling params,
+        each call's sequences exactly what it would get alone. `more(rows)`, asked between two
+        tokens with the number of rows decoding, may give calls that join the batch.
+        `done(i, outcome)` hears of call `i` (numbered in the order given, joiners after) once
+        all its rows have ended, or of its mistake (a ValueError) at once."""
         ...
 
     def prompt_logprobs(self, name: str | None, prompt: list[int]) -> list[float]:

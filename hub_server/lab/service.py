@@ -4,16 +4,20 @@ Every model is a LoRA adapter on the engine's one base model, owned by the accou
 user) whose `train`-scoped token created it; every lookup is by (account, id), so another
 account's model, sampler, request or `tinker://` path answers 404 exactly as an unknown one.
 Engine work goes through the `FairQueue` (one worker, round-robin by account) and answers
-with a future id; the rest answers at once. Checkpoints are blobs of the hub's store
+with a future id; the rest answers at once. Sample requests run in batches there: those
+waiting together (any accounts, any samplers) decode as one, and more join between two
+tokens (`LabEngine.sample_batch`). Checkpoints are blobs of the hub's store
 (`checkpoints.CheckpointStore`), so they outlive the process.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,9 +27,11 @@ from hub_server.core.blobstore import BlobStorage
 from hub_server.core.errors import BadRequest, NotFound
 from hub_server.lab import wire
 from hub_server.lab.checkpoints import CheckpointStore, TinkerPath
-from hub_server.lab.engine import LabEngine
+from hub_server.lab.engine import LabEngine, SampleCall, SampledTokens
 from hub_server.lab.models import LabCheckpoint
-from hub_server.lab.scheduler import FairQueue, Future
+from hub_server.lab.scheduler import Batching, FairQueue, Future, Queued
+
+log = logging.getLogger(__name__)
 
 SESSION_ID = re.compile(r"^[0-9a-f]{20}$")
 
@@ -37,12 +43,14 @@ def _adapter_name() -> str:
 
 @dataclass
 class LabLimits:
-    """Per-account caps: live models, live samplers, queued requests, checkpoint bytes."""
+    """Per-account caps: live models, live samplers, queued requests, checkpoint bytes; and
+    the rows one sampling batch decodes at once (all accounts together)."""
 
     max_models: int = 4
     max_samplers: int = 8
     max_queued: int = 64
     quota_bytes: int = 2 * 1024**3
+    batch_rows: int = 64
 
 
 @dataclass
@@ -65,6 +73,23 @@ class _Sampler:
     loaded: bool
 
 
+@dataclass(frozen=True)
+class _SampleJob:
+    """A queued sample request: whose sampler, what to decode, whether to score the prompt
+    (and its last how many tokens)."""
+
+    sampler: _Sampler
+    call: SampleCall
+    scored: bool
+    last_n: int | None
+
+
+def _sample_job(item: Queued) -> _SampleJob:
+    if not isinstance(item.job, _SampleJob):
+        raise TypeError(f"a sample batch was given {type(item.job).__name__}")
+    return item.job
+
+
 class LabService:
     """The Tinker API's semantics for the hub's routes (`hub_server.lab.api`)."""
 
@@ -72,7 +97,8 @@ class LabService:
         self.engine = engine
         self.store = store
         self.limits = limits
-        self.queue = FairQueue(max_queued=limits.max_queued)
+        batching = {"sample": Batching(self._run_samples, limits.batch_rows)}
+        self.queue = FairQueue(max_queued=limits.max_queued, batching=batching)
         self._lock = threading.Lock()
         self._sessions: dict[str, str] = {}
         self._models: dict[str, _Model] = {}
@@ -402,33 +428,71 @@ class LabService:
             "seed": params.seed,
         }
 
-        scored = bool(request.prompt_logprobs)
-        last_n = request.prompt_logprobs_last_n
-
-        def work() -> bytes:
-            if not sampler.loaded:
-                if sampler.model_path is None:
-                    raise ValueError(
-                        "This sampling client's weights were dropped (too many samplers on "
-                        "the account); save weights for a sampler again."
-                    )
-                key = self.store.find(account, TinkerPath.parse(sampler.model_path))
-                self.engine.load(sampler.adapter or "", self.store.read(key), optimizer=False)
-                sampler.loaded = True
-                self._evict_samplers(account)
-            sequences = self.engine.sample(
-                sampler.adapter, prompt, request.num_samples, values, stop_tokens, stop_strings
-            )
-            if not scored:
-                return wire.sample_response(sequences)
-            logprobs = [math.nan, *self.engine.prompt_logprobs(sampler.adapter, prompt)]
-            if last_n is not None:
-                logprobs = [math.nan] * max(0, len(prompt) - last_n) + logprobs[-last_n:]
-            return wire.sample_response(sequences, logprobs)
-
-        future = self.queue.submit(account, "sample", work)
+        call = SampleCall(
+            sampler.adapter, prompt, request.num_samples, values, stop_tokens, stop_strings
+        )
+        job = _SampleJob(
+            sampler, call, bool(request.prompt_logprobs), request.prompt_logprobs_last_n
+        )
+        future = self.queue.submit_job(account, "sample", job, request.num_samples)
         ids = [f"{future.request_id}-{i}" for i in range(request.num_samples)]
         return future, ids
+
+    def _run_samples(self, items: list[Queued], more: Callable[[int], list[Queued]]) -> None:
+        """A batch of sample requests (the queue's), decoded together by the engine; each
+        answered as its rows end. Samplers past an account's cap are dropped after it."""
+        answering: list[tuple[Future, list[float] | None]] = []  # per call given the engine
+
+        def ready(new: list[Queued]) -> list[SampleCall]:
+            calls = []
+            for item in new:
+                job = _sample_job(item)
+                try:
+                    scored = self._ready(job)
+                except ValueError as error:
+                    item.future.fail(error)
+                    continue
+                except Exception as error:
+                    log.exception("Lab request %s failed", item.future.request_id)
+                    item.future.fail(error)
+                    continue
+                answering.append((item.future, scored))
+                calls.append(job.call)
+            return calls
+
+        def done(index: int, outcome: list[SampledTokens] | ValueError) -> None:
+            future, scored = answering[index]
+            if isinstance(outcome, ValueError):
+                future.fail(outcome)
+            else:
+                future.fulfil(wire.sample_response(outcome, scored))
+
+        try:
+            self.engine.sample_batch(ready(items), lambda rows: ready(more(rows)), done)
+        finally:
+            for account in {_sample_job(item).sampler.account for item in items}:
+                self._evict_samplers(account)
+
+    def _ready(self, job: _SampleJob) -> list[float] | None:
+        """Load the job's sampler weights if they are not in memory; its prompt's logprobs
+        if asked (NaN where none is computed)."""
+        sampler = job.sampler
+        if not sampler.loaded:
+            if sampler.model_path is None:
+                raise ValueError(
+                    "This sampling client's weights were dropped (too many samplers on "
+                    "the account); save weights for a sampler again."
+                )
+            key = self.store.find(sampler.account, TinkerPath.parse(sampler.model_path))
+            self.engine.load(sampler.adapter or "", self.store.read(key), optimizer=False)
+            sampler.loaded = True
+        if not job.scored:
+            return None
+        prompt = job.call.prompt
+        logprobs = [math.nan, *self.engine.prompt_logprobs(sampler.adapter, prompt)]
+        if job.last_n is not None:
+            logprobs = [math.nan] * max(0, len(prompt) - job.last_n) + logprobs[-job.last_n :]
+        return logprobs
 
 
 def open_lab(

@@ -5,8 +5,12 @@ activates its adapter (`set_adapter`, which also makes only that adapter's weigh
 so gradients accumulate per adapter until its `optim_step` (AdamW, one optimizer per adapter).
 The losses are Tinker's built-ins, summed over tokens: `cross_entropy` (-weights * logp),
 `importance_sampling` (-exp(logp - sampling logp) * advantage) and `ppo` (its clipped form).
-Sampling decodes with a KV cache; the logprob of each sampled token is the model's own
-(log-softmax of the logits before temperature), which is what `forward` computes for it.
+Sampling decodes many requests at once through `local_model.decode` (a KV cache, rows leaving
+the batch as they end, requests joining between two tokens): each row by its own request's
+adapter (peft's mixed-adapter batch, so no row sees another's), temperature, top-k, top-p,
+stops and seeded generator, so a request gets what it would alone. The logprob of each sampled
+token is the model's own (log-softmax of the logits before temperature), which is what
+`forward` computes for it.
 It runs on one thread (the Lab's worker) and implements `hub_server.lab.engine.LabEngine`
 structurally (plain values across; trainer_bridge never imports the hub).
 """
@@ -18,12 +22,13 @@ import json
 import os
 import tarfile
 import warnings
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
-from local_model.transformers_compat import cache_keyword, output_cache
 from trainer_bridge.config import ModelConfig
 from trainer_bridge.cores import idle_threads
 from trainer_bridge.trainer.modeling import load_base, right_pad
@@ -36,6 +41,25 @@ _PLACEHOLDER = "_lab_base"  # peft needs one adapter to exist; rank 1, B = 0: th
 _WEIGHTS = "adapter_model.safetensors"
 _CONFIG = "adapter_config.json"
 _OPTIMIZER = "optimizer.pt"
+
+Sampled = tuple[list[int], list[float], str]  # tokens, their logprobs, "stop" | "length"
+
+
+class SampleCall(Protocol):
+    """One sample request, as the Lab gives it (`hub_server.lab.engine.SampleCall`)."""
+
+    @property
+    def adapter(self) -> str | None: ...
+    @property
+    def prompt(self) -> list[int]: ...
+    @property
+    def num_samples(self) -> int: ...
+    @property
+    def params(self) -> dict[str, float | int | None]: ...
+    @property
+    def stop_tokens(self) -> list[int]: ...
+    @property
+    def stop_strings(self) -> list[str]: ...
 
 
 class TorchLabEngine:
@@ -56,7 +80,6 @@ class TorchLabEngine:
             warnings.filterwarnings("ignore", category=FutureWarning)
             self.model: Any = get_peft_model(model, placeholder, adapter_name=_PLACEHOLDER)
         self.model.eval()  # no dropout: training and sampling compute the same function
-        self._cache_keyword = cache_keyword(self.model)
         self._optimizers: dict[str, torch.optim.AdamW] = {}
 
     # ------------------------------------------------------------------ adapters
@@ -94,16 +117,23 @@ class TorchLabEngine:
         return [p for n, p in self.model.named_parameters() if marker in n]
 
     def _activate(self, name: str | None) -> None:
-        """Make adapter `name` (the base when None) the one computed, on the threads the
-        machine has room for: one on busy cores (`cores.idle_threads`; two threads on two
-        cores at load ~8 took a 32-token sample from 2.3 to 30-49 CPU-s, docs/benchmarks.md)."""
+        """Make adapter `name` (the base when None) the one computed."""
+        self._threads()
+        self._check_adapter(name)
+        self.model.set_adapter(name or _PLACEHOLDER)
+
+    def _check_adapter(self, name: str | None) -> None:
+        if name is not None and name not in self.model.peft_config:
+            raise ValueError(f"No adapter {name!r} on this Lab.")
+
+    def _threads(self) -> None:
+        """Compute on the threads the machine has room for: one on busy cores
+        (`cores.idle_threads`; two threads on two cores at load ~8 took a 32-token sample
+        from 2.3 to 30-49 CPU-s, docs/benchmarks.md)."""
         if self.device.type == "cpu":
             threads = idle_threads(len(os.sched_getaffinity(0)), 1)
             if torch.get_num_threads() != threads:
                 torch.set_num_threads(threads)
-        if name is not None and name not in self.model.peft_config:
-            raise ValueError(f"No adapter {name!r} on this Lab.")
-        self.model.set_adapter(name or _PLACEHOLDER)
 
     # ------------------------------------------------------------------ training
 
@@ -167,59 +197,110 @@ class TorchLabEngine:
 
     # ------------------------------------------------------------------ sampling
 
-    @torch.no_grad()
-    def sample(
+    def sample_batch(
         self,
-        name: str | None,
-        prompt: list[int],
-        num_samples: int,
-        params: dict[str, float | int | None],
-        stop_tokens: list[int],
-        stop_strings: list[str],
-    ) -> list[tuple[list[int], list[float], str]]:
-        max_tokens = int(params.get("max_tokens") or 16)
-        if not prompt:
+        calls: Sequence[SampleCall],
+        more: Callable[[int], Sequence[SampleCall]],
+        done: Callable[[int, list[Sampled] | ValueError], None],
+    ) -> None:
+        """Decode `calls` (and those `more` gives between two tokens) in one batch: see
+        `hub_server.lab.engine.LabEngine.sample_batch`."""
+        from local_model.decode import Row, decode
+
+        self._threads()
+        decoding: list[_Decoding] = []
+        owner: list[tuple[_Decoding, int]] = []  # each row's call and its place in the call
+        numbered = 0
+
+        def rows_of(new: Sequence[SampleCall]) -> list[Row]:
+            nonlocal numbered
+            rows = []
+            for call in new:
+                index, numbered = numbered, numbered + 1
+                try:
+                    state = self._start_call(index, call)
+                except ValueError as error:
+                    done(index, error)
+                    continue
+                decoding.append(state)
+                limit = int(call.params.get("max_tokens") or 16)
+                for slot in range(call.num_samples):
+                    owner.append((state, slot))
+                    rows.append(Row(call.prompt, limit, state.stopped, state.adapter))
+            return rows
+
+        def pick(logits: torch.Tensor, active: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+            logits = logits.float()
+            chosen = logits.argmax(dim=-1)
+            drawn: dict[int, list[int]] = {}  # call -> its rows' places in the batch
+            for place, row in enumerate(active):
+                state = owner[row][0]
+                if state.temperature > 0:
+                    drawn.setdefault(state.index, []).append(place)
+            for places in drawn.values():
+                state = owner[active[places[0]]][0]
+                at = torch.tensor(places, device=logits.device)
+                chosen[at] = _pick(logits[at], state.temperature, state.params, state.generator)
+            logp = torch.log_softmax(logits, dim=-1)
+            return chosen, logp.gather(1, chosen[:, None]).squeeze(1)
+
+        def finished(row: int, tokens: list[int], logprobs: list[float]) -> None:
+            state, slot = owner[row]
+            state.sequences[slot] = (
+                tokens,
+                logprobs,
+                "stop" if state.stopped(tokens) else "length",
+            )
+            if all(s is not None for s in state.sequences):
+                done(state.index, [s for s in state.sequences if s is not None])
+
+        first = rows_of(calls)
+        if not first:
+            return
+        pad = self.tokenizer.pad_token_id
+        decode(
+            self.model,
+            first,
+            pad_id=int(pad if pad is not None else (self.tokenizer.eos_token_id or 0)),
+            eos_id=-1,  # each row's own stops end it (`_Decoding.stopped`)
+            temperature=0.0,
+            admit=lambda active: rows_of(more(active)),
+            finished=finished,
+            pick=pick,
+        )
+
+    def _start_call(self, index: int, call: SampleCall) -> _Decoding:
+        """A call's decoding state: its params checked, its generator seeded, its stops."""
+        from local_model.decode import BASE
+
+        max_tokens = int(call.params.get("max_tokens") or 16)
+        if not call.prompt:
             raise ValueError("The prompt is empty; send at least one token.")
-        if len(prompt) + max_tokens > self.max_context:
+        if len(call.prompt) + max_tokens > self.max_context:
             raise ValueError(
-                f"prompt ({len(prompt)}) + max_tokens ({max_tokens}) exceeds the model's "
+                f"prompt ({len(call.prompt)}) + max_tokens ({max_tokens}) exceeds the model's "
                 f"context of {self.max_context} tokens."
             )
-        self._activate(name)
-        temperature = float(params.get("temperature") or 0.0)
-        seed = params.get("seed")
+        if call.num_samples < 1:
+            raise ValueError("num_samples must be at least 1.")
+        self._check_adapter(call.adapter)
+        seed = call.params.get("seed")
         generator = torch.Generator(device=self.device)
         generator.manual_seed(int(seed) if seed is not None else int(torch.seed() % 2**63))
-        stops = set(stop_tokens)
-        if not stops and not stop_strings and self.tokenizer.eos_token_id is not None:
+        stops = set(call.stop_tokens)
+        if not stops and not call.stop_strings and self.tokenizer.eos_token_id is not None:
             stops = {int(self.tokenizer.eos_token_id)}
-        ids = torch.tensor([prompt] * num_samples, device=self.device)
-        out = self.model(input_ids=ids, use_cache=True)
-        cache, logits = output_cache(out), out.logits[:, -1].float()
-        seqs: list[list[int]] = [[] for _ in range(num_samples)]
-        logps: list[list[float]] = [[] for _ in range(num_samples)]
-        done: list[str | None] = [None] * num_samples
-        for _ in range(max_tokens):
-            logp = torch.log_softmax(logits, dim=-1)
-            picked = _pick(logits, temperature, params, generator)
-            for row in range(num_samples):
-                if done[row] is not None:
-                    continue
-                token = int(picked[row])
-                seqs[row].append(token)
-                logps[row].append(float(logp[row, token]))
-                if token in stops or (
-                    stop_strings
-                    and any(s in self.tokenizer.decode(seqs[row]) for s in stop_strings)
-                ):
-                    done[row] = "stop"
-            if all(d is not None for d in done):
-                break
-            out = self.model(
-                input_ids=picked[:, None], use_cache=True, **{self._cache_keyword: cache}
-            )
-            cache, logits = output_cache(out), out.logits[:, -1].float()
-        return [(s, lp, d or "length") for s, lp, d in zip(seqs, logps, done, strict=True)]
+        return _Decoding(
+            index=index,
+            adapter=call.adapter or BASE,
+            temperature=float(call.params.get("temperature") or 0.0),
+            params=call.params,
+            generator=generator,
+            stops=stops,
+            stop_strings=call.stop_strings,
+            decode_text=self.tokenizer.decode,
+            sequences=[None] * call.num_samples,
+        )
 
     @torch.no_grad()
     def prompt_logprobs(self, name: str | None, prompt: list[int]) -> list[float]:
@@ -275,6 +356,30 @@ class TorchLabEngine:
         if optimizer and _OPTIMIZER in files:
             state = torch.load(io.BytesIO(files[_OPTIMIZER]), weights_only=True)
             self._optimizers[name].load_state_dict(state)
+
+
+@dataclass
+class _Decoding:
+    """A sample call in a batch: its rows' adapter and sampling rule, and their sequences
+    as they end."""
+
+    index: int
+    adapter: str
+    temperature: float
+    params: dict[str, float | int | None]
+    generator: torch.Generator
+    stops: set[int]
+    stop_strings: list[str]
+    decode_text: Callable[[list[int]], str]
+    sequences: list[Sampled | None] = field(default_factory=list)
+
+    def stopped(self, tokens: list[int]) -> bool:
+        """Whether a row's tokens so far end at one of the call's stops."""
+        if tokens and tokens[-1] in self.stops:
+            return True
+        return bool(self.stop_strings) and any(
+            s in self.decode_text(tokens) for s in self.stop_strings
+        )
 
 
 def _check_datum(

@@ -19,7 +19,7 @@ import uvicorn
 from hub_server.app import create_app
 from hub_server.core.settings import HubSettings
 from hub_server.lab.engine import LabEngine
-from hub_server.lab.service import LabLimits
+from hub_server.lab.service import LabLimits, LabService
 from tests.hub_server.hubproc import HubAccounts
 from tests.support import free_port
 
@@ -27,6 +27,7 @@ from tests.support import free_port
 @dataclass(kw_only=True)
 class LabHub(HubAccounts):
     url: str
+    service: LabService
 
     @property
     def tinker_url(self) -> str:
@@ -42,8 +43,8 @@ def serve_lab(
     until the block ends."""
     data_dir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
-    hub = LabHub(data_dir=data_dir, url=f"http://127.0.0.1:{port}")
     app = create_app(HubSettings.from_env(data_dir), lab=engine, lab_limits=limits)
+    hub = LabHub(data_dir=data_dir, url=f"http://127.0.0.1:{port}", service=app.state.lab)
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     )

@@ -3,13 +3,16 @@
 One hub and one engine (local/smollm2-135m, fp32) for the module. The SDK creates a LoRA
 training client, lowers a fixed batch's cross-entropy in five steps, samples from its saved
 weights (logprobs checked against the torch backend, `local_model` with the exported PEFT
-adapter), and runs `importance_sampling` and `ppo` steps; a `read` token is refused.
+adapter), and runs `importance_sampling` and `ppo` steps; two accounts' samples decode in one
+batch as each alone; a `read` token is refused.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -155,6 +158,55 @@ def test_sdk_trains_samples_and_matches_the_torch_backend(
         trainer.optim_step(types.AdamParams(learning_rate=1e-4)).result()
         assert math.isfinite(out.metrics["loss:sum"])
         assert len(out.loss_fn_outputs) == 2
+
+
+def test_two_accounts_samples_decode_in_one_batch_as_each_alone(
+    lab: LabHub, engine: TorchLabEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sample requests of two accounts (each its own trained adapter) and of a base-model
+    sampler, waiting together, decode as one batch, and each gets (seeded, at temperature 1)
+    the tokens and logprobs it gets alone."""
+    grace = lab.add_user("grace", scopes=["train"])
+    data = batch(engine)
+    samplers = []
+    for seed, token in enumerate((lab.admin_token, grace)):
+        trainer = (
+            service_client(lab, token)
+            .create_lora_training_client(base_model=BASE, rank=4, seed=seed)
+            .result()
+        )
+        trainer.forward_backward(data, "cross_entropy").result()
+        trainer.optim_step(types.AdamParams(learning_rate=5e-3)).result()
+        samplers.append(trainer.save_weights_and_get_sampling_client().result())
+    samplers.append(service_client(lab, grace).create_sampling_client(base_model=BASE).result())
+    prompt = types.ModelInput.from_ints(engine.tokenizer.encode("The capital of France"))
+    params = types.SamplingParams(max_tokens=8, temperature=1.0, seed=11)
+    alone = [s.sample(prompt, 2, params).result().sequences for s in samplers]
+
+    batches: list[int] = []
+    decode = engine.sample_batch
+
+    def recording(calls: Any, more: Any, done: Any) -> None:
+        batches.append(len(calls))
+        decode(calls, more, done)
+
+    monkeypatch.setattr(engine, "sample_batch", recording)
+    gate = threading.Event()
+    queue = lab.service.queue
+    queue.submit("someone", "hold", lambda: {"held": gate.wait(60)})
+    pending = [s.sample(prompt, 2, params) for s in samplers]
+    deadline = time.monotonic() + 60
+    while sum(len(q) for q in queue._queues.values()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    gate.set()
+    together = [p.result().sequences for p in pending]
+    assert batches == [3]
+    for batched, own in zip(together, alone, strict=True):
+        assert [s.tokens for s in batched] == [s.tokens for s in own]
+        for got, want in zip(batched, own, strict=True):
+            assert np.abs(np.array(got.logprobs) - np.array(want.logprobs)).max() < 1e-4
+    first_logprobs = {tuple(seqs[0].logprobs or []) for seqs in together}
+    assert len(first_logprobs) == 3  # each sampler decoded by its own weights
 
 
 def test_a_read_token_is_refused(lab: LabHub) -> None:
