@@ -442,11 +442,13 @@ class LabService:
         """A batch of sample requests (the queue's), decoded together by the engine; each
         answered as its rows end. Samplers past an account's cap are dropped after it."""
         answering: list[tuple[Future, list[float] | None]] = []  # per call given the engine
+        accounts: set[str] = set()
 
         def ready(new: list[Queued]) -> list[SampleCall]:
             calls = []
             for item in new:
                 job = _sample_job(item)
+                accounts.add(job.sampler.account)
                 try:
                     scored = self._ready(job)
                 except ValueError as error:
@@ -470,7 +472,7 @@ class LabService:
         try:
             self.engine.sample_batch(ready(items), lambda rows: ready(more(rows)), done)
         finally:
-            for account in {_sample_job(item).sampler.account for item in items}:
+            for account in accounts:
                 self._evict_samplers(account)
 
     def _ready(self, job: _SampleJob) -> list[float] | None:

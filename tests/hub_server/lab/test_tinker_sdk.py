@@ -13,9 +13,9 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import numpy as np
@@ -35,6 +35,7 @@ from trainer_bridge.lab.engine import TorchLabEngine
 pytestmark = pytest.mark.xdist_group("lab")
 
 BASE = "local/smollm2-135m"
+T = TypeVar("T")
 TEXTS = ["The capital of France is Paris.", "Two plus two equals four."]
 
 
@@ -160,6 +161,20 @@ def test_sdk_trains_samples_and_matches_the_torch_backend(
         assert len(out.loss_fn_outputs) == 2
 
 
+def held(hub: LabHub, send: Callable[[], list[T]], count: int) -> list[T]:
+    """What `send` returns, its `count` requests queued on the Lab while its worker is held,
+    so they are all waiting when it is free again."""
+    gate = threading.Event()
+    queue = hub.service.queue
+    queue.submit("someone", "hold", lambda: {"held": gate.wait(60)})
+    sent = send()
+    deadline = time.monotonic() + 60
+    while sum(len(q) for q in queue._queues.values()) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    gate.set()
+    return sent
+
+
 def test_two_accounts_samples_decode_in_one_batch_as_each_alone(
     lab: LabHub, engine: TorchLabEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -191,14 +206,7 @@ def test_two_accounts_samples_decode_in_one_batch_as_each_alone(
         decode(calls, more, done)
 
     monkeypatch.setattr(engine, "sample_batch", recording)
-    gate = threading.Event()
-    queue = lab.service.queue
-    queue.submit("someone", "hold", lambda: {"held": gate.wait(60)})
-    pending = [s.sample(prompt, 2, params) for s in samplers]
-    deadline = time.monotonic() + 60
-    while sum(len(q) for q in queue._queues.values()) < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    gate.set()
+    pending = held(lab, lambda: [s.sample(prompt, 2, params) for s in samplers], 3)
     together = [p.result().sequences for p in pending]
     assert batches == [3]
     for batched, own in zip(together, alone, strict=True):
@@ -350,3 +358,29 @@ def test_per_account_caps_refuse_with_a_message(tmp_path: Path, engine: TorchLab
         ).json()
         assert done == {"model_id": first.model_id, "type": "unload_model"}
         client.create_lora_training_client(base_model=BASE, rank=2).result()
+
+
+def test_samplers_past_the_cap_sample_in_one_batch_then_reload_from_their_paths(
+    tmp_path: Path, engine: TorchLabEngine
+) -> None:
+    """With room for one sampler, two made from saved paths still sample together (their
+    weights are dropped only after the batch), and each again later (reloaded from its path);
+    a snapshot past the cap is dropped, and says so."""
+    with serve_lab(tmp_path / "hub", engine, LabLimits(max_samplers=1)) as hub:
+        token = hub.add_user("heidi", scopes=["train"])
+        client = service_client(hub, token)
+        trainer = client.create_lora_training_client(base_model=BASE, rank=2).result()
+        paths = [trainer.save_weights_for_sampler(name=f"s{i}").result().path for i in range(2)]
+        samplers = [client.create_sampling_client(model_path=p).result() for p in paths]
+        prompt = types.ModelInput.from_ints(engine.tokenizer.encode("Hello"))
+        params = types.SamplingParams(max_tokens=3, temperature=0.0)
+        for _ in range(2):
+            pending = held(hub, lambda: [s.sample(prompt, 1, params) for s in samplers], 2)
+            assert [len(p.result().sequences[0].tokens) for p in pending] == [3, 3]
+        trainer.forward(batch(engine), "cross_entropy").result()  # queued after the eviction
+        loaded = [s for s in hub.service._samplers.values() if s.loaded and s.adapter]
+        assert len(loaded) == 1
+        old = trainer.save_weights_and_get_sampling_client().result()
+        trainer.save_weights_and_get_sampling_client().result()
+        with pytest.raises(tinker.RequestFailedError, match="weights were dropped"):
+            old.sample(prompt, 1, params).result()
