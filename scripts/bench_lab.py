@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Lab benchmark: training steps/s of 1, 2 and 4 concurrent tenants against one tenant alone.
+"""Lab benchmark: training steps/s of 1, 2 and 4 concurrent tenants against one tenant alone,
+and sampling throughput of 1, 2 and 4 concurrent tenants, batched against one row at a time.
 
 One hub with a Lab (local/smollm2-135m, fp32, CPU) served on loopback from this process; each
 tenant is its own hub user with a `train` token, driving the unchanged `tinker` SDK from a
@@ -10,11 +11,22 @@ spread of the tenants' own rates (max/min: 1.0 is perfectly fair). Then the queu
 the acceptance: one tenant queues 20 steps at once, another sends one step; how many of the
 first one's steps finished before the second one's did (round-robin: at most 2).
 
-The Lab runs one request at a time, so on a CPU the aggregate stays near the alone rate
-(the model is busy either way) while each tenant gets its share. The tenant alone runs before
-and after the others, its mean the baseline; the load average is printed.
+The Lab runs one training request at a time, so on a CPU the aggregate stays near the alone
+rate (the model is busy either way) while each tenant gets its share. The tenant alone runs
+before and after the others, its mean the baseline; the load average is printed.
 
-Usage: `python scripts/bench_lab.py [--steps 6] [--tenants 1,2,4] [--quick]`.
+Sampling (`--part sample`): each tenant its own hub user with a sampling client of its own
+rank-8 adapter, sending `--requests` requests one after another (4 samples of up to
+`--max-tokens` tokens each, temperature 1, seeded). Three Lab hubs on the same engine, run
+back to back for each tenant count: `batched` (the Lab as it is: requests waiting together
+and those arriving between two tokens decode as one batch, up to 64 rows), `per request` (a
+batch of 1 row's room: each request alone, its 4 rows together) and `per row` (the same, each
+request sent as 4 requests of 1 sample: one row at a time, the baseline). Printed: samples/s,
+tokens/s and tokens per CPU-second of this process (the Lab, its HTTP server and the SDK's
+clients), and each mode's tokens per CPU-s against `per row` at the same tenant count.
+
+Usage: `python scripts/bench_lab.py [--part train|sample|both] [--steps 6] [--tenants 1,2,4]
+[--requests 3] [--max-tokens 24] [--threads N] [--quick]`.
 """
 
 from __future__ import annotations
@@ -31,18 +43,25 @@ BASE = "local/smollm2-135m"
 TEXTS = ["The capital of France is Paris.", "Two plus two equals four."]
 
 
-def serve(data_dir: Path, engine: Any) -> tuple[str, Any, threading.Thread]:
+SAMPLES = 4  # per request
+PROMPT = "Write a short story about a robot who learns to paint."
+MODES = ("batched", "per request", "per row")
+
+
+def serve(data_dir: Path, engine: Any, batch_rows: int = 64) -> tuple[str, Any, threading.Thread]:
     import socket
 
     import uvicorn
 
     from hub_server.app import create_app
     from hub_server.core.settings import HubSettings
+    from hub_server.lab.service import LabLimits
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    app = create_app(HubSettings.from_env(data_dir), lab=engine)
+    limits = LabLimits(batch_rows=batch_rows)
+    app = create_app(HubSettings.from_env(data_dir), lab=engine, lab_limits=limits)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -140,56 +159,163 @@ def queueing(busy: Any, other: Any, data: list[Any], queued: int) -> int:
     return sum(1 for t in finished if t <= other_done)
 
 
+def samplers_for(url: str, tokens: list[str]) -> list[Any]:
+    """A sampling client per tenant, each of its own rank-8 adapter (a snapshot)."""
+    return [
+        trainer_for(url, token).save_weights_and_get_sampling_client().result() for token in tokens
+    ]
+
+
+def run_samplers(
+    samplers: list[Any], prompt: list[int], requests: int, max_tokens: int, split: bool
+) -> tuple[float, float, int, int]:
+    """Each sampler sends `requests` requests of `SAMPLES` samples one after another from a
+    thread of its own (`split`: each as `SAMPLES` requests of one, sent at once); (wall s,
+    CPU s of this process, samples, tokens)."""
+    from tinker import types
+
+    counts = [(0, 0)] * len(samplers)
+    model_input = types.ModelInput.from_ints(prompt)
+
+    def work(index: int) -> None:
+        samples = tokens = 0
+        for r in range(requests):
+            seed = 1000 * index + r
+            params = [types.SamplingParams(max_tokens=max_tokens, temperature=1.0, seed=seed)]
+            if split:
+                params = [
+                    types.SamplingParams(max_tokens=max_tokens, temperature=1.0, seed=seed * 8 + i)
+                    for i in range(SAMPLES)
+                ]
+            n = 1 if split else SAMPLES
+            pending = [samplers[index].sample(model_input, n, p) for p in params]
+            for future in pending:
+                for sequence in future.result().sequences:
+                    samples += 1
+                    tokens += len(sequence.tokens)
+        counts[index] = (samples, tokens)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(samplers))]
+    start, cpu = time.perf_counter(), time.process_time()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall, used = time.perf_counter() - start, time.process_time() - cpu
+    return wall, used, sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+
+def bench_sampling(
+    engine: Any, root: Path, counts: list[int], requests: int, max_tokens: int
+) -> None:
+    """The sampling table: each tenant count, the three modes back to back."""
+    import torch
+
+    prompt = engine.tokenizer.encode(PROMPT)
+    hubs: dict[str, tuple[list[Any], Any, threading.Thread]] = {}
+    for mode in MODES:
+        data_dir = root / mode.replace(" ", "-")
+        data_dir.mkdir()
+        url, server, thread = serve(data_dir, engine, 64 if mode == "batched" else 1)
+        tokens = [tenant_token(data_dir, f"sampler{i}") for i in range(max(counts))]
+        hubs[mode] = (samplers_for(url, tokens), server, thread)
+    try:
+        run_samplers(hubs["batched"][0][:1], prompt, 1, 4, False)  # warm-up
+        print(
+            f"\nsampling: {SAMPLES} samples a request, up to {max_tokens} tokens, "
+            f"{requests} requests per tenant, temperature 1"
+        )
+        print("| tenants | mode | samples/s | tokens/s | tokens per CPU-s | vs per row |")
+        print("|---|---|---|---|---|---|")
+        for count in counts:
+            rows = {}
+            for mode in MODES:
+                samplers = hubs[mode][0][:count]
+                wall, cpu, samples, tokens = run_samplers(
+                    samplers, prompt, requests, max_tokens, mode == "per row"
+                )
+                rows[mode] = (samples / wall, tokens / wall, tokens / cpu)
+            for mode in MODES:
+                per_s, tok_s, per_cpu = rows[mode]
+                ratio = per_cpu / rows["per row"][2]
+                print(
+                    f"| {count} | {mode} | {per_s:.2f} | {tok_s:.1f} | {per_cpu:.1f} | "
+                    f"{ratio:.2f}x |"
+                )
+        print(f"torch threads {torch.get_num_threads()}, load {os.getloadavg()[0]:.2f} (1 min)")
+    finally:
+        for _, server, thread in hubs.values():
+            server.should_exit = True
+            thread.join(timeout=30)
+
+
+def bench_training(engine: Any, data_dir: Path, counts: list[int], steps: int, queued: int) -> None:
+    """The training table and the queueing check."""
+    import torch
+
+    data = batch(engine.tokenizer)
+    data_dir.mkdir()
+    url, server, thread = serve(data_dir, engine)
+    try:
+        tokens = [tenant_token(data_dir, f"tenant{i}") for i in range(max(counts))]
+        trainers = [trainer_for(url, token) for token in tokens]
+        run_tenants(trainers[:1], data, 1)  # warm-up: first-step allocations
+        # The tenant alone before and after the others (the load drifts on a shared host):
+        # the baseline is the mean of the two.
+        first, _ = run_tenants(trainers[:1], data, steps)
+        results = {n: run_tenants(trainers[:n], data, steps) for n in counts if n > 1}
+        last, _ = run_tenants(trainers[:1], data, steps)
+        alone = steps / ((first + last) / 2)
+        print(f"alone: {steps / first:.2f} then {steps / last:.2f} steps/s (baseline: mean)")
+        print("| tenants | steps/s (all) | vs alone | per tenant (min-max) | spread |")
+        print("|---|---|---|---|---|")
+        print(f"| 1 | {alone:.2f} | 1.00x | {alone:.2f} | 1.00 |")
+        for count, (wall, rates) in results.items():
+            total = count * steps / wall
+            print(
+                f"| {count} | {total:.2f} | {total / alone:.2f}x | "
+                f"{min(rates):.2f}-{max(rates):.2f} | {max(rates) / min(rates):.2f} |"
+            )
+        if len(trainers) >= 2:
+            before = queueing(trainers[0], trainers[1], data, queued)
+            print(
+                f"\nqueueing: tenant 0 queued {queued} steps, tenant 1 sent one; "
+                f"{before} of tenant 0's steps finished before tenant 1's (round-robin: <= 2)"
+            )
+        print(f"torch threads {torch.get_num_threads()}, load {os.getloadavg()[0]:.2f} (1 min)")
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--part", choices=["train", "sample", "both"], default="both")
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--tenants", default="1,2,4")
     parser.add_argument("--queued", type=int, default=20)
-    parser.add_argument("--quick", action="store_true", help="CI check: 2 steps, 1 and 2 tenants")
+    parser.add_argument("--requests", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=24)
+    parser.add_argument(
+        "--threads", type=int, help="the engine's torch threads (default: the Lab's rule)"
+    )
+    parser.add_argument("--quick", action="store_true", help="CI check: 1 and 2 tenants, short")
     args = parser.parse_args()
     counts = [int(n) for n in args.tenants.split(",")]
-    steps, queued = args.steps, args.queued
+    steps, queued, requests, max_tokens = args.steps, args.queued, args.requests, args.max_tokens
     if args.quick:
-        counts, steps, queued = [1, 2], 2, 3
+        counts, steps, queued, requests, max_tokens = [1, 2], 2, 3, 1, 4
     os.environ.setdefault("TINKER_TELEMETRY", "0")
 
     from trainer_bridge.lab.engine import TorchLabEngine
 
-    engine = TorchLabEngine(BASE)
-    data = batch(engine.tokenizer)
+    engine = TorchLabEngine(BASE, threads=args.threads)
+    print(f"load {os.getloadavg()[0]:.2f} (1 min) at the start, {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory(prefix="bench-lab-") as tmp:
-        data_dir = Path(tmp)
-        url, server, thread = serve(data_dir, engine)
-        try:
-            tokens = [tenant_token(data_dir, f"tenant{i}") for i in range(max(counts))]
-            trainers = [trainer_for(url, token) for token in tokens]
-            run_tenants(trainers[:1], data, 1)  # warm-up: first-step allocations
-            # The tenant alone before and after the others (the load drifts on a shared host):
-            # the baseline is the mean of the two.
-            first, _ = run_tenants(trainers[:1], data, steps)
-            results = {n: run_tenants(trainers[:n], data, steps) for n in counts if n > 1}
-            last, _ = run_tenants(trainers[:1], data, steps)
-            alone = steps / ((first + last) / 2)
-            print(f"alone: {steps / first:.2f} then {steps / last:.2f} steps/s (baseline: mean)")
-            print("| tenants | steps/s (all) | vs alone | per tenant (min-max) | spread |")
-            print("|---|---|---|---|---|")
-            print(f"| 1 | {alone:.2f} | 1.00x | {alone:.2f} | 1.00 |")
-            for count, (wall, rates) in results.items():
-                total = count * steps / wall
-                print(
-                    f"| {count} | {total:.2f} | {total / alone:.2f}x | "
-                    f"{min(rates):.2f}-{max(rates):.2f} | {max(rates) / min(rates):.2f} |"
-                )
-            if len(trainers) >= 2:
-                before = queueing(trainers[0], trainers[1], data, queued)
-                print(
-                    f"\nqueueing: tenant 0 queued {queued} steps, tenant 1 sent one; "
-                    f"{before} of tenant 0's steps finished before tenant 1's (round-robin: <= 2)"
-                )
-            print(f"load {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
-        finally:
-            server.should_exit = True
-            thread.join(timeout=30)
+        if args.part != "train":
+            bench_sampling(engine, Path(tmp), counts, requests, max_tokens)
+        if args.part != "sample":
+            bench_training(engine, Path(tmp) / "train", counts, steps, queued)
 
 
 if __name__ == "__main__":

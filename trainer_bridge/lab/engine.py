@@ -63,13 +63,20 @@ class SampleCall(Protocol):
 
 
 class TorchLabEngine:
-    """`base_model` (`local/<name>` or a Hugging Face directory) on `device`, fp32 on CPU."""
+    """`base_model` (`local/<name>` or a Hugging Face directory) on `device`, fp32 on CPU;
+    `threads`: torch's threads on a CPU (None: as the machine has room, `_threads`)."""
 
-    def __init__(self, base_model: str = "local/smollm2-135m", device: str = "auto") -> None:
+    def __init__(
+        self,
+        base_model: str = "local/smollm2-135m",
+        device: str = "auto",
+        threads: int | None = None,
+    ) -> None:
         from peft import LoraConfig, get_peft_model
 
         model, tokenizer = load_base(ModelConfig(name=base_model, device=device))  # type: ignore[arg-type]
         self.base_model = base_model
+        self.threads = threads
         self.tokenizer = tokenizer
         self.max_context = int(getattr(model.config, "max_position_embeddings", 2048))
         self.device = next(model.parameters()).device
@@ -127,11 +134,11 @@ class TorchLabEngine:
             raise ValueError(f"No adapter {name!r} on this Lab.")
 
     def _threads(self) -> None:
-        """Compute on the threads the machine has room for: one on busy cores
-        (`cores.idle_threads`; two threads on two cores at load ~8 took a 32-token sample
-        from 2.3 to 30-49 CPU-s, docs/benchmarks.md)."""
+        """Compute on `self.threads`, else the threads the machine has room for: one on busy
+        cores (`cores.idle_threads`; two threads on two cores at load ~8 took a 32-token
+        sample from 2.3 to 30-49 CPU-s, docs/benchmarks.md)."""
         if self.device.type == "cpu":
-            threads = idle_threads(len(os.sched_getaffinity(0)), 1)
+            threads = self.threads or idle_threads(len(os.sched_getaffinity(0)), 1)
             if torch.get_num_threads() != threads:
                 torch.set_num_threads(threads)
 
