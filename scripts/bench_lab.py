@@ -48,6 +48,11 @@ PROMPT = "Write a short story about a robot who learns to paint."
 MODES = ("batched", "per request", "per row")
 
 
+def threads(engine: Any) -> str:
+    """The engine's torch threads (its worker sets them: torch's count is per thread)."""
+    return f"engine threads {engine.threads or 'by the load (cores.idle_threads)'}"
+
+
 def serve(data_dir: Path, engine: Any, batch_rows: int = 64) -> tuple[str, Any, threading.Thread]:
     import socket
 
@@ -209,8 +214,6 @@ def bench_sampling(
     engine: Any, root: Path, counts: list[int], requests: int, max_tokens: int
 ) -> None:
     """The sampling table: each tenant count, the three modes back to back."""
-    import torch
-
     prompt = engine.tokenizer.encode(PROMPT)
     hubs: dict[str, tuple[list[Any], Any, threading.Thread]] = {}
     for mode in MODES:
@@ -242,7 +245,7 @@ def bench_sampling(
                     f"| {count} | {mode} | {per_s:.2f} | {tok_s:.1f} | {per_cpu:.1f} | "
                     f"{ratio:.2f}x |"
                 )
-        print(f"torch threads {torch.get_num_threads()}, load {os.getloadavg()[0]:.2f} (1 min)")
+        print(f"{threads(engine)}, load {os.getloadavg()[0]:.2f} (1 min)")
     finally:
         for _, server, thread in hubs.values():
             server.should_exit = True
@@ -251,8 +254,6 @@ def bench_sampling(
 
 def bench_training(engine: Any, data_dir: Path, counts: list[int], steps: int, queued: int) -> None:
     """The training table and the queueing check."""
-    import torch
-
     data = batch(engine.tokenizer)
     data_dir.mkdir()
     url, server, thread = serve(data_dir, engine)
@@ -282,7 +283,7 @@ def bench_training(engine: Any, data_dir: Path, counts: list[int], steps: int, q
                 f"\nqueueing: tenant 0 queued {queued} steps, tenant 1 sent one; "
                 f"{before} of tenant 0's steps finished before tenant 1's (round-robin: <= 2)"
             )
-        print(f"torch threads {torch.get_num_threads()}, load {os.getloadavg()[0]:.2f} (1 min)")
+        print(f"{threads(engine)}, load {os.getloadavg()[0]:.2f} (1 min)")
     finally:
         server.should_exit = True
         thread.join(timeout=30)
