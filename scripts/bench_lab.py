@@ -25,8 +25,11 @@ request sent as 4 requests of 1 sample: one row at a time, the baseline). Printe
 tokens/s and tokens per CPU-second of this process (the Lab, its HTTP server and the SDK's
 clients), and each mode's tokens per CPU-s against `per row` at the same tenant count.
 
-Usage: `python scripts/bench_lab.py [--part train|sample|both] [--steps 6] [--tenants 1,2,4]
-[--requests 3] [--max-tokens 24] [--threads N] [--quick]`.
+Then the engine alone (`--part engine`): one `sample_batch` of 4 requests of 4 rows (one
+adapter, four adapters, the base model) against one request, in tokens per CPU-second.
+
+Usage: `python scripts/bench_lab.py [--part sample|engine|train|all] [--steps 6]
+[--tenants 1,2,4] [--requests 3] [--max-tokens 24] [--threads N] [--quick]`.
 """
 
 from __future__ import annotations
@@ -252,6 +255,45 @@ def bench_sampling(
             thread.join(timeout=30)
 
 
+def bench_engine(engine: Any, max_tokens: int) -> None:
+    """The engine alone, in this thread: one batch of 4 requests (one adapter, four, the
+    base) against one request, every row `max_tokens` long (no stop)."""
+    from hub_server.lab.engine import SampleCall
+
+    prompt = engine.tokenizer.encode(PROMPT)
+    names = [f"bench{i}" for i in range(4)]
+    for name in names:
+        engine.create_adapter(name, 8, 0, True, True)
+
+    def rate(adapters: list[str | None]) -> float:
+        calls = [
+            SampleCall(a, prompt, SAMPLES, {"max_tokens": max_tokens, "temperature": 1.0}, [-1], [])
+            for a in adapters
+        ]
+        cpu = time.process_time()
+        engine.sample_batch(calls, lambda rows: [], lambda index, outcome: None)
+        return len(calls) * SAMPLES * max_tokens / (time.process_time() - cpu)
+
+    try:
+        rate(names[:1])  # warm-up
+        alone = rate(names[:1])
+        print(f"\nthe engine alone: one batch, {SAMPLES} rows a request, {max_tokens} tokens a row")
+        print("| batch | tokens per CPU-s | vs 1 request |")
+        print("|---|---|---|")
+        print(f"| 1 request | {alone:.1f} | 1.00x |")
+        for label, adapters in (
+            ("4 requests, one adapter", names[:1] * 4),
+            ("4 requests, four adapters", names),
+            ("4 requests, the base", [None] * 4),
+        ):
+            value = rate(adapters)
+            print(f"| {label} | {value:.1f} | {value / alone:.2f}x |")
+        print(f"{threads(engine)}, load {os.getloadavg()[0]:.2f} (1 min)")
+    finally:
+        for name in names:
+            engine.delete_adapter(name)
+
+
 def bench_training(engine: Any, data_dir: Path, counts: list[int], steps: int, queued: int) -> None:
     """The training table and the queueing check."""
     data = batch(engine.tokenizer)
@@ -291,7 +333,7 @@ def bench_training(engine: Any, data_dir: Path, counts: list[int], steps: int, q
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--part", choices=["train", "sample", "both"], default="both")
+    parser.add_argument("--part", choices=["sample", "engine", "train", "all"], default="all")
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--tenants", default="1,2,4")
     parser.add_argument("--queued", type=int, default=20)
@@ -313,9 +355,11 @@ def main() -> None:
     engine = TorchLabEngine(BASE, threads=args.threads)
     print(f"load {os.getloadavg()[0]:.2f} (1 min) at the start, {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory(prefix="bench-lab-") as tmp:
-        if args.part != "train":
+        if args.part in ("sample", "all"):
             bench_sampling(engine, Path(tmp), counts, requests, max_tokens)
-        if args.part != "sample":
+        if args.part in ("engine", "all"):
+            bench_engine(engine, max_tokens)
+        if args.part in ("train", "all"):
             bench_training(engine, Path(tmp) / "train", counts, steps, queued)
 
 

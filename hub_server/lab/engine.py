@@ -4,8 +4,9 @@ The hub owns tenants, sessions, futures, queueing and checkpoints; the engine ow
 model in memory and the LoRA adapters on it, named by the Lab. It is given, not imported: the
 torch engine (`trainer_bridge.lab.engine.TorchLabEngine`) is passed to `create_app` by
 `prime hub serve --lab`, so the hub never imports torch. The protocol speaks plain values
-(numpy arrays, one per datum), so neither side imports the other's types. A `ValueError` from
-the engine is the caller's mistake (its message is the answer); anything else is the Lab's.
+(numpy arrays, one per datum; a sample request as a `SampleCall`, which the engine reads by
+its fields, structurally), so neither side imports the other's types. A `ValueError` from the
+engine is the caller's mistake (its message is the answer); anything else is the Lab's.
 """
 
 from __future__ import annotations

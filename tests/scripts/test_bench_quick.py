@@ -72,6 +72,7 @@ LOCAL_MODEL_FIGURES = {
     "bench_lab.py": [
         r"\| 2 \| [\d.]+ \| [\d.]+x \|",
         r"\| 2 \| batched \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+x \|",
+        r"\| 4 requests, four adapters \| [\d.]+ \| [\d.]+x \|",
         r"queueing: .* (\d+) of tenant 0's steps finished before",
         "load",
     ],

@@ -215,7 +215,6 @@ class TorchLabEngine:
         from local_model.decode import Row, decode
 
         self._threads()
-        decoding: list[_Decoding] = []
         owner: list[tuple[_Decoding, int]] = []  # each row's call and its place in the call
         numbered = 0
 
@@ -229,23 +228,20 @@ class TorchLabEngine:
                 except ValueError as error:
                     done(index, error)
                     continue
-                decoding.append(state)
-                limit = int(call.params.get("max_tokens") or 16)
                 for slot in range(call.num_samples):
                     owner.append((state, slot))
-                    rows.append(Row(call.prompt, limit, state.stopped, state.adapter))
+                    rows.append(Row(call.prompt, state.max_tokens, state.stopped, state.adapter))
             return rows
 
         def pick(logits: torch.Tensor, active: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
             logits = logits.float()
             chosen = logits.argmax(dim=-1)
-            drawn: dict[int, list[int]] = {}  # call -> its rows' places in the batch
+            drawn: dict[int, tuple[_Decoding, list[int]]] = {}  # call -> its rows' places
             for place, row in enumerate(active):
                 state = owner[row][0]
                 if state.temperature > 0:
-                    drawn.setdefault(state.index, []).append(place)
-            for places in drawn.values():
-                state = owner[active[places[0]]][0]
+                    drawn.setdefault(state.index, (state, []))[1].append(place)
+            for state, places in drawn.values():
                 at = torch.tensor(places, device=logits.device)
                 chosen[at] = _pick(logits[at], state.temperature, state.params, state.generator)
             logp = torch.log_softmax(logits, dim=-1)
@@ -293,13 +289,17 @@ class TorchLabEngine:
         self._check_adapter(call.adapter)
         seed = call.params.get("seed")
         generator = torch.Generator(device=self.device)
-        generator.manual_seed(int(seed) if seed is not None else int(torch.seed() % 2**63))
+        if seed is None:
+            generator.seed()  # its own random seed; torch's global generator left alone
+        else:
+            generator.manual_seed(int(seed))
         stops = set(call.stop_tokens)
         if not stops and not call.stop_strings and self.tokenizer.eos_token_id is not None:
             stops = {int(self.tokenizer.eos_token_id)}
         return _Decoding(
             index=index,
             adapter=call.adapter or BASE,
+            max_tokens=max_tokens,
             temperature=float(call.params.get("temperature") or 0.0),
             params=call.params,
             generator=generator,
@@ -372,6 +372,7 @@ class _Decoding:
 
     index: int
     adapter: str
+    max_tokens: int
     temperature: float
     params: dict[str, float | int | None]
     generator: torch.Generator
