@@ -259,3 +259,15 @@ def test_a_lab_checkpoint_is_published_by_its_own_account_only(
     assert refused.status_code == 403 and "train scope" in refused.text
     bad = alice.post(f"{API}/alice/from-lab/versions/from-lab", json={"checkpoint": "s3://x"})
     assert bad.status_code == 400 and "tinker://" in bad.text
+
+
+def test_the_owner_page_lists_the_adapters_its_reader_may_see(
+    hub: InProcessHub, tokens: dict[str, str], tmp_path: Path
+) -> None:
+    alice = hub.client(tokens["alice"])
+    files = adapter_files(tmp_path)
+    assert push(alice, "alice/shown-lora", files, visibility="public").is_success
+    assert push(alice, "alice/hidden-lora", files).is_success
+    page = hub.http.get("/alice")
+    assert page.status_code == 200
+    assert "alice/shown-lora" in page.text and "hidden-lora" not in page.text
