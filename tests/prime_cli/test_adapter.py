@@ -17,7 +17,7 @@ from hub_client.adapters import cached_adapter, parse_adapter_ref
 from hub_client.client import HubClient
 from prime_cli.main import cli
 from registry_index.peft_adapter import CONFIG, FILES, WEIGHTS
-from tests.hub_server.adapters.test_adapters import _checkpoint
+from tests.hub_server.adapters.test_adapters import lab_checkpoint
 from tests.hub_server.inproc import InProcessHub, start_inproc_hub
 from tests.registry_index.adaptermaker import write_adapter
 
@@ -128,7 +128,7 @@ def test_lab_publish_copies_ones_own_checkpoint(
 ) -> None:
     source = write_adapter(tmp_path / "lab")
     files = {name: (source / name).read_bytes() for name in FILES}
-    path = _checkpoint(hub, "cleo", "step-8", files)
+    path = lab_checkpoint(hub, "cleo", "step-8", files)
     published = ok_json(prime("lab", "publish", path, "from-lab", "--public", "--output", "json"))
     assert (published["version"], published["visibility"]) == ("1", "public")
     pulled = prime("adapter", "pull", "cleo/from-lab", str(tmp_path / "out"), as_user="dara")

@@ -207,7 +207,7 @@ def test_too_big_and_over_quota_are_413_with_nothing_stored(tmp_path: Path) -> N
         assert [v["version"] for v in versions] == ["2", "1"]
 
 
-def _checkpoint(hub: InProcessHub, user: str, name: str, files: dict[str, bytes]) -> str:
+def lab_checkpoint(hub: InProcessHub, user: str, name: str, files: dict[str, bytes]) -> str:
     """Save `files` (plus an optimizer state) as `user`'s Lab checkpoint; its tinker path."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
@@ -234,7 +234,7 @@ def test_a_lab_checkpoint_is_published_by_its_own_account_only(
         CONFIG: json.dumps(adapter_config(rank=4)).encode(),
         WEIGHTS: safetensors_bytes({"m.lora_A.weight": [4, 8], "m.lora_B.weight": [8, 4]}),
     }
-    path = _checkpoint(hub, "alice", "step-3", files)
+    path = lab_checkpoint(hub, "alice", "step-3", files)
     alice = hub.client(tokens["alice"])
     answer = alice.post(f"{API}/alice/from-lab/versions/from-lab", json={"checkpoint": path})
     assert answer.status_code == 200, answer.text
