@@ -1,4 +1,5 @@
-"""Processes that die with their parent: Linux's PR_SET_PDEATHSIG, set in the process itself.
+"""Processes that die with their parent (Linux's PR_SET_PDEATHSIG, set in the process itself),
+and an owner that reaps the whole tree it started (PR_SET_CHILD_SUBREAPER).
 
 engines.process sets it in each child between fork and exec; the trainer sets it again for
 itself, because torchrun starts its workers in sessions of their own, beyond the reach of the
@@ -15,6 +16,7 @@ import signal
 import sys
 
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def die_with_parent() -> None:
@@ -23,6 +25,18 @@ def die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def adopt_orphans() -> None:
+    """Make this process the reaper of its descendants' orphans (Linux only; process-wide).
+
+    When a child's process group is stopped, a process whose parent dies first (vLLM's engine
+    core, its worker) is reparented: to init otherwise, which reaps it, its CPU-seconds lost to
+    this process's `wait4` (docs/benchmarks.md, "Engines"). Reparented here, it is reaped by
+    engines.process.Child.stop, and its CPU counts among this process's children's."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
 PARENT_PID_ENV = "PRIME_PARENT_PID"

@@ -4,7 +4,9 @@ watched so that its death is reported with its log tail, stopped with all it spa
 Two mechanisms, because either alone leaks: PR_SET_PDEATHSIG makes Linux SIGKILL the child
 when the parent dies, even by SIGKILL (no handler of ours runs then); a process group of its
 own lets `stop()` kill the child together with whatever it spawned (torchrun's workers, vLLM's
-engine process), which PDEATHSIG alone would orphan.
+engine process), which PDEATHSIG alone would orphan. The starter is its children's orphans'
+reaper (lifetime.adopt_orphans): `stop()` reaps the whole group, so every process of it is
+gone, not a zombie of init's, and its CPU-seconds count in the starter's `wait4`.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ import os
 import shlex
 import signal
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engines.lifetime import die_with_parent
+from engines.lifetime import adopt_orphans, die_with_parent
 
 TAIL_LINES = 30
 
@@ -75,6 +78,7 @@ class Child:
         """Call from the main thread: PDEATHSIG fires when the *thread* that forked exits, so a
         child started from a worker thread would be killed when that thread ends."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        adopt_orphans()
         with self.log.open("ab") as out:
             try:
                 self.proc = self._popen(out)
@@ -111,7 +115,7 @@ class Child:
             raise ChildDied(self.name, code, log_tail(self.log))
 
     def stop(self, grace_s: float = 10.0) -> None:
-        """SIGTERM the child's process group, SIGKILL it after `grace_s`."""
+        """SIGTERM the child's process group, SIGKILL it after `grace_s`, reap all of it."""
         if self.proc is None:
             return
         pgid = self.proc.pid
@@ -125,7 +129,8 @@ class Child:
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            pass
+            return
+        reap_group(pgid, timeout_s=5)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -133,3 +138,24 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def reap_group(pgid: int, timeout_s: float) -> int:
+    """Reap this process's children in process group `pgid` (the orphans of a stopped child,
+    adopted: lifetime.adopt_orphans) until none is left or `timeout_s` passes; how many.
+
+    Call after the group's leader was waited for: a process's children are reparented before
+    it becomes a zombie, so each one reaped hands over its own before this looks again."""
+    reaped = 0
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            pid, _ = os.waitpid(-pgid, os.WNOHANG)
+        except ChildProcessError:
+            return reaped  # none of ours is left in the group
+        if pid:
+            reaped += 1
+        elif time.monotonic() > deadline:
+            return reaped
+        else:
+            time.sleep(0.02)  # one of them is still dying

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self, TypeVar
@@ -25,6 +25,13 @@ from pydantic import BaseModel, ValidationError
 from hub_client.feedback import Feedback
 from hub_client.settings import Settings, load_settings
 from registry_index.schemas.accounts import WhoAmI
+from registry_index.schemas.adapters import (
+    AdapterPatch,
+    AdapterSummary,
+    AdapterVersionInfo,
+    LabPublish,
+    PublishOptions,
+)
 from registry_index.schemas.envelope import Envelope, Page
 from registry_index.schemas.environments import EnvironmentDetail, EnvironmentSummary
 from registry_index.schemas.errors import ErrorBody
@@ -289,15 +296,23 @@ class HubClient:
         *,
         json: Any = None,
         params: Mapping[str, Any] | None = None,
+        files: Mapping[str, Path] | None = None,
         idempotent: bool | None = None,
     ) -> Any:
-        """Call `API_PREFIX + path` and return the decoded JSON body (None when empty)."""
-        response = self._attempts(
-            method,
-            what,
-            lambda: self._http.request(method, API_PREFIX + path, json=json, params=params),
-            idempotent,
-        )
+        """Call `API_PREFIX + path` and return the decoded JSON body (None when empty); `files`
+        go as a multipart body, each part named after its file, opened afresh per attempt."""
+
+        def send() -> httpx.Response:
+            with ExitStack() as opened:
+                parts = {
+                    name: (name, opened.enter_context(file.open("rb")), "application/octet-stream")
+                    for name, file in (files or {}).items()
+                }
+                return self._http.request(
+                    method, API_PREFIX + path, json=json, params=params, files=parts or None
+                )
+
+        response = self._attempts(method, what, send, idempotent)
         self._check(response, what)
         if not response.content:
             return None
@@ -319,6 +334,7 @@ class HubClient:
         body: BaseModel | None = None,
         json: Any = None,
         params: Mapping[str, Any] | None = None,
+        files: Mapping[str, Path] | None = None,
         idempotent: bool | None = None,
     ) -> M:
         """Call one endpoint and parse its answer with its wire schema (`registry_index.schemas`).
@@ -329,12 +345,7 @@ class HubClient:
         if body is not None:
             json = body.model_dump(mode="json", exclude_unset=True)
         answer = self._call(
-            method,
-            path,
-            what,
-            json=json,
-            params=params,
-            idempotent=idempotent,
+            method, path, what, json=json, params=params, files=files, idempotent=idempotent
         )
         try:
             return model.model_validate(answer)
@@ -642,6 +653,75 @@ class HubClient:
             params={"page": page, "per_page": per_page},
         )
 
+    # ----------------------------------------------------------------- adapters
+
+    def list_adapters(
+        self, owner: str | None = None, *, page: int = 1, per_page: int = 20
+    ) -> Page[AdapterSummary]:
+        """`GET /adapters/`: one page of the adapters we may read (of `owner` when given)."""
+        params: dict[str, Any] = {"page": page, "per_page": per_page}
+        if owner:
+            params["owner"] = owner
+        return self._typed(
+            Page[AdapterSummary], "GET", "/adapters/", "list adapters", params=params
+        )
+
+    def adapter(self, owner: str, name: str) -> AdapterSummary:
+        """`GET /adapters/{owner}/{name}`."""
+        return self._typed(
+            Envelope[AdapterSummary], "GET", adapter_path(owner, name), f"adapter {owner}/{name}"
+        ).data
+
+    def adapter_versions(self, owner: str, name: str) -> list[AdapterVersionInfo]:
+        """`GET /adapters/{owner}/{name}/versions`: newest first."""
+        return self._typed(
+            Envelope[list[AdapterVersionInfo]],
+            "GET",
+            f"{adapter_path(owner, name)}/versions",
+            f"versions of adapter {owner}/{name}",
+        ).data
+
+    def adapter_version(self, owner: str, name: str, spec: str | None) -> AdapterVersionInfo:
+        """`GET /adapters/{owner}/{name}/@{spec|latest}`: the version `spec` selects."""
+        ref = quote(spec or "latest", safe="")
+        what = f"adapter {owner}/{name}" + (f"@{spec}" if spec else "")
+        return self._typed(
+            Envelope[AdapterVersionInfo], "GET", f"{adapter_path(owner, name)}/@{ref}", what
+        ).data
+
+    def push_adapter(
+        self, owner: str, name: str, files: Mapping[str, Path], options: PublishOptions
+    ) -> AdapterVersionInfo:
+        """`POST /adapters/{owner}/{name}/versions`: the PEFT files as one multipart body."""
+        return self._typed(
+            Envelope[AdapterVersionInfo],
+            "POST",
+            f"{adapter_path(owner, name)}/versions",
+            f"push adapter {owner}/{name}",
+            params=options.model_dump(mode="json", exclude_none=True),
+            files=files,
+        ).data
+
+    def publish_lab_checkpoint(self, owner: str, name: str, body: LabPublish) -> AdapterVersionInfo:
+        """`POST /adapters/{owner}/{name}/versions/from-lab`: one of our Lab checkpoints."""
+        return self._typed(
+            Envelope[AdapterVersionInfo],
+            "POST",
+            f"{adapter_path(owner, name)}/versions/from-lab",
+            f"publish {body.checkpoint} as {owner}/{name}",
+            body=body,
+        ).data
+
+    def update_adapter(self, owner: str, name: str, patch: AdapterPatch) -> AdapterSummary:
+        """`PATCH /adapters/{owner}/{name}`: description or visibility."""
+        return self._typed(
+            Envelope[AdapterSummary],
+            "PATCH",
+            adapter_path(owner, name),
+            f"edit adapter {owner}/{name}",
+            body=patch,
+        ).data
+
 
 def _first_problem(exc: ValidationError, whole: str) -> str:
     """The first thing pydantic found wrong, as `where: what` (`whole` when it is the body)."""
@@ -663,3 +743,8 @@ def checked_request(what: str) -> Iterator[None]:
 def env_path(owner: str, name: str) -> str:
     """The REST path of one environment."""
     return f"/environmentshub/{quote(owner, safe='')}/{quote(name, safe='')}"
+
+
+def adapter_path(owner: str, name: str) -> str:
+    """The REST path of one adapter."""
+    return f"/adapters/{quote(owner, safe='')}/{quote(name, safe='')}"

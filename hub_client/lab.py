@@ -15,8 +15,8 @@ import httpx
 
 from hub_client.client import HubError, NotFound, error_detail
 from registry_index.files import atomic_directory
+from registry_index.peft_adapter import FILES
 
-PEFT_FILES = ("adapter_config.json", "adapter_model.safetensors")
 MAX_ARCHIVE_BYTES = 4 * 1024**3
 
 
@@ -75,7 +75,7 @@ def fetch_adapter(lab_url: str, api_key: str, tinker_path: str) -> dict[str, byt
         with tarfile.open(fileobj=io.BytesIO(reply.content)) as tar:
             members = tar.getmembers()
             names = sorted(m.name for m in members)
-            if names != sorted(PEFT_FILES) or not all(m.isfile() for m in members):
+            if names != sorted(FILES) or not all(m.isfile() for m in members):
                 raise HubError(f"the Lab's archive holds {names}, not a PEFT adapter")
             files = {}
             for member in members:

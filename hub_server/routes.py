@@ -13,6 +13,7 @@ from functools import cache
 from fastapi import APIRouter, FastAPI
 from fastapi_offline import FastAPIOffline
 
+from hub_server.adapters import api as adapters_api
 from hub_server.evals import api as evals_api
 from hub_server.index import api as index_api
 from hub_server.index import upload_api
@@ -33,6 +34,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     search_api.router,
     environments_api.router,
     lab_api.router,
+    adapters_api.router,
     # The web pages before the package index: both claim paths under /{owner}/.
     evals_api.router,
     account_pages.router,

@@ -7,7 +7,17 @@ from pathlib import Path
 
 import click
 
+from hub_client import settings as cfg
+from prime_cli.adapter import (
+    client_for,
+    publish_options,
+    show_pushed,
+    target_ref,
+    visibility_option,
+)
 from prime_cli.errors import CliError
+from prime_cli.options import output_option
+from registry_index.schemas.adapters import LabPublish
 
 
 @click.group()
@@ -42,3 +52,30 @@ def export(tinker_path: str, dest: Path, lab_url: str, key: str) -> None:
     except HubError as error:
         raise CliError(str(error)) from None
     click.echo(f"Adapter written to {dest}")
+
+
+@lab.command("publish")
+@click.argument("tinker_path")
+@click.argument("name")
+@click.option("--version", help="PEP 440 version (default: the next whole number: 1, 2, …).")
+@visibility_option
+@output_option
+def publish(
+    tinker_path: str, name: str, version: str | None, private: bool | None, output: str
+) -> None:
+    """Publish your Lab checkpoint TINKER_PATH as a new version of the hub adapter
+    [OWNER/]NAME: the hub copies it (its PEFT files, not the optimizer state) without it
+    passing through here. Uses the hub of `prime login`; the token needs the train scope and
+    upload for OWNER (`all` has both)."""
+    settings = cfg.load_settings()
+    if not settings.api_key:
+        raise CliError(
+            "publishing needs a token: run `prime login --url URL --token TOKEN` or set "
+            "PRIME_API_KEY"
+        )
+    options = publish_options(version, None, private)
+    body = LabPublish(checkpoint=tinker_path, **options.model_dump(exclude_none=True))
+    with client_for(settings) as client:
+        ref = target_ref(name, client, settings)
+        pushed = client.publish_lab_checkpoint(ref.owner, ref.name, body)
+        show_pushed(client, pushed, output)

@@ -14,6 +14,7 @@ from prime_cli.errors import HandledGroup
 
 # command name -> "module:attribute"; each module owns one layer of the CLI.
 _COMMANDS: dict[str, str] = {
+    "adapter": "prime_cli.adapter:adapter",
     "login": "prime_cli.account:login",
     "logout": "prime_cli.account:logout",
     "whoami": "prime_cli.account:whoami",

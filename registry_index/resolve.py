@@ -35,8 +35,9 @@ class EnvRef:
         return f"{self.owner}/{self.name}" + (f"@{self.spec}" if self.spec else "")
 
 
-def parse_env_id(ref: str) -> tuple[str | None, str, str | None]:
-    """The one grammar of environment references, `[owner/]name[@spec]`, as (owner, name, spec).
+def parse_env_id(ref: str, noun: str = "environment") -> tuple[str | None, str, str | None]:
+    """The one grammar of environment references, `[owner/]name[@spec]`, as (owner, name, spec)
+    (LoRA adapters on the hub are named alike: `noun` says which the messages name).
 
     `owner` is lower-cased (owners are case-insensitive) and None when absent; `name` is as
     written (a valid PEP 508 name); `spec` is None for the latest version, else an exact version
@@ -49,14 +50,14 @@ def parse_env_id(ref: str) -> tuple[str | None, str, str | None]:
         owner, name = "", base
     if "/" in name:
         raise InvalidEnvRef(
-            f"{ref!r} is not an environment reference; write it as OWNER/NAME or "
+            f"{ref!r} is not {_article(noun)} {noun} reference; write it as OWNER/NAME or "
             "OWNER/NAME@VERSION (for example 'alice/wordle@1.2.0')."
         )
     if slash and not is_valid_owner_name(owner_key(owner)):
         raise InvalidEnvRef(f"{owner!r} in {ref!r} is not a valid owner: {OWNER_RULE}.")
     if not is_valid_project_name(name):
         raise InvalidEnvRef(
-            f"{name!r} in {ref!r} is not a valid environment name: use letters, digits, '-', "
+            f"{name!r} in {ref!r} is not a valid {noun} name: use letters, digits, '-', "
             "'_' or '.', starting and ending with a letter or digit."
         )
     if at:
@@ -73,16 +74,20 @@ def parse_env_id(ref: str) -> tuple[str | None, str, str | None]:
     return (owner_key(owner) if slash else None), name, spec or None
 
 
-def parse_env_ref(ref: str) -> EnvRef:
+def parse_env_ref(ref: str, noun: str = "environment") -> EnvRef:
     """Parse `owner/name`, `owner/name@1.2.0` or `owner/name@>=1.2,<2` (the owner is required;
     `InvalidEnvRef` without one)."""
-    owner, name, spec = parse_env_id(ref)
+    owner, name, spec = parse_env_id(ref, noun)
     if owner is None:
         raise InvalidEnvRef(
             f"{ref!r} has no owner; write it as OWNER/NAME or OWNER/NAME@VERSION "
             "(for example 'alice/wordle@1.2.0')."
         )
     return EnvRef(owner=owner, name=normalize(name), spec=spec)
+
+
+def _article(noun: str) -> str:
+    return "an" if noun[:1] in "aeiou" else "a"
 
 
 def _parse_spec(spec: str, ref: str | None = None) -> Version | SpecifierSet:

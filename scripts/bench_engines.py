@@ -2,17 +2,28 @@
 vllm`) and the torch engine, interleaved, same prompts and sampling. Prints ratios and load.
 
     python scripts/bench_engines.py sample [--rounds 3] [--conditions quiet,busy]
+                                           [--workloads single,wiki,multi] [--policy DIR]
+                                           [--engines torch,vllm]
+    python scripts/bench_engines.py policy [--out DIR] [--steps 8]
     python scripts/bench_engines.py steps  [--steps 8] [--seeds 0]
     python scripts/bench_engines.py learn  [--seeds 0,1] [--sides torch,vllm,trl] [--stop-at 0.8]
                                            [--through 8] [--give-up 16]
 
 `sample`: tokens/s and tokens per CPU-second (every process of the engine counted: the client
-and, for vLLM, its server, engine and worker processes) for two workloads: `single` (32
-arithmetic prompts x 32 tokens, T=0.7, 32 in flight) and `wiki` (wiki-search's recipe: 8
-questions x 4 rollouts of up to 4 turns with tools, 128 tokens a turn, T=0.8, 32 in flight),
+and, for vLLM, its server, engine and worker processes) for three workloads: `single` (32
+arithmetic prompts x 32 tokens, T=0.7, 32 in flight), `wiki` (wiki-search's recipe: 8
+questions x 4 rollouts of up to 4 turns with tools, 128 tokens a turn, T=0.8, 32 in flight;
+the base model calls no tool, so one turn each) and `multi` (the same rollouts sampled by a
+policy that calls the tools, `--policy DIR`: a LoRA broadcast of wiki-search's SFT stage, as
+`policy` makes one, served by each engine as training serves it, so several turns each),
 each engine in turn within a round (the order alternating), `quiet` and with one core kept
 busy by a spinning process (`busy`, as the trainer keeps one). The vLLM server is started once
 (its start-up is reported on its own); the torch engine samples on one thread, as in training.
+`--engines torch` measures the torch engine alone (a host without vLLM).
+
+`policy`: the `multi` workload's policy: `prime train builtin_envs/wiki-search` through its
+recipe's SFT stage (8 steps on the reference policy's traces, evals off; each step ~1-2 minutes
+on two cores), its last broadcast printed.
 
 `steps`: `prime train prime/arithmetic` with its recipe for N steps (no evals) through each
 engine, interleaved: CPU-seconds of the whole run (every process, vLLM's start-up included).
@@ -31,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -38,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Self
 
@@ -60,6 +73,9 @@ WORKLOADS: dict[str, dict[str, Any]] = {
         "n": 8, "r": 4, "max_tokens": 128, "temperature": 0.8,
     },
 }  # fmt: skip
+WORKLOADS["multi"] = {**WORKLOADS["wiki"], "policy": True}
+WIKI_SFT_STEPS = 8
+"""The SFT stage of wiki-search's recipe (wiki_search/train/smollm2-135m.toml)."""
 
 
 # ------------------------------------------------------------------ processes and CPU
@@ -134,10 +150,8 @@ class Server:
 # ------------------------------------------------------------------ sample
 
 
-def one_sample(engine: str, workload: str, url: str | None) -> dict[str, Any]:
-    """In a child process: one workload through one engine; tokens and wall time."""
-    from engines.vllm_client import VLLMClient
-    from local_model.client import LocalClient
+def one_sample(engine: str, workload: str, url: str | None, policy: Path | None) -> dict[str, Any]:
+    """In a child process: one workload through one engine; tokens, turns and wall time."""
     from prime_env.clients.base import SamplingArgs
     from prime_env.evaluation import load_env
     from prime_env.runner import run_rollouts
@@ -145,34 +159,65 @@ def one_sample(engine: str, workload: str, url: str | None) -> dict[str, Any]:
     spec = WORKLOADS[workload]
     env = load_env(spec["env"], spec["args"])
     tasks = list(env.tasks)[: spec["n"]]
-    client: Any = (
-        LocalClient("smollm2-135m", threads=1) if engine == "torch" else VLLMClient(MODEL, url=url)
-    )
     sampling = SamplingArgs(max_tokens=spec["max_tokens"], temperature=spec["temperature"])
 
     async def go() -> tuple[list[Any], float]:
-        await client.ensure_loaded()  # the model's load is not sampling
+        client, close = await _serving(engine, url, policy if spec.get("policy") else None)
         started = time.monotonic()
         records = await run_rollouts(
             env, client, r=spec["r"], concurrency=32, sampling=sampling, tasks=tasks
         )
         wall = time.monotonic() - started
-        await client.aclose()
+        await close()
         return records, wall
 
     records, wall = asyncio.run(go())
-    tokens = sum(r.usage.completion_tokens for r in records if r.usage is not None)
-    turns = sum(len(r.turns or []) for r in records)
-    errors = sum(r.error is not None for r in records)
-    return {"tokens": tokens, "wall_s": wall, "turns": turns, "errors": errors}
+    scored = [r for r in records if r.error is None]
+    return {
+        "tokens": sum(r.usage.completion_tokens for r in records if r.usage is not None),
+        "wall_s": wall,
+        "turns": sum(len(r.turns or []) for r in records),
+        "tool_calls": sum(r.metrics.get("tool_calls", 0.0) for r in scored),
+        "reward": statistics.mean(r.reward or 0.0 for r in scored) if scored else 0.0,
+        "errors": len(records) - len(scored),
+    }
 
 
-def run_sample(engine: str, workload: str, server: Server | None) -> dict[str, Any]:
+async def _serving(
+    engine: str, url: str | None, policy: Path | None
+) -> tuple[Any, Callable[[], Awaitable[None]]]:
+    """A model client of `engine`'s backend as training builds it (the torch backend's LoRA
+    model on one thread, on CUDA where there is one; vLLM through `VLLMBackend`), the model
+    loaded (its load is not sampling), serving the base model or `policy` published to it as
+    training publishes one; and how to close it."""
+    from trainer_bridge.config import ModelConfig
+    from trainer_bridge.protocol.policy import read_policy
+
+    backend: Any
+    if engine == "torch":
+        from trainer_bridge.inference.torch_backend import TorchBackend
+
+        backend = TorchBackend(ModelConfig(name=MODEL), threads=1)
+        await backend.client().ensure_loaded()
+    else:
+        from local_model.models import load_tokenizer
+        from trainer_bridge.inference.vllm_backend import VLLMBackend
+
+        assert url is not None
+        prefix = f"bench-{os.getpid()}-"  # adapter names never loaded before on the server
+        backend = VLLMBackend(MODEL, [url], load_tokenizer(MODEL), lora_prefix=prefix)
+    if policy is not None:
+        await backend.publish(read_policy(policy)[0])
+    return backend.client(), backend.close
+
+
+def run_sample(
+    engine: str, workload: str, server: Server | None, policy: Path | None
+) -> dict[str, Any]:
     """One measurement in a child process: tokens/s and tokens per CPU-s of the engine's
     processes (the child's, which loads and runs the client, and the server's tree)."""
     command = [sys.executable, __file__, "_one", engine, workload]
-    if server is not None:
-        command.append(server.url)
+    command += [server.url if server is not None else "-", str(policy or "-")]
     server_before = tree_cpu(server.pid) if server is not None else 0.0
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     out, _ = proc.communicate()
@@ -187,63 +232,88 @@ def run_sample(engine: str, workload: str, server: Server | None) -> dict[str, A
     return result
 
 
-def bench_sample(rounds: int, conditions: list[str], workloads: list[str]) -> None:
+def bench_sample(
+    rounds: int,
+    conditions: list[str],
+    workloads: list[str],
+    engines: list[str],
+    policy: Path | None,
+) -> None:
+    if "multi" in workloads and policy is None:
+        sys.exit(
+            "the multi workload samples a policy that calls tools: pass --policy DIR (`policy` makes one)"
+        )
     work = Path(tempfile.mkdtemp(prefix="bench-engines-"))
     load_start = os.getloadavg()[0]
-    server = Server(work / "vllm.log")
-    print(
-        f"vLLM started in {server.start_s:.0f} s, {server.start_cpu:.0f} CPU-s "
-        f"(load {os.getloadavg()[0]:.1f})"
-    )
+    server = Server(work / "vllm.log") if "vllm" in engines else None
+    if server is not None:
+        print(
+            f"vLLM started in {server.start_s:.0f} s, {server.start_cpu:.0f} CPU-s "
+            f"(load {os.getloadavg()[0]:.1f})"
+        )
     results: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     try:
         for round_ in range(rounds):
             for condition in conditions:
                 for workload in workloads:
-                    order = ["torch", "vllm"] if round_ % 2 == 0 else ["vllm", "torch"]
-                    for engine in order:
-                        if condition == "busy":
-                            with Busy():
-                                result = run_sample(
-                                    engine, workload, server if engine == "vllm" else None
-                                )
-                        else:
+                    for engine in engines if round_ % 2 == 0 else engines[::-1]:
+                        with Busy() if condition == "busy" else contextlib.nullcontext():
                             result = run_sample(
-                                engine, workload, server if engine == "vllm" else None
+                                engine, workload, server if engine == "vllm" else None, policy
                             )
                         results.setdefault((condition, workload, engine), []).append(result)
                         print(
                             f"round {round_} {condition:5} {workload:6} {engine:5}: "
                             f"{result['tok_s']:6.1f} tok/s, {result['tok_cpu_s']:6.1f} tok/CPU-s "
                             f"({result['tokens']} tokens, {result['turns']} turns, "
-                            f"{result['errors']} errors; load {os.getloadavg()[0]:.1f})",
+                            f"{result['tool_calls']:.0f} tool calls, reward "
+                            f"{result['reward']:.2f}, {result['errors']} errors; "
+                            f"load {os.getloadavg()[0]:.1f})",
                             flush=True,
                         )
     finally:
-        server.stop()
+        if server is not None:
+            server.stop()
     print(f"\n{rounds} rounds, interleaved; load {load_start:.1f} at the start, "
           f"{os.getloadavg()[0]:.1f} at the end, on {os.cpu_count()} cores")  # fmt: skip
     for condition in conditions:
         for workload in workloads:
-            rows = {e: results[(condition, workload, e)] for e in ("torch", "vllm")}
-            med = {
-                e: (
-                    statistics.median(r["tok_s"] for r in rs),
-                    statistics.median(r["tok_cpu_s"] for r in rs),
-                )
+            rows = {e: results[(condition, workload, e)] for e in engines}
+            line = " | ".join(
+                f"{e} {statistics.median(r['tok_s'] for r in rs):.1f} tok/s "
+                f"{statistics.median(r['tok_cpu_s'] for r in rs):.1f} tok/CPU-s"
                 for e, rs in rows.items()
-            }
-            ratios = [v["tok_s"] / t["tok_s"] for t, v in zip(rows["torch"], rows["vllm"])]
-            cpu_ratios = [
-                v["tok_cpu_s"] / t["tok_cpu_s"] for t, v in zip(rows["torch"], rows["vllm"])
-            ]
-            print(
-                f"{condition:5} {workload:6}: torch {med['torch'][0]:.1f} tok/s "
-                f"{med['torch'][1]:.1f} tok/CPU-s | vLLM {med['vllm'][0]:.1f} tok/s "
-                f"{med['vllm'][1]:.1f} tok/CPU-s | vLLM/torch tok/s "
-                f"{min(ratios):.2f}-{max(ratios):.2f}, tok/CPU-s "
-                f"{min(cpu_ratios):.2f}-{max(cpu_ratios):.2f}"
             )
+            if {"torch", "vllm"} <= rows.keys():
+                pairs = list(zip(rows["torch"], rows["vllm"]))
+                ratios = [v["tok_s"] / t["tok_s"] for t, v in pairs]
+                cpu_ratios = [v["tok_cpu_s"] / t["tok_cpu_s"] for t, v in pairs]
+                line += (
+                    f" | vLLM/torch tok/s {min(ratios):.2f}-{max(ratios):.2f}, tok/CPU-s "
+                    f"{min(cpu_ratios):.2f}-{max(cpu_ratios):.2f}"
+                )
+            print(f"{condition:5} {workload:6}: {line}")
+
+
+def make_policy(out: Path, steps: int) -> Path:
+    """wiki-search's recipe through its SFT stage (evals off): the `multi` workload's policy,
+    a policy that calls the tools (the base model calls none); its last broadcast."""
+    from bench_train import finish_ours, start_ours
+
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    proc = start_ours(
+        [
+            str(WIKI), "--backend", "torch", "--max-steps", str(steps), "-o", str(out),
+            "--orchestrator.eval.at-start", "false", "--orchestrator.eval.at-end", "false",
+            "--orchestrator.eval.interval", "0",
+        ],
+        out / "policy.log",
+    )  # fmt: skip
+    run = finish_ours("wiki-search SFT", proc, out / "policy.log", started)
+    policy = run.directory / "broadcasts" / f"step_{steps}"
+    print(f"{run.name}: {run.cpu_s:.0f} CPU-s, {run.wall_s:.0f} s wall; the policy: {policy}")
+    return policy
 
 
 # ------------------------------------------------------------------ steps and learn
@@ -251,10 +321,9 @@ def bench_sample(rounds: int, conditions: list[str], workloads: list[str]) -> No
 
 def bench_steps(steps: int, seeds: list[int]) -> None:
     """CPU-s of N recipe steps (evals off) per engine, vLLM's start included, interleaved:
-    the larger of wait4's (the processes reaped) and the run's own count of its live process
-    tree at its last step (`perf/cpu_s_total`). wait4 alone can miss vLLM's engine core (stopped
-    with its server's process group, not reaped by the server: docs/benchmarks.md, "Engines")."""
-    from bench_train import Load, finish_ours, rows, start_ours
+    wait4's for `prime train`, which reaps every process of its vLLM server's tree
+    (engines.process.Child.stop)."""
+    from bench_train import Load, finish_ours, start_ours
 
     work = Path(tempfile.mkdtemp(prefix="bench-engines-steps-"))
     load = Load()
@@ -272,8 +341,6 @@ def bench_steps(steps: int, seeds: list[int]) -> None:
                 work / f"{engine}-{seed}.log",
             )  # fmt: skip
             run = finish_ours(f"{engine} seed {seed}", proc, work / f"{engine}-{seed}.log", started)
-            tree = [m.get("perf/cpu_s_total") or 0.0 for m in rows(run.directory, "metrics.jsonl")]
-            run.cpu_s = max([run.cpu_s, *tree])
             runs.setdefault(engine, []).append(run)
             print(f"{run.name}: {run.cpu_s:.0f} CPU-s, {run.wall_s:.0f} s wall; {load.now()}")
     torch_cpu = statistics.mean(r.cpu_s for r in runs["torch"])
@@ -344,9 +411,10 @@ def bench_learn(
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_one":
-        engine, workload = sys.argv[2], sys.argv[3]
-        url = sys.argv[4] if len(sys.argv) > 4 else None
-        result = one_sample(engine, workload, url)
+        engine, workload, url, policy = sys.argv[2:6]
+        result = one_sample(
+            engine, workload, None if url == "-" else url, None if policy == "-" else Path(policy)
+        )
         usage = os.times()
         result["cpu_s"] = usage.user + usage.system
         print(json.dumps(result))
@@ -357,6 +425,11 @@ def main() -> None:
     sample.add_argument("--rounds", type=int, default=3)
     sample.add_argument("--conditions", default="quiet,busy")
     sample.add_argument("--workloads", default="single,wiki")
+    sample.add_argument("--engines", default="torch,vllm")
+    sample.add_argument("--policy", type=Path, help="the multi workload's policy (a broadcast)")
+    make = sub.add_parser("policy")
+    make.add_argument("--out", type=Path, default=Path("outputs/bench-engines/wiki-sft"))
+    make.add_argument("--steps", type=int, default=WIKI_SFT_STEPS)
     steps = sub.add_parser("steps")
     steps.add_argument("--steps", type=int, default=8)
     steps.add_argument("--seeds", default="0")
@@ -370,7 +443,16 @@ def main() -> None:
     learn.add_argument("--out", type=Path, default=Path("outputs/bench-engines"))
     args = parser.parse_args()
     if args.what == "sample":
-        bench_sample(args.rounds, args.conditions.split(","), args.workloads.split(","))
+        policy_dir = args.policy.resolve() if args.policy is not None else None
+        bench_sample(
+            args.rounds,
+            args.conditions.split(","),
+            args.workloads.split(","),
+            args.engines.split(","),
+            policy_dir,
+        )
+    elif args.what == "policy":
+        make_policy(args.out.resolve(), args.steps)
     elif args.what == "steps":
         bench_steps(args.steps, [int(s) for s in args.seeds.split(",")])
     else:

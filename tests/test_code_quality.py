@@ -22,6 +22,7 @@ PACKAGES = [
     "testing",
     "trainer_bridge",
     "builtin_envs/publish.py",
+    "scripts/gpu_check_train.py",
 ]
 
 

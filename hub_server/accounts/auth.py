@@ -127,6 +127,12 @@ class Principal:
         """May publish to `owner` (to one environment when `normalized_name` is given)."""
         return self._user_reaches(owner) and self.scope_writes(owner.name, normalized_name)
 
+    def reaches_all_of(self, owner: Owner, action: token_scopes.Action) -> bool:
+        """May `action` on everything of `owner` (the owner's people, within a scope naming no
+        single environment: `all`, `read` to read, `upload:OWNER`); what LoRA adapters need,
+        which no environment's scope covers."""
+        return self._user_reaches(owner) and token_scopes.allows(self.scopes, action, owner.name)
+
     def may_manage_tokens(self) -> bool:
         """May create tokens and revoke others (`registry_index.scopes.manages_tokens`)."""
         return token_scopes.manages_tokens(self.scopes)

@@ -39,6 +39,8 @@ class HubSettings(BaseModel):
     # Per-user quotas on reserved-but-unfinished REST uploads (`prime env push`).
     max_pending_uploads_per_user: int = 20
     max_staged_bytes_per_user: int = 1024 * 1024 * 1024
+    # What an owner's published LoRA adapters may total (every version's files; adapters.service).
+    max_adapter_bytes_per_owner: int = Field(default=5 * 1024**3, ge=1)
     # Background upkeep: expired reservations and abandoned eval runs, every this many seconds.
     sweep_interval_seconds: float = 60.0
     # Downloads are counted in memory and written every this many seconds (index.download_counts).
@@ -86,6 +88,7 @@ class HubSettings(BaseModel):
             ("max_anonymous_body_bytes", "PRIME_HUB_MAX_ANONYMOUS_BODY_BYTES"),
             ("max_pending_uploads_per_user", "PRIME_HUB_MAX_PENDING_UPLOADS_PER_USER"),
             ("max_staged_bytes_per_user", "PRIME_HUB_MAX_STAGED_BYTES_PER_USER"),
+            ("max_adapter_bytes_per_owner", "PRIME_HUB_MAX_ADAPTER_BYTES_PER_OWNER"),
             ("sweep_interval_seconds", "PRIME_HUB_SWEEP_INTERVAL_SECONDS"),
             ("download_count_interval_seconds", "PRIME_HUB_DOWNLOAD_COUNT_INTERVAL_SECONDS"),
             ("eval_abandon_after_seconds", "PRIME_HUB_EVAL_ABANDON_AFTER_SECONDS"),

@@ -27,6 +27,8 @@ from registry_index.schemas.errors import ErrorBody
 # The REST upload URL: its `?token=` is the credential, checked by the route before reading.
 _UPLOAD_URL = re.compile(r"^/api/v1/environmentshub/uploads/[^/]+/?$")
 _LEGACY = re.compile(r"^/(?:[^/]+/)?legacy/?$")
+# An adapter push: its two PEFT files in one multipart body (adapters.api).
+_ADAPTER_PUSH = re.compile(r"^/api/v1/adapters/[^/]+/[^/]+/versions/?$")
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -50,7 +52,7 @@ def _limit_for(hub: Hub, scope: Scope) -> tuple[int, bool]:
     path = scope.get("path", "")
     if scope.get("method") == "PUT" and _UPLOAD_URL.match(path):
         return hub.settings.request_body_limit, True
-    if _LEGACY.match(path):
+    if _LEGACY.match(path) or (scope.get("method") == "POST" and _ADAPTER_PUSH.match(path)):
         return hub.settings.request_body_limit, False
     return hub.settings.max_json_bytes, False
 

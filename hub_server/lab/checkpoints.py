@@ -24,11 +24,11 @@ from sqlmodel import Session, col, func, select
 from hub_server.core.blobstore import BlobStorage, content_key
 from hub_server.core.errors import BadRequest, NotFound
 from hub_server.lab.models import LabCheckpoint, LabModel
+from registry_index.peft_adapter import CONFIG, FILES
 
 KINDS = ("weights", "sampler_weights")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _MODEL = re.compile(r"^[0-9a-f]{20}:train:[0-9]{1,9}$")
-PEFT_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 
 @dataclass(frozen=True)
@@ -187,21 +187,23 @@ class CheckpointStore:
     def rank_of(archive: bytes) -> int:
         """The LoRA rank an archive's adapter_config.json declares."""
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r") as tar:
-            handle = tar.extractfile(PEFT_FILES[0])
+            handle = tar.extractfile(CONFIG)
             if handle is None:
                 raise ValueError("The checkpoint lacks adapter_config.json.")
             return int(json.load(handle)["r"])
 
+    def peft_files(self, key: str) -> dict[str, bytes]:
+        """The PEFT adapter's files of an archive by name (its optimizer state left out)."""
+        with tarfile.open(fileobj=io.BytesIO(self.read(key)), mode="r") as tar:
+            found = {name: tar.extractfile(name) for name in tar.getnames() if name in FILES}
+            return {name: handle.read() for name, handle in found.items() if handle is not None}
+
     def peft_archive(self, key: str) -> bytes:
         """The archive without its optimizer state: a PEFT adapter directory, as a tar."""
-        source = self.read(key)
         out = io.BytesIO()
-        with (
-            tarfile.open(fileobj=io.BytesIO(source), mode="r") as tar,
-            tarfile.open(fileobj=out, mode="w") as kept,
-        ):
-            for member in tar.getmembers():
-                handle = tar.extractfile(member) if member.name in PEFT_FILES else None
-                if handle is not None:
-                    kept.addfile(member, handle)
+        with tarfile.open(fileobj=out, mode="w") as tar:
+            for name, data in self.peft_files(key).items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
         return out.getvalue()

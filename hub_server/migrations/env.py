@@ -7,6 +7,7 @@ from sqlmodel import SQLModel
 
 # Every table module, so `alembic revision --autogenerate` sees the whole schema.
 import hub_server.accounts.models
+import hub_server.adapters.models
 import hub_server.evals.models
 import hub_server.lab.models
 import hub_server.registry.models  # noqa: F401

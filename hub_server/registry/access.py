@@ -54,10 +54,7 @@ def can_read(principal: Principal | None, owner: Owner, env: Environment) -> boo
 
 def reads_all_of(principal: Principal | None, owner: Owner) -> bool:
     """True when the caller can read every environment of `owner`, private ones included."""
-    if principal is None:
-        return False
-    reaches = principal.user.is_admin or owner.id in principal.owner_ids
-    return reaches and scopes.allows(principal.scopes, "read", owner.name)
+    return principal is not None and principal.reaches_all_of(owner, "read")
 
 
 def scopes_cover_environments(principal: Principal) -> sa.ColumnElement[bool]:

@@ -1,5 +1,5 @@
-"""Server-rendered listing pages: the home page (search, tags, sort, paging), owner pages, and
-the pages' own static files. Environment pages live in `environment_pages`, run pages in
+"""Server-rendered listing pages: the home page (search, tags, sort, paging), owner pages (with
+the owner's LoRA adapters the caller may read), and the pages' own static files. Environment pages live in `environment_pages`, run pages in
 `evaluation_pages`, sign-in in `account_pages`.
 
 The pages apply exactly the API's visibility rule (a private environment is a 404 page for
@@ -24,6 +24,7 @@ from hub_server.accounts import service as accounts
 from hub_server.accounts.auth import Principal
 from hub_server.accounts.models import Owner
 from hub_server.accounts.service import find_owner
+from hub_server.adapters.service import list_adapters
 from hub_server.core.errors import NotFound
 from hub_server.http.deps import SessionDep
 from hub_server.registry.models import Environment
@@ -33,6 +34,7 @@ from hub_server.web.environment_pages import RESERVED_FIRST_SEGMENTS
 from hub_server.web.pages import not_found_page, page
 from hub_server.web.render import STATIC_DIR
 from hub_server.web.session import WebPrincipalDep
+from registry_index.schemas.adapters import AdapterSummary
 
 router = APIRouter(include_in_schema=False)
 
@@ -88,6 +90,7 @@ def _listing(
     *,
     owner: Owner | None = None,
     people: list[str] | None = None,
+    adapters: list[AdapterSummary] | None = None,
 ) -> HTMLResponse:
     q, tags, sort, page = listing.q, listing.tag or [], listing.sort, listing.page
     default: SortField = "relevance" if q.strip() else "updated_at"
@@ -135,6 +138,7 @@ def _listing(
         owner=owner.name if owner else None,
         owner_kind=owner.kind if owner else None,
         people=people or [],
+        adapters=adapters or [],
     )
 
 
@@ -169,6 +173,7 @@ def owner_page(
     found = None if owner in RESERVED_FIRST_SEGMENTS else find_owner(session, owner)
     if found is None:
         return not_found_page(request, f"There is no user or organisation named {owner!r}.")
+    adapters, _total = list_adapters(session, principal, found.name, 1, PER_PAGE)
     return _listing(
         request,
         session,
@@ -177,4 +182,5 @@ def owner_page(
         listing,
         owner=found,
         people=accounts.people_of(session, found),
+        adapters=adapters,
     )

@@ -27,6 +27,7 @@ from engines.vllm_server import ServerError
 from hub_client import settings as cfg
 from hub_client.client import HubClient, HubError
 from hub_client.install import InstallError, ensure_installed
+from prime_cli.adapter import adapter_directory
 from prime_cli.errors import CliError, expected
 from prime_cli.eval.export import export_cmd
 from prime_cli.eval.live import Outcome, progress_display, run_all
@@ -50,7 +51,6 @@ from prime_cli.feedback import console_feedback
 from prime_cli.messages import output_console, say
 from prime_cli.options import echo_json, output_option, page_of, paging_options
 from prime_cli.program_host import program_on_host_option
-from prime_env.clients.model_paths import check_adapter_dir
 from prime_env.clients.model_specs import ModelConfigError, ModelSpec, default_model, resolve_model
 from prime_env.errors import DatasetError, EnvironmentNotFound
 from prime_env.eval_run_dir import EvalRunDir, RunConfig
@@ -194,8 +194,8 @@ def _plan(ctx: click.Context, opts: EvalOptions, env_specs: tuple[str, ...], in_
         raise click.UsageError("missing ENV: a path, an installed environment or OWNER/NAME")
     models = opts.models or (default_model(),)
     if opts.adapter is not None:  # `-m BASE --adapter DIR` is the model `BASE+DIR`
-        check_adapter_dir(opts.adapter)
-        models = tuple(f"{m}+{opts.adapter}" for m in models)
+        adapter = adapter_directory(opts.adapter, models)
+        models = tuple(f"{m}+{adapter}" for m in models)
     specs = [
         resolve_model(
             m, base_url=opts.base_url, api_key_var=opts.api_key_var, endpoints=opts.endpoints,

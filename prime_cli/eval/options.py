@@ -49,12 +49,12 @@ class EvalOptions:
             "openai/gpt-4.1-mini when OPENAI_API_KEY is set, else local/smollm2-135m.",
         ),
     )
-    adapter: Path | None = field(
+    adapter: str | None = field(
         default=None,
         metadata=_click(
             ("--adapter",),
-            type=click.Path(file_okay=False, path_type=Path),
-            help="a LoRA adapter directory (prime train export) to run on each -m (in-process models)",
+            help="a LoRA adapter to run on each -m (in-process models): a directory (prime "
+            "train export), or OWNER/NAME[@VERSION] on the hub (downloaded, verified, cached)",
         ),
     )
     backend: str = field(

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from prime_env.errors import ModelConfigError
+from registry_index.peft_adapter import CONFIG as ADAPTER_CONFIG
 
 MODEL_CONFIG = "config.json"
-ADAPTER_CONFIG = "adapter_config.json"
 
 
 def looks_like_path(text: str) -> bool:

@@ -11,6 +11,7 @@ with the same models (`model_validate`), so the two cannot drift apart. One modu
 - `accounts`: `whoami` and the token behind it
 - `evals`: evaluations, their samples and batches
 - `leaderboard`: an environment's leaderboard
+- `adapters`: LoRA adapters, their versions and files, a push's options, a Lab checkpoint to publish
 - `errors`: the one error body, `{"detail": …}`
 
 Response models ignore fields they do not know (pydantic's default), so a newer hub's additions

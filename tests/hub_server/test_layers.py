@@ -33,7 +33,15 @@ ROUTERS = [
 ]
 SERVICES = [
     *_modules("service.py"),
-    *(HUB / name for name in ("registry/push.py", "registry/publishing.py", "index/upload.py")),
+    *(
+        HUB / name
+        for name in (
+            "registry/push.py",
+            "registry/publishing.py",
+            "index/upload.py",
+            "adapters/publishing.py",
+        )
+    ),
 ]
 
 

@@ -26,6 +26,7 @@ import registry_index
 from registry_index.bounds import MAX_ABS_SCORE
 from registry_index.rubric_spec import RubricSpec, RubricTerm
 from registry_index.schemas.accounts import WhoAmI
+from registry_index.schemas.adapters import AdapterSummary, AdapterVersionInfo
 from registry_index.schemas.envelope import Envelope, Page
 from registry_index.schemas.environments import (
     MAX_TAG_LENGTH,
@@ -73,6 +74,10 @@ RESPONSES: list[type[BaseModel]] = [
     Envelope[BatchAccepted],
     Page[EvaluationInfo],
     Page[dict[str, Any]],
+    Page[AdapterSummary],
+    Envelope[AdapterSummary],
+    Envelope[AdapterVersionInfo],
+    Envelope[list[AdapterVersionInfo]],
     Leaderboard,
     ErrorBody,
 ]

@@ -29,6 +29,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from registry_index.peft_adapter import CONFIG as _CONFIG
+from registry_index.peft_adapter import WEIGHTS as _WEIGHTS
 from trainer_bridge.config import ModelConfig
 from trainer_bridge.cores import idle_threads
 from trainer_bridge.trainer.modeling import load_base, right_pad
@@ -38,8 +40,6 @@ MLP = ["gate_proj", "up_proj", "down_proj"]
 LORA_ALPHA = 32
 LOSSES = ("cross_entropy", "importance_sampling", "ppo")
 _PLACEHOLDER = "_lab_base"  # peft needs one adapter to exist; rank 1, B = 0: the base itself
-_WEIGHTS = "adapter_model.safetensors"
-_CONFIG = "adapter_config.json"
 _OPTIMIZER = "optimizer.pt"
 
 Sampled = tuple[list[int], list[float], str]  # tokens, their logprobs, "stop" | "length"

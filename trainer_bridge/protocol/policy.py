@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from registry_index.content_hash import file_sha256
+from registry_index.peft_adapter import WEIGHTS as ADAPTER_WEIGHTS
 from trainer_bridge.protocol.run_dir import RunDir
 from trainer_bridge.protocol.stable import is_stable, stable_dir
 
 POLICY_FILE = "policy.json"
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
 FULL_WEIGHTS = "model.safetensors"
 PROBE_MESSAGES = [
     {"role": "system", "content": "You are a careful assistant."},

@@ -13,6 +13,7 @@ from alembic.script import ScriptDirectory
 from sqlmodel import SQLModel
 
 import hub_server.accounts.models
+import hub_server.adapters.models
 import hub_server.evals.models
 import hub_server.registry.models  # noqa: F401
 from hub_server.admin import open_database
