@@ -14,22 +14,20 @@ for token (`chat_ids`, `bridge`: prime_env.trace_graph), and both engines' sampl
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import httpx
 
-from local_model.client import DEFAULT_MAX_TOKENS
-from prime_env.chat_template import assistant_message, bridge_ids, prompt_ids
+from local_model.client import DEFAULT_MAX_TOKENS, sampled_response
+from prime_env.chat_template import bridge_ids, prompt_ids
 from prime_env.clients.base import (
     ChatResponse,
     Message,
     RenderingClient,
     SamplingArgs,
     ToolSpec,
-    Usage,
 )
 from prime_env.clients.retry import (
     Failure,
@@ -124,27 +122,10 @@ class TokenWire:
                 "started by `engines` returns both",
             ) from None
         finish = str(choice.get("finish_reason") or "stop")
-        message: Message = (
-            assistant_message(text, _call_id) if tools else {"role": "assistant", "content": text}
-        )
-        if message.get("tool_calls"):
-            finish = "tool_calls"
-        return ChatResponse(
-            message=message,
-            finish_reason=finish,
-            usage=Usage(prompt_tokens=len(prompt), completion_tokens=len(ids)),
-            prompt_token_ids=list(prompt),
-            completion_token_ids=ids,
-            completion_logprobs=logprobs,
-            model=model,
-        )
+        return sampled_response(text, prompt, ids, logprobs, finish, tools, model)
 
     async def aclose(self) -> None:
         await self.http.aclose()
-
-
-def _call_id() -> str:
-    return f"call_{uuid.uuid4().hex[:12]}"
 
 
 class VLLMClient(RenderingClient):

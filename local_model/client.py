@@ -346,6 +346,21 @@ def completion_response(
             if _first_stop(decode(tokens[:k]), stops or []) is not None
         )
         tokens, logprobs, text, finish = tokens[:end], logprobs[:end], text[:cut], "stop"
+    return sampled_response(text, prompt, tokens, logprobs, finish, tools, model)
+
+
+def sampled_response(
+    text: str,
+    prompt: list[int],
+    tokens: list[int],
+    logprobs: list[float],
+    finish: str,
+    tools: list[ToolSpec] | None,
+    model: str,
+) -> ChatResponse:
+    """The ChatResponse of `tokens` (decoded: `text`) sampled after `prompt`: with tools
+    offered, its tool calls parsed (and then it finished with `tool_calls`). Every engine that
+    samples token ids answers through this, vLLM's server included."""
     message: Message = (
         assistant_message(text, lambda: f"call_{uuid.uuid4().hex[:12]}")
         if tools
@@ -357,7 +372,7 @@ def completion_response(
         message=message,
         finish_reason=finish,
         usage=Usage(prompt_tokens=len(prompt), completion_tokens=len(tokens)),
-        prompt_token_ids=prompt,
+        prompt_token_ids=list(prompt),
         completion_token_ids=tokens,
         completion_logprobs=logprobs,
         model=model,
