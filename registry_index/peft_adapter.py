@@ -13,9 +13,12 @@ library itself demands when it loads them.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import struct
+import tarfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, Any, TypeGuard
 
@@ -145,3 +148,15 @@ def _naturals(value: Any) -> TypeGuard[list[int]]:
     return isinstance(value, list) and all(
         isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value
     )
+
+
+def tar_files(files: Mapping[str, bytes]) -> bytes:
+    """`files` (name -> bytes) as one uncompressed tar: how an adapter directory travels as a
+    blob (a Lab checkpoint: the adapter's files and its optimizer state)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()

@@ -24,7 +24,7 @@ from sqlmodel import Session, col, func, select
 from hub_server.core.blobstore import BlobStorage, content_key
 from hub_server.core.errors import BadRequest, NotFound
 from hub_server.lab.models import LabCheckpoint, LabModel
-from registry_index.peft_adapter import CONFIG, FILES
+from registry_index.peft_adapter import CONFIG, FILES, tar_files
 
 KINDS = ("weights", "sampler_weights")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -200,10 +200,4 @@ class CheckpointStore:
 
     def peft_archive(self, key: str) -> bytes:
         """The archive without its optimizer state: a PEFT adapter directory, as a tar."""
-        out = io.BytesIO()
-        with tarfile.open(fileobj=out, mode="w") as tar:
-            for name, data in self.peft_files(key).items():
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-        return out.getvalue()
+        return tar_files(self.peft_files(key))

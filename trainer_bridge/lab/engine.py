@@ -31,6 +31,7 @@ import torch
 
 from registry_index.peft_adapter import CONFIG as _CONFIG
 from registry_index.peft_adapter import WEIGHTS as _WEIGHTS
+from registry_index.peft_adapter import tar_files
 from trainer_bridge.config import ModelConfig
 from trainer_bridge.cores import idle_threads
 from trainer_bridge.trainer.modeling import load_base, right_pad
@@ -341,7 +342,7 @@ class TorchLabEngine:
             buffer = io.BytesIO()
             torch.save(self._optimizers[name].state_dict(), buffer)
             files[_OPTIMIZER] = buffer.getvalue()
-        return _tar(files)
+        return tar_files(files)
 
     def load(self, name: str, archive: bytes, optimizer: bool) -> None:
         from peft import LoraConfig, set_peft_model_state_dict
@@ -456,16 +457,6 @@ def _pick(
         scaled = scaled.scatter(-1, order, ordered.masked_fill(drop, float("-inf")))
     probs = torch.softmax(scaled, dim=-1)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-
-
-def _tar(files: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        for filename, data in files.items():
-            info = tarfile.TarInfo(filename)
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 def _untar(archive: bytes) -> dict[str, bytes]:

@@ -5,9 +5,7 @@ checkpoint published by its own account only."""
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ from hub_server.accounts.models import User
 from hub_server.admin import create_org, open_database
 from hub_server.core.blobstore import BlobStore
 from hub_server.lab.checkpoints import CheckpointStore, TinkerPath
-from registry_index.peft_adapter import CONFIG, FILES, WEIGHTS
+from registry_index.peft_adapter import CONFIG, FILES, WEIGHTS, tar_files
 from tests.hub_server.inproc import InProcessHub, start_inproc_hub
 from tests.registry_index.adaptermaker import adapter_config, safetensors_bytes, write_adapter
 
@@ -209,19 +207,13 @@ def test_too_big_and_over_quota_are_413_with_nothing_stored(tmp_path: Path) -> N
 
 def lab_checkpoint(hub: InProcessHub, user: str, name: str, files: dict[str, bytes]) -> str:
     """Save `files` (plus an optimizer state) as `user`'s Lab checkpoint; its tinker path."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for filename, data in {**files, "optimizer.pt": b"optimizer"}.items():
-            info = tarfile.TarInfo(filename)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
     engine = open_database(hub.settings)
     try:
         with Session(engine) as session:
             account = session.exec(select(User).where(User.username == user)).one().id
         store = CheckpointStore(engine, BlobStore(hub.settings.resolved_storage_url), 10**9)
         path = TinkerPath.new(MODEL, "weights", name)
-        store.put(account, path, buffer.getvalue())
+        store.put(account, path, tar_files({**files, "optimizer.pt": b"optimizer"}))
     finally:
         engine.dispose()
     return str(path)

@@ -13,6 +13,7 @@ from hub_server.core.blobstore import BlobStore
 from hub_server.core.errors import BadRequest, NotFound
 from hub_server.core.settings import HubSettings
 from hub_server.lab.checkpoints import CheckpointStore, TinkerPath
+from registry_index.peft_adapter import tar_files
 
 MODEL = "0123456789abcdef0123:train:0"
 
@@ -23,13 +24,7 @@ def archive(size: int) -> bytes:
         "adapter_model.safetensors": b"w" * size,
         "optimizer.pt": b"o" * 10,
     }
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
+    return tar_files(files)
 
 
 @pytest.fixture
