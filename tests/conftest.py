@@ -22,6 +22,7 @@ from local_model.models import CACHE_ENV, cache_root
 
 if TYPE_CHECKING:
     from tests.hub_server.hubproc import HubProcess
+    from tests.hub_server.inproc import InProcessHub
 
 # Many tests give the CLI a throwaway HOME; the converted local model (a 0.5 GB cache that
 # saves 20 s per load) should still be shared, as it is on a user's machine. Pinned here,
@@ -92,4 +93,14 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
     from tests.hub_server.hubproc import start_hub
 
     with start_hub(tmp_path_factory.mktemp("hub")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def inproc_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessHub]:
+    """One in-process hub per test module (tests/hub_server/inproc.py: route logic, no socket),
+    for every layer's tests that talk to a hub; tests use distinct user/project names."""
+    from tests.hub_server.inproc import start_inproc_hub
+
+    with start_inproc_hub(tmp_path_factory.mktemp("hub")) as running:
         yield running

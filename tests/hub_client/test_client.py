@@ -13,14 +13,8 @@ from typing import ClassVar
 import pytest
 
 from hub_client.client import HubClient, HubError, HubRetryPolicy, NotFound
-from tests.hub_server.inproc import InProcessHub, start_inproc_hub
+from tests.hub_server.inproc import InProcessHub
 from tests.support import free_port
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessHub]:
-    with start_inproc_hub(tmp_path_factory.mktemp("hub")) as running:
-        yield running
 
 
 def test_unreachable_hub_says_how_to_fix() -> None:
@@ -33,32 +27,34 @@ def test_unreachable_hub_says_how_to_fix() -> None:
     assert "PRIME_HUB_URL" in message and "prime login" in message
 
 
-def test_bad_token_is_401_with_a_fix(hub: InProcessHub) -> None:
+def test_bad_token_is_401_with_a_fix(inproc_hub: InProcessHub) -> None:
     with (
-        HubClient(hub.url, "phub_" + "z" * 43, transport=hub.transport) as client,
+        HubClient(inproc_hub.url, "phub_" + "z" * 43, transport=inproc_hub.transport) as client,
         pytest.raises(HubError) as caught,
     ):
         client.whoami()
     assert caught.value.status == 401
     assert "not authenticated" in str(caught.value) and "prime login" in str(caught.value)
     with (
-        HubClient(hub.url, transport=hub.transport) as anonymous,
+        HubClient(inproc_hub.url, transport=inproc_hub.transport) as anonymous,
         pytest.raises(HubError, match="PRIME_API_KEY"),
     ):
         anonymous.whoami()
 
 
-def test_missing_environment_is_not_found(hub: InProcessHub) -> None:
+def test_missing_environment_is_not_found(inproc_hub: InProcessHub) -> None:
     with (
-        HubClient(hub.url, hub.admin_token, transport=hub.transport) as client,
+        HubClient(inproc_hub.url, inproc_hub.admin_token, transport=inproc_hub.transport) as client,
         pytest.raises(NotFound) as caught,
     ):
         client.environment("admin", "nothing-here")
     assert caught.value.status == 404 and "nothing-here" in str(caught.value)
 
 
-def test_whoami_with_a_good_token(hub: InProcessHub) -> None:
-    with HubClient(hub.url, hub.admin_token, transport=hub.transport) as client:
+def test_whoami_with_a_good_token(inproc_hub: InProcessHub) -> None:
+    with HubClient(
+        inproc_hub.url, inproc_hub.admin_token, transport=inproc_hub.transport
+    ) as client:
         who = client.whoami()
     assert who.username == "admin" and who.is_admin
 

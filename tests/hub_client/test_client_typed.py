@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +23,9 @@ from registry_index.resolve import parse_env_ref
 from registry_index.schemas.evals import CreateEvaluation, EnvironmentRef
 from registry_index.schemas.push import PushMetadata, ResolveRequest, UploadRequest
 from tests.hub_server.evals.test_evaluations import rollout
-from tests.hub_server.inproc import InProcessHub, start_inproc_hub
+from tests.hub_server.inproc import InProcessHub
 from tests.hub_server.registry.test_rest_api import push
 from tests.hub_server.wheels import source_archive_bytes, wheel_bytes
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessHub]:
-    with start_inproc_hub(tmp_path_factory.mktemp("hub")) as running:
-        yield running
 
 
 class Recorder(httpx.BaseTransport):
@@ -67,10 +61,10 @@ def _file(tmp_path: Path, name: str, data: bytes) -> tuple[Path, str]:
     return path, hashlib.sha256(data).hexdigest()
 
 
-def test_every_endpoint_answers_with_its_model(hub: InProcessHub, tmp_path: Path) -> None:
-    token = hub.add_user("tyra")
-    rec = Recorder(hub.transport)
-    with HubClient(hub.url, token, transport=rec) as client:
+def test_every_endpoint_answers_with_its_model(inproc_hub: InProcessHub, tmp_path: Path) -> None:
+    token = inproc_hub.add_user("tyra")
+    rec = Recorder(inproc_hub.transport)
+    with HubClient(inproc_hub.url, token, transport=rec) as client:
         who = client.whoami()
         _same(who, rec.last()["data"])
         assert who.username == "tyra" and who.token.scopes
@@ -182,17 +176,19 @@ def test_an_answer_of_another_shape_is_one_clear_error(
 
 
 @pytest.fixture(scope="module")
-def ursa(hub: InProcessHub) -> str:
+def ursa(inproc_hub: InProcessHub) -> str:
     """The token of user `ursa`, who runs the `prime` commands below."""
-    return hub.add_user("ursa")
+    return inproc_hub.add_user("ursa")
 
 
 @pytest.fixture
-def prime(hub: InProcessHub, ursa: str, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+def prime(
+    inproc_hub: InProcessHub, ursa: str, monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., Any]:
     """Run `prime ARGS… --output json` against the in-process hub as user `ursa`."""
-    monkeypatch.setenv("PRIME_HUB_URL", hub.url)
+    monkeypatch.setenv("PRIME_HUB_URL", inproc_hub.url)
     monkeypatch.setenv("PRIME_API_KEY", ursa)
-    in_process = functools.partialmethod(HubClient.__init__, transport=hub.transport)
+    in_process = functools.partialmethod(HubClient.__init__, transport=inproc_hub.transport)
     monkeypatch.setattr(HubClient, "__init__", in_process)
 
     def run(*args: str) -> Any:
@@ -204,9 +200,9 @@ def prime(hub: InProcessHub, ursa: str, monkeypatch: pytest.MonkeyPatch) -> Call
 
 
 def test_json_output_is_the_hubs_json(
-    hub: InProcessHub, ursa: str, prime: Callable[..., Any]
+    inproc_hub: InProcessHub, ursa: str, prime: Callable[..., Any]
 ) -> None:
-    api = hub.client(ursa)
+    api = inproc_hub.client(ursa)
     push(api, "cli-json", "0.1.0", tags=["json"])
     base = "/api/v1/environmentshub/ursa/cli-json"
     assert prime("env", "info", "ursa/cli-json") == {
@@ -217,7 +213,10 @@ def test_json_output_is_the_hubs_json(
         prime("env", "versions", "ursa/cli-json")["versions"]
         == (api.get(f"{base}/versions").json()["data"])
     )
-    assert prime("whoami") == {"hub_url": hub.url, **api.get("/api/v1/user/whoami").json()["data"]}
+    assert prime("whoami") == {
+        "hub_url": inproc_hub.url,
+        **api.get("/api/v1/user/whoami").json()["data"],
+    }
     [listed] = prime("env", "list", "--owner", "ursa")["environments"]
     [sent] = api.get("/api/v1/environmentshub/", params={"owner": "ursa"}).json()["data"]
     assert listed["environment"] == "ursa/cli-json" and listed["version"] == "0.1.0"

@@ -17,13 +17,6 @@ from tests.hub_server.hubproc import HubProcess, start_hub
 from tests.hub_server.inproc import InProcessHub, start_inproc_hub
 
 
-@pytest.fixture(scope="module")
-def inproc_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessHub]:
-    """One in-process hub per test module; tests use distinct user/project names."""
-    with start_inproc_hub(tmp_path_factory.mktemp("hub")) as running:
-        yield running
-
-
 @pytest.fixture
 def fresh_inproc_hub(tmp_path: Path) -> Iterator[InProcessHub]:
     """An in-process hub of its own (counting and rate-limit tests)."""

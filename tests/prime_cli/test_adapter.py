@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,28 +18,22 @@ from hub_client.client import HubClient
 from prime_cli.main import cli
 from registry_index.peft_adapter import CONFIG, FILES, WEIGHTS
 from tests.hub_server.adapters.test_adapters import lab_checkpoint
-from tests.hub_server.inproc import InProcessHub, start_inproc_hub
+from tests.hub_server.inproc import InProcessHub
 from tests.registry_index.adaptermaker import write_adapter
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessHub]:
-    with start_inproc_hub(tmp_path_factory.mktemp("hub")) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def tokens(hub: InProcessHub) -> dict[str, str]:
-    return {"cleo": hub.add_user("cleo"), "dara": hub.add_user("dara")}
+def tokens(inproc_hub: InProcessHub) -> dict[str, str]:
+    return {"cleo": inproc_hub.add_user("cleo"), "dara": inproc_hub.add_user("dara")}
 
 
 @pytest.fixture
 def prime(
-    hub: InProcessHub, tokens: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    inproc_hub: InProcessHub, tokens: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> Callable[..., Result]:
-    """Run `prime ARGS…` in-process against the hub, as `cleo` unless `as_user` says."""
-    monkeypatch.setenv("PRIME_HUB_URL", hub.url)
-    in_process = functools.partialmethod(HubClient.__init__, transport=hub.transport)
+    """Run `prime ARGS…` in-process against the inproc_hub, as `cleo` unless `as_user` says."""
+    monkeypatch.setenv("PRIME_HUB_URL", inproc_hub.url)
+    in_process = functools.partialmethod(HubClient.__init__, transport=inproc_hub.transport)
     monkeypatch.setattr(HubClient, "__init__", in_process)
 
     def run(*args: str, as_user: str | None = "cleo") -> Result:
@@ -124,11 +118,11 @@ def test_what_is_refused_is_one_line(prime: Callable[..., Result], tmp_path: Pat
 
 
 def test_lab_publish_copies_ones_own_checkpoint(
-    hub: InProcessHub, prime: Callable[..., Result], tmp_path: Path
+    inproc_hub: InProcessHub, prime: Callable[..., Result], tmp_path: Path
 ) -> None:
     source = write_adapter(tmp_path / "lab")
     files = {name: (source / name).read_bytes() for name in FILES}
-    path = lab_checkpoint(hub, "cleo", "step-8", files)
+    path = lab_checkpoint(inproc_hub, "cleo", "step-8", files)
     published = ok_json(prime("lab", "publish", path, "from-lab", "--public", "--output", "json"))
     assert (published["version"], published["visibility"]) == ("1", "public")
     pulled = prime("adapter", "pull", "cleo/from-lab", str(tmp_path / "out"), as_user="dara")
@@ -138,12 +132,12 @@ def test_lab_publish_copies_ones_own_checkpoint(
 
 
 def test_the_cache_is_verified_and_refilled(
-    hub: InProcessHub, tokens: dict[str, str], tmp_path: Path, prime: Callable[..., Result]
+    inproc_hub: InProcessHub, tokens: dict[str, str], tmp_path: Path, prime: Callable[..., Result]
 ) -> None:
     source = write_adapter(tmp_path / "c", seed=5)
     assert prime("adapter", "push", str(source), "cached").exit_code == 0
     ref = parse_adapter_ref("cleo/cached")
-    with HubClient(hub.url, tokens["cleo"], transport=hub.transport) as client:
+    with HubClient(inproc_hub.url, tokens["cleo"], transport=inproc_hub.transport) as client:
         directory, version = cached_adapter(client, ref)
         assert (
             version.version == "1"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from prime_env.clients.base import ModelClient
 from prime_env.errors import EvalError
 from prime_env.eval_run_dir import EvalRunDir, PushRef, TrainingRef
 from prime_env.evaluation import execute, resume_run
-from tests.hub_server.inproc import InProcessHub, start_inproc_hub
+from tests.hub_server.inproc import InProcessHub
 from tests.hub_server.registry.test_rest_api import push
 from tests.prime_env.scripted import ScriptedClient
 from trainer_bridge.config_loader import build_config
@@ -47,14 +46,8 @@ class Answering:
         return answering()
 
 
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessHub]:
-    with start_inproc_hub(tmp_path_factory.mktemp("hub")) as running:
-        yield running
-
-
 def test_the_run_the_trainer_and_a_push_each_add_their_part(
-    tmp_path: Path, hub: InProcessHub
+    tmp_path: Path, inproc_hub: InProcessHub
 ) -> None:
     """The acceptance of issue 35: an eval run is written (config, status, summary), the trainer
     adds `training`, a push adds `pushes`; one typed metadata reads back all three, and a later
@@ -64,10 +57,10 @@ def test_the_run_the_trainer_and_a_push_each_add_their_part(
     row = asyncio.run(evaluate(config, run, adder(), "alice/adder", 2, Answering()))  # type: ignore[arg-type]
     assert row["eval/reward"] == 1.0
 
-    token = hub.add_user("alice")
-    push(hub.client(token), "adder", "0.1.0", owner="alice")
+    token = inproc_hub.add_user("alice")
+    push(inproc_hub.client(token), "adder", "0.1.0", owner="alice")
     run_dir = EvalRunDir(run.eval_dir(2))
-    with HubClient(hub.url, token, transport=hub.transport) as client:
+    with HubClient(inproc_hub.url, token, transport=inproc_hub.transport) as client:
         evaluation_id = push_run(client, run_dir.root)
 
     meta = run_dir.metadata()
@@ -78,7 +71,7 @@ def test_the_run_the_trainer_and_a_push_each_add_their_part(
         run_id="r1", run_dir=str(run.root), step=2, policy_version=2,
         base_model=config.model.name, config_digest=config.digest(),
     )  # fmt: skip
-    assert meta.pushes == [PushRef(hub=hub.url, evaluation_id=evaluation_id)]
+    assert meta.pushes == [PushRef(hub=inproc_hub.url, evaluation_id=evaluation_id)]
     assert meta.averages() == {"avg_reward": 1.0}
 
     resumed = resume_run(run_dir.root, adder(), resume_spec(meta.model), meta.config)

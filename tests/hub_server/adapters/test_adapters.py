@@ -6,7 +6,6 @@ checkpoint published by its own account only."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,18 +26,12 @@ MODEL = "0123456789abcdef0123:train:0"
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessHub]:
-    with start_inproc_hub(tmp_path_factory.mktemp("hub")) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def tokens(hub: InProcessHub) -> dict[str, str]:
+def tokens(inproc_hub: InProcessHub) -> dict[str, str]:
     """alice (all), bob (all), alice's read-only and name-scoped tokens."""
-    made = {"alice": hub.add_user("alice"), "bob": hub.add_user("bob")}
-    made["alice-read"] = hub.token_for("alice", ["read"])
-    made["alice-env"] = hub.token_for("alice", ["upload:alice/solo"])
-    made["alice-upload"] = hub.token_for("alice", ["upload:alice"])
+    made = {"alice": inproc_hub.add_user("alice"), "bob": inproc_hub.add_user("bob")}
+    made["alice-read"] = inproc_hub.token_for("alice", ["read"])
+    made["alice-env"] = inproc_hub.token_for("alice", ["upload:alice/solo"])
+    made["alice-upload"] = inproc_hub.token_for("alice", ["upload:alice"])
     return made
 
 
@@ -52,14 +45,14 @@ def push(api: Any, name: str, files: dict[str, tuple[str, bytes]], **params: str
     return response
 
 
-def stored_blobs(hub: InProcessHub) -> set[str]:
-    return {p.name for p in (hub.data_dir / "blobs" / "sha256").rglob("*") if p.is_file()}
+def stored_blobs(inproc_hub: InProcessHub) -> set[str]:
+    return {p.name for p in (inproc_hub.data_dir / "blobs" / "sha256").rglob("*") if p.is_file()}
 
 
 def test_a_push_downloads_byte_for_byte_and_versions_are_immutable(
-    hub: InProcessHub, tokens: dict[str, str], tmp_path: Path
+    inproc_hub: InProcessHub, tokens: dict[str, str], tmp_path: Path
 ) -> None:
-    api = hub.client(tokens["alice"])
+    api = inproc_hub.client(tokens["alice"])
     files = adapter_files(tmp_path)
     first = push(api, "alice/round-trip", files)
     assert first.status_code == 200, first.text
@@ -91,14 +84,18 @@ def test_a_push_downloads_byte_for_byte_and_versions_are_immutable(
 
 
 def test_private_is_404_to_everyone_else_on_every_route(
-    hub: InProcessHub, tokens: dict[str, str], tmp_path: Path
+    inproc_hub: InProcessHub, tokens: dict[str, str], tmp_path: Path
 ) -> None:
-    alice = hub.client(tokens["alice"])
+    alice = inproc_hub.client(tokens["alice"])
     assert push(alice, "alice/secret", adapter_files(tmp_path)).status_code == 200
     file_url = f"{API}/alice/secret/@1/files/{WEIGHTS}"
     reads = [f"{API}/alice/secret", f"{API}/alice/secret/versions", f"{API}/alice/secret/@1"]
     reads += [f"{API}/alice/secret/@latest", file_url]
-    for outsider in (hub.http, hub.client(tokens["bob"]), hub.client(tokens["alice-env"])):
+    for outsider in (
+        inproc_hub.http,
+        inproc_hub.client(tokens["bob"]),
+        inproc_hub.client(tokens["alice-env"]),
+    ):
         for path in reads:
             hidden = outsider.get(path)
             unknown = outsider.get(path.replace("secret", "never-pushed"))
@@ -109,38 +106,40 @@ def test_private_is_404_to_everyone_else_on_every_route(
         assert "alice/secret" not in outsider.get(f"{API}/?owner=alice").text
         patched = outsider.patch(f"{API}/alice/secret", json={"visibility": "public"})
         assert patched.status_code in (401, 404)
-    bob = hub.client(tokens["bob"])
+    bob = inproc_hub.client(tokens["bob"])
     assert push(bob, "alice/secret", adapter_files(tmp_path)).status_code == 404
     assert push(bob, "alice/brand-new", adapter_files(tmp_path)).status_code == 404
-    reader = hub.client(tokens["alice-read"])
+    reader = inproc_hub.client(tokens["alice-read"])
     assert reader.get(file_url).status_code == 200
     assert reader.get(f"{API}/", params={"owner": "alice"}).json()["total_count"] >= 1
 
     made_public = alice.patch(f"{API}/alice/secret", json={"visibility": "public"})
     assert made_public.json()["data"]["visibility"] == "public"
-    assert hub.http.get(file_url).status_code == 200
-    listed = hub.http.get(f"{API}/", params={"owner": "alice"}).json()["data"]
+    assert inproc_hub.http.get(file_url).status_code == 200
+    listed = inproc_hub.http.get(f"{API}/", params={"owner": "alice"}).json()["data"]
     assert [a["name"] for a in listed] == ["secret"]
 
 
-def test_who_may_push(hub: InProcessHub, tokens: dict[str, str], tmp_path: Path) -> None:
+def test_who_may_push(inproc_hub: InProcessHub, tokens: dict[str, str], tmp_path: Path) -> None:
     files = adapter_files(tmp_path)
     # a scope naming one environment reaches no adapter: not even to know a name is free
     for token, status in (("alice-read", 403), ("alice-env", 404), ("alice-upload", 200)):
-        answer = push(hub.client(tokens[token]), "alice/solo", files)
+        answer = push(inproc_hub.client(tokens[token]), "alice/solo", files)
         assert answer.status_code == status, (token, answer.text)
-    assert "upload:alice" in push(hub.client(tokens["alice-read"]), "alice/solo", files).text
-    assert push(hub.http, "alice/solo", files).status_code == 401
-    engine = open_database(hub.settings)
+    assert "upload:alice" in push(inproc_hub.client(tokens["alice-read"]), "alice/solo", files).text
+    assert push(inproc_hub.http, "alice/solo", files).status_code == 401
+    engine = open_database(inproc_hub.settings)
     try:
         create_org(engine, "labs", ["bob"])
     finally:
         engine.dispose()
-    assert push(hub.client(tokens["bob"]), "labs/shared", files, visibility="public").is_success
-    assert hub.http.get(f"{API}/labs/shared").json()["data"]["visibility"] == "public"
-    assert push(hub.client(tokens["alice"]), "labs/shared", files).status_code == 403
+    assert push(
+        inproc_hub.client(tokens["bob"]), "labs/shared", files, visibility="public"
+    ).is_success
+    assert inproc_hub.http.get(f"{API}/labs/shared").json()["data"]["visibility"] == "public"
+    assert push(inproc_hub.client(tokens["alice"]), "labs/shared", files).status_code == 403
     # a push never changes an existing adapter's visibility: it says how to
-    clash = push(hub.client(tokens["bob"]), "labs/shared", files, visibility="private")
+    clash = push(inproc_hub.client(tokens["bob"]), "labs/shared", files, visibility="private")
     assert clash.status_code == 409 and "prime adapter edit labs/shared --private" in clash.text
 
 
@@ -161,7 +160,7 @@ def _garbage_weights() -> bytes:
     ],
 )
 def test_a_bad_adapter_is_refused_and_nothing_is_stored(
-    hub: InProcessHub, tokens: dict[str, str], tmp_path: Path, case: str, status: int,
+    inproc_hub: InProcessHub, tokens: dict[str, str], tmp_path: Path, case: str, status: int,
     message: str,
 ) -> None:  # fmt: skip
     files, params = adapter_files(tmp_path), {}
@@ -179,11 +178,11 @@ def test_a_bad_adapter_is_refused_and_nothing_is_stored(
         files["model.safetensors"] = files.pop(WEIGHTS)
     else:
         params["version"] = "one"
-    before = stored_blobs(hub)
-    answer = push(hub.client(tokens["alice"]), "alice/refused", files, **params)
+    before = stored_blobs(inproc_hub)
+    answer = push(inproc_hub.client(tokens["alice"]), "alice/refused", files, **params)
     assert answer.status_code == status and message in answer.json()["detail"], answer.text
-    assert stored_blobs(hub) == before
-    assert hub.client(tokens["alice"]).get(f"{API}/alice/refused").status_code == 404
+    assert stored_blobs(inproc_hub) == before
+    assert inproc_hub.client(tokens["alice"]).get(f"{API}/alice/refused").status_code == 404
 
 
 def test_too_big_and_over_quota_are_413_with_nothing_stored(tmp_path: Path) -> None:
@@ -205,13 +204,13 @@ def test_too_big_and_over_quota_are_413_with_nothing_stored(tmp_path: Path) -> N
         assert [v["version"] for v in versions] == ["2", "1"]
 
 
-def lab_checkpoint(hub: InProcessHub, user: str, name: str, files: dict[str, bytes]) -> str:
+def lab_checkpoint(inproc_hub: InProcessHub, user: str, name: str, files: dict[str, bytes]) -> str:
     """Save `files` (plus an optimizer state) as `user`'s Lab checkpoint; its tinker path."""
-    engine = open_database(hub.settings)
+    engine = open_database(inproc_hub.settings)
     try:
         with Session(engine) as session:
             account = session.exec(select(User).where(User.username == user)).one().id
-        store = CheckpointStore(engine, BlobStore(hub.settings.resolved_storage_url), 10**9)
+        store = CheckpointStore(engine, BlobStore(inproc_hub.settings.resolved_storage_url), 10**9)
         path = TinkerPath.new(MODEL, "weights", name)
         store.put(account, path, tar_files({**files, "optimizer.pt": b"optimizer"}))
     finally:
@@ -220,14 +219,14 @@ def lab_checkpoint(hub: InProcessHub, user: str, name: str, files: dict[str, byt
 
 
 def test_a_lab_checkpoint_is_published_by_its_own_account_only(
-    hub: InProcessHub, tokens: dict[str, str]
+    inproc_hub: InProcessHub, tokens: dict[str, str]
 ) -> None:
     files = {
         CONFIG: json.dumps(adapter_config(rank=4)).encode(),
         WEIGHTS: safetensors_bytes({"m.lora_A.weight": [4, 8], "m.lora_B.weight": [8, 4]}),
     }
-    path = lab_checkpoint(hub, "alice", "step-3", files)
-    alice = hub.client(tokens["alice"])
+    path = lab_checkpoint(inproc_hub, "alice", "step-3", files)
+    alice = inproc_hub.client(tokens["alice"])
     answer = alice.post(f"{API}/alice/from-lab/versions/from-lab", json={"checkpoint": path})
     assert answer.status_code == 200, answer.text
     published = answer.json()["data"]
@@ -237,7 +236,7 @@ def test_a_lab_checkpoint_is_published_by_its_own_account_only(
     assert alice.get(f"{API}/alice/from-lab").json()["data"]["visibility"] == "private"
 
     # bob may push to his own adapters, but alice's checkpoint is not his: 404, as a path never saved
-    bob = hub.client(tokens["bob"])
+    bob = inproc_hub.client(tokens["bob"])
     foreign = bob.post(f"{API}/bob/stolen/versions/from-lab", json={"checkpoint": path})
     never = bob.post(
         f"{API}/bob/stolen/versions/from-lab", json={"checkpoint": path.replace("step-3", "x")}
@@ -246,7 +245,7 @@ def test_a_lab_checkpoint_is_published_by_its_own_account_only(
     assert foreign.json()["detail"] == never.json()["detail"].replace("/x ", "/step-3 ")
     assert bob.get(f"{API}/bob/stolen").status_code == 404
     # reading a checkpoint is the trainer's: an upload-only token may not
-    upload_only = hub.client(tokens["alice-upload"])
+    upload_only = inproc_hub.client(tokens["alice-upload"])
     refused = upload_only.post(f"{API}/alice/from-lab/versions/from-lab", json={"checkpoint": path})
     assert refused.status_code == 403 and "train scope" in refused.text
     bad = alice.post(f"{API}/alice/from-lab/versions/from-lab", json={"checkpoint": "s3://x"})
@@ -254,12 +253,12 @@ def test_a_lab_checkpoint_is_published_by_its_own_account_only(
 
 
 def test_the_owner_page_lists_the_adapters_its_reader_may_see(
-    hub: InProcessHub, tokens: dict[str, str], tmp_path: Path
+    inproc_hub: InProcessHub, tokens: dict[str, str], tmp_path: Path
 ) -> None:
-    alice = hub.client(tokens["alice"])
+    alice = inproc_hub.client(tokens["alice"])
     files = adapter_files(tmp_path)
     assert push(alice, "alice/shown-lora", files, visibility="public").is_success
     assert push(alice, "alice/hidden-lora", files).is_success
-    page = hub.http.get("/alice")
+    page = inproc_hub.http.get("/alice")
     assert page.status_code == 200
     assert "alice/shown-lora" in page.text and "hidden-lora" not in page.text

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,13 +15,7 @@ from registry_index.content_hash import tree_content_hash
 from registry_index.schemas.push import ResolveRequest, UploadRequest
 from registry_index.validation import validate_distribution
 from tests.hub_client.wire_examples import version as _version
-from tests.hub_server.inproc import InProcessHub, start_inproc_hub
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessHub]:
-    with start_inproc_hub(tmp_path_factory.mktemp("hub")) as running:
-        yield running
+from tests.hub_server.inproc import InProcessHub
 
 
 def test_check_not_published(tmp_path: Path) -> None:
@@ -36,13 +29,15 @@ def test_check_not_published(tmp_path: Path) -> None:
     assert resumed is not None and resumed.kind == "wheel"
 
 
-def test_push_resumes_after_the_wheel(tmp_path: Path, hub: InProcessHub) -> None:
+def test_push_resumes_after_the_wheel(tmp_path: Path, inproc_hub: InProcessHub) -> None:
     """A push cut off after the wheel (e.g. network loss) is completed by pushing again."""
     project = load_project(create_scaffold("resume-env", tmp_path))
     content_hash = tree_content_hash(project.root)
     built = build_distributions(project, tmp_path / "dist", sdist=False)
     checked = validate_distribution(built.wheel, built.wheel.name)
-    with HubClient(hub.url, hub.admin_token, transport=hub.transport) as client:
+    with HubClient(
+        inproc_hub.url, inproc_hub.admin_token, transport=inproc_hub.transport
+    ) as client:
         env_id = client.resolve_environment(ResolveRequest(name="resume-env")).id
         done = _upload_flow(
             client,
@@ -70,7 +65,7 @@ def test_push_resumes_after_the_wheel(tmp_path: Path, hub: InProcessHub) -> None
             )
 
 
-def test_a_new_environment_asks_who_may_see_it(tmp_path: Path, hub: InProcessHub) -> None:
+def test_a_new_environment_asks_who_may_see_it(tmp_path: Path, inproc_hub: InProcessHub) -> None:
     """With no --visibility, a new environment's visibility is asked (the command asks on a
     terminal, default private); an existing one, or one given --visibility, is never asked."""
     project = load_project(create_scaffold("asked-env", tmp_path))
@@ -80,7 +75,9 @@ def test_a_new_environment_asks_who_may_see_it(tmp_path: Path, hub: InProcessHub
         asked.append(slug)
         return "private"
 
-    with HubClient(hub.url, hub.admin_token, transport=hub.transport) as client:
+    with HubClient(
+        inproc_hub.url, inproc_hub.admin_token, transport=inproc_hub.transport
+    ) as client:
         push_environment(client, project, "admin", visibility=None, console=Console(stderr=True),
                          new_visibility=ask)  # fmt: skip
         assert asked == ["admin/asked-env"]
@@ -92,5 +89,5 @@ def test_a_new_environment_asks_who_may_see_it(tmp_path: Path, hub: InProcessHub
         push_environment(client, changed, "admin", visibility=None, console=Console(stderr=True),
                          new_visibility=ask)  # fmt: skip
         assert asked == ["admin/asked-env"]  # not asked again: it exists
-    anonymous = hub.client().get("/api/v1/environmentshub/admin/asked-env/@latest")
+    anonymous = inproc_hub.client().get("/api/v1/environmentshub/admin/asked-env/@latest")
     assert anonymous.status_code == 404  # private is invisible to others
