@@ -74,6 +74,11 @@ def owner_state(data: Mapping[str, Any]) -> OwnerState | None:
     return "alive" if owner.alive() and not _zombie(owner.pid) else "gone"
 
 
+def process_running(pid: int) -> bool:
+    """Whether `pid` exists (another user's process too) and is not a zombie."""
+    return _pid_exists(pid) and not _zombie(pid)
+
+
 def _zombie(pid: int) -> bool:
     """An exited process its parent has not reaped yet (a script's Popen never waited on) keeps
     its pid and start time, but runs nothing."""

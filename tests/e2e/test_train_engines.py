@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from prime_env.run_status import process_running
 from tests.e2e.eval_support import prime, prime_env
 from tests.e2e.train_support import (
     FAST,
     NO_EVAL,
     VOWELS_ENV,
-    alive,
     children_of_run,
     metrics,
     train_dirs,
@@ -43,7 +43,7 @@ def test_world_size_2_trains_under_torchrun_through_prime_train(
     assert (run / "checkpoints" / "step_2" / "trainer" / "dcp").is_dir()  # sharded: FSDP2
     log = (run / "logs" / "trainer.log").read_text()
     assert "Traceback" not in log
-    assert not [pid for pid in children_of_run(run) if alive(pid)]  # both ranks are gone
+    assert not [pid for pid in children_of_run(run) if process_running(pid)]  # both ranks are gone
 
 
 def test_dry_run_shows_torchrun_and_vllm_refuses_what_it_cannot_serve(tmp_path: Path) -> None:
@@ -109,4 +109,4 @@ def test_a_vllm_that_cannot_start_is_the_runs_recorded_error(
     assert "vllm: broken install" in info["error"]
     assert json.loads(result.stdout)["error"] == info["error"]
     assert "Traceback" not in result.stderr
-    assert not [pid for pid in children_of_run(run) if alive(pid)]
+    assert not [pid for pid in children_of_run(run) if process_running(pid)]

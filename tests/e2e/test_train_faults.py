@@ -15,8 +15,9 @@ from rich.console import Console
 
 from prime_env.clients.base import ChatResponse
 from prime_env.evaluation import load_env
+from prime_env.run_status import process_running
 from tests.e2e.eval_support import PRIME, prime, prime_env
-from tests.e2e.train_support import FAST, VOWELS_ENV, alive, children_of_run, metrics, train_dirs
+from tests.e2e.train_support import FAST, VOWELS_ENV, children_of_run, metrics, train_dirs
 from tests.trainer_bridge.conftest import smollm2_tokenizer_dir, tiny_model_dir  # noqa: F401
 from trainer_bridge import launch
 from trainer_bridge.config_loader import build_config, parse_flags
@@ -84,7 +85,9 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run(
         killed_at = time.monotonic()
         assert len(metrics(run)) < 2, "the run finished before the kill"
         wait_for(
-            lambda: not any(alive(pid) for pid in trainer), 10, "the trainer to die with its parent"
+            lambda: not any(process_running(pid) for pid in trainer),
+            10,
+            "the trainer to die with its parent",
         )
         assert time.monotonic() - killed_at <= 10
         _, stderr = whole.communicate(timeout=300)
@@ -292,7 +295,7 @@ def test_sigterm_while_generating_exits_at_once_interrupted_and_resumable(
     # the eval it cut short says so, and is never pushed as a complete run
     step0 = json.loads((run / "evals" / "step_0" / "metadata.json").read_text())
     assert step0["status"] == "interrupted" and step0["owner"] is None
-    assert not any(alive(pid) for pid in trainer)
+    assert not any(process_running(pid) for pid in trainer)
     assert children_of_run(run) == []
     result = prime(
         "train", "resume", str(run), "--no-eval", "--output", "json", cwd=tmp_path,

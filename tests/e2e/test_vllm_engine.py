@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from engines.install import EngineError, find_vllm
+from prime_env.run_status import process_running
 from tests.e2e.eval_support import ROOT, prime, prime_env
 from tests.e2e.train_support import NO_EVAL, metrics, train_dirs
 from tests.support import require
@@ -191,20 +192,12 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
 def test_sigkill_of_the_holder_leaves_no_vllm_process(vllm: Host) -> None:
     """Last in the module: it ends the module's server."""
     tree = [vllm.server_pid, *_descendants(vllm.server_pid)]
     assert len(tree) >= 3, tree  # the API server, its engine core, the engine's worker
     os.kill(vllm.proc.pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and any(_alive(pid) for pid in tree):
+    while time.monotonic() < deadline and any(process_running(pid) for pid in tree):
         time.sleep(0.5)
-    assert not [pid for pid in tree if _alive(pid)]
+    assert not [pid for pid in tree if process_running(pid)]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -51,20 +50,6 @@ def two_token_exact_steps(out: Path) -> Path:
             assert step["trainer/mismatch_kl"] < 1e-4  # older policy's samples differ by more)
     assert steps[0]["off_policy/max"] == 0
     return run
-
-
-def alive(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/status")
-    if status.exists():
-        for line in status.read_text().splitlines():
-            if line.startswith("State:"):
-                return "Z" not in line.split(":", 1)[1]
-    return True
 
 
 def children_of_run(run: Path) -> list[int]:

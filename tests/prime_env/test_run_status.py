@@ -22,7 +22,7 @@ from prime_env import Environment, Rubric, SingleTurn
 from prime_env.clients.model_specs import ModelSpec
 from prime_env.eval_run_dir import EvalRunDir, RunConfig
 from prime_env.evaluation import EvalError, EvalRun, execute, resume_run, start_run
-from prime_env.run_status import owner_state, read_status, status_fields
+from prime_env.run_status import owner_state, process_running, read_status, status_fields
 from sandbox.owner import host_id
 from tests.support import python_output
 
@@ -117,6 +117,19 @@ def test_an_exited_owner_nobody_reaped_yet_is_gone() -> None:
         assert read_status(data) == "interrupted"
     finally:
         proc.wait()
+
+
+def test_a_process_runs_until_it_exits_reaped_or_not() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+    assert proc.stdin is not None
+    assert process_running(os.getpid()) and process_running(proc.pid)
+    proc.stdin.close()
+    os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # a zombie: exited, not reaped
+    assert not process_running(proc.pid)
+    proc.wait()
+    assert not process_running(proc.pid)
 
 
 def test_the_live_owner_reads_running_and_other_statuses_pass_through() -> None:
