@@ -112,6 +112,8 @@ async def sample(backend: InferenceBackend, temperature: float) -> list[Any]:
 
 
 def as_samples(replies: list[Any], temperature: float) -> list[TrainSample]:
+    """Sampled replies as policy-0 training samples: the prompt masked out, the advantage -1 and
+    +1 in turn (the trainer's tests train on the same)."""
     out = []
     for i, reply in enumerate(replies):
         prompt, completion = reply.prompt_token_ids or [], reply.completion_token_ids or []

@@ -16,6 +16,7 @@ import torch
 from safetensors.torch import load_file
 
 from prime_env.clients.base import SamplingArgs
+from scripts.gpu_check_train import as_samples
 from trainer_bridge.config import ModelConfig
 from trainer_bridge.inference.torch_backend import TorchBackend
 from trainer_bridge.protocol.batches import TrainSample, write_batch
@@ -67,20 +68,7 @@ def sampled(tiny_model_dir: Path) -> list[TrainSample]:
             *(client.chat([{"role": "user", "content": p}], sampling=sampling) for p in PROMPTS)
         )
         await backend.close()
-        out = []
-        for i, r in enumerate(replies):
-            prompt, completion = r.prompt_token_ids or [], r.completion_token_ids or []
-            out.append(
-                TrainSample(
-                    input_ids=prompt + completion,
-                    loss_mask=[0] * len(prompt) + [1] * len(completion),
-                    sampler_logprobs=[0.0] * len(prompt) + list(r.completion_logprobs or []),
-                    advantage=1.0 if i % 2 else -1.0,
-                    temperature=0.8,
-                    policy_version=0,
-                )
-            )
-        return out
+        return as_samples(list(replies), 0.8)
 
     return asyncio.run(sample())
 
