@@ -1,4 +1,4 @@
-"""vowels.py's task with the reward computed in a sandbox, so that every rollout reaches one.
+"""vowels.py's tasks with the reward computed in a sandbox, so that every rollout reaches one.
 
 For the sandbox fault tests of `prime train` (tests/e2e/test_train_docker.py): python-code
 runs the model's code only when the model writes a complete code block, which takes SmolLM2
@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from prime_env import Environment, Rubric, SingleTurn, Task, last_assistant_text
+from vowels import task  # the sibling file: loaded by path, this directory is on sys.path
+
+from prime_env import Environment, Rubric, SingleTurn, last_assistant_text
 from sandbox import SandboxLimits, open_async_sandbox
 
 WORDS = ["apple", "river", "stone", "cloud", "music", "tiger", "lemon", "ocean"]
@@ -35,18 +37,10 @@ def load_environment(
             )
         return float(result.stdout_text.strip() or 0.0)
 
-    def task(i: int, prefix: str) -> Task:
-        word = WORDS[i % len(WORDS)]
-        return Task(
-            prompt=[{"role": "user", "content": f"Say a word like {word}."}],
-            answer=word,
-            id=f"{prefix}-{i}",
-        )
-
     return Environment(
-        [task(i, "train") for i in range(num_tasks)],
+        [task(i, "train", WORDS) for i in range(num_tasks)],
         SingleTurn(),
         Rubric([vowels_in_sandbox]),
         name="sandboxed-vowels",
-        eval_tasks=[task(i, "eval") for i in range(2)],
+        eval_tasks=[task(i, "eval", WORDS) for i in range(2)],
     )

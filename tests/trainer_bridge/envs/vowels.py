@@ -17,6 +17,16 @@ from prime_env import Environment, Rubric, SingleTurn, Task, last_assistant_text
 WORDS = ["apple", "river", "stone", "cloud", "music", "tiger", "lemon", "ocean", "pixel", "maple"]
 
 
+def task(i: int, prefix: str, words: list[str] = WORDS) -> Task:
+    """Task `prefix-i`: say a word like the i-th of `words` (round and round)."""
+    word = words[i % len(words)]
+    return Task(
+        prompt=[{"role": "user", "content": f"Say a word like {word}."}],
+        answer=word,
+        id=f"{prefix}-{i}",
+    )
+
+
 def load_environment(
     num_tasks: int = 32,
     num_eval: int = 4,
@@ -32,14 +42,6 @@ def load_environment(
         text = last_assistant_text(completion) or ""
         letters = [c for c in text.lower() if c.isalpha()]
         return sum(c in "aeiou" for c in letters) / len(letters) if letters else 0.0
-
-    def task(i: int, prefix: str) -> Task:
-        word = WORDS[i % len(WORDS)]
-        return Task(
-            prompt=[{"role": "user", "content": f"Say a word like {word}."}],
-            answer=word,
-            id=f"{prefix}-{i}",
-        )
 
     return Environment(
         [task(i, "train") for i in range(num_tasks)],
