@@ -9,6 +9,7 @@ import random
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
@@ -49,6 +50,19 @@ def _own_ports() -> list[int]:
 
 
 _ports = itertools.cycle(_own_ports())
+
+
+def read_proc(name: str) -> Iterator[tuple[int, bytes]]:
+    """Each process's pid and its `/proc/PID/<name>` file (`stat`, `cmdline`), skipping those
+    that end while they are read."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            data = (entry / name).read_bytes()
+        except OSError:
+            continue
+        yield int(entry.name), data
 
 
 def python_output(code: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> str:

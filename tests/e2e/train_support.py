@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.eval_support import ROOT
+from tests.support import read_proc
 
 VOWELS_ENV = ROOT / "tests" / "trainer_bridge" / "envs" / "vowels.py"
 SANDBOXED_ENV = ROOT / "tests" / "trainer_bridge" / "envs" / "sandboxed_vowels.py"
@@ -55,13 +56,8 @@ def two_token_exact_steps(out: Path) -> Path:
 def children_of_run(run: Path) -> list[int]:
     """Processes whose command line names this run dir (the trainer child)."""
     pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
+    for pid, data in read_proc("cmdline"):
+        cmdline = data.decode(errors="replace")
         if str(run) in cmdline and "trainer_bridge.trainer" in cmdline:
-            pids.append(int(proc.name))
+            pids.append(pid)
     return pids

@@ -18,7 +18,7 @@ import pytest
 
 from sandbox import Sandbox, SandboxLimits
 from sandbox.limits import DEFAULT_IMAGE
-from tests.support import require
+from tests.support import read_proc, require
 
 
 @pytest.fixture(scope="session")
@@ -74,15 +74,10 @@ def limits() -> SandboxLimits:
 
 def _children(pid: int) -> list[int]:
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
+    for child, data in read_proc("stat"):
+        stat = data.rsplit(b")", 1)[1].split()
         if int(stat[1]) == pid and stat[0] != b"Z":
-            found.append(int(entry.name))
+            found.append(child)
     return found
 
 

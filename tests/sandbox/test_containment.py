@@ -14,12 +14,12 @@ import os
 import subprocess
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sandbox import ExecResult, Sandbox, SandboxError, SandboxLimits, open_sandbox
+from tests.support import read_proc
 
 # no_leaks; Docker sandboxes: one worker for them all (tests/conftest.py)
 pytestmark = [pytest.mark.usefixtures("no_leaks"), pytest.mark.xdist_group("docker")]
@@ -153,13 +153,9 @@ def _supervisor_host_pid(box: Any) -> int:
         box.container.reload()
         return int(box.container.attrs["State"]["Pid"])
     # The launcher (bwrap or unshare) is the host process we started; the supervisor its child.
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == box._proc.pid:
-                    return int(entry.name)
-            except (OSError, IndexError):
-                continue
+    for pid, stat in read_proc("stat"):
+        if int(stat.rsplit(b")", 1)[1].split()[1]) == box._proc.pid:
+            return pid
     raise AssertionError("no supervisor process found")
 
 
