@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tests.e2e.train_support import alive
+from prime_env.run_status import process_running
 
 SCRIPT = textwrap.dedent(
     """
@@ -43,4 +43,4 @@ def test_the_bound_exits_with_the_signal_status_and_kills_the_children(tmp_path:
     assert "shutdown exceeded 1 s, exited regardless" in proc.stderr
     info = json.loads((root / "run.json").read_text())
     assert info["status"] == "interrupted" and "SIGTERM" in info["error"]
-    assert not alive(int(proc.stdout.split()[0]))  # the supervised child was killed
+    assert not process_running(int(proc.stdout.split()[0]))  # the supervised child was killed
