@@ -76,6 +76,8 @@ def test_matrix_retries_push_and_resume(hub: HubProcess, tmp_path: Path) -> None
         rows = records(set_dir / first_cell["directory"])
         assert len(rows) == 6 and all(r["error"] is None and r["reward"] == 1.0 for r in rows)
         assert cells[(envs[0], "down")]["evaluation_id"] is None  # errors only: never pushed
+        title = f"eval set {state['set_id']}: n=3, r=2, reward mean ± se"
+        assert title in [line.strip() for line in first.stdout.splitlines()]  # one line, unfolded
         table = [line for line in first.stdout.splitlines() if line.count("│") >= 3]
         assert [line.split("│")[1].strip() for line in table] == envs
         assert all("1.000 ± 0.000" in line and "failed" in line for line in table)
