@@ -2,8 +2,9 @@
 
 It serves a Hugging Face model directory (served_models.py). The flags make it token-exact for training: token ids in place of
 token strings (`--return-tokens-as-token-ids`), the logprob of each sampled token under the
-distribution it was sampled from (`--logprobs-mode processed_logprobs`), LoRA adapters loaded
-at run time (`--enable-lora`, VLLM_ALLOW_RUNTIME_LORA_UPDATING). On CPU the KV cache gets a
+distribution it was sampled from (`--logprobs-mode processed_logprobs`; the Lab asks for the
+model's own, `raw_logprobs`, as its torch engine reports them), LoRA adapters loaded at run
+time (`--enable-lora`, VLLM_ALLOW_RUNTIME_LORA_UPDATING). On CPU the KV cache gets a
 fixed size (vLLM would otherwise reserve a fraction of the machine's memory, 92% by default,
 and refuse to start on a machine with less free), weights are float32 (the trainer's) and the
 model runs eager (no inductor compile at start).
@@ -66,6 +67,8 @@ class ServerSpec:
     dtype: str = "auto"  # auto: float32 on CPU, bfloat16 on CUDA
     lora_rank: int | None = None  # None: no LoRA (a full model)
     max_loras: int = 4
+    max_cpu_loras: int | None = None  # adapters kept loaded in memory (None: vLLM's, max_loras)
+    logprobs_mode: str = "processed_logprobs"
     gpu_memory_utilization: float = 0.5
     extra_args: Sequence[str] = field(default_factory=tuple)
 
@@ -87,7 +90,7 @@ def server_argv(engine: Engine, spec: ServerSpec, *, cuda: bool | None = None) -
         "--port", str(parsed.port or 8000),
         "--dtype", dtype,
         "--return-tokens-as-token-ids",
-        "--logprobs-mode", "processed_logprobs",
+        "--logprobs-mode", spec.logprobs_mode,
         "--disable-uvicorn-access-log",
     ]  # fmt: skip
     if cuda:
@@ -99,6 +102,8 @@ def server_argv(engine: Engine, spec: ServerSpec, *, cuda: bool | None = None) -
     if spec.lora_rank is not None:
         argv += ["--enable-lora", "--max-lora-rank", str(lora_rank_flag(spec.lora_rank))]
         argv += ["--max-loras", str(spec.max_loras)]
+        if spec.max_cpu_loras is not None:
+            argv += ["--max-cpu-loras", str(spec.max_cpu_loras)]
     return argv + list(spec.extra_args)
 
 

@@ -94,6 +94,22 @@ def hub() -> None:
     show_default=True,
     help="The Lab's base model: local/<name> or a Hugging Face model directory.",
 )
+@click.option(
+    "--lab-engine",
+    type=click.Choice(["torch", "vllm"]),
+    default="torch",
+    show_default=True,
+    help="What samples for the Lab: the torch engine that trains, or a vLLM server beside it "
+    "(multi-LoRA; `prime engine install vllm`); training is the torch engine's either way.",
+)
+@click.option(
+    "--lab-max-lora-rank",
+    type=click.IntRange(1, 256),
+    default=32,
+    show_default=True,
+    help="With --lab-engine vllm: the largest LoRA rank the Lab admits (vLLM's "
+    "--max-lora-rank; its CPU LoRA kernels compute at this rank whatever an adapter's).",
+)
 def serve(
     host: str,
     port: int,
@@ -103,6 +119,8 @@ def serve(
     forwarded_allow_ips: str | None,
     lab: bool,
     lab_model: str,
+    lab_engine: str,
+    lab_max_lora_rank: int,
 ) -> None:
     """Start the hub server (uvicorn)."""
     import uvicorn
@@ -131,11 +149,23 @@ def serve(
             raise click.ClickException(
                 f"--lab needs the Lab's packages ({exc.name}): pip install 'prime-envhub[lab]'"
             ) from None
+        if lab_engine == "vllm":
+            from engines.install import EngineError, find_vllm
+
+            try:
+                find_vllm()
+            except EngineError as exc:
+                raise click.ClickException(f"--lab-engine vllm: {exc}") from None
         os.environ[LAB_MODEL_ENV] = lab_model
+        os.environ[LAB_ENGINE_ENV] = lab_engine
+        os.environ[LAB_MAX_LORA_RANK_ENV] = str(lab_max_lora_rank)
         factory = "prime_cli.hub:create_lab_hub"
     click.echo(f"Hub data in {settings.data_dir}; listening on http://{host}:{port}/")
     if lab:
-        click.echo(f"Lab ({lab_model}) at http://{host}:{port}/lab (TINKER_BASE_URL)")
+        click.echo(
+            f"Lab ({lab_model}, sampling by {lab_engine}) at http://{host}:{port}/lab "
+            "(TINKER_BASE_URL)"
+        )
     if with_builtins:
         _seed_when_up(f"http://{_client_host(host)}:{port}", settings.data_dir)
     uvicorn.run(
@@ -154,15 +184,30 @@ def serve(
 
 
 LAB_MODEL_ENV = "PRIME_HUB_LAB_MODEL"
+LAB_ENGINE_ENV = "PRIME_HUB_LAB_ENGINE"
+LAB_MAX_LORA_RANK_ENV = "PRIME_HUB_LAB_MAX_LORA_RANK"
 
 
 def create_lab_hub() -> FastAPI:
-    """uvicorn's factory for `prime hub serve --lab`: the hub with the torch engine as its Lab
-    (built here: the hub never imports torch or the trainer)."""
+    """uvicorn's factory for `prime hub serve --lab`: the hub with its Lab's engine, the torch
+    engine or the torch engine with a vLLM server sampling (built here: the hub never imports
+    torch or the trainer). uvicorn calls it on its main thread, which the vLLM server's
+    lifetime follows."""
     from hub_server.app import create_app
+
+    model = os.environ.get(LAB_MODEL_ENV, "local/smollm2-135m")
+    if os.environ.get(LAB_ENGINE_ENV) == "vllm":
+        import time
+
+        from engines.serving import log_dir
+        from trainer_bridge.lab.vllm_engine import start_vllm_lab
+
+        log = log_dir() / f"{time.strftime('%Y%m%d-%H%M%S')}-lab.log"
+        rank = int(os.environ.get(LAB_MAX_LORA_RANK_ENV, "32"))
+        return create_app(lab=start_vllm_lab(model, max_lora_rank=rank, log=log, say=click.echo))
     from trainer_bridge.lab.engine import TorchLabEngine
 
-    return create_app(lab=TorchLabEngine(os.environ.get(LAB_MODEL_ENV, "local/smollm2-135m")))
+    return create_app(lab=TorchLabEngine(model))
 
 
 @hub.group()

@@ -16,6 +16,17 @@ from pathlib import Path
 import pytest
 
 
+def vllm_installed() -> bool:
+    """Whether `--backend vllm` finds a vLLM (engines.install.find_vllm)."""
+    from engines.install import EngineError, find_vllm
+
+    try:
+        find_vllm()
+    except EngineError:
+        return False
+    return True
+
+
 def require(available: bool, what: str) -> None:
     """Skip when a component is missing on a developer machine; fail in CI, where .ci/run installs it."""
     if available:

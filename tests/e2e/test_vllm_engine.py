@@ -25,11 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from engines.install import EngineError, find_vllm
 from prime_env.run_status import process_running
 from tests.e2e.eval_support import ROOT, prime, prime_env
 from tests.e2e.train_support import NO_EVAL, metrics, train_dirs
-from tests.support import require
+from tests.support import require, vllm_installed
 
 MODEL = "local/smollm2-135m"
 ARITHMETIC = ROOT / "builtin_envs" / "arithmetic"
@@ -44,17 +43,9 @@ class Host:
     server_pid: int
 
 
-def _engine_installed() -> bool:
-    try:
-        find_vllm()
-    except EngineError:
-        return False
-    return True
-
-
 @pytest.fixture(scope="module")
 def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
-    require(_engine_installed(), "the vLLM engine (prime engine install vllm)")
+    require(vllm_installed(), "the vLLM engine (prime engine install vllm)")
     errors = tmp_path_factory.mktemp("vllm") / "host.err"
     with errors.open("w") as err:
         proc = subprocess.Popen(

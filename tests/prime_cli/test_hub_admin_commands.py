@@ -116,6 +116,12 @@ def test_admin_commands_refuse_bad_input(tmp_path: Path) -> None:
     assert "Invalid PRIME_HUB_* setting: max_upload_bytes" in bad_setting.stderr
     lab_workers = prime("hub", "serve", "--lab", "--workers", "2", "--data-dir", data)
     assert lab_workers.returncode != 0 and "--workers 1" in lab_workers.stderr
+    no_vllm = prime(
+        "hub", "serve", "--lab", "--lab-engine", "vllm", "--data-dir", data,
+        env={"PRIME_ENGINES_DIR": str(tmp_path / "no-engines"), "PATH": os.defpath},
+    )  # fmt: skip
+    assert no_vllm.returncode != 0
+    assert "prime engine install vllm" in no_vllm.stderr and "Traceback" not in no_vllm.stderr
 
 
 @pytest.mark.slow  # builds the SDK and five environments with uv, twice

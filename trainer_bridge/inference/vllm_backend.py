@@ -157,7 +157,7 @@ class VLLMBackend:
             response = await server.admin.post("/completions", json=body)
             if response.status_code != 200:
                 raise BackendError(f"{server.url} refused the probe: {response.text[:200]}")
-            lists.append(_prompt_logprobs(response.json(), token_ids))
+            lists.append(prompt_logprobs_of(response.json(), token_ids))
         for server, values in zip(self.servers[1:], lists[1:]):
             gap = max((abs(a - b) for a, b in zip(values, lists[0])), default=0.0)
             if gap > 1e-2:
@@ -255,7 +255,7 @@ class _PinnedClient(RenderingClient):
         return self.server.wire.bridge(completion_ids, messages, tools)
 
 
-def _prompt_logprobs(data: dict[str, Any], token_ids: list[int]) -> list[float]:
+def prompt_logprobs_of(data: dict[str, Any], token_ids: list[int]) -> list[float]:
     """vLLM's `prompt_logprobs`: [None, {str(id): {"logprob": …}}, …] → logprob of each token."""
     entries = data["choices"][0].get("prompt_logprobs") or data.get("prompt_logprobs")
     if not entries or len(entries) != len(token_ids):

@@ -24,6 +24,7 @@ import tarfile
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -127,10 +128,11 @@ class TorchLabEngine:
     def _activate(self, name: str | None) -> None:
         """Make adapter `name` (the base when None) the one computed."""
         self._threads()
-        self._check_adapter(name)
+        self.check_adapter(name)
         self.model.set_adapter(name or _PLACEHOLDER)
 
-    def _check_adapter(self, name: str | None) -> None:
+    def check_adapter(self, name: str | None) -> None:
+        """A ValueError unless adapter `name` is on this engine (None, the base, always is)."""
         if name is not None and name not in self.model.peft_config:
             raise ValueError(f"No adapter {name!r} on this Lab.")
 
@@ -277,6 +279,29 @@ class TorchLabEngine:
         """A call's decoding state: its params checked, its generator seeded, its stops."""
         from local_model.decode import BASE
 
+        max_tokens = self.check_call(call)
+        seed = call.params.get("seed")
+        generator = torch.Generator(device=self.device)
+        if seed is None:
+            generator.seed()  # its own random seed; torch's global generator left alone
+        else:
+            generator.manual_seed(int(seed))
+        return _Decoding(
+            index=index,
+            adapter=call.adapter or BASE,
+            max_tokens=max_tokens,
+            temperature=float(call.params.get("temperature") or 0.0),
+            params=call.params,
+            generator=generator,
+            stops=set(self.stop_tokens(call)),
+            stop_strings=call.stop_strings,
+            decode_text=self.tokenizer.decode,
+            sequences=[None] * call.num_samples,
+        )
+
+    def check_call(self, call: SampleCall) -> int:
+        """The call's max_tokens (16 when unset); a ValueError for what no engine can sample:
+        an empty prompt, one that overflows the context, no samples, an unknown adapter."""
         max_tokens = int(call.params.get("max_tokens") or 16)
         if not call.prompt:
             raise ValueError("The prompt is empty; send at least one token.")
@@ -287,35 +312,26 @@ class TorchLabEngine:
             )
         if call.num_samples < 1:
             raise ValueError("num_samples must be at least 1.")
-        self._check_adapter(call.adapter)
-        seed = call.params.get("seed")
-        generator = torch.Generator(device=self.device)
-        if seed is None:
-            generator.seed()  # its own random seed; torch's global generator left alone
-        else:
-            generator.manual_seed(int(seed))
-        stops = set(call.stop_tokens)
-        if not stops and not call.stop_strings and self.tokenizer.eos_token_id is not None:
-            stops = {int(self.tokenizer.eos_token_id)}
-        return _Decoding(
-            index=index,
-            adapter=call.adapter or BASE,
-            max_tokens=max_tokens,
-            temperature=float(call.params.get("temperature") or 0.0),
-            params=call.params,
-            generator=generator,
-            stops=stops,
-            stop_strings=call.stop_strings,
-            decode_text=self.tokenizer.decode,
-            sequences=[None] * call.num_samples,
-        )
+        self.check_adapter(call.adapter)
+        return max_tokens
+
+    def stop_tokens(self, call: SampleCall) -> list[int]:
+        """The tokens that end a row: the call's, else (no stop strings either) the EOS."""
+        if call.stop_tokens or call.stop_strings or self.tokenizer.eos_token_id is None:
+            return list(call.stop_tokens)
+        return [int(self.tokenizer.eos_token_id)]
+
+    def check_scored(self, name: str | None, prompt: list[int]) -> None:
+        """A ValueError unless `prompt_logprobs` can score `prompt` under adapter `name`."""
+        if not 1 < len(prompt) <= self.max_context:
+            raise ValueError(f"Scoring needs 2 to {self.max_context} prompt tokens.")
+        self.check_adapter(name)
 
     @torch.no_grad()
     def prompt_logprobs(self, name: str | None, prompt: list[int]) -> list[float]:
         """log p(prompt[i] | prompt[:i]) for i >= 1 under adapter `name` (the base when None):
         what `forward` computes for the same tokens (the SDK's `compute_logprobs`)."""
-        if not 1 < len(prompt) <= self.max_context:
-            raise ValueError(f"Scoring needs 2 to {self.max_context} prompt tokens.")
+        self.check_scored(name, prompt)
         self._activate(name)
         ids = torch.tensor([prompt], device=self.device)
         logp = torch.log_softmax(self.model(input_ids=ids).logits[0, :-1].float(), dim=-1)
@@ -324,6 +340,17 @@ class TorchLabEngine:
     # ------------------------------------------------------------------ checkpoints
 
     def save(self, name: str, optimizer: bool) -> bytes:
+        return tar_files(self._files(name, optimizer))
+
+    def export(self, name: str, directory: Path) -> int:
+        """Write adapter `name` as a PEFT adapter directory (what `save` tars, without the
+        optimizer state); its rank."""
+        directory.mkdir(parents=True, exist_ok=True)
+        for filename, data in self._files(name, optimizer=False).items():
+            (directory / filename).write_bytes(data)
+        return int(self.model.peft_config[name].r)
+
+    def _files(self, name: str, optimizer: bool) -> dict[str, bytes]:
         from peft import get_peft_model_state_dict
         from safetensors.torch import save as save_safetensors
 
@@ -342,7 +369,7 @@ class TorchLabEngine:
             buffer = io.BytesIO()
             torch.save(self._optimizers[name].state_dict(), buffer)
             files[_OPTIMIZER] = buffer.getvalue()
-        return tar_files(files)
+        return files
 
     def load(self, name: str, archive: bytes, optimizer: bool) -> None:
         from peft import LoraConfig, set_peft_model_state_dict

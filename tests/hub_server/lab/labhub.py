@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
+import numpy as np
+import tinker
 import uvicorn
+from tinker import types
 
 from hub_server.app import create_app
 from hub_server.core.settings import HubSettings
@@ -22,6 +26,10 @@ from hub_server.lab.engine import LabEngine
 from hub_server.lab.service import LabLimits, LabService
 from tests.hub_server.hubproc import HubAccounts
 from tests.support import free_port
+
+BASE = "local/smollm2-135m"
+TEXTS = ["The capital of France is Paris.", "Two plus two equals four."]
+T = TypeVar("T")
 
 
 @dataclass(kw_only=True)
@@ -60,3 +68,42 @@ def serve_lab(
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def service_client(hub: LabHub, token: str) -> tinker.ServiceClient:
+    return tinker.ServiceClient(base_url=hub.tinker_url, api_key=f"tml-{token}")
+
+
+def tensor(array: np.ndarray) -> types.TensorData:
+    return types.TensorData.from_numpy(array)
+
+
+def batch(engine: Any) -> list[types.Datum]:
+    """A cross-entropy batch of `TEXTS`, tokenised by `engine`'s tokenizer."""
+    data = []
+    for text in TEXTS:
+        ids = engine.tokenizer.encode(text)
+        data.append(
+            types.Datum(
+                model_input=types.ModelInput.from_ints(ids[:-1]),
+                loss_fn_inputs={
+                    "target_tokens": tensor(np.array(ids[1:], dtype=np.int64)),
+                    "weights": tensor(np.ones(len(ids) - 1, dtype=np.float32)),
+                },
+            )
+        )
+    return data
+
+
+def held(hub: LabHub, send: Callable[[], list[T]], count: int) -> list[T]:
+    """What `send` returns, its `count` requests queued on the Lab while its worker is held,
+    so they are all waiting when it is free again."""
+    gate = threading.Event()
+    queue = hub.service.queue
+    queue.submit("someone", "hold", lambda: {"held": gate.wait(60)})
+    sent = send()
+    deadline = time.monotonic() + 60
+    while sum(len(q) for q in queue._queues.values()) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    gate.set()
+    return sent

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import itertools
 import math
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import numpy as np
@@ -29,14 +27,18 @@ from hub_server.lab.service import LabLimits
 from local_model.model_dirs import with_adapter
 from local_model.models import load_local_model
 from prime_cli.main import cli
-from tests.hub_server.lab.labhub import LabHub, serve_lab
+from tests.hub_server.lab.labhub import (
+    BASE,
+    LabHub,
+    batch,
+    held,
+    serve_lab,
+    service_client,
+    tensor,
+)
 from trainer_bridge.lab.engine import TorchLabEngine
 
 pytestmark = pytest.mark.xdist_group("lab")
-
-BASE = "local/smollm2-135m"
-T = TypeVar("T")
-TEXTS = ["The capital of France is Paris.", "Two plus two equals four."]
 
 
 @pytest.fixture(scope="module")
@@ -50,30 +52,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory, engine: TorchLabEngine) -> Ite
     with serve_lab(tmp_path_factory.mktemp("lab-hub"), engine) as hub:
         hub.admin_token = hub.add_user("alice")
         yield hub
-
-
-def service_client(hub: LabHub, token: str) -> tinker.ServiceClient:
-    return tinker.ServiceClient(base_url=hub.tinker_url, api_key=f"tml-{token}")
-
-
-def tensor(array: np.ndarray) -> types.TensorData:
-    return types.TensorData.from_numpy(array)
-
-
-def batch(engine: TorchLabEngine) -> list[types.Datum]:
-    data = []
-    for text in TEXTS:
-        ids = engine.tokenizer.encode(text)
-        data.append(
-            types.Datum(
-                model_input=types.ModelInput.from_ints(ids[:-1]),
-                loss_fn_inputs={
-                    "target_tokens": tensor(np.array(ids[1:], dtype=np.int64)),
-                    "weights": tensor(np.ones(len(ids) - 1, dtype=np.float32)),
-                },
-            )
-        )
-    return data
 
 
 def export(hub: LabHub, token: str, path: str, into: Path) -> Path:
@@ -159,20 +137,6 @@ def test_sdk_trains_samples_and_matches_the_torch_backend(
         trainer.optim_step(types.AdamParams(learning_rate=1e-4)).result()
         assert math.isfinite(out.metrics["loss:sum"])
         assert len(out.loss_fn_outputs) == 2
-
-
-def held(hub: LabHub, send: Callable[[], list[T]], count: int) -> list[T]:
-    """What `send` returns, its `count` requests queued on the Lab while its worker is held,
-    so they are all waiting when it is free again."""
-    gate = threading.Event()
-    queue = hub.service.queue
-    queue.submit("someone", "hold", lambda: {"held": gate.wait(60)})
-    sent = send()
-    deadline = time.monotonic() + 60
-    while sum(len(q) for q in queue._queues.values()) < count and time.monotonic() < deadline:
-        time.sleep(0.05)
-    gate.set()
-    return sent
 
 
 def test_two_accounts_samples_decode_in_one_batch_as_each_alone(
