@@ -201,7 +201,8 @@ class VLLMLabEngine:
                 except ValueError as error:
                     done(index, error)
                     continue
-                pending[self.pool.submit(self._complete, body)] = (index, call.num_samples)
+                request = self.pool.submit(self._complete, body, call.num_samples)
+                pending[request] = (index, call.num_samples)
 
         send(calls)
         while pending:
@@ -224,12 +225,13 @@ class VLLMLabEngine:
         max_tokens = self.trainer.check_call(call)
         params = call.params
         top_k = int(params.get("top_k") or -1)
+        temperature = float(params.get("temperature") or 0.0)
         body: dict[str, Any] = {
             "model": self._model(call.adapter),
             "prompt": list(call.prompt),
-            "n": call.num_samples,
+            "n": call.num_samples if temperature > 0 else 1,  # vLLM: greedy is n = 1
             "max_tokens": max_tokens,
-            "temperature": float(params.get("temperature") or 0.0),
+            "temperature": temperature,
             "top_k": top_k if top_k > 0 else -1,
             "top_p": float(params.get("top_p") or 1.0),
             "stop_token_ids": self.trainer.stop_tokens(call),
@@ -243,8 +245,9 @@ class VLLMLabEngine:
             body["seed"] = int(params["seed"] or 0)
         return body
 
-    def _complete(self, body: dict[str, Any]) -> list[Sampled]:
-        """One completions request (a pool thread); its sequences in order."""
+    def _complete(self, body: dict[str, Any], samples: int) -> list[Sampled]:
+        """One completions request (a pool thread); its `samples` sequences in order (a
+        greedy request's one sequence, `samples` times: vLLM refuses n > 1 when greedy)."""
         data = self._post("/completions", body).json()
         sequences = []
         for choice in sorted(data["choices"], key=lambda c: int(c["index"])):
@@ -252,7 +255,7 @@ class VLLMLabEngine:
             logprobs = [float(x) for x in choice["logprobs"]["token_logprobs"]]
             reason = "length" if choice.get("finish_reason") == "length" else "stop"
             sequences.append((tokens, logprobs, reason))
-        return sequences
+        return sequences * (samples // len(sequences))
 
     def prompt_logprobs(self, name: str | None, prompt: list[int]) -> list[float]:
         """log p(prompt[i] | prompt[:i]) for i >= 1 under adapter `name`, by the server."""

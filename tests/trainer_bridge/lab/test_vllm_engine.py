@@ -114,22 +114,26 @@ def test_two_tenants_sample_in_one_batch_as_the_torch_engine_does(
     monkeypatch.setattr(engine, "sample_batch", recording)
     pending = held(
         lab,
-        lambda: [s.sample(model_input, 1, p) for s in samplers for p in (greedy, seeded)],
+        lambda: [s.sample(model_input, 2, p) for s in samplers for p in (greedy, seeded)],
         6,
     )
     answers = [p.result().sequences for p in pending]
     assert batches == [6]
     adapters = [lab.service._samplers[s._sampling_session_id].adapter for s in samplers]
     greedy_answers, seeded_answers = answers[0::2], answers[1::2]
-    for adapter, (vllm_greedy,), (vllm_seeded,) in zip(
+    for adapter, greedy_pair, seeded_pair in zip(
         adapters, greedy_answers, seeded_answers, strict=True
     ):
-        call = SampleCall(adapter, prompt, 1, {"max_tokens": 8, "temperature": 0.0}, [], [])
-        ((tokens, logprobs, _),) = sequences(run(engine.trainer, [call])[0])
-        assert vllm_greedy.tokens == tokens
-        close(vllm_greedy.logprobs or [], logprobs)
-        scored = engine.trainer.prompt_logprobs(adapter, prompt + vllm_seeded.tokens)
-        close(vllm_seeded.logprobs or [], scored[-len(vllm_seeded.tokens) :])
+        call = SampleCall(adapter, prompt, 2, {"max_tokens": 8, "temperature": 0.0}, [], [])
+        for vllm_greedy, (tokens, logprobs, _) in zip(
+            greedy_pair, sequences(run(engine.trainer, [call])[0]), strict=True
+        ):
+            assert vllm_greedy.tokens == tokens
+            close(vllm_greedy.logprobs or [], logprobs)
+        assert seeded_pair[0].tokens != seeded_pair[1].tokens  # a request's rows, each its own
+        for vllm_seeded in seeded_pair:
+            scored = engine.trainer.prompt_logprobs(adapter, prompt + vllm_seeded.tokens)
+            close(vllm_seeded.logprobs or [], scored[-len(vllm_seeded.tokens) :])
     assert len({tuple(seqs[0].logprobs or []) for seqs in greedy_answers}) == 3
 
     # the SDK's compute_logprobs: the prompt's logprobs, by the server
