@@ -248,13 +248,18 @@ class VLLMLabEngine:
     def _complete(self, body: dict[str, Any], samples: int) -> list[Sampled]:
         """One completions request (a pool thread); its `samples` sequences in order (a
         greedy request's one sequence, `samples` times: vLLM refuses n > 1 when greedy)."""
-        data = self._post("/completions", body).json()
+        response = self._post("/completions", body)
         sequences = []
-        for choice in sorted(data["choices"], key=lambda c: int(c["index"])):
-            tokens = [int(t) for t in choice["token_ids"]]
-            logprobs = [float(x) for x in choice["logprobs"]["token_logprobs"]]
-            reason = "length" if choice.get("finish_reason") == "length" else "stop"
-            sequences.append((tokens, logprobs, reason))
+        try:  # past the status check, a malformed answer is the Lab's failure, not a ValueError
+            for choice in sorted(response.json()["choices"], key=lambda c: int(c["index"])):
+                tokens = [int(t) for t in choice["token_ids"]]
+                logprobs = [float(x) for x in choice["logprobs"]["token_logprobs"]]
+                reason = "length" if choice.get("finish_reason") == "length" else "stop"
+                sequences.append((tokens, logprobs, reason))
+        except (KeyError, TypeError, ValueError) as error:
+            raise RuntimeError(
+                f"vLLM's answer lacks token ids or logprobs ({error!r}): {response.text[:300]}"
+            ) from None
         return sequences * (samples // len(sequences))
 
     def prompt_logprobs(self, name: str | None, prompt: list[int]) -> list[float]:
