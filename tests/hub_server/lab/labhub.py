@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,6 +36,7 @@ T = TypeVar("T")
 class LabHub(HubAccounts):
     url: str
     service: LabService
+    clients: list[tinker.ServiceClient] = field(default_factory=list)  # closed when it stops
 
     @property
     def tinker_url(self) -> str:
@@ -66,12 +67,19 @@ def serve_lab(
     try:
         yield hub
     finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+        try:
+            for client in hub.clients:  # while the Lab answers: their heartbeats stop with them
+                client.close("success").result(timeout=30)
+        finally:
+            server.should_exit = True
+            thread.join(timeout=30)
 
 
 def service_client(hub: LabHub, token: str) -> tinker.ServiceClient:
-    return tinker.ServiceClient(base_url=hub.tinker_url, api_key=f"tml-{token}")
+    """An SDK client of `hub` as `token`'s account, closed when the hub stops."""
+    client = tinker.ServiceClient(base_url=hub.tinker_url, api_key=f"tml-{token}")
+    hub.clients.append(client)
+    return client
 
 
 def tensor(array: np.ndarray) -> types.TensorData:

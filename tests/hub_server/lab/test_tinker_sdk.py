@@ -271,14 +271,14 @@ def test_a_restarted_hub_resumes_a_saved_model(tmp_path: Path, engine: TorchLabE
     data = batch(engine)
     with serve_lab(tmp_path / "hub", engine) as first:
         token = first.add_user("carol", scopes=["train"])
-        trainer = (
-            service_client(first, token).create_lora_training_client(base_model=BASE, rank=4)
-        ).result()
+        client = tinker.ServiceClient(base_url=first.tinker_url, api_key=f"tml-{token}")
+        trainer = client.create_lora_training_client(base_model=BASE, rank=4).result()
         trainer.forward_backward(data, "cross_entropy").result()
         trainer.optim_step(types.AdamParams(learning_rate=1e-3)).result()
         path = trainer.save_state("before-restart").result().path
         before = trainer.forward(data, "cross_entropy").result()
     with serve_lab(tmp_path / "hub", engine, port=int(first.url.rsplit(":", 1)[1])) as second:
+        second.clients.append(client)  # the same client, closed by the hub it ends on
         after = trainer.forward(data, "cross_entropy").result()
         assert after.metrics["loss:sum"] == pytest.approx(before.metrics["loss:sum"], abs=1e-4)
         trainer.forward_backward(data, "cross_entropy").result()
