@@ -8,7 +8,8 @@ for SmolLM2 and re-tokenises earlier turns; here a later turn continues an earli
 for token (`chat_ids`, `bridge`: prime_env.trace_graph), and both engines' samples train alike.
 
 `TokenWire` is the request/response mapping (the trainer's vLLM backend uses it per policy);
-`VLLMClient` is a model client over a server `serving.py` starts (evals: `--backend vllm`).
+`VLLMClient` is a model client over a server `serving.py` starts (evals: `--backend vllm`);
+`prompt_logprobs_of` reads a completion's prompt logprobs (the trainer's probe, the Lab's scoring).
 """
 
 from __future__ import annotations
@@ -204,3 +205,21 @@ class VLLMClient(RenderingClient):
             await self._wire.aclose()
             self._wire = None
             self._loading = None
+
+
+class VLLMAnswerError(RuntimeError):
+    """A vLLM answer without what was asked of it: the server's fault, never the caller's."""
+
+
+def prompt_logprobs_of(data: dict[str, Any], token_ids: list[int]) -> list[float]:
+    """vLLM's `prompt_logprobs`: [None, {str(id): {"logprob": …}}, …] → logprob of each token."""
+    entries = data["choices"][0].get("prompt_logprobs") or data.get("prompt_logprobs")
+    if not entries or len(entries) != len(token_ids):
+        raise VLLMAnswerError("the server returned no prompt_logprobs")
+    values = []
+    for token, entry in zip(token_ids[1:], entries[1:]):
+        item = (entry or {}).get(str(token))
+        if item is None:
+            raise VLLMAnswerError(f"prompt_logprobs lack token {token}")
+        values.append(float(item["logprob"] if isinstance(item, dict) else item))
+    return values

@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from engines.vllm_client import TokenWire
+from engines.vllm_client import TokenWire, prompt_logprobs_of
 from engines.vllm_server import wait_ready
 from prime_env.clients.base import ChatResponse, Message, RenderingClient, SamplingArgs, ToolSpec
 from prime_env.clients.retry import RetryPolicy
@@ -253,17 +253,3 @@ class _PinnedClient(RenderingClient):
         self, completion_ids: list[int], messages: list[Message], tools: list[ToolSpec] | None
     ) -> list[int] | None:
         return self.server.wire.bridge(completion_ids, messages, tools)
-
-
-def prompt_logprobs_of(data: dict[str, Any], token_ids: list[int]) -> list[float]:
-    """vLLM's `prompt_logprobs`: [None, {str(id): {"logprob": …}}, …] → logprob of each token."""
-    entries = data["choices"][0].get("prompt_logprobs") or data.get("prompt_logprobs")
-    if not entries or len(entries) != len(token_ids):
-        raise BackendError("the server returned no prompt_logprobs for the probe")
-    values = []
-    for token, entry in zip(token_ids[1:], entries[1:]):
-        item = (entry or {}).get(str(token))
-        if item is None:
-            raise BackendError(f"prompt_logprobs lack the probe token {token}")
-        values.append(float(item["logprob"] if isinstance(item, dict) else item))
-    return values

@@ -32,8 +32,8 @@ import numpy as np
 from engines.install import find_vllm
 from engines.process import Child
 from engines.served_models import model_directory
+from engines.vllm_client import prompt_logprobs_of
 from engines.vllm_server import ServerSpec, local_url, server_argv, server_env, wait_ready
-from trainer_bridge.inference.vllm_backend import prompt_logprobs_of
 from trainer_bridge.lab.engine import SampleCall, Sampled, TorchLabEngine
 
 log = logging.getLogger(__name__)
