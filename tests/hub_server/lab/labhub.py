@@ -115,3 +115,21 @@ def held(hub: LabHub, send: Callable[[], list[T]], count: int) -> list[T]:
         time.sleep(0.05)
     gate.set()
     return sent
+
+
+def two_tenants_samplers(lab: LabHub, data: list[types.Datum]) -> list[Any]:
+    """The samplers of two accounts' own adapters (the admin's and a new account's, rank 4,
+    one step on `data` each) and the new account's base-model sampler."""
+    grace = lab.add_user("grace", scopes=["train"])
+    samplers: list[Any] = []
+    for seed, token in enumerate((lab.admin_token, grace)):
+        trainer = (
+            service_client(lab, token)
+            .create_lora_training_client(base_model=BASE, rank=4, seed=seed)
+            .result()
+        )
+        trainer.forward_backward(data, "cross_entropy").result()
+        trainer.optim_step(types.AdamParams(learning_rate=5e-3)).result()
+        samplers.append(trainer.save_weights_and_get_sampling_client().result())
+    samplers.append(service_client(lab, grace).create_sampling_client(base_model=BASE).result())
+    return samplers

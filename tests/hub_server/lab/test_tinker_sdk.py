@@ -35,6 +35,7 @@ from tests.hub_server.lab.labhub import (
     serve_lab,
     service_client,
     tensor,
+    two_tenants_samplers,
 )
 from trainer_bridge.lab.engine import TorchLabEngine
 
@@ -145,19 +146,7 @@ def test_two_accounts_samples_decode_in_one_batch_as_each_alone(
     """Sample requests of two accounts (each its own trained adapter) and of a base-model
     sampler, waiting together, decode as one batch, and each gets (seeded, at temperature 1)
     the tokens and logprobs it gets alone."""
-    grace = lab.add_user("grace", scopes=["train"])
-    data = batch(engine)
-    samplers = []
-    for seed, token in enumerate((lab.admin_token, grace)):
-        trainer = (
-            service_client(lab, token)
-            .create_lora_training_client(base_model=BASE, rank=4, seed=seed)
-            .result()
-        )
-        trainer.forward_backward(data, "cross_entropy").result()
-        trainer.optim_step(types.AdamParams(learning_rate=5e-3)).result()
-        samplers.append(trainer.save_weights_and_get_sampling_client().result())
-    samplers.append(service_client(lab, grace).create_sampling_client(base_model=BASE).result())
+    samplers = two_tenants_samplers(lab, batch(engine))
     prompt = types.ModelInput.from_ints(engine.tokenizer.encode("The capital of France"))
     params = types.SamplingParams(max_tokens=8, temperature=1.0, seed=11)
     alone = [s.sample(prompt, 2, params).result().sequences for s in samplers]

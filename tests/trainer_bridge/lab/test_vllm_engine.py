@@ -20,7 +20,14 @@ import pytest
 from tinker import types
 
 from hub_server.lab.engine import SampleCall
-from tests.hub_server.lab.labhub import BASE, LabHub, batch, held, serve_lab, service_client
+from tests.hub_server.lab.labhub import (
+    BASE,
+    LabHub,
+    batch,
+    held,
+    serve_lab,
+    two_tenants_samplers,
+)
 from tests.support import require, vllm_installed
 from trainer_bridge.lab.engine import Sampled, TorchLabEngine
 from trainer_bridge.lab.vllm_engine import VLLMLabEngine, start_vllm_lab
@@ -86,19 +93,7 @@ def served_adapters(engine: VLLMLabEngine) -> set[str]:
 def test_two_tenants_sample_in_one_batch_as_the_torch_engine_does(
     lab: LabHub, engine: VLLMLabEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    grace = lab.add_user("grace", scopes=["train"])
-    data = batch(engine.trainer)
-    samplers = []
-    for seed, token in enumerate((lab.admin_token, grace)):
-        trainer = (
-            service_client(lab, token)
-            .create_lora_training_client(base_model=BASE, rank=4, seed=seed)
-            .result()
-        )
-        trainer.forward_backward(data, "cross_entropy").result()
-        trainer.optim_step(types.AdamParams(learning_rate=5e-3)).result()
-        samplers.append(trainer.save_weights_and_get_sampling_client().result())
-    samplers.append(service_client(lab, grace).create_sampling_client(base_model=BASE).result())
+    samplers = two_tenants_samplers(lab, batch(engine.trainer))
     prompt = engine.trainer.tokenizer.encode("The capital of France")
     model_input = types.ModelInput.from_ints(prompt)
     greedy = types.SamplingParams(max_tokens=8, temperature=0.0)
