@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
+import pytest
 import tinker
 import uvicorn
 from tinker import types
@@ -133,3 +134,17 @@ def two_tenants_samplers(lab: LabHub, data: list[types.Datum]) -> list[Any]:
         samplers.append(trainer.save_weights_and_get_sampling_client().result())
     samplers.append(service_client(lab, grace).create_sampling_client(base_model=BASE).result())
     return samplers
+
+
+def batch_sizes(engine: Any, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of calls in each `sample_batch` the engine runs from now on (it still
+    decodes them): how the Lab batched the requests that reached it."""
+    sizes: list[int] = []
+    decode = engine.sample_batch
+
+    def recording(calls: Any, more: Any, done: Any) -> None:
+        sizes.append(len(calls))
+        decode(calls, more, done)
+
+    monkeypatch.setattr(engine, "sample_batch", recording)
+    return sizes

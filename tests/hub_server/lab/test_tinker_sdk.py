@@ -31,6 +31,7 @@ from tests.hub_server.lab.labhub import (
     BASE,
     LabHub,
     batch,
+    batch_sizes,
     held,
     serve_lab,
     service_client,
@@ -151,14 +152,7 @@ def test_two_accounts_samples_decode_in_one_batch_as_each_alone(
     params = types.SamplingParams(max_tokens=8, temperature=1.0, seed=11)
     alone = [s.sample(prompt, 2, params).result().sequences for s in samplers]
 
-    batches: list[int] = []
-    decode = engine.sample_batch
-
-    def recording(calls: Any, more: Any, done: Any) -> None:
-        batches.append(len(calls))
-        decode(calls, more, done)
-
-    monkeypatch.setattr(engine, "sample_batch", recording)
+    batches = batch_sizes(engine, monkeypatch)
     pending = held(lab, lambda: [s.sample(prompt, 2, params) for s in samplers], 3)
     together = [p.result().sequences for p in pending]
     assert batches == [3]

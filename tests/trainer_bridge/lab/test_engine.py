@@ -17,11 +17,10 @@ import torch
 
 from hub_server.lab.engine import SampleCall
 from tests.trainer_bridge.conftest import smollm2_tokenizer_dir, tiny_model_dir  # noqa: F401
+from tests.trainer_bridge.lab.sampling import run, sequences
 from trainer_bridge.lab.engine import Sampled, TorchLabEngine
 
 pytestmark = pytest.mark.xdist_group("lab")
-
-Outcome = list[Sampled] | ValueError
 
 
 @pytest.fixture(scope="module")
@@ -50,26 +49,6 @@ def call(
     prompt = engine.tokenizer.encode(text)
     values = {"max_tokens": 12, **params}
     return SampleCall(adapter, prompt, n, values, stop_tokens or [], stop_strings or [])
-
-
-def run(
-    engine: TorchLabEngine, calls: list[SampleCall], joining: list[SampleCall] | None = None
-) -> list[Outcome]:
-    """Each call's outcome, in order (`joining` given at the third ask between tokens)."""
-    outcomes: dict[int, Outcome] = {}
-    asked: list[int] = []
-
-    def more(rows: int) -> list[SampleCall]:
-        asked.append(rows)
-        return (joining or []) if len(asked) == 3 else []
-
-    engine.sample_batch(calls, more, outcomes.__setitem__)
-    return [outcomes[i] for i in range(len(calls) + len(joining or []))]
-
-
-def sequences(outcome: Outcome) -> list[Sampled]:
-    assert not isinstance(outcome, ValueError), outcome
-    return outcome
 
 
 def assert_same(batched: list[Sampled], alone: list[Sampled]) -> None:
@@ -112,7 +91,7 @@ def test_a_request_joining_mid_batch_gets_what_it_gets_alone_and_a_wrong_one_fai
     joiner = call(engine, "bob", "Once upon a time, in a land", 2, temperature=1.0, seed=2)
     unknown = call(engine, "carol", "Hello", 1)
     too_long = call(engine, "bob", "Hello", 1, max_tokens=engine.max_context)
-    outcomes = run(engine, [first, unknown], [joiner, too_long])
+    outcomes = run(engine, [first, unknown], [joiner, too_long], join_at=3)
     assert isinstance(outcomes[1], ValueError) and "No adapter 'carol'" in str(outcomes[1])
     assert isinstance(outcomes[3], ValueError) and "exceeds the model's context" in str(outcomes[3])
     assert_same(sequences(outcomes[0]), sequences(run(engine, [first])[0]))

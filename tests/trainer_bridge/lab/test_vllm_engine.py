@@ -24,18 +24,17 @@ from tests.hub_server.lab.labhub import (
     BASE,
     LabHub,
     batch,
+    batch_sizes,
     held,
     serve_lab,
     two_tenants_samplers,
 )
 from tests.support import require, vllm_installed
-from trainer_bridge.lab.engine import Sampled, TorchLabEngine
+from tests.trainer_bridge.lab.sampling import run, sequences
 from trainer_bridge.lab.vllm_engine import VLLMLabEngine, start_vllm_lab
 
 MAX_RANK = 8
 TOLERANCE = 1e-3
-
-Outcome = list[Sampled] | ValueError
 
 
 @pytest.fixture(scope="module")
@@ -55,28 +54,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory, engine: VLLMLabEngine) -> Iter
     with serve_lab(tmp_path_factory.mktemp("lab-hub"), engine) as hub:
         hub.admin_token = hub.add_user("alice")
         yield hub
-
-
-def run(
-    engine: VLLMLabEngine | TorchLabEngine,
-    calls: list[SampleCall],
-    joining: list[SampleCall] | None = None,
-) -> list[Outcome]:
-    """Each call's outcome, in order (`joining` given at the first ask for more)."""
-    outcomes: dict[int, Outcome] = {}
-    asked: list[int] = []
-
-    def more(rows: int) -> list[SampleCall]:
-        asked.append(rows)
-        return (joining or []) if len(asked) == 1 else []
-
-    engine.sample_batch(calls, more, outcomes.__setitem__)
-    return [outcomes[i] for i in range(len(calls) + len(joining or []))]
-
-
-def sequences(outcome: Outcome) -> list[Sampled]:
-    assert not isinstance(outcome, ValueError), outcome
-    return outcome
 
 
 def close(got: list[float], want: list[float]) -> None:
@@ -99,14 +76,7 @@ def test_two_tenants_sample_in_one_batch_as_the_torch_engine_does(
     greedy = types.SamplingParams(max_tokens=8, temperature=0.0)
     seeded = types.SamplingParams(max_tokens=8, temperature=1.0, seed=11)
 
-    batches: list[int] = []
-    decode = engine.sample_batch
-
-    def recording(calls: Any, more: Any, done: Any) -> None:
-        batches.append(len(calls))
-        decode(calls, more, done)
-
-    monkeypatch.setattr(engine, "sample_batch", recording)
+    batches = batch_sizes(engine, monkeypatch)
     pending = held(
         lab,
         lambda: [s.sample(model_input, 2, p) for s in samplers for p in (greedy, seeded)],
